@@ -1,0 +1,145 @@
+import { Command, CommanderError, Option } from 'commander';
+import { EXIT, GenbatchError, UsageError } from '../errors.js';
+
+/**
+ * The CLI entry. Commands are loaded lazily, one module each under ./commands/,
+ * and return an exit code. Only this file calls process.exit.
+ * Errors go to stderr, data to stdout.
+ */
+
+type Action = (...args: unknown[]) => Promise<number>;
+const lazy = (name: string): Action => async (...args: unknown[]) => {
+  const mod = (await import(`./commands/${name}.js`)) as { default: Action };
+  return mod.default(...args.slice(0, -1));
+};
+
+function int(name: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new UsageError(`${name} expects a non-negative integer, got "${v}"`);
+    return n;
+  };
+}
+function num(name: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < 0) throw new UsageError(`${name} expects a non-negative number, got "${v}"`);
+    return n;
+  };
+}
+
+export function buildProgram(setCode: (code: number) => void): Command {
+  const program = new Command('genbatch')
+    .description('Batch runner for an asynchronous media-generation service, with a local sandbox')
+    .version('0.1.0')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) })
+    .showHelpAfterError('(run with --help for usage)');
+  const wrap = (action: Action) => async (...args: unknown[]) => setCode(await action(...args));
+
+  program
+    .command('validate')
+    .description('check every job of a manifest; exit 2 and one line per problem when any job is invalid')
+    .argument('<manifest>', 'YAML, CSV or TSV manifest')
+    .option('--json', 'print problems as JSON')
+    .action(wrap(lazy('validate')));
+
+  program
+    .command('estimate')
+    .description('credits per job, per model and in total; compares with the balance unless --offline')
+    .argument('<manifest>', 'YAML, CSV or TSV manifest')
+    .option('--json', 'print one JSON object')
+    .option('--offline', 'do not read the balance')
+    .option('--prices <file>', 'user-supplied prices (YAML or JSON: model id -> credits)')
+    .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
+    .action(wrap(lazy('estimate')));
+
+  program
+    .command('models')
+    .description('list the model catalogue: ids, kind, workflows, fields, price basis')
+    .option('--json', 'print JSON')
+    .action(wrap(lazy('models')));
+
+  program
+    .command('run')
+    .description('validate, estimate, upload, submit, wait, download and report, checkpointed in SQLite')
+    .argument('<manifest>', 'YAML, CSV or TSV manifest')
+    .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
+    .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>)')
+    .option('--state <path>', 'state file (default: <out>/state.db)')
+    .option('--concurrency <n>', 'jobs in flight at once', int('--concurrency'), 8)
+    .option('--yes', 'proceed although some prices are unknown')
+    .option('--max-credits <n>', 'refuse when the known estimate exceeds this', num('--max-credits'))
+    .option('--json', 'write NDJSON events to stdout')
+    .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
+    .option('--prices <file>', 'user-supplied prices')
+    .addOption(new Option('--uncertain <policy>', 'what to do with submits of unknown outcome').choices(['skip', 'resubmit']).default('skip'))
+    .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
+    .option('--listen <host:port>', 'start a callback receiver here')
+    .option('--time-scale <s>', 'with --sandbox: scale all sandbox durations', num('--time-scale'))
+    .action(wrap(lazy('run')));
+
+  program
+    .command('status')
+    .description('jobs by state from a state file')
+    .argument('[manifest]', 'manifest whose default state file to read')
+    .option('--state <path>', 'state file')
+    .option('--jobs', 'list every job')
+    .option('--json', 'print JSON')
+    .action(wrap(lazy('status')));
+
+  program
+    .command('report')
+    .description('rewrite report.json, report.csv, report.md and report.html from the state')
+    .argument('[manifest]', 'manifest whose default state file to read')
+    .option('--state <path>', 'state file')
+    .option('--out <dir>', 'output folder')
+    .action(wrap(lazy('report')));
+
+  program
+    .command('balance')
+    .description('print the account balance in credits')
+    .option('--json', 'print JSON')
+    .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
+    .action(wrap(lazy('balance')));
+
+  program
+    .command('sandbox')
+    .description('start the local sandbox service and serve until stopped')
+    .option('--port <n>', 'port', int('--port'), 8787)
+    .option('--host <host>', 'host', '127.0.0.1')
+    .option('--keys <list>', 'key=credits,key2=credits (default: one generated key with 10000 credits)')
+    .option('--time-scale <s>', 'multiply every duration (0.01: a 60 s task takes 0.6 s)', num('--time-scale'), 1)
+    .option('--seed <n>', 'seed for every random draw', int('--seed'))
+    .option('--faults <spec>', 'fault injection, e.g. "submit:500=0.1,status:429=0.05"')
+    .option('--failure-rate <r>', 'share of tasks that fail', num('--failure-rate'), 0)
+    .option('--allow-loopback', 'allow loopback callback and upload URLs')
+    .action(wrap(lazy('sandbox')));
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let code: number = EXIT.ok;
+  const program = buildProgram((c) => (code = c));
+  try {
+    await program.parseAsync(argv);
+    return code;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return EXIT.ok;
+      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    if (err instanceof GenbatchError) {
+      process.stderr.write(`genbatch: ${err.message}\n`);
+      return err.exitCode;
+    }
+    process.stderr.write(`genbatch: internal error (a bug; please report it): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    return EXIT.internal;
+  }
+}
+
+// Run when executed as the entry point.
+const code = await main(process.argv);
+process.exitCode = code;
+if (process.env.GENBATCH_NO_EXIT !== '1') process.exit(code);

@@ -1,0 +1,137 @@
+/**
+ * One error hierarchy for genbatch. Every error carries a stable `code`
+ * (callers branch on codes, never on message text) and the process exit code
+ * the CLI uses when the error reaches it. Only src/cli/main.ts calls process.exit.
+ *
+ * Exit codes: 0 all done, 1 some jobs failed, 2 invalid manifest or usage,
+ * 3 over budget or balance, 4 incomplete, 130 interrupted by SIGINT.
+ */
+export const EXIT = {
+  ok: 0,
+  jobsFailed: 1,
+  usage: 2,
+  budget: 3,
+  incomplete: 4,
+  internal: 70,
+  sigint: 130,
+} as const;
+
+export class GenbatchError extends Error {
+  readonly code: string;
+  readonly exitCode: number;
+  constructor(code: string, message: string, exitCode: number = EXIT.internal, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.exitCode = exitCode;
+  }
+}
+
+/** Bad command-line usage: unknown flag, missing argument, bad flag value. */
+export class UsageError extends GenbatchError {
+  constructor(message: string) {
+    super('GB_USAGE', message, EXIT.usage);
+  }
+}
+
+/** One problem found in a manifest: job, source position, field path, rule. */
+export interface Problem {
+  /** Job id, or null when the problem is not tied to one job (e.g. YAML syntax). */
+  job: string | null;
+  /** `file:line` for YAML, `file:row N` for CSV rows, or just the file. */
+  where: string;
+  /** Dotted field path, e.g. `input.size`, `input.image_urls[0]`; empty for whole-job problems. */
+  path: string;
+  /** The rule broken, in plain words. */
+  message: string;
+}
+
+export function formatProblem(p: Problem): string {
+  const head = p.job === null ? p.where : `job ${p.job} (${p.where})`;
+  return p.path ? `${head} ${p.path}: ${p.message}` : `${head}: ${p.message}`;
+}
+
+/** The manifest (or one of its jobs) is invalid. Carries every problem found, not just the first. */
+export class ManifestError extends GenbatchError {
+  readonly problems: Problem[];
+  constructor(problems: Problem[]) {
+    super('GB_MANIFEST', problems.map(formatProblem).join('\n'), EXIT.usage);
+    this.problems = problems;
+  }
+}
+
+/** A model id that the catalogue does not know. Never falls back to another model. */
+export class UnknownModelError extends GenbatchError {
+  readonly model: string;
+  constructor(model: string) {
+    super('GB_UNKNOWN_MODEL', `unknown model "${model}" (see \`genbatch models\`)`, EXIT.usage);
+    this.model = model;
+  }
+}
+
+/** The known estimate exceeds the balance, --max-credits or the manifest budget. */
+export class BudgetError extends GenbatchError {
+  constructor(message: string) {
+    super('GB_BUDGET', message, EXIT.budget);
+  }
+}
+
+/**
+ * An HTTP error answer from the service. `status` and `type` come from the
+ * response; `retryAfterMs` from its Retry-After header when present.
+ */
+export class ApiError extends GenbatchError {
+  readonly status: number;
+  readonly type: string | null;
+  readonly retryAfterMs: number | null;
+  constructor(status: number, type: string | null, message: string, retryAfterMs: number | null = null) {
+    super(apiCode(status), `HTTP ${status}${type ? ` ${type}` : ''}: ${message}`, EXIT.jobsFailed);
+    this.status = status;
+    this.type = type;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+function apiCode(status: number): string {
+  if (status === 429) return 'GB_API_RATE_LIMITED';
+  if (status === 402) return 'GB_API_INSUFFICIENT_CREDITS';
+  if (status === 401) return 'GB_API_UNAUTHORIZED';
+  if (status === 409) return 'GB_API_CONFLICT';
+  if (status >= 500) return 'GB_API_SERVER';
+  return 'GB_API_REJECTED';
+}
+
+/**
+ * A transport failure. `sent` tells whether the request may have reached the
+ * server: false for a refused connection or a failure before the body was
+ * written (safe to retry any method); true for a reset or timeout after
+ * sending (a POST may have taken effect).
+ */
+export class NetworkError extends GenbatchError {
+  readonly sent: boolean;
+  constructor(message: string, sent: boolean, options?: { cause?: unknown }) {
+    super('GB_NETWORK', message, EXIT.jobsFailed, options);
+    this.sent = sent;
+  }
+}
+
+/** The state file cannot be used: held by a live writer, or failed its integrity check. */
+export class StateError extends GenbatchError {
+  constructor(message: string) {
+    super('GB_STATE', message, EXIT.usage);
+  }
+}
+
+/** A server-sent name, URL or size that fails our checks before touching the disk. */
+export class UnsafeResultError extends GenbatchError {
+  constructor(message: string) {
+    super('GB_UNSAFE_RESULT', message, EXIT.jobsFailed);
+  }
+}
+
+/** The run stopped early (signal): state is committed, work is left for a rerun. */
+export class InterruptedError extends GenbatchError {
+  constructor(signal: string) {
+    super('GB_INTERRUPTED', `interrupted by ${signal}`, signal === 'SIGINT' ? EXIT.sigint : EXIT.incomplete);
+  }
+}

@@ -1,0 +1,65 @@
+import { z } from 'zod';
+
+/**
+ * Shared zod pieces for the model families. Messages are plain words: they
+ * reach users as `job <id> (<file>:<line>) input.<field>: <message>`.
+ */
+
+/** A prompt of 1..max characters with at least one non-whitespace character. */
+export function prompt(max: number) {
+  return z
+    .string({ error: 'must be a string' })
+    .min(1, { error: 'must not be empty' })
+    .max(max, { error: `must be at most ${max} characters` })
+    .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' })
+    .describe(`Prompt, 1 to ${max} characters`);
+}
+
+/** A string from a fixed list, with the list in the message. */
+export function oneOf<const T extends readonly [string, ...string[]]>(values: T, what = 'value') {
+  return z.enum(values, { error: (iss) => `${what} ${JSON.stringify(iss.input)} is not one of ${values.join(', ')}` });
+}
+
+/** An integer from a fixed list. */
+export function intOneOf(values: readonly number[]) {
+  return z
+    .number({ error: 'must be a number' })
+    .int({ error: 'must be an integer' })
+    .refine((v) => values.includes(v), { error: (iss) => `${String(iss.input)} is not one of ${values.join(', ')}` });
+}
+
+/** An integer in [min, max]. */
+export function intRange(min: number, max: number) {
+  return z
+    .number({ error: 'must be a number' })
+    .int({ error: 'must be an integer' })
+    .min(min, { error: `must be at least ${min}` })
+    .max(max, { error: `must be at most ${max}` });
+}
+
+/** A number in [0, 1] with at most two decimals (music weights). */
+export const weight01 = z
+  .number({ error: 'must be a number' })
+  .min(0, { error: 'must be at least 0' })
+  .max(1, { error: 'must be at most 1' })
+  .refine((v) => Math.abs(v * 100 - Math.round(v * 100)) < 1e-9, { error: 'must have at most two decimals' });
+
+/**
+ * An image reference: an http(s) URL for the service; in a manifest also a
+ * local file path (checked and uploaded by genbatch). The sandbox requires a URL.
+ */
+export const imageRef = z
+  .string({ error: 'must be a string (an image URL or a local image path)' })
+  .min(1, { error: 'must not be empty' })
+  .describe('Image URL (http/https), or in a manifest a local JPEG/PNG/GIF/WebP path that genbatch uploads');
+
+/** A remote URL only (audio or video sources): local paths are not uploadable. */
+export const remoteUrl = z
+  .string({ error: 'must be a string URL' })
+  .refine((s) => /^https?:\/\//i.test(s), { error: 'must be an http(s) URL; the service cannot take a local file here (upload it somewhere public first)' })
+  .describe('Remote http(s) URL');
+
+/** True when a value looks like a URL the service can fetch (not a local path). */
+export function isRemoteRef(s: string): boolean {
+  return /^(https?:\/\/|data:)/i.test(s);
+}
