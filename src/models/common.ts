@@ -63,3 +63,42 @@ export const remoteUrl = z
 export function isRemoteRef(s: string): boolean {
   return /^(https?:\/\/|data:)/i.test(s);
 }
+
+/** A required prompt with at least one non-whitespace character, for models whose length limit is not shown. */
+export function promptText() {
+  return z
+    .string({ error: 'must be a string' })
+    .min(1, { error: 'must not be empty' })
+    .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' })
+    .describe('Prompt (length limit not shown by the contract)');
+}
+
+/**
+ * An image reference where the service requires public HTTPS URLs: an https URL,
+ * or in a manifest a local path that genbatch uploads. http:// and data: are rejected,
+ * except http on a loopback host (the local sandbox serves its uploads over plain http).
+ */
+export const httpsImageRef = imageRef.refine(
+  (s) => !/^(http|data):/i.test(s) || /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(\/|$)/i.test(s),
+  { error: 'must be an https URL (this model takes public HTTPS image URLs only) or a local image path' },
+);
+
+/** A field this model does not take, with a message that says why (instead of a generic "unknown field"). */
+export function unsupported(message: string) {
+  return z.never({ error: message }).optional();
+}
+
+/** An aspect ratio string of the form W:H (e.g. 16:9), for models whose allowed values are not shown. */
+export const ratioString = z
+  .string({ error: 'must be a string such as 16:9' })
+  .regex(/^[1-9]\d*:[1-9]\d*$/, { error: 'must be a ratio of the form W:H, such as 16:9' });
+
+/** The part of a superRefine context that records issues. */
+export interface IssueSink {
+  addIssue(issue: { code: 'custom'; path: PropertyKey[]; message: string }): void;
+}
+
+/** Add a custom issue at `field` in a superRefine. */
+export function fieldIssue(ctx: IssueSink, field: string, message: string): void {
+  ctx.addIssue({ code: 'custom', path: [field], message });
+}

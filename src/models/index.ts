@@ -1,13 +1,19 @@
 import { z } from 'zod';
 import { UnknownModelError } from '../errors.js';
 import * as flash from './flash.js';
+import * as vidmodel from './vidmodel.js';
+import * as clip from './clip.js';
+import * as videoh from './videoh.js';
+import * as motion from './motion.js';
+import * as video15 from './video-1-5.js';
+import * as imagineVideo from './imagine-video.js';
 import type { FieldIssue, ModelSpec } from './types.js';
 
 export type { FieldIssue, ModelKind, ModelSpec, PriceQuote, ResultEndpoint } from './types.js';
 export { isRemoteRef } from './common.js';
 
 /** Every family module, in catalogue order. Add a family here and nowhere else. */
-const FAMILIES: ReadonlyArray<{ specs: ModelSpec[] }> = [flash];
+const FAMILIES: ReadonlyArray<{ specs: ModelSpec[] }> = [flash, vidmodel, clip, videoh, motion, video15, imagineVideo];
 
 const BY_ID = new Map<string, ModelSpec>();
 for (const family of FAMILIES) {
