@@ -67,7 +67,7 @@ export function isRemoteRef(s: string): boolean {
 /** A required prompt with at least one non-whitespace character, for models whose length limit is not shown. */
 export function promptText() {
   return z
-    .string({ error: 'must be a string' })
+    .string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') })
     .min(1, { error: 'must not be empty' })
     .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' })
     .describe('Prompt (length limit not shown by the contract)');

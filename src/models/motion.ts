@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { fieldIssue, imageRef, intOneOf, promptText, ratioString } from './common.js';
+import { fieldIssue, imageRef, promptText, ratioString } from './common.js';
 import type { ModelSpec } from './types.js';
 
 /**
@@ -42,7 +42,11 @@ function motionInput(tier: Tier) {
   return z
     .strictObject({
       prompt: promptText(),
-      duration: intOneOf(DURATIONS).describe('Seconds, required: 5 or 10 (allowed values chosen; not shown)'),
+      duration: z
+        .number({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a number') })
+        .int({ error: 'must be an integer' })
+        .refine((d) => (DURATIONS as readonly number[]).includes(d), { error: (iss) => `${String(iss.input)} is not one of ${DURATIONS.join(', ')}` })
+        .describe('Seconds, required: 5 or 10 (allowed values chosen; not shown)'),
       aspect_ratio: ratioString.optional().describe('Such as 16:9 (allowed values not shown); not for standard image-to-video'),
       negative_prompt: z.string({ error: 'must be a string' }).optional(),
       cfg_scale: z.number({ error: 'must be a number' }).finite({ error: 'must be a finite number' }).optional().describe('Range not shown; not with image_urls'),
