@@ -115,10 +115,44 @@ export class NetworkError extends GenbatchError {
   }
 }
 
+/**
+ * A submit whose outcome is unknown: the request may have reached the service
+ * (a 500/502/504, or a reset, timeout or abort after sending, or an unreadable
+ * 200 answer), so a task may exist. Never resubmitted blindly: the job becomes `uncertain`.
+ */
+export class AmbiguousSubmitError extends GenbatchError {
+  /** HTTP status when the service answered, null for a transport failure. */
+  readonly status: number | null;
+  constructor(cause: Error, status: number | null = null) {
+    super('GB_SUBMIT_UNCERTAIN', `submit outcome unknown, a task may have been created: ${cause.message}`, EXIT.incomplete, { cause });
+    this.status = status;
+  }
+}
+
+/** A service answer whose body does not have the documented shape (not JSON, or a field missing or of the wrong type). */
+export class BadResponseError extends GenbatchError {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super('GB_BAD_RESPONSE', message, EXIT.jobsFailed);
+    this.status = status;
+  }
+}
+
 /** The state file cannot be used: held by a live writer, or failed its integrity check. */
 export class StateError extends GenbatchError {
   constructor(message: string) {
     super('GB_STATE', message, EXIT.usage);
+  }
+}
+
+/**
+ * A job state change refused by the store: the job was not in the state the
+ * caller expected (another actor moved it), or the change is not in the table.
+ * Always a bug or a race, never user input.
+ */
+export class TransitionError extends GenbatchError {
+  constructor(message: string) {
+    super('GB_TRANSITION', message, EXIT.internal);
   }
 }
 

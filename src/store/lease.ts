@@ -1,0 +1,98 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type Database from 'better-sqlite3';
+import { StateError } from '../errors.js';
+
+/**
+ * One writer per state file. The holder records pid, hostname and a heartbeat
+ * (ms since epoch) refreshed every `heartbeatMs`. Another process takes the
+ * lease over when the holder is dead: same host and its pid no longer exists,
+ * or its heartbeat is older than `staleMs` (covers other hosts and pid reuse).
+ * A live holder makes acquire throw StateError.
+ */
+export interface LeaseOptions {
+  heartbeatMs?: number;
+  staleMs?: number;
+}
+
+interface LeaseRow {
+  pid: number;
+  hostname: string;
+  token: string;
+  heartbeat: number;
+}
+
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: exists but belongs to someone else.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export class Lease {
+  readonly token = randomBytes(12).toString('hex');
+  private timer: NodeJS.Timeout | null = null;
+  /** Set when the lease was taken over from a dead holder: "pid 123 on host". */
+  takenOverFrom: string | null = null;
+  /** True once a heartbeat found another holder: the engine stops at once. */
+  lost = false;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly opts: LeaseOptions = {},
+  ) {}
+
+  acquire(): void {
+    const staleMs = this.opts.staleMs ?? 60_000;
+    const host = hostname();
+    const take = this.db.transaction(() => {
+      const row = this.db.prepare('SELECT pid, hostname, token, heartbeat FROM lease WHERE id = 1').get() as LeaseRow | undefined;
+      if (row) {
+        const stale = Date.now() - row.heartbeat > staleMs;
+        const dead = row.hostname === host && (row.pid === process.pid ? false : !pidAlive(row.pid));
+        if (!stale && !dead) {
+          throw new StateError(
+            `state file is in use by pid ${row.pid} on ${row.hostname} (heartbeat ${Math.round((Date.now() - row.heartbeat) / 1000)} s ago); wait for it to finish or stop it`,
+          );
+        }
+        this.takenOverFrom = `pid ${row.pid} on ${row.hostname}`;
+      }
+      this.db
+        .prepare('INSERT INTO lease (id, pid, hostname, token, heartbeat) VALUES (1, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET pid = excluded.pid, hostname = excluded.hostname, token = excluded.token, heartbeat = excluded.heartbeat')
+        .run(process.pid, host, this.token, Date.now());
+    });
+    take.immediate();
+    const every = this.opts.heartbeatMs ?? 10_000;
+    this.timer = setInterval(() => {
+      try {
+        this.beat();
+      } catch {
+        this.lost = true;
+      }
+    }, every);
+    this.timer.unref();
+  }
+
+  /** Refresh the heartbeat; throws StateError when another process took the lease. */
+  beat(): void {
+    if (!this.db.open) return;
+    const res = this.db.prepare('UPDATE lease SET heartbeat = ? WHERE id = 1 AND token = ?').run(Date.now(), this.token);
+    if (res.changes === 0) {
+      this.stop();
+      throw new StateError('lost the state file lease to another process');
+    }
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  release(): void {
+    this.stop();
+    if (this.db.open) this.db.prepare('DELETE FROM lease WHERE id = 1 AND token = ?').run(this.token);
+  }
+}

@@ -1,0 +1,121 @@
+import Database from 'better-sqlite3';
+import { StateError } from '../errors.js';
+
+/**
+ * Opening the state file. WAL journal; `synchronous=NORMAL` by default and
+ * `FULL` around the two commits that must survive a power loss (see
+ * Store.durable): the submit intent and the task id. A WAL commit under NORMAL
+ * survives a killed process (the OS still holds it) but not a power cut; losing
+ * an intent row after the POST was sent would resubmit a paid task, so those
+ * commits are fsynced before the POST is sent or the next step is taken.
+ */
+export const SCHEMA_VERSION = 1;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+  id INTEGER PRIMARY KEY,
+  manifest TEXT NOT NULL UNIQUE,
+  out_dir TEXT NOT NULL,
+  base_url TEXT,
+  sandbox INTEGER NOT NULL DEFAULT 0,
+  started_at TEXT,
+  finished_at TEXT,
+  balance_before REAL,
+  balance_after REAL,
+  user_prices INTEGER NOT NULL DEFAULT 0,
+  generation INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS jobs (
+  run_id INTEGER NOT NULL,
+  id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  model TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  "where" TEXT NOT NULL,
+  spec_hash TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  submitted_input TEXT,
+  state TEXT NOT NULL,
+  task_id TEXT,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  submitted_at TEXT,
+  finished_at TEXT,
+  expires_at INTEGER,
+  last_error TEXT,
+  result TEXT,
+  estimated_credits REAL,
+  generation INTEGER NOT NULL,
+  PRIMARY KEY (run_id, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (run_id, state, seq);
+CREATE INDEX IF NOT EXISTS jobs_by_task ON jobs (task_id);
+CREATE TABLE IF NOT EXISTS files (
+  run_id INTEGER NOT NULL,
+  job_id TEXT NOT NULL,
+  idx INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  url TEXT,
+  type TEXT NOT NULL,
+  content_type TEXT,
+  expected_size INTEGER,
+  path TEXT,
+  size INTEGER,
+  sha256 TEXT,
+  expires_at INTEGER,
+  state TEXT NOT NULL,
+  PRIMARY KEY (run_id, job_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS uploads (
+  sha256 TEXT PRIMARY KEY,
+  file_url TEXT NOT NULL,
+  uploaded_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS lease (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  pid INTEGER NOT NULL,
+  hostname TEXT NOT NULL,
+  token TEXT NOT NULL,
+  heartbeat INTEGER NOT NULL
+);
+`;
+
+export interface OpenOptions {
+  /** Open an existing file only (status, report): never create it. */
+  mustExist?: boolean;
+  readonly?: boolean;
+}
+
+export function openDatabase(path: string, opts: OpenOptions = {}): Database.Database {
+  let db: Database.Database;
+  try {
+    db = new Database(path, { fileMustExist: opts.mustExist === true || opts.readonly === true, readonly: opts.readonly === true });
+  } catch (err) {
+    throw new StateError(`cannot open state file ${path}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  try {
+    if (!opts.readonly) {
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+    }
+    db.pragma('busy_timeout = 5000');
+    db.pragma('foreign_keys = ON');
+    const check = db.pragma('quick_check', { simple: true });
+    if (check !== 'ok') throw new StateError(`state file ${path} failed its integrity check: ${String(check)}`);
+    if (!opts.readonly) {
+      db.exec(SCHEMA);
+      const row = db.prepare('SELECT value FROM meta WHERE key = ?').get('schema_version') as { value: string } | undefined;
+      if (!row) db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)').run('schema_version', String(SCHEMA_VERSION));
+      else if (Number(row.value) !== SCHEMA_VERSION) {
+        throw new StateError(`state file ${path} has schema version ${row.value}; this genbatch reads version ${SCHEMA_VERSION}`);
+      }
+    }
+  } catch (err) {
+    db.close();
+    if (err instanceof StateError) throw err;
+    throw new StateError(`state file ${path} is not usable: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return db;
+}

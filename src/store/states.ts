@@ -1,0 +1,56 @@
+/**
+ * Job states and the only changes allowed between them. A state changes only
+ * through Store.transition(job, from, to, patch): one SQLite transaction,
+ * `UPDATE ... WHERE state = from`, refused when no row matched or when the
+ * change is not listed here.
+ *
+ *   pending     known, not yet sent (or sent and definitely not created)
+ *   submitting  intent committed: the POST may be on the wire, no task id yet
+ *   submitted   task id committed; waiting for the service to finish the task
+ *   downloading task finished, result recorded; files being fetched
+ *   done        every file on disk with size and sha256, result.json written
+ *   failed      the service refused the job (400) or the task failed
+ *   uncertain   a submit whose outcome is unknown; never resubmitted blindly
+ *   expired     the results were gone (past their 24 h validity) before we got them
+ *   skipped     no longer in the manifest (removed since an earlier run)
+ */
+export const JOB_STATES = [
+  'pending',
+  'submitting',
+  'submitted',
+  'downloading',
+  'done',
+  'failed',
+  'uncertain',
+  'expired',
+  'skipped',
+] as const;
+
+export type JobState = (typeof JOB_STATES)[number];
+
+/** from -> allowed targets. */
+export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
+  pending: ['submitting', 'skipped', 'failed'],
+  // failed: 400; uncertain: ambiguous outcome or a crash after the intent; pending: definitely not created.
+  submitting: ['submitted', 'failed', 'uncertain', 'pending'],
+  // downloading: finished; failed: task failed or unknown to the service; expired: results gone.
+  submitted: ['downloading', 'failed', 'expired'],
+  downloading: ['done', 'expired', 'failed'],
+  // Finished states go back to pending only when the job's spec changed (or it came back into the manifest).
+  done: ['pending', 'skipped'],
+  failed: ['pending', 'skipped'],
+  expired: ['pending', 'skipped'],
+  skipped: ['pending'],
+  // pending: --uncertain=resubmit; submitted: a late callback adopted the orphaned task.
+  uncertain: ['pending', 'submitted', 'skipped'],
+};
+
+/** States a run does not work on any more. */
+export const FINAL_STATES: readonly JobState[] = ['done', 'failed', 'expired', 'skipped'];
+
+/** States in which a task exists (or may exist) at the service and work remains. */
+export const ACTIVE_STATES: readonly JobState[] = ['submitting', 'submitted', 'downloading'];
+
+export function isJobState(s: string): s is JobState {
+  return (JOB_STATES as readonly string[]).includes(s);
+}

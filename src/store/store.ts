@@ -1,0 +1,424 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type Database from 'better-sqlite3';
+import { StateError, TransitionError } from '../errors.js';
+import { Lease, type LeaseOptions } from './lease.js';
+import { openDatabase } from './schema.js';
+import { FINAL_STATES, TRANSITIONS, type JobState } from './states.js';
+
+/**
+ * The state file: runs, jobs, files, uploads and the writer lease.
+ * A job's state changes only through transition(). The API key is never stored.
+ */
+
+export interface JobRow {
+  id: string;
+  seq: number;
+  model: string;
+  kind: string;
+  where: string;
+  spec_hash: string;
+  /** JSON: {model, input, callback_url?} as in the manifest (local paths). */
+  spec: string;
+  /** JSON: the input actually sent (uploaded URLs in place of local paths). */
+  submitted_input: string | null;
+  state: JobState;
+  task_id: string | null;
+  attempts: number;
+  created_at: string;
+  updated_at: string;
+  submitted_at: string | null;
+  finished_at: string | null;
+  /** ms since epoch: when the results stop being downloadable. */
+  expires_at: number | null;
+  last_error: string | null;
+  /** JSON: the service's Task as last read. */
+  result: string | null;
+  estimated_credits: number | null;
+}
+
+export interface FileRow {
+  job_id: string;
+  idx: number;
+  name: string;
+  /** Null for text results written locally. */
+  url: string | null;
+  type: string;
+  content_type: string | null;
+  expected_size: number | null;
+  /** Path relative to the output folder once on disk. */
+  path: string | null;
+  size: number | null;
+  sha256: string | null;
+  expires_at: number | null;
+  state: 'pending' | 'done';
+}
+
+export interface RunRow {
+  id: number;
+  manifest: string;
+  out_dir: string;
+  base_url: string | null;
+  sandbox: number;
+  started_at: string | null;
+  finished_at: string | null;
+  balance_before: number | null;
+  balance_after: number | null;
+  user_prices: number;
+  generation: number;
+}
+
+/** Columns a transition may set besides the state. */
+export interface JobPatch {
+  task_id?: string | null;
+  /** Add this many to attempts. */
+  attemptsInc?: number;
+  submitted_input?: string | null;
+  submitted_at?: string | null;
+  finished_at?: string | null;
+  expires_at?: number | null;
+  last_error?: string | null;
+  result?: string | null;
+  spec_hash?: string;
+  spec?: string;
+  model?: string;
+  kind?: string;
+  where?: string;
+  estimated_credits?: number | null;
+}
+
+const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'finished_at', 'expires_at', 'last_error', 'result', 'spec_hash', 'spec', 'model', 'kind', 'where', 'estimated_credits'] as const;
+
+export interface JobInput {
+  id: string;
+  model: string;
+  kind: string;
+  where: string;
+  specHash: string;
+  spec: string;
+  estimatedCredits: number | null;
+}
+
+/** What syncJob did with one manifest job. */
+export type SyncResult = 'new' | 'unchanged' | 'changed' | 'updated';
+
+export const nowIso = (): string => new Date().toISOString();
+
+export class Store {
+  readonly db: Database.Database;
+  readonly path: string;
+  private lease: Lease | null = null;
+  private runId = 0;
+  private generation = 0;
+  private seq = 0;
+  private readonly stmts = new Map<string, Database.Statement>();
+
+  private constructor(db: Database.Database, path: string) {
+    this.db = db;
+    this.path = path;
+  }
+
+  /** Open (creating when needed) a state file for writing and take its lease. */
+  static openForWrite(path: string, lease: LeaseOptions = {}): Store {
+    const abs = resolve(path);
+    mkdirSync(dirname(abs), { recursive: true });
+    const store = new Store(openDatabase(abs), abs);
+    store.lease = new Lease(store.db, lease);
+    try {
+      store.lease.acquire();
+    } catch (err) {
+      store.db.close();
+      throw err;
+    }
+    return store;
+  }
+
+  /** Open an existing state file to read (status, report). Takes no lease. */
+  static openForRead(path: string): Store {
+    return new Store(openDatabase(resolve(path), { mustExist: true }), resolve(path));
+  }
+
+  get leaseTakenOverFrom(): string | null {
+    return this.lease?.takenOverFrom ?? null;
+  }
+
+  get leaseLost(): boolean {
+    return this.lease?.lost ?? false;
+  }
+
+  close(): void {
+    if (!this.db.open) return;
+    this.lease?.release();
+    this.db.close();
+  }
+
+  private stmt(sql: string): Database.Statement {
+    let s = this.stmts.get(sql);
+    if (!s) {
+      s = this.db.prepare(sql);
+      this.stmts.set(sql, s);
+    }
+    return s;
+  }
+
+  /**
+   * Run fn in one transaction committed with synchronous=FULL (fsynced before
+   * returning). Used for the submit intent and the task id.
+   */
+  durable<T>(fn: () => T): T {
+    this.db.pragma('synchronous = FULL');
+    try {
+      return this.db.transaction(fn).immediate();
+    } finally {
+      this.db.pragma('synchronous = NORMAL');
+    }
+  }
+
+  // ---- runs ----
+
+  /** The run of this manifest (absolute path), created when new; starts a new sync generation. */
+  openRun(manifest: string, outDir: string, baseUrl: string, sandbox: boolean, userPrices: boolean): RunRow {
+    const abs = resolve(manifest);
+    this.db.transaction(() => {
+      this.stmt('INSERT INTO runs (manifest, out_dir) VALUES (?, ?) ON CONFLICT(manifest) DO NOTHING').run(abs, outDir);
+      this.stmt('UPDATE runs SET out_dir = ?, base_url = ?, sandbox = ?, user_prices = ?, generation = generation + 1, started_at = ?, finished_at = NULL WHERE manifest = ?').run(
+        outDir,
+        baseUrl,
+        sandbox ? 1 : 0,
+        userPrices ? 1 : 0,
+        nowIso(),
+        abs,
+      );
+    })();
+    const run = this.stmt('SELECT * FROM runs WHERE manifest = ?').get(abs) as RunRow;
+    this.useRun(run);
+    const max = this.stmt('SELECT MAX(seq) AS m FROM jobs WHERE run_id = ?').get(run.id) as { m: number | null };
+    this.seq = max.m ?? 0;
+    return run;
+  }
+
+  /** Every run in this state file (status/report without a manifest). */
+  runs(): RunRow[] {
+    return this.stmt('SELECT * FROM runs ORDER BY id').all() as RunRow[];
+  }
+
+  useRun(run: RunRow): void {
+    this.runId = run.id;
+    this.generation = run.generation;
+  }
+
+  run(): RunRow {
+    return this.stmt('SELECT * FROM runs WHERE id = ?').get(this.runId) as RunRow;
+  }
+
+  setRunFields(fields: { balance_before?: number | null; balance_after?: number | null; finished_at?: string | null }): void {
+    for (const [k, v] of Object.entries(fields)) {
+      if (!['balance_before', 'balance_after', 'finished_at'].includes(k)) continue;
+      this.stmt(`UPDATE runs SET ${k} = ? WHERE id = ?`).run(v ?? null, this.runId);
+    }
+  }
+
+  // ---- sync from the manifest ----
+
+  /** Start the transaction that holds a whole manifest sync (committed only when every job is valid). */
+  beginSync(): void {
+    this.db.exec('BEGIN IMMEDIATE');
+  }
+  commitSync(): void {
+    this.db.exec('COMMIT');
+  }
+  rollbackSync(): void {
+    if (this.db.inTransaction) this.db.exec('ROLLBACK');
+  }
+
+  /**
+   * Record one manifest job. New: pending. Same spec: untouched. Changed spec:
+   * a finished job goes back to pending with the new spec; a pending one takes
+   * the new spec; one in flight keeps running the spec it was sent with.
+   */
+  syncJob(job: JobInput): SyncResult {
+    const row = this.stmt('SELECT state, spec_hash FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, job.id) as
+      | { state: JobState; spec_hash: string }
+      | undefined;
+    const now = nowIso();
+    if (!row) {
+      this.stmt(
+        'INSERT INTO jobs (run_id, id, seq, model, kind, "where", spec_hash, spec, state, created_at, updated_at, estimated_credits, generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      ).run(this.runId, job.id, ++this.seq, job.model, job.kind, job.where, job.specHash, job.spec, 'pending', now, now, job.estimatedCredits, this.generation);
+      return 'new';
+    }
+    if (row.spec_hash === job.specHash) {
+      const back = row.state === 'skipped';
+      this.stmt(`UPDATE jobs SET generation = ?, "where" = ?, estimated_credits = ?${back ? ", state = 'pending', updated_at = ?" : ''} WHERE run_id = ? AND id = ?`).run(
+        ...(back ? [this.generation, job.where, job.estimatedCredits, now] : [this.generation, job.where, job.estimatedCredits]),
+        this.runId,
+        job.id,
+      );
+      return back ? 'changed' : 'unchanged';
+    }
+    const finished = FINAL_STATES.includes(row.state);
+    if (finished || row.state === 'pending') {
+      this.stmt(
+        `UPDATE jobs SET state = 'pending', spec_hash = ?, spec = ?, model = ?, kind = ?, "where" = ?, estimated_credits = ?, generation = ?, task_id = NULL, submitted_input = NULL, submitted_at = NULL, finished_at = NULL, expires_at = NULL, result = NULL, last_error = NULL, updated_at = ? WHERE run_id = ? AND id = ?`,
+      ).run(job.specHash, job.spec, job.model, job.kind, job.where, job.estimatedCredits, this.generation, now, this.runId, job.id);
+      this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, job.id);
+      return finished ? 'changed' : 'updated';
+    }
+    this.stmt('UPDATE jobs SET generation = ? WHERE run_id = ? AND id = ?').run(this.generation, this.runId, job.id);
+    return 'unchanged';
+  }
+
+  /** Jobs not in this sync's manifest and not started: skipped. Returns how many. */
+  skipRemoved(): number {
+    return this.stmt(`UPDATE jobs SET state = 'skipped', updated_at = ? WHERE run_id = ? AND generation < ? AND state IN ('pending', 'uncertain')`).run(nowIso(), this.runId, this.generation)
+      .changes;
+  }
+
+  /** After a crash between intent and response: every `submitting` job becomes `uncertain`. */
+  recoverSubmitting(): string[] {
+    const ids = (this.stmt(`SELECT id FROM jobs WHERE run_id = ? AND state = 'submitting'`).all(this.runId) as { id: string }[]).map((r) => r.id);
+    for (const id of ids) this.transition(id, 'submitting', 'uncertain', { last_error: 'the run stopped after the submit was sent and before its answer arrived; the task may exist' });
+    return ids;
+  }
+
+  // ---- transitions ----
+
+  /**
+   * Move a job from `from` to `to`, setting `patch`, in one transaction guarded
+   * by `WHERE state = from`. `also` runs inside the same transaction.
+   * Throws TransitionError when the change is not allowed or the job was not in `from`.
+   */
+  transition(jobId: string, from: JobState, to: JobState, patch: JobPatch = {}, also?: () => void): void {
+    if (!TRANSITIONS[from].includes(to)) throw new TransitionError(`job ${jobId}: ${from} -> ${to} is not an allowed state change`);
+    const sets = ['state = ?', 'updated_at = ?'];
+    const values: unknown[] = [to, nowIso()];
+    for (const col of PATCH_COLUMNS) {
+      if (col in patch) {
+        sets.push(`"${col}" = ?`);
+        values.push(patch[col] ?? null);
+      }
+    }
+    if (patch.attemptsInc) {
+      sets.push('attempts = attempts + ?');
+      values.push(patch.attemptsInc);
+    }
+    const sql = `UPDATE jobs SET ${sets.join(', ')} WHERE run_id = ? AND id = ? AND state = ?`;
+    const run = () => {
+      const res = this.stmt(sql).run(...values, this.runId, jobId, from);
+      if (res.changes !== 1) {
+        const cur = this.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as { state: string } | undefined;
+        throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur ? cur.state : 'no such job'}`);
+      }
+      also?.();
+    };
+    if (this.db.inTransaction) run();
+    else this.db.transaction(run)();
+  }
+
+  /** Set last_error without changing the state. */
+  noteError(jobId: string, message: string): void {
+    this.stmt('UPDATE jobs SET last_error = ?, updated_at = ? WHERE run_id = ? AND id = ?').run(message, nowIso(), this.runId, jobId);
+  }
+
+  // ---- reads ----
+
+  getJob(jobId: string): JobRow | undefined {
+    return this.stmt('SELECT * FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as JobRow | undefined;
+  }
+
+  /** Up to `limit` pending jobs after sequence number `afterSeq`, in manifest order. */
+  nextPending(afterSeq: number, limit: number): JobRow[] {
+    return this.stmt(`SELECT * FROM jobs WHERE run_id = ? AND state = 'pending' AND seq > ? ORDER BY seq LIMIT ?`).all(this.runId, afterSeq, limit) as JobRow[];
+  }
+
+  /** Jobs in one state, in manifest order (iterated lazily). */
+  *jobsIn(state: JobState): IterableIterator<JobRow> {
+    yield* this.db.prepare(`SELECT * FROM jobs WHERE run_id = ? AND state = ? ORDER BY seq`).iterate(this.runId, state) as IterableIterator<JobRow>;
+  }
+
+  /** Every job of the current generation (the current manifest), in manifest order. */
+  *allJobs(): IterableIterator<JobRow> {
+    yield* this.db.prepare(`SELECT * FROM jobs WHERE run_id = ? ORDER BY seq`).iterate(this.runId) as IterableIterator<JobRow>;
+  }
+
+  counts(): Record<JobState, number> {
+    const out = { pending: 0, submitting: 0, submitted: 0, downloading: 0, done: 0, failed: 0, uncertain: 0, expired: 0, skipped: 0 } as Record<JobState, number>;
+    for (const r of this.stmt('SELECT state, COUNT(*) AS n FROM jobs WHERE run_id = ? GROUP BY state').all(this.runId) as { state: JobState; n: number }[]) out[r.state] = r.n;
+    return out;
+  }
+
+  estimate(): { known: number; unknown: number } {
+    const r = this.stmt(
+      `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped'`,
+    ).get(this.runId) as { known: number; unknown: number | null };
+    return { known: r.known, unknown: r.unknown ?? 0 };
+  }
+
+  /** Estimate of the work this run will submit (pending jobs only). */
+  pendingEstimate(): { known: number; unknown: number } {
+    const r = this.stmt(
+      `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state = 'pending'`,
+    ).get(this.runId) as { known: number; unknown: number | null };
+    return { known: r.known, unknown: r.unknown ?? 0 };
+  }
+
+  // ---- files ----
+
+  addFiles(jobId: string, files: Omit<FileRow, 'job_id' | 'path' | 'size' | 'sha256' | 'state'>[]): void {
+    const ins = this.stmt(
+      'INSERT OR REPLACE INTO files (run_id, job_id, idx, name, url, type, content_type, expected_size, expires_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    );
+    for (const f of files) ins.run(this.runId, jobId, f.idx, f.name, f.url, f.type, f.content_type, f.expected_size, f.expires_at, 'pending');
+  }
+
+  fileDone(jobId: string, idx: number, got: { path: string; size: number; sha256: string; content_type: string | null }): void {
+    this.stmt(`UPDATE files SET path = ?, size = ?, sha256 = ?, content_type = COALESCE(?, content_type), state = 'done' WHERE run_id = ? AND job_id = ? AND idx = ?`).run(
+      got.path,
+      got.size,
+      got.sha256,
+      got.content_type,
+      this.runId,
+      jobId,
+      idx,
+    );
+  }
+
+  filesOf(jobId: string): FileRow[] {
+    return this.stmt('SELECT job_id, idx, name, url, type, content_type, expected_size, path, size, sha256, expires_at, state FROM files WHERE run_id = ? AND job_id = ? ORDER BY idx').all(
+      this.runId,
+      jobId,
+    ) as FileRow[];
+  }
+
+  /** Jobs waiting for downloads, soonest-expiring first. */
+  downloadQueue(limit: number, exclude: ReadonlySet<string>): JobRow[] {
+    const rows = this.stmt(`SELECT * FROM jobs WHERE run_id = ? AND state = 'downloading' ORDER BY expires_at, seq LIMIT ?`).all(this.runId, limit + exclude.size) as JobRow[];
+    return rows.filter((r) => !exclude.has(r.id)).slice(0, limit);
+  }
+
+  // ---- uploads (shared by every run in this file) ----
+
+  /** A previous upload of this content still younger than maxAgeMs. */
+  findUpload(sha256: string, maxAgeMs: number): string | null {
+    const r = this.stmt('SELECT file_url, uploaded_at FROM uploads WHERE sha256 = ?').get(sha256) as { file_url: string; uploaded_at: number } | undefined;
+    if (!r || Date.now() - r.uploaded_at > maxAgeMs) return null;
+    return r.file_url;
+  }
+
+  recordUpload(sha256: string, fileUrl: string): void {
+    this.stmt('INSERT INTO uploads (sha256, file_url, uploaded_at) VALUES (?, ?, ?) ON CONFLICT(sha256) DO UPDATE SET file_url = excluded.file_url, uploaded_at = excluded.uploaded_at').run(
+      sha256,
+      fileUrl,
+      Date.now(),
+    );
+  }
+
+  integrityCheck(): string {
+    return String(this.db.pragma('integrity_check', { simple: true }));
+  }
+
+  /** Throw when the lease was lost (another process took over the file). */
+  assertLease(): void {
+    if (this.leaseLost) throw new StateError('another process took over the state file; stopping');
+  }
+}
