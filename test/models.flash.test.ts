@@ -31,3 +31,44 @@ describe('flash text-to-image', () => {
     expect(checkSubmit({ model: 'nope', input: {} }).issues[0]?.path).toBe('model');
   });
 });
+
+describe('flash edit sibling (fields not shown)', () => {
+  const E = 'vendora/dream-v5.0-flash/edit';
+  it('requires a prompt and reference images, passes other fields through', () => {
+    expect(checkSubmit({ model: E, input: { prompt: 'p', image_urls: ['https://example.com/a.png'], seed: 1 } }).issues).toEqual([]);
+    expect(checkSubmit({ model: E, input: { image_urls: ['https://example.com/a.png'] } }).issues).toEqual([
+      { path: 'input.prompt', message: 'is required', type: 'validation_error' },
+    ]);
+    expect(checkSubmit({ model: E, input: { prompt: 'p' } }).issues).toEqual([{ path: 'input.image_urls', message: 'is required', type: 'validation_error' }]);
+    expect(checkSubmit({ model: E, input: { prompt: 'p', image_urls: [] } }).issues[0]?.message).toBe('must have at least one image URL');
+  });
+  it('workflow edit, one image, no contract price', () => {
+    const spec = getModel(E);
+    const input = { prompt: 'p', image_urls: ['https://example.com/a.png'] };
+    expect(spec.workflow(input)).toBe('edit');
+    expect(spec.outputCount?.(input)).toBe(1);
+    expect(spec.price(input).credits).toBeNull();
+    expect(spec.imageFields).toEqual(['image_urls[]']);
+  });
+});
+
+describe('flash text-to-image: remaining rules', () => {
+  it('prompt is required; n is not a field (one image per request)', () => {
+    expect(checkSubmit({ model: M, input: {} }).issues).toEqual([{ path: 'input.prompt', message: 'is required', type: 'validation_error' }]);
+    expect(checkSubmit({ model: M, input: { prompt: 'p', n: 2 } }).issues.map((i) => i.path)).toEqual(['input.n']);
+  });
+  it('accepts every size, resolution and output_format; rejects others', () => {
+    for (const size of ['1:1', '4:3', '3:4', '16:9', '9:16', '2:3', '3:2', '21:9']) expect(checkSubmit({ model: M, input: { prompt: 'p', size } }).issues).toEqual([]);
+    for (const resolution of ['1K', '1.5K', '2K']) expect(checkSubmit({ model: M, input: { prompt: 'p', resolution } }).issues).toEqual([]);
+    expect(checkSubmit({ model: M, input: { prompt: 'p', resolution: '4K' } }).issues[0]).toMatchObject({ path: 'input.resolution', message: 'resolution "4K" is not one of 1K, 1.5K, 2K' });
+    for (const output_format of ['jpeg', 'png']) expect(checkSubmit({ model: M, input: { prompt: 'p', output_format } }).issues).toEqual([]);
+    expect(checkSubmit({ model: M, input: { prompt: 'p', output_format: 'jpg' } }).issues[0]).toMatchObject({ path: 'input.output_format' });
+    expect(checkSubmit({ model: M, input: { prompt: 'p', enable_safety_checker: 'no' } }).issues[0]).toMatchObject({ path: 'input.enable_safety_checker', message: 'must be a boolean' });
+  });
+  it('is priced per image with no number in the contract', () => {
+    const quote = getModel(M).price({ prompt: 'p' });
+    expect(quote.credits).toBeNull();
+    expect(quote.basis).toContain('per output image');
+    expect(getModel(M).outputCount?.({ prompt: 'p' })).toBe(1);
+  });
+});

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { oneOf, prompt } from './common.js';
+import { oneOf } from './common.js';
+import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, imageList, requiredPrompt } from './image-common.js';
 import type { ModelSpec } from './types.js';
 
 /** vendora/dream-v5.0-flash: text-to-image (documented) and its edit sibling (fields not shown). */
@@ -9,7 +10,7 @@ const RESOLUTIONS = ['1K', '1.5K', '2K'] as const;
 
 const textToImageInput = z.strictObject(
   {
-    prompt: prompt(5000),
+    prompt: requiredPrompt(5000),
     size: oneOf(SIZES, 'size').default('1:1').describe('Aspect ratio; default 1:1'),
     resolution: oneOf(RESOLUTIONS, 'resolution').default('1K').describe('Default 1K; billed the same at every resolution'),
     output_format: oneOf(['jpeg', 'png'] as const, 'output_format').optional().describe('When omitted, the model chooses'),
@@ -26,13 +27,13 @@ export const flashTextToImage: ModelSpec = {
   input: textToImageInput,
   strictRoot: true,
   workflow: () => 'text-to-image',
-  price: () => ({ credits: null, basis: 'per-image price not given by the contract' }),
+  price: () => ({ credits: null, basis: 'billed per output image at the same rate across resolutions; the contract gives no number (one image per request)' }),
   imageFields: [],
   urlOnlyFields: [],
-  typicalSeconds: [15, 60],
+  typicalSeconds: IMAGE_SECONDS,
   resultEndpoint: 'status',
   outputCount: () => 1,
-  sandboxCredits: 4,
+  sandboxCredits: SANDBOX_IMAGE_CREDITS,
 };
 
 export const flashEdit: ModelSpec = {
@@ -40,16 +41,19 @@ export const flashEdit: ModelSpec = {
   family: 'dream-v5.0-flash',
   kind: 'image',
   summary: 'Edit with reference images (input fields not shown by the contract)',
-  input: z.looseObject({ prompt: prompt(5000), image_urls: z.array(z.string()).min(1).optional() }),
+  input: z.looseObject({ prompt: requiredPrompt(5000), image_urls: imageList() }),
   workflow: () => 'edit',
-  price: () => ({ credits: null, basis: 'price not given by the contract' }),
+  price: () => ({ credits: null, basis: 'the contract gives no price for vendora/dream-v5.0-flash/edit (one image per request)' }),
   imageFields: ['image_urls[]'],
   urlOnlyFields: [],
-  typicalSeconds: [15, 60],
+  typicalSeconds: IMAGE_SECONDS,
   resultEndpoint: 'status',
   outputCount: () => 1,
-  sandboxCredits: 4,
-  choices: ['input fields not shown: prompt required (up to 5000, as its sibling), image_urls optional, other fields passed through'],
+  sandboxCredits: SANDBOX_IMAGE_CREDITS,
+  choices: [
+    'input fields not shown: prompt required (up to 5000, as its sibling), image_urls required (the model takes reference images, no count limit), other fields passed through',
+    'one image per request assumed, as its text-to-image sibling',
+  ],
 };
 
 export const specs = [flashTextToImage, flashEdit];

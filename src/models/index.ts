@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { UnknownModelError } from '../errors.js';
 import * as flash from './flash.js';
+import * as alphaImage2 from './alpha-image-2.js';
+import * as dream4 from './dream-4.js';
+import * as dream5Lite from './dream-5-lite.js';
+import * as kontext from './kontext.js';
+import * as imagineImage from './imagine-image.js';
+import * as otherImage from './other-image.js';
 import * as vidmodel from './vidmodel.js';
 import * as clip from './clip.js';
 import * as videoh from './videoh.js';
@@ -13,7 +19,7 @@ export type { FieldIssue, ModelKind, ModelSpec, PriceQuote, ResultEndpoint } fro
 export { isRemoteRef } from './common.js';
 
 /** Every family module, in catalogue order. Add a family here and nowhere else. */
-const FAMILIES: ReadonlyArray<{ specs: ModelSpec[] }> = [flash, vidmodel, clip, videoh, motion, video15, imagineVideo];
+const FAMILIES: ReadonlyArray<{ specs: ModelSpec[] }> = [flash, alphaImage2, dream4, dream5Lite, kontext, imagineImage, otherImage, vidmodel, clip, videoh, motion, video15, imagineVideo];
 
 const BY_ID = new Map<string, ModelSpec>();
 for (const family of FAMILIES) {

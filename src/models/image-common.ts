@@ -1,0 +1,76 @@
+import { z } from 'zod';
+import { imageRef } from './common.js';
+import type { PriceQuote } from './types.js';
+
+/**
+ * Shared pieces of the image families (alpha-image-2, dream-4, dream-5.0-lite,
+ * kontext, imagine-image, other-image, flash). Messages are plain words naming
+ * the rule; the path (input.<field>) names the field.
+ */
+
+/** Typical image generation time from the contract (15 to 60 seconds). */
+export const IMAGE_SECONDS: [number, number] = [15, 60];
+
+/** Sandbox-only price per image for image models the contract does not price. */
+export const SANDBOX_IMAGE_CREDITS = 4;
+
+/**
+ * A required prompt: "is required" when missing, at most `max` characters when
+ * the contract gives a limit, and at least one non-whitespace character.
+ */
+export function requiredPrompt(max?: number) {
+  const base = z
+    .string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') })
+    .min(1, { error: 'must not be empty' });
+  const limited = max === undefined ? base : base.max(max, { error: `must be at most ${max} characters` });
+  return limited
+    .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' })
+    .describe(max === undefined ? 'Prompt (length limit not shown by the contract)' : `Prompt, 1 to ${max} characters`);
+}
+
+/**
+ * A list of image references (URLs, or local paths in a manifest) with count
+ * limits. Missing gives "is required" when the list is required.
+ */
+export function imageList(limits: { min?: number; max?: number } = {}) {
+  const min = limits.min ?? 1;
+  let list = z
+    .array(imageRef, { error: (iss) => (iss.input === undefined ? 'is required' : 'must be an array of image URLs') })
+    .min(min, { error: min === 1 ? 'must have at least one image URL' : `must have at least ${min} image URLs` });
+  if (limits.max !== undefined) {
+    list = list.max(limits.max, { error: `must have at most ${limits.max} image URL${limits.max === 1 ? '' : 's'}` });
+  }
+  const range = limits.max === undefined ? `at least ${min}` : min === limits.max ? `exactly ${min}` : `${min} to ${limits.max}`;
+  return list.describe(`Reference images (${range}): URLs, or local image paths that genbatch uploads`);
+}
+
+/** A field this model refuses, with the reason (instead of a generic "unknown field"). */
+export function refused(message: string) {
+  return z.never({ error: message }).optional();
+}
+
+/** Number of images a request asks for: `n` when it is a positive integer, else 1. */
+export function imageCount(input: Record<string, unknown>): number {
+  const n = input.n;
+  return typeof n === 'number' && Number.isInteger(n) && n >= 1 ? n : 1;
+}
+
+/**
+ * The quote for a model the contract does not price: credits null (never 0,
+ * never another model's price). The basis says that billing is per image, so a
+ * per-image price (for example one the user supplies) multiplies by the count.
+ */
+export function unpriced(model: string, count: number): PriceQuote {
+  const per = count === 1 ? 'one image' : `n = ${count} images`;
+  return { credits: null, basis: `the contract gives no price for ${model}; a per-image price applies to ${per} (multiply by ${count})` };
+}
+
+/** Total credits for a per-image price (a user-supplied price, say) and the spec's output count. */
+export function perImageTotal(perImageCredits: number, count: number): number {
+  return perImageCredits * count;
+}
+
+/** Workflow of a model with optional reference images. */
+export function textOrImage(input: Record<string, unknown>): 'text-to-image' | 'image-to-image' {
+  return Array.isArray(input.image_urls) && input.image_urls.length > 0 ? 'image-to-image' : 'text-to-image';
+}

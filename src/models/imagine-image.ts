@@ -1,0 +1,39 @@
+import { z } from 'zod';
+import { oneOf } from './common.js';
+import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, imageList, requiredPrompt, textOrImage, unpriced } from './image-common.js';
+import type { ModelSpec } from './types.js';
+
+/**
+ * imagine-image: one model id for text-to-image and image-to-image. The
+ * workflow is image-to-image when `image_urls` (exactly one URL) is present.
+ */
+
+const SIZES = ['2:3', '3:2', '1:1', '9:16', '16:9'] as const;
+
+export const imagineImage: ModelSpec = {
+  id: 'imagine-image',
+  family: 'imagine-image',
+  kind: 'image',
+  summary: 'Text-to-image, or image-to-image with exactly one image URL',
+  input: z.strictObject({
+    prompt: requiredPrompt(),
+    size: oneOf(SIZES, 'size').optional().describe(`Aspect ratio, optional: ${SIZES.join(', ')}`),
+    image_urls: imageList({ min: 1, max: 1 }).optional().describe('Image-to-image: exactly one JPEG, PNG or WebP URL of at most 10.0 MB'),
+  }),
+  workflow: textOrImage,
+  price: () => unpriced('imagine-image', 1),
+  imageFields: ['image_urls[]'],
+  urlOnlyFields: [],
+  typicalSeconds: IMAGE_SECONDS,
+  resultEndpoint: 'status',
+  outputCount: () => 1,
+  sandboxCredits: SANDBOX_IMAGE_CREDITS,
+  choices: [
+    'one model id for both workflows: image_urls present (exactly one URL) means image-to-image, absent means text-to-image',
+    'prompt required in both workflows, no length limit (not shown by the contract)',
+    'the JPEG/PNG/WebP and 10.0 MB limits of the input image cannot be checked from a URL; left to the service',
+    'fields beyond prompt, size and image_urls are rejected',
+  ],
+};
+
+export const specs = [imagineImage];
