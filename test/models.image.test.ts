@@ -211,6 +211,12 @@ describe('dream-5.0-lite and dream-5.0-lite-edit', () => {
     expect(workflow(L, { prompt: 'p' })).toBe('text-to-image');
     expect(workflow(E, { prompt: 'p', image_urls: [URL1] })).toBe('edit');
   });
+  it('edit references must be JPEG or PNG when the name shows a format', () => {
+    ok(E, { prompt: 'p', image_urls: ['https://x.example/a.JPG?sig=1', 'https://x.example/b.png', 'https://x.example/render', 'photos/c.jpeg'] });
+    fails(E, { prompt: 'p', image_urls: [URL1, 'https://x.example/b.webp'] }, 'input.image_urls[1]', 'is a WebP image by its name; this model takes JPEG or PNG only');
+    fails(E, { prompt: 'p', image_urls: ['data:image/gif;base64,R0lGOD'] }, 'input.image_urls[0]', 'is a GIF image by its name; this model takes JPEG or PNG only');
+    ok(L, { prompt: 'p', image_urls: ['https://x.example/b.webp'] });
+  });
   it('size: resolution presets, ratio presets, custom string, object (both models)', () => {
     for (const size of ['1K', '2K', '3K', '4K', '1:1', '4:3', '3:4', '16:9', '9:16', '3:2', '2:3', '21:9', '2048x1536']) ok(L, { prompt: 'p', size });
     ok(L, { prompt: 'p', size: { width: 2048, height: 1536 } });
@@ -264,6 +270,8 @@ describe('imagine-image', () => {
     expect(workflow(I, { prompt: 'p', image_urls: [URL1] })).toBe('image-to-image');
     fails(I, { prompt: 'p', image_urls: urls(2) }, 'input.image_urls', 'must have at most 1 image URL');
     fails(I, { prompt: 'p', image_urls: [] }, 'input.image_urls', 'must have at least one image URL');
+    ok(I, { prompt: 'p', image_urls: ['https://x.example/a.webp'] });
+    fails(I, { prompt: 'p', image_urls: ['https://x.example/a.gif'] }, 'input.image_urls[0]', 'is a GIF image by its name; this model takes JPEG, PNG or WebP only');
   });
 });
 

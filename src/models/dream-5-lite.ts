@@ -46,7 +46,7 @@ function inputSchema(edit: boolean) {
   return z.strictObject({
     prompt: requiredPrompt(2000),
     n: intRange(1, 15).optional().describe('Images to generate, 1 to 15 (1 when omitted)'),
-    image_urls: edit ? imageList({ min: 1, max: 10 }) : imageList({ min: 1, max: 10 }).optional(),
+    image_urls: edit ? imageList({ min: 1, max: 10, formats: ['jpeg', 'png'] }) : imageList({ min: 1, max: 10 }).optional(),
     size: size.optional(),
   });
 }
@@ -55,7 +55,7 @@ const CHOICES = [
   'size resolution presets: 1K, 2K, 3K, 4K (the contract says "such as 2K, 3K")',
   'custom sizes (string or object) need positive integer sides; the alpha-image-2 pixel limits are not applied',
   'n omitted counts as 1 image; size has no default (the service chooses)',
-  'JPEG/PNG reference format for the edit model is not checkable from a URL; it is left to the service',
+  'edit references must be JPEG or PNG: a URL or path whose name shows another format is rejected; names that show no format are left to the service',
   'fields beyond prompt, n, image_urls and size are rejected',
 ];
 

@@ -32,16 +32,58 @@ export function requiredPrompt(max?: number) {
  * A list of image references (URLs, or local paths in a manifest) with count
  * limits. Missing gives "is required" when the list is required.
  */
-export function imageList(limits: { min?: number; max?: number } = {}) {
+export function imageList(limits: { min?: number; max?: number; formats?: readonly ImageFormat[] } = {}) {
   const min = limits.min ?? 1;
+  const item = limits.formats === undefined ? imageRef : imageRef.superRefine(formatCheck(limits.formats));
   let list = z
-    .array(imageRef, { error: (iss) => (iss.input === undefined ? 'is required' : 'must be an array of image URLs') })
+    .array(item, { error: (iss) => (iss.input === undefined ? 'is required' : 'must be an array of image URLs') })
     .min(min, { error: min === 1 ? 'must have at least one image URL' : `must have at least ${min} image URLs` });
   if (limits.max !== undefined) {
     list = list.max(limits.max, { error: `must have at most ${limits.max} image URL${limits.max === 1 ? '' : 's'}` });
   }
   const range = limits.max === undefined ? `at least ${min}` : min === limits.max ? `exactly ${min}` : `${min} to ${limits.max}`;
   return list.describe(`Reference images (${range}): URLs, or local image paths that genbatch uploads`);
+}
+
+export type ImageFormat = 'jpeg' | 'png' | 'webp' | 'gif';
+
+const FORMAT_NAMES: Record<string, string> = { jpeg: 'JPEG', png: 'PNG', webp: 'WebP', gif: 'GIF', bmp: 'BMP', tiff: 'TIFF', heic: 'HEIC', avif: 'AVIF', svg: 'SVG' };
+const EXTENSIONS: Record<string, string> = { jpg: 'jpeg', jpeg: 'jpeg', png: 'png', webp: 'webp', gif: 'gif', bmp: 'bmp', tif: 'tiff', tiff: 'tiff', heic: 'heic', heif: 'heic', avif: 'avif', svg: 'svg' };
+
+/**
+ * The image format a reference names, from a data: URL's MIME type or the
+ * extension of its path (query and fragment ignored); null when it names none.
+ */
+export function namedFormat(ref: string): string | null {
+  const data = /^data:image\/([a-z0-9.+-]+)[;,]/i.exec(ref);
+  const ext = data ? data[1] : /\.([a-z0-9]+)$/i.exec(pathOf(ref))?.[1];
+  if (ext === undefined) return null;
+  const key = ext.toLowerCase().replace(/\+xml$/, '');
+  return EXTENSIONS[key] ?? null;
+}
+
+/** The path part of a reference: a URL's pathname, or a local path without query or fragment. */
+function pathOf(ref: string): string {
+  if (/^https?:\/\//i.test(ref)) {
+    try {
+      return new URL(ref).pathname;
+    } catch {
+      return '';
+    }
+  }
+  return ref.replace(/[?#].*$/, '');
+}
+
+/** Rejects a reference whose name shows a format outside `formats`; a reference with no telling name passes. */
+function formatCheck(formats: readonly ImageFormat[]) {
+  const names = formats.map((f) => FORMAT_NAMES[f] ?? f);
+  const allowed = names.length > 1 ? `${names.slice(0, -1).join(', ')} or ${names[names.length - 1]}` : names.join('');
+  return (ref: string, ctx: z.RefinementCtx) => {
+    const format = namedFormat(ref);
+    if (format !== null && !(formats as readonly string[]).includes(format)) {
+      ctx.addIssue({ code: 'custom', message: `is a ${FORMAT_NAMES[format] ?? format} image by its name; this model takes ${allowed} only` });
+    }
+  };
 }
 
 /** A field this model refuses, with the reason (instead of a generic "unknown field"). */

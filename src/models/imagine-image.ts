@@ -18,7 +18,7 @@ export const imagineImage: ModelSpec = {
   input: z.strictObject({
     prompt: requiredPrompt(),
     size: oneOf(SIZES, 'size').optional().describe(`Aspect ratio, optional: ${SIZES.join(', ')}`),
-    image_urls: imageList({ min: 1, max: 1 }).optional().describe('Image-to-image: exactly one JPEG, PNG or WebP URL of at most 10.0 MB'),
+    image_urls: imageList({ min: 1, max: 1, formats: ['jpeg', 'png', 'webp'] }).optional().describe('Image-to-image: exactly one JPEG, PNG or WebP URL of at most 10.0 MB'),
   }),
   workflow: textOrImage,
   price: () => unpriced('imagine-image', 1),
@@ -31,7 +31,7 @@ export const imagineImage: ModelSpec = {
   choices: [
     'one model id for both workflows: image_urls present (exactly one URL) means image-to-image, absent means text-to-image',
     'prompt required in both workflows, no length limit (not shown by the contract)',
-    'the JPEG/PNG/WebP and 10.0 MB limits of the input image cannot be checked from a URL; left to the service',
+    'input image format: a URL or path whose name shows a format other than JPEG, PNG or WebP is rejected; the 10.0 MB limit and unnamed formats are left to the service',
     'fields beyond prompt, size and image_urls are rejected',
   ],
 };
