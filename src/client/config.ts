@@ -1,0 +1,20 @@
+import { UsageError } from '../errors.js';
+
+export interface ServiceConfig {
+  baseUrl: string;
+  apiKey: string;
+}
+
+/**
+ * Key and base URL for commands that talk to the service: the key only from
+ * GENBATCH_API_KEY (never a flag, so it stays out of shell history and `ps`),
+ * the base URL from --base-url or else GENBATCH_BASE_URL.
+ */
+export function serviceConfigFromEnv(opts: { baseUrl?: string }, env: NodeJS.ProcessEnv = process.env): ServiceConfig {
+  const apiKey = env.GENBATCH_API_KEY?.trim();
+  if (!apiKey) throw new UsageError('GENBATCH_API_KEY is not set: export your API key in this variable');
+  const baseUrl = (opts.baseUrl ?? env.GENBATCH_BASE_URL ?? '').trim();
+  if (!baseUrl) throw new UsageError('no service base URL: pass --base-url URL or set GENBATCH_BASE_URL');
+  if (!/^https?:\/\/[^\s/]+/i.test(baseUrl)) throw new UsageError(`--base-url / GENBATCH_BASE_URL must be an http:// or https:// URL, got "${baseUrl}"`);
+  return { baseUrl, apiKey };
+}

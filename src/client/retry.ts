@@ -1,0 +1,145 @@
+import { AmbiguousSubmitError, ApiError, BadResponseError, GenbatchError, NetworkError } from '../errors.js';
+
+/**
+ * The one retry layer of genbatch. Decisions are made only from the error's
+ * class and HTTP status, never from message text.
+ *
+ * | error                        | GET   | POST submit          | POST upload |
+ * |------------------------------|-------|----------------------|-------------|
+ * | ApiError 429                 | retry | retry                | retry       |
+ * | ApiError 503                 | retry | retry (see below)    | retry       |
+ * | ApiError 500, 502, 504       | retry | AmbiguousSubmitError | fail        |
+ * | NetworkError sent=false      | retry | retry                | retry       |
+ * | NetworkError sent=true       | retry | AmbiguousSubmitError | fail        |
+ * | BadResponseError (HTTP 2xx)  | fail  | AmbiguousSubmitError | fail        |
+ * | anything else (4xx, ...)     | fail  | fail                 | fail        |
+ *
+ * Choice (503 on a POST): the contract names 503 "service unavailable" and
+ * tells clients to retry it; a service that is unavailable refuses work before
+ * creating any, so a 503 is read as "nothing was created" and retried.
+ */
+
+export interface RetryPolicy {
+  /** First backoff step in ms (the contract suggests 1 s, 2 s, 4 s, 8 s). */
+  baseMs: number;
+  /** Cap on any single wait, including a server's Retry-After. */
+  maxMs: number;
+  /** Total tries including the first (1 = never retry). */
+  maxAttempts: number;
+  /** `full` (default): uniform in [0, step]. `decorrelated`: uniform in [base, 3 x step / 2], capped. */
+  jitter?: 'full' | 'decorrelated';
+}
+
+export const DEFAULT_POLICY: RetryPolicy = { baseMs: 1000, maxMs: 60_000, maxAttempts: 8, jitter: 'full' };
+
+/**
+ * Wait before retry number `attempt` (1 = the first retry). A server's
+ * Retry-After, when given, is honoured as is (capped at `maxMs`); otherwise
+ * exponential backoff `baseMs * 2^(attempt-1)`, capped, with jitter.
+ */
+export function delay(attempt: number, policy: RetryPolicy, retryAfterMs?: number | null, random: () => number = Math.random): number {
+  if (retryAfterMs !== undefined && retryAfterMs !== null && Number.isFinite(retryAfterMs) && retryAfterMs >= 0) {
+    return Math.min(retryAfterMs, policy.maxMs);
+  }
+  const step = Math.min(policy.maxMs, policy.baseMs * 2 ** Math.max(0, attempt - 1));
+  const r = Math.min(Math.max(random(), 0), 1);
+  if (policy.jitter === 'decorrelated') {
+    // Stateless form of decorrelated jitter: never below base, spread up to 1.5 x the step.
+    const low = Math.min(policy.baseMs, policy.maxMs);
+    const high = Math.min(policy.maxMs, step * 1.5);
+    return Math.round(low + r * Math.max(0, high - low));
+  }
+  return Math.round(r * step);
+}
+
+export type RetryDecision = 'retry' | 'ambiguous' | 'fail';
+
+const RETRY_STATUS = new Set([429, 500, 502, 503, 504]);
+/** Statuses where a non-idempotent request cannot have created anything. */
+const NOTHING_CREATED_STATUS = new Set([429, 503]);
+
+/** What to do with `err` from a request made with `method`. */
+export function decide(err: unknown, method: 'GET' | 'POST'): RetryDecision {
+  if (err instanceof ApiError) {
+    if (!RETRY_STATUS.has(err.status)) return 'fail';
+    if (method === 'GET' || NOTHING_CREATED_STATUS.has(err.status)) return 'retry';
+    return 'ambiguous';
+  }
+  if (err instanceof NetworkError) {
+    if (method === 'GET' || !err.sent) return 'retry';
+    return 'ambiguous';
+  }
+  if (err instanceof BadResponseError && method === 'POST' && err.status >= 200 && err.status < 300) return 'ambiguous';
+  return 'fail';
+}
+
+export interface RetryInfo {
+  /** Retry number about to be made (1 = the first retry). */
+  attempt: number;
+  delayMs: number;
+  error: GenbatchError;
+}
+
+export interface RetryOptions {
+  policy: RetryPolicy;
+  /** GET is retried on every transient error; POST only when nothing can have been created. */
+  method: 'GET' | 'POST';
+  /** A POST submit: an unknown outcome is thrown as AmbiguousSubmitError (otherwise the error itself). */
+  submit?: boolean;
+  signal?: AbortSignal;
+  onRetry?: (info: RetryInfo) => void;
+  random?: () => number;
+}
+
+/**
+ * Run `fn` (one try, given its 1-based try number) until it succeeds, fails
+ * permanently, or the policy's tries are used up (the last error is thrown).
+ * An abort during a wait throws the signal's reason at once.
+ */
+export async function withRetry<T>(fn: (tryNumber: number) => Promise<T>, opts: RetryOptions): Promise<T> {
+  const { policy, method, signal } = opts;
+  for (let tryNumber = 1; ; tryNumber++) {
+    throwIfAborted(signal);
+    try {
+      return await fn(tryNumber);
+    } catch (err) {
+      const decision = decide(err, method);
+      if (decision === 'ambiguous') {
+        // Even when stopping: a POST that may have taken effect must be reported as such.
+        if (opts.submit && err instanceof Error) throw new AmbiguousSubmitError(err, err instanceof ApiError || err instanceof BadResponseError ? err.status : null);
+        throw err;
+      }
+      if (signal?.aborted) throw abortReason(signal);
+      if (decision === 'fail' || tryNumber >= policy.maxAttempts || !(err instanceof GenbatchError)) throw err;
+      const retryAfter = err instanceof ApiError ? err.retryAfterMs : null;
+      const delayMs = delay(tryNumber, policy, retryAfter, opts.random);
+      opts.onRetry?.({ attempt: tryNumber, delayMs, error: err });
+      await sleep(delayMs, signal);
+    }
+  }
+}
+
+/** The signal's reason as an Error (a DOMException AbortError when none was given). */
+export function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('This operation was aborted', 'AbortError');
+}
+
+export function throwIfAborted(signal?: AbortSignal): void {
+  if (signal?.aborted) throw abortReason(signal);
+}
+
+/** Wait `ms`; rejects with the signal's reason as soon as it aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(abortReason(signal));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortReason(signal as AbortSignal));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, Math.max(0, ms));
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,255 @@
+import { openAsBlob } from 'node:fs';
+import { basename } from 'node:path';
+import { Agent, FormData, type Dispatcher } from 'undici';
+import type { z } from 'zod';
+import { BadResponseError, UsageError } from '../errors.js';
+import { send, type HttpContext, type SendOptions } from './http.js';
+import { TokenBucket, UploadLimiter } from './limiters.js';
+import { DEFAULT_POLICY, withRetry, type RetryInfo, type RetryPolicy } from './retry.js';
+import {
+  BALANCE_FIELDS,
+  EnvelopeSchema,
+  issuesText,
+  MusicTaskSchema,
+  SubmitResultSchema,
+  TaskSchema,
+  UploadRecordSchema,
+  type MusicTask,
+  type SubmitResult,
+  type Task,
+  type UploadRecord,
+} from './schemas.js';
+
+export interface ServiceClientOptions {
+  /** e.g. `https://api.example.com` or the sandbox URL; a trailing slash is ignored. */
+  baseUrl: string;
+  /** Sent only as `Authorization: Bearer <key>`; never part of any message. */
+  apiKey: string;
+  policy?: RetryPolicy;
+  /** Use this dispatcher instead of the client's own keep-alive Agent (the caller closes it). */
+  dispatcher?: Dispatcher;
+  /** Global cap on status and music-detail requests per second, shared by all callers (default 10). */
+  statusRatePerSec?: number;
+  /** Upload limiter (default: 5 per 60 s). Pass one with a short window in tests, or share one per key. */
+  uploadLimiter?: UploadLimiter;
+  /** Timeouts of the client's own Agent, in ms (defaults: connect 10 s, headers 60 s, body 60 s). */
+  timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number };
+  /** Called before each retry wait (for logs and progress; the error message never holds the key). */
+  onRetry?: (info: RetryInfo & { operation: string }) => void;
+}
+
+export interface SubmitRequest {
+  model: string;
+  callback_url?: string;
+  input: Record<string, unknown>;
+}
+
+export interface UploadOptions {
+  /** Sent as `file_name`; the service generates a unique name when absent. */
+  fileName?: string;
+  /** Sent as `upload_path`; the service stores under `temp/<path>`. */
+  uploadPath?: string;
+  signal?: AbortSignal;
+}
+
+interface CallOptions {
+  signal?: AbortSignal;
+}
+
+/**
+ * The service's API client. One instance per key and base URL; share it.
+ * Every method retries per retry.ts (the one retry layer) and accepts an AbortSignal.
+ */
+export class ServiceClient {
+  readonly baseUrl: string;
+  readonly policy: RetryPolicy;
+  readonly uploadLimiter: UploadLimiter;
+  readonly statusBucket: TokenBucket;
+  #ctx: HttpContext;
+  #ownAgent: Agent | undefined;
+  #onRetry: ServiceClientOptions['onRetry'];
+
+  constructor(opts: ServiceClientOptions) {
+    if (!opts.baseUrl) throw new UsageError('the service base URL is empty');
+    if (!/^https?:\/\//i.test(opts.baseUrl)) throw new UsageError(`the service base URL must start with http:// or https://, got "${opts.baseUrl}"`);
+    if (!opts.apiKey) throw new UsageError('the API key is empty');
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
+    this.policy = opts.policy ?? DEFAULT_POLICY;
+    this.uploadLimiter = opts.uploadLimiter ?? new UploadLimiter();
+    this.statusBucket = new TokenBucket(opts.statusRatePerSec ?? 10);
+    this.#onRetry = opts.onRetry;
+    let dispatcher = opts.dispatcher;
+    if (!dispatcher) {
+      const t = opts.timeouts ?? {};
+      this.#ownAgent = new Agent({
+        keepAliveTimeout: 10_000,
+        connect: { timeout: t.connectMs ?? 10_000 },
+        headersTimeout: t.headersMs ?? 60_000,
+        bodyTimeout: t.bodyMs ?? 60_000,
+      });
+      dispatcher = this.#ownAgent;
+    }
+    this.#ctx = { base: this.baseUrl, apiKey: opts.apiKey, dispatcher };
+  }
+
+  /** POST /api/generate/submit. A possibly-created task is thrown as AmbiguousSubmitError. */
+  async submit(req: SubmitRequest, opts: CallOptions = {}): Promise<SubmitResult> {
+    const body: Record<string, unknown> = { model: req.model, input: req.input };
+    if (req.callback_url !== undefined) body.callback_url = req.callback_url;
+    const data = await this.#call('submit', { method: 'POST', path: '/api/generate/submit', json: body, signal: opts.signal }, true);
+    return this.#parse(SubmitResultSchema, data, 'submit');
+  }
+
+  /** GET /api/generate/status/{task_id}, under the shared status rate cap. */
+  async status(taskId: string, opts: CallOptions = {}): Promise<Task> {
+    const path = `/api/generate/status/${encodeURIComponent(taskId)}`;
+    const data = await this.#call('status', { method: 'GET', path, signal: opts.signal }, false, this.statusBucket);
+    return this.#parse(TaskSchema, data, 'status');
+  }
+
+  /** GET /api/generate/detail/music?task_id=..., under the shared status rate cap. */
+  async musicDetail(taskId: string, opts: CallOptions = {}): Promise<MusicTask> {
+    const path = `/api/generate/detail/music?task_id=${encodeURIComponent(taskId)}`;
+    const data = await this.#call('music detail', { method: 'GET', path, signal: opts.signal }, false, this.statusBucket);
+    return this.#parse(MusicTaskSchema, data, 'music detail');
+  }
+
+  /**
+   * GET /api/user/balance. The body is not shown by the contract: accepts a
+   * number in `data`, or an object in `data` whose balance is a known name
+   * (balance, credits, remaining, available, ...) or its only numeric field.
+   */
+  async balance(opts: CallOptions = {}): Promise<number> {
+    const raw = await this.#callRaw('balance', { method: 'GET', path: '/api/user/balance', signal: opts.signal }, false);
+    return parseBalance(raw);
+  }
+
+  /** POST /api/common/upload/stream (multipart field `file`), streamed from disk when given a path. */
+  async uploadStream(file: string | Buffer, opts: UploadOptions = {}): Promise<UploadRecord> {
+    const blob = typeof file === 'string' ? await openAsBlob(file) : new Blob([new Uint8Array(file)]);
+    const name = opts.fileName ?? (typeof file === 'string' ? basename(file) : 'upload');
+    const makeForm = (): FormData => {
+      const form = new FormData();
+      form.set('file', blob, name);
+      if (opts.fileName !== undefined) form.set('file_name', opts.fileName);
+      if (opts.uploadPath !== undefined) form.set('upload_path', opts.uploadPath);
+      return form;
+    };
+    return this.#upload('upload stream', '/api/common/upload/stream', () => ({ form: makeForm() }), opts.signal);
+  }
+
+  /**
+   * POST /api/common/upload/base64. Choice: the contract does not name the
+   * field carrying the data; we send `base64_data` (pure Base64 or a Data URL, as given).
+   */
+  async uploadBase64(dataUrlOrBase64: string, opts: UploadOptions = {}): Promise<UploadRecord> {
+    const json: Record<string, unknown> = { base64_data: dataUrlOrBase64 };
+    if (opts.fileName !== undefined) json.file_name = opts.fileName;
+    if (opts.uploadPath !== undefined) json.upload_path = opts.uploadPath;
+    return this.#upload('upload base64', '/api/common/upload/base64', () => ({ json }), opts.signal);
+  }
+
+  /** POST /api/common/upload/url: the service fetches a public URL. */
+  async uploadUrl(url: string, opts: UploadOptions = {}): Promise<UploadRecord> {
+    const json: Record<string, unknown> = { file_url: url };
+    if (opts.fileName !== undefined) json.file_name = opts.fileName;
+    if (opts.uploadPath !== undefined) json.upload_path = opts.uploadPath;
+    return this.#upload('upload url', '/api/common/upload/url', () => ({ json }), opts.signal);
+  }
+
+  /** Closes the client's own keep-alive Agent (not a dispatcher passed in). */
+  async close(): Promise<void> {
+    await this.#ownAgent?.close();
+  }
+
+  async #upload(operation: string, path: string, body: () => Pick<SendOptions, 'json' | 'form'>, signal?: AbortSignal): Promise<UploadRecord> {
+    // Every try, retries included, takes a slot of the upload window.
+    const data = await withRetry(
+      async () => {
+        const releaseSlot = await this.uploadLimiter.acquire(signal);
+        try {
+          return dataOf(await send(this.#ctx, { method: 'POST', path, ...body(), signal }), operation);
+        } finally {
+          releaseSlot();
+        }
+      },
+      this.#retryOptions(operation, 'POST', false, signal),
+    );
+    return this.#parse(UploadRecordSchema, data, operation);
+  }
+
+  async #call(operation: string, req: SendOptions, submit: boolean, bucket?: TokenBucket): Promise<unknown> {
+    const raw = await this.#callRaw(operation, req, submit, bucket);
+    return dataOf(raw, operation);
+  }
+
+  #callRaw(operation: string, req: SendOptions, submit: boolean, bucket?: TokenBucket): Promise<unknown> {
+    return withRetry(
+      async () => {
+        if (bucket) await bucket.take(req.signal);
+        const raw = await send(this.#ctx, req);
+        // For a submit, an unreadable envelope is checked inside the retry layer, so that it becomes "uncertain".
+        if (submit) this.#parse(SubmitResultSchema, dataOf(raw, operation), operation);
+        return raw;
+      },
+      this.#retryOptions(operation, req.method, submit, req.signal),
+    );
+  }
+
+  #retryOptions(operation: string, method: 'GET' | 'POST', submit: boolean, signal?: AbortSignal) {
+    const onRetry = this.#onRetry;
+    return {
+      policy: this.policy,
+      method,
+      submit,
+      signal,
+      onRetry: onRetry ? (info: RetryInfo) => onRetry({ ...info, operation }) : undefined,
+    };
+  }
+
+  #parse<S extends z.ZodType>(schema: S, data: unknown, operation: string): z.infer<S> {
+    const r = schema.safeParse(data);
+    if (!r.success) throw new BadResponseError(200, `${operation}: the answer's data does not have the documented shape: ${issuesText(r.error)}`);
+    return r.data;
+  }
+}
+
+/** `data` of the success envelope `{code, data}`. */
+function dataOf(raw: unknown, operation: string): unknown {
+  const env = EnvelopeSchema.safeParse(raw);
+  if (!env.success || env.data.data === undefined) throw new BadResponseError(200, `${operation}: the answer has no "data" field`);
+  if (env.data.code !== undefined && env.data.code !== 200) throw new BadResponseError(200, `${operation}: the answer's code is ${env.data.code}, expected 200`);
+  return env.data.data;
+}
+
+function asNumber(v: unknown): number | null {
+  if (typeof v === 'number' && Number.isFinite(v)) return v;
+  if (typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v.trim())) return Number(v);
+  return null;
+}
+
+/**
+ * The balance from a body whose shape the contract does not show: `data` as a
+ * number (or numeric string), or an object with a known balance name, or with
+ * exactly one numeric field. A body without an envelope is read the same way.
+ */
+export function parseBalance(raw: unknown): number {
+  const data = typeof raw === 'object' && raw !== null && !Array.isArray(raw) && 'data' in raw ? raw.data : raw;
+  const direct = asNumber(data);
+  if (direct !== null) return direct;
+  if (typeof data === 'object' && data !== null && !Array.isArray(data)) {
+    const fields = Object.entries(data);
+    for (const name of BALANCE_FIELDS) {
+      const hit = fields.find(([k]) => k === name);
+      const n = hit ? asNumber(hit[1]) : null;
+      if (n !== null) return n;
+    }
+    const numeric = fields.filter(([, v]) => asNumber(v) !== null);
+    if (numeric.length === 1) return asNumber((numeric[0] as [string, unknown])[1]) as number;
+    const names = numeric.map(([k]) => k).join(', ');
+    throw new BadResponseError(200, numeric.length === 0
+      ? 'balance: the answer\'s data has no numeric field'
+      : `balance: the answer's data has several numeric fields (${names}) and none is named ${BALANCE_FIELDS.join(', ')}`);
+  }
+  throw new BadResponseError(200, 'balance: the answer\'s data is neither a number nor an object');
+}
