@@ -13,13 +13,14 @@ import * as videoh from './videoh.js';
 import * as motion from './motion.js';
 import * as video15 from './video-1-5.js';
 import * as imagineVideo from './imagine-video.js';
+import * as music from './music/index.js';
 import type { FieldIssue, ModelSpec } from './types.js';
 
 export type { FieldIssue, ModelKind, ModelSpec, PriceQuote, ResultEndpoint } from './types.js';
 export { isRemoteRef } from './common.js';
 
 /** Every family module, in catalogue order. Add a family here and nowhere else. */
-const FAMILIES: ReadonlyArray<{ specs: ModelSpec[] }> = [flash, alphaImage2, dream4, dream5Lite, kontext, imagineImage, otherImage, vidmodel, clip, videoh, motion, video15, imagineVideo];
+const FAMILIES: ReadonlyArray<{ specs: ModelSpec[] }> = [flash, alphaImage2, dream4, dream5Lite, kontext, imagineImage, otherImage, vidmodel, clip, videoh, motion, video15, imagineVideo, music];
 
 const BY_ID = new Map<string, ModelSpec>();
 for (const family of FAMILIES) {
@@ -114,3 +115,19 @@ export function joinPath(prefix: string, path: ReadonlyArray<PropertyKey>): stri
   }
   return out;
 }
+
+export {
+  CHAT_MODELS,
+  CHAT_PRICE,
+  CHAT_PROTOCOLS,
+  SANDBOX_CHAT_CREDITS_PER_1K_TOKENS,
+  chatInput,
+  chatProtocolsFor,
+  checkChatJob,
+  findChatModel,
+  isChatModelId,
+  isChatProtocol,
+  type ChatJobCheck,
+  type ChatModel,
+  type ChatProtocol,
+} from './chat.js';
