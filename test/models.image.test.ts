@@ -84,6 +84,12 @@ describe('alpha-image-2 and alpha-image-2-edit: fields', () => {
     fails(A, { prompt: 'p', size: '2048x1152', resolution: '1K' }, 'input.resolution', 'custom size 2048x1152 requires resolution 2K or 4K (got resolution 1K)');
     ok(A, { prompt: 'p', size: '2048x1152', resolution: '4K' });
   });
+  it('a size constraint and a resolution rule broken together give both issues', () => {
+    expect(issues(A, { prompt: 'p', size: '1000x1008' })).toEqual([
+      ['input.size', 'custom size 1000x1008 has a width not divisible by 16'],
+      ['input.resolution', 'custom size 1000x1008 requires resolution 2K or 4K (got no resolution)'],
+    ]);
+  });
   it('rule 4: a custom size with a 3840 edge must use 4K', () => {
     fails(A, { prompt: 'p', size: '3840x2160', resolution: '2K' }, 'input.resolution', 'custom size 3840x2160 has a 3840-pixel edge and must use resolution 4K (got resolution 2K)');
     fails(E, { prompt: 'p', image_urls: [URL1], size: '1280x3840' }, 'input.resolution', /1280x3840 has a 3840-pixel edge and must use resolution 4K \(got no resolution\)/);
@@ -164,6 +170,7 @@ describe('dream-4 and dream-4-edit', () => {
   });
   it('image_urls count plus n must not exceed 15', () => {
     ok(D, { prompt: 'p', image_urls: urls(10), n: 5 });
+    fails(D, { prompt: 'p', image_urls: urls(2), n: 16 }, 'input.n', 'must be at most 15');
     fails(D, { prompt: 'p', image_urls: urls(10), n: 6 }, 'input.image_urls', 'image_urls count (10) plus n (6) is 16, over the limit of 15');
     ok(E, { prompt: 'p', image_urls: urls(14) });
     fails(E, { prompt: 'p', image_urls: urls(15) }, 'input.image_urls', 'image_urls count (15) plus n (omitted, so 1) is 16, over the limit of 15');

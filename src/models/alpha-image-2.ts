@@ -128,6 +128,7 @@ const CHOICES = [
   'resolution omitted with a preset size: processed and billed as 1K (the contract gives no default)',
   'custom size format: WIDTHxHEIGHT with a lowercase x and positive integers without leading zeros',
   'no limit on the number of image_urls for the edit model (the contract gives none)',
+  'a custom size that breaks a size constraint and a resolution rule gets both issues (input.size and input.resolution)',
 ];
 
 export const alphaImage2: ModelSpec = {

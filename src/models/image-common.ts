@@ -88,7 +88,7 @@ function formatCheck(formats: readonly ImageFormat[]) {
 
 /** A field this model refuses, with the reason (instead of a generic "unknown field"). */
 export function refused(message: string) {
-  return z.never({ error: message }).optional();
+  return z.never({ error: message }).optional().describe(`Not accepted: ${message}`);
 }
 
 /** Number of images a request asks for: `n` when it is a positive integer, else 1. */

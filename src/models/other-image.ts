@@ -67,6 +67,7 @@ const CHOICES = [
   'text-to-image-only models refuse image_urls; edit models require at least one',
   'fast-image-2-new-edit takes the 14-reference limit of fast-image-2-new; other limits only where the catalogue states them',
   'mask field name of the -edit models with mask support is not shown: passed through unchecked and not uploaded',
+  'fast-image-2-new supports 2K and 4K, but the field carrying it is not shown: not checked',
 ];
 
 function spec(entry: Entry): ModelSpec {
