@@ -43,6 +43,7 @@ describe('chat catalogue', () => {
     expect(isChatModelId('vendora/dream-v5.0-flash/text-to-image')).toBe(false);
     expect(isChatModelId('a b/c')).toBe(false);
     expect(isChatModelId('/c')).toBe(false);
+    expect(isChatModelId('acme/model:generateContent')).toBe(false);
   });
   it('prices are unknown; the sandbox rate is documented', () => {
     expect(CHAT_PRICE.credits).toBeNull();
@@ -69,6 +70,7 @@ describe('checkChatJob: protocol rules', () => {
   });
   it('an unknown protocol name is an error listing the four', () => {
     const r = checkChatJob({ model: 'vendora/chat-5', protocol: 'grpc', input: hi });
+    expect(r.protocol).toBeNull();
     expect(r.issues).toEqual([{ path: 'protocol', message: '"grpc" is not one of chat-completions, responses, messages, gemini', type: 'validation_error' }]);
   });
   it('an unknown <vendor>/<model> id needs an explicit protocol', () => {

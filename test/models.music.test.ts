@@ -88,6 +88,7 @@ describe('generate-music', () => {
     const missing = issuesOf(M, { custom_mode: true, instrumental: true });
     expect(missing.map((i) => i.path).sort()).toEqual(['input.style', 'input.title']);
     expect(missing[0]?.message).toBe('is required when custom_mode is true');
+    expectOne(M, { custom_mode: true, style: 'jazz', title: 'Night', prompt: '  ' }, 'input.prompt', 'non-whitespace');
   });
   it('custom: persona_id accepted', () => {
     expect(issuesOf(M, { custom_mode: true, instrumental: true, style: 's', title: 't', persona_id: 'persona-1' })).toEqual([]);

@@ -71,9 +71,9 @@ export function chatProtocolsFor(id: string): readonly ChatProtocol[] | null {
   return BY_ID.get(id)?.protocols ?? null;
 }
 
-const CHAT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._:-]*$/;
+const CHAT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
-/** Any id of the form `<vendor>/<model>` (one slash, no spaces), catalogued or not. */
+/** Any id of the form `<vendor>/<model>`: one slash, letters, digits, '.', '_', '-' (no ':' since Gemini URLs append `:generateContent`), catalogued or not. */
 export function isChatModelId(id: string): boolean {
   return CHAT_ID.test(id);
 }
@@ -148,6 +148,8 @@ export function checkChatJob(job: { model: string; protocol?: string; input: unk
   const given = job.protocol !== undefined && isChatProtocol(job.protocol) ? job.protocol : null;
   if (!isChatModelId(job.model)) {
     issues.push(issue('model', `"${job.model}" is not a chat model id of the form <vendor>/<model>`));
+  } else if (job.protocol !== undefined && given === null) {
+    // the protocol issue is already recorded; no protocol is chosen for a job that named a wrong one
   } else if (known) {
     if (given && !known.protocols.includes(given)) {
       issues.push(issue('protocol', `${known.id} does not support ${given}; it supports ${known.protocols.join(', ')}`));

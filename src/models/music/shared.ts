@@ -77,7 +77,9 @@ export function present(v: Raw, key: string): boolean {
 
 /** The field is required under a condition ("when custom_mode is true"). */
 export function requireWhen(ctx: Sink, v: Raw, key: string, when: string): void {
-  if (!present(v, key)) ctx.addIssue({ code: 'custom', path: [key], message: `is required ${when}`, input: v[key] });
+  const x = v[key];
+  if (!present(v, key)) ctx.addIssue({ code: 'custom', path: [key], message: `is required ${when}`, input: x });
+  else if (typeof x === 'string' && x.trim() === '') ctx.addIssue({ code: 'custom', path: [key], message: 'must contain at least one non-whitespace character', input: x });
 }
 
 /** The field must be left empty under a condition. */
