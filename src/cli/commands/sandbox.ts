@@ -1,0 +1,39 @@
+import { UsageError } from '../../errors.js';
+import { parseKeys, startSandbox } from '../../sandbox/index.js';
+
+interface SandboxFlags {
+  port: number;
+  host: string;
+  keys?: string;
+  timeScale: number;
+  seed?: number;
+  faults?: string;
+  failureRate: number;
+  allowLoopback?: boolean;
+}
+
+/** `genbatch sandbox`: serve the sandbox until SIGINT or SIGTERM; prints the base URL and the keys. */
+export default async function sandbox(opts: SandboxFlags): Promise<number> {
+  if (opts.failureRate > 1) throw new UsageError(`--failure-rate expects a number from 0 to 1, got ${opts.failureRate}`);
+  const sb = await startSandbox({
+    port: opts.port,
+    host: opts.host,
+    ...(opts.keys !== undefined ? { keys: parseKeys(opts.keys) } : {}),
+    timeScale: opts.timeScale,
+    ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+    ...(opts.faults !== undefined ? { faults: opts.faults } : {}),
+    failureRate: opts.failureRate,
+    allowLoopback: opts.allowLoopback === true,
+  });
+  process.stdout.write(`genbatch sandbox listening on ${sb.url}\n`);
+  for (const key of sb.keys) process.stdout.write(`key: ${key}\n`);
+  process.stdout.write(`try: curl -s -H "Authorization: Bearer ${sb.keys[0] ?? ''}" ${sb.url}/api/user/balance\n`);
+  process.stdout.write('press Ctrl+C to stop\n');
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  await sb.close();
+  process.stderr.write(`genbatch sandbox stopped (${signal})\n`);
+  return 0;
+}

@@ -1,0 +1,82 @@
+import type { Clock } from './clock.js';
+import type { Scheduler } from './scheduler.js';
+import type { Stats } from './stats.js';
+import type { TaskRecord } from './tasks.js';
+
+/** Retry delays after a failed delivery, in seconds (scaled by timeScale): 3 retries, then none. */
+export const RETRY_DELAYS_S = [1, 2, 4] as const;
+
+/**
+ * Completion callbacks: POST the status body as JSON to the task's callback_url
+ * when it reaches finished or failed. A 2xx answer is success; otherwise (or
+ * no answer within the timeout) retried after 1, 2, 4 s x timeScale.
+ */
+export class Callbacks {
+  private readonly inflight = new Set<AbortController>();
+  private readonly scheduler: Scheduler;
+  private readonly clock: Clock;
+  private readonly stats: Stats;
+  private readonly timeScale: number;
+  private readonly timeoutMs: number;
+
+  constructor(scheduler: Scheduler, clock: Clock, stats: Stats, o: { timeScale: number; timeoutMs: number }) {
+    this.scheduler = scheduler;
+    this.clock = clock;
+    this.stats = stats;
+    this.timeScale = o.timeScale;
+    this.timeoutMs = o.timeoutMs;
+  }
+
+  /**
+   * POST `body()` (evaluated at the first attempt) to the task's callback URL at virtual time `at`.
+   * `final`: the completion callback (marks task.callbackDelivered on success).
+   */
+  schedule(task: TaskRecord, at: number, body: () => unknown, final = true): void {
+    const url = task.callbackUrl;
+    if (!url) return;
+    this.scheduler.at(at, () => void this.attempt(task, url, JSON.stringify(body()), 0, final));
+  }
+
+  private async attempt(task: TaskRecord, url: string, payload: string, retry: number, final: boolean): Promise<void> {
+    this.stats.callbacks.attempted++;
+    task.callbackAttempts++;
+    const ac = new AbortController();
+    this.inflight.add(ac);
+    const timer = setTimeout(() => ac.abort(), this.timeoutMs);
+    let ok = false;
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'user-agent': 'genbatch-sandbox-callback' },
+        body: payload,
+        redirect: 'manual',
+        signal: ac.signal,
+      });
+      ok = res.status >= 200 && res.status < 300;
+      await res.body?.cancel().catch(() => undefined);
+    } catch {
+      ok = false;
+    } finally {
+      clearTimeout(timer);
+      this.inflight.delete(ac);
+    }
+    if (ok) {
+      this.stats.callbacks.delivered++;
+      if (final) task.callbackDelivered = true;
+      return;
+    }
+    this.stats.callbacks.failed++;
+    const delayS = RETRY_DELAYS_S[retry];
+    if (delayS === undefined) {
+      this.stats.callbacks.abandoned++;
+      return;
+    }
+    const at = this.clock.now() + delayS * 1000 * this.timeScale;
+    this.scheduler.at(at, () => void this.attempt(task, url, payload, retry + 1, final));
+  }
+
+  close(): void {
+    for (const ac of this.inflight) ac.abort();
+    this.inflight.clear();
+  }
+}

@@ -1,0 +1,153 @@
+import * as media from './media/index.js';
+import type { TaskRecord } from './tasks.js';
+
+/**
+ * Result files. A Blob describes a file (name, type, how to render it); its
+ * bytes are generated on demand from the description (deterministic from the
+ * task seed), so memory holds descriptions, not bytes. A small LRU keeps
+ * recently rendered bytes. Uploaded files (bytes given) live here too.
+ */
+
+export type RenderSpec =
+  | { type: 'png' | 'jpeg'; width: number; height: number; seed: number }
+  | { type: 'wav'; seconds: number; seed: number }
+  | { type: 'mp3'; seconds: number }
+  | { type: 'mp4'; seconds: number; width: number; height: number }
+  | { type: 'glb' }
+  | { type: 'text'; text: string }
+  | { type: 'json'; value: unknown };
+
+export interface Blob {
+  /** File name, unique within its task; the last segment of its URL. */
+  name: string;
+  /** Format word, e.g. png, jpeg, mp4, mp3, wav, glb, txt, json. */
+  format: string;
+  contentType: string;
+  render: RenderSpec;
+  /** Byte length, filled on first render. */
+  size?: number;
+}
+
+/** The File object of the contract (an entry of `files`). */
+export interface FileEntry {
+  file_url: string;
+  file_type: string;
+  label?: string;
+  format?: string;
+  content_type?: string;
+  file_name?: string;
+  file_size?: number;
+  metadata?: Record<string, unknown>;
+  [extra: string]: unknown;
+}
+
+export interface StoredUpload {
+  bytes: Buffer;
+  contentType: string;
+  /** Virtual epoch ms after which the file is gone. */
+  expiresAt: number;
+}
+
+export function render(spec: RenderSpec): Buffer {
+  switch (spec.type) {
+    case 'png':
+      return media.png(spec.width, spec.height, spec.seed);
+    case 'jpeg':
+      return media.jpeg(spec.width, spec.height, spec.seed);
+    case 'wav':
+      return media.wav(spec.seconds, spec.seed);
+    case 'mp3':
+      return media.mp3(spec.seconds);
+    case 'mp4':
+      return media.mp4(spec.seconds, spec.width, spec.height);
+    case 'glb':
+      return media.glb();
+    case 'text':
+      return Buffer.from(spec.text, 'utf8');
+    case 'json':
+      return Buffer.from(JSON.stringify(spec.value), 'utf8');
+  }
+}
+
+/** Make a Blob, content type from the format. */
+export function blob(name: string, format: string, spec: RenderSpec): Blob {
+  return { name, format, contentType: media.contentTypeOf(format), render: spec };
+}
+
+const CACHE_BYTES = 32 * 1024 * 1024;
+
+export class FileStore {
+  private readonly base: () => string;
+  private readonly cache = new Map<string, Buffer>();
+  private cached = 0;
+  private readonly uploads = new Map<string, StoredUpload>();
+
+  constructor(baseUrl: () => string) {
+    this.base = baseUrl;
+  }
+
+  /** Public URL of a task's file (no authentication needed to download, as with a CDN link). */
+  url(task: TaskRecord, b: Blob): string {
+    return `${this.base()}/files/${task.id}/${encodeURIComponent(b.name)}`;
+  }
+
+  bytes(task: TaskRecord, b: Blob): Buffer {
+    const key = `${task.id}/${b.name}`;
+    const hit = this.cache.get(key);
+    if (hit) {
+      this.cache.delete(key);
+      this.cache.set(key, hit);
+      return hit;
+    }
+    const bytes = render(b.render);
+    b.size = bytes.length;
+    this.cache.set(key, bytes);
+    this.cached += bytes.length;
+    for (const [k, v] of this.cache) {
+      if (this.cached <= CACHE_BYTES) break;
+      this.cache.delete(k);
+      this.cached -= v.length;
+    }
+    return bytes;
+  }
+
+  size(task: TaskRecord, b: Blob): number {
+    return b.size ?? this.bytes(task, b).length;
+  }
+
+  /** The contract's File object for a blob, with true size and type. */
+  entry(task: TaskRecord, b: Blob, fileType: string, extra: Partial<FileEntry> = {}): FileEntry {
+    return {
+      file_url: this.url(task, b),
+      file_type: fileType,
+      format: b.format,
+      content_type: b.contentType,
+      file_name: b.name,
+      file_size: this.size(task, b),
+      ...extra,
+    };
+  }
+
+  /** Store uploaded bytes under `relPath` (e.g. `temp/<upload_path>/<name>`); returns its URL. */
+  putUpload(relPath: string, bytes: Buffer, contentType: string, expiresAt: number): string {
+    const path = relPath.replace(/^\/+/, '');
+    this.uploads.set(path, { bytes, contentType, expiresAt });
+    return `${this.base()}/${path.split('/').map(encodeURIComponent).join('/')}`;
+  }
+
+  /** An uploaded file by its path; expired uploads are deleted and reported as 'expired'. */
+  getUpload(relPath: string, now: number): StoredUpload | 'expired' | undefined {
+    const u = this.uploads.get(relPath);
+    if (!u) return undefined;
+    if (now >= u.expiresAt) {
+      this.uploads.delete(relPath);
+      return 'expired';
+    }
+    return u;
+  }
+
+  /** Number of uploads stored (expired ones included until read). */
+  get uploadCount(): number {
+    return this.uploads.size;
+  }
+}

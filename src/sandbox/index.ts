@@ -1,0 +1,60 @@
+import { SandboxContext } from './context.js';
+import type { FaultEndpoint, ScriptStep } from './faults.js';
+import { resolveOptions, type SandboxOptions } from './options.js';
+import { statsSnapshot, type SandboxStats } from './routes/admin.js';
+import { buildServer } from './server.js';
+
+/**
+ * The sandbox: a faithful local implementation of the media-generation
+ * service. `startSandbox()` serves it in-process (tests, `run --sandbox`);
+ * `genbatch sandbox` serves it standalone. See src/sandbox/README.md.
+ */
+
+export type { SandboxOptions } from './options.js';
+export type { FaultEndpoint, FaultKind, FaultRule, ScriptStep } from './faults.js';
+export type { SandboxStats } from './routes/admin.js';
+export { parseFaults } from './faults.js';
+export { parseKeys } from './options.js';
+export { keyHash } from './accounts.js';
+
+export interface Sandbox {
+  /** Base URL, e.g. http://127.0.0.1:41234 (no trailing slash). */
+  url: string;
+  /** The API keys it accepts, in option order. */
+  keys: string[];
+  /** The virtual clock: `advance(seconds)` moves it forward; `now()` is virtual epoch ms. */
+  clock: { advance(seconds: number): void; now(): number };
+  /** The same counters as GET /__sandbox/stats. */
+  stats(): SandboxStats;
+  /** Script the next outcomes of an endpoint, e.g. script('submit', ['500-after', 'ok']). */
+  script(endpoint: FaultEndpoint | '*', steps: ScriptStep[]): void;
+  /** Stop serving, stop callbacks. */
+  close(): Promise<void>;
+}
+
+export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
+  const o = resolveOptions(options);
+  const ctx = new SandboxContext(o);
+  const app = buildServer(ctx);
+  await app.listen({ port: o.port, host: o.host });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : o.port;
+  const host = o.host.includes(':') ? `[${o.host}]` : o.host === '0.0.0.0' ? '127.0.0.1' : o.host;
+  ctx.baseUrl = `http://${host}:${port}`;
+  let closed: Promise<void> | null = null;
+  return {
+    url: ctx.baseUrl,
+    keys: ctx.accounts.keys(),
+    clock: { advance: (s) => ctx.clock.advance(s), now: () => ctx.now() },
+    stats: () => statsSnapshot(ctx),
+    script: (endpoint, steps) => ctx.faults.script(endpoint, steps),
+    close: () => {
+      closed ??= (async () => {
+        ctx.close();
+        app.server.closeAllConnections?.();
+        await app.close();
+      })();
+      return closed;
+    },
+  };
+}

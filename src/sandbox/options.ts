@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto';
+import { UsageError } from '../errors.js';
+import { parseFaults, type FaultRule } from './faults.js';
+
+/** Options of startSandbox() and `genbatch sandbox`. Every field is optional. */
+export interface SandboxOptions {
+  /** Port to listen on; 0 (default) picks a free port. */
+  port?: number;
+  /** Host to bind; default 127.0.0.1. */
+  host?: string;
+  /** API keys and their starting credits, e.g. `{ k1: 1000 }`. Default: one generated key with 10000 credits. */
+  keys?: Record<string, number>;
+  /** Multiplies every duration (task times, callback retry delays); 0.01 makes a 60 s task take 0.6 s. Default 1. */
+  timeScale?: number;
+  /** Seed for every random draw (durations, failures, ids, faults). Default: random. */
+  seed?: number;
+  /** Fault injection: a spec string (see parseFaults) or parsed rules. Default: none. */
+  faults?: string | FaultRule[];
+  /** Share of tasks that fail, 0..1. Default 0. */
+  failureRate?: number;
+  /** Share of multi-output tasks (n > 1) that return fewer outputs than asked (the rest refunded). Default 0. */
+  partialRate?: number;
+  /** Allow http:// and loopback callback URLs (and, for uploads, loopback remote URLs). Default false. */
+  allowLoopback?: boolean;
+  /** Words that trigger content_moderation_error when found in any string of `input` (case-insensitive, whole words). Default ["forbidden"]. */
+  bannedWords?: string[];
+  /** Delay of a `slow` fault in milliseconds (not scaled). Default 2000. */
+  slowMs?: number;
+  /** Retry-After seconds sent with a 429 fault. Default 1. */
+  retryAfterS?: number;
+  /** Longest edge in pixels of the image files actually served (the nominal size is in metadata). Default 128. */
+  imageEdge?: number;
+  /** Virtual clock start, epoch ms. Default: now. */
+  clockStart?: number;
+  /** How long a callback receiver may take to answer, in real ms. Default 10000 x timeScale, at least 1000. */
+  callbackTimeoutMs?: number;
+}
+
+/** Options with every default applied. */
+export interface ResolvedOptions {
+  port: number;
+  host: string;
+  keys: Record<string, number>;
+  timeScale: number;
+  seed: number;
+  seeded: boolean;
+  faults: FaultRule[];
+  failureRate: number;
+  partialRate: number;
+  allowLoopback: boolean;
+  bannedWords: string[];
+  slowMs: number;
+  retryAfterS: number;
+  imageEdge: number;
+  clockStart: number;
+  callbackTimeoutMs: number;
+}
+
+export const DEFAULT_CREDITS = 10000;
+
+function rate(name: string, v: number | undefined, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (!Number.isFinite(v) || v < 0 || v > 1) throw new UsageError(`${name} expects a number from 0 to 1, got ${String(v)}`);
+  return v;
+}
+
+function positive(name: string, v: number | undefined, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (!Number.isFinite(v) || v < 0) throw new UsageError(`${name} expects a non-negative number, got ${String(v)}`);
+  return v;
+}
+
+export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
+  let keys = o.keys;
+  if (!keys || Object.keys(keys).length === 0) keys = { [`sk-sandbox-${randomBytes(12).toString('hex')}`]: DEFAULT_CREDITS };
+  for (const [k, credits] of Object.entries(keys)) {
+    if (!/^[\x21-\x7e]+$/.test(k)) throw new UsageError(`key "${k.slice(0, 4)}…" must be printable ASCII without spaces`);
+    if (!Number.isFinite(credits) || credits < 0) throw new UsageError(`credits of a key must be a non-negative number, got ${String(credits)}`);
+  }
+  const seeded = o.seed !== undefined;
+  const seed = seeded ? (o.seed as number) >>> 0 : randomBytes(4).readUInt32LE(0);
+  const timeScale = positive('timeScale', o.timeScale, 1);
+  return {
+    port: o.port ?? 0,
+    host: o.host ?? '127.0.0.1',
+    keys,
+    timeScale,
+    seed,
+    seeded,
+    faults: typeof o.faults === 'string' ? parseFaults(o.faults) : (o.faults ?? []),
+    failureRate: rate('failureRate', o.failureRate, 0),
+    partialRate: rate('partialRate', o.partialRate, 0),
+    allowLoopback: o.allowLoopback ?? false,
+    bannedWords: (o.bannedWords ?? ['forbidden']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),
+    slowMs: positive('slowMs', o.slowMs, 2000),
+    retryAfterS: positive('retryAfterS', o.retryAfterS, 1),
+    imageEdge: Math.max(8, Math.round(positive('imageEdge', o.imageEdge, 128))),
+    clockStart: o.clockStart ?? Date.now(),
+    callbackTimeoutMs: positive('callbackTimeoutMs', o.callbackTimeoutMs, Math.max(1000, 10000 * timeScale)),
+  };
+}
+
+/** Parse `--keys k1=1000,k2=50` (a key without `=` gets the default 10000 credits). */
+export function parseKeys(spec: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const part of spec.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const eq = part.lastIndexOf('=');
+    const key = eq < 0 ? part : part.slice(0, eq);
+    const credits = eq < 0 ? DEFAULT_CREDITS : Number(part.slice(eq + 1));
+    if (!key) throw new UsageError(`--keys: empty key in "${part}"`);
+    if (!Number.isFinite(credits) || credits < 0) throw new UsageError(`--keys: credits must be a non-negative number in "${key.slice(0, 4)}…=${part.slice(eq + 1)}"`);
+    out[key] = credits;
+  }
+  if (Object.keys(out).length === 0) throw new UsageError('--keys: expected key=credits[,key=credits...]');
+  return out;
+}

@@ -1,0 +1,92 @@
+import type { FastifyInstance } from 'fastify';
+import { isoNoZone } from '../clock.js';
+import type { SandboxContext } from '../context.js';
+import { FAULT_ENDPOINTS, type FaultEndpoint, type ScriptStep } from '../faults.js';
+import { isObject, sendError } from '../http.js';
+import { stateAt, type TaskState } from '../tasks.js';
+
+/**
+ * Admin endpoints under /__sandbox/ (sandbox only; no key needed):
+ *   GET  /__sandbox/clock                 virtual clock
+ *   POST /__sandbox/clock {advance_s: N}  move it forward N seconds
+ *   GET  /__sandbox/stats                 counters (see statsSnapshot)
+ *   GET  /__sandbox/tasks[?key=<hash>]    every task: id, model, key hash, state, callback
+ *   POST /__sandbox/faults {endpoint, steps: [...]}  script the next outcomes of an endpoint
+ */
+
+export function clockSnapshot(ctx: SandboxContext) {
+  const now = ctx.now();
+  return { now: isoNoZone(now), now_ms: Math.floor(now), advanced_s: ctx.clock.advancedSeconds, time_scale: ctx.options.timeScale };
+}
+
+export function statsSnapshot(ctx: SandboxContext) {
+  const now = ctx.now();
+  const byState: Record<TaskState, number> = { not_started: 0, running: 0, finished: 0, failed: 0 };
+  for (const t of ctx.tasks.values()) byState[stateAt(t, now)]++;
+  return {
+    requests: { ...ctx.stats.requests },
+    requests_by_key: { ...ctx.stats.requestsByKey },
+    tasks_created_by_key: { ...ctx.stats.tasksByKey },
+    tasks_total: ctx.tasks.size,
+    tasks_by_state: byState,
+    uploads: { ...ctx.stats.uploads },
+    callbacks: { ...ctx.stats.callbacks, pending: ctx.scheduler.pending },
+    faults_injected: { ...ctx.faults.injected },
+    clock: clockSnapshot(ctx),
+    memory: { rss: process.memoryUsage().rss },
+  };
+}
+
+export type SandboxStats = ReturnType<typeof statsSnapshot>;
+
+export function adminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
+  const config = { endpoint: 'admin' };
+  app.get('/__sandbox/clock', { config }, async () => clockSnapshot(ctx));
+
+  app.post('/__sandbox/clock', { config }, async (req, reply) => {
+    const body: unknown = req.body;
+    const s = isObject(body) ? body.advance_s : undefined;
+    if (typeof s !== 'number' || !Number.isFinite(s) || s < 0) return sendError(reply, 400, 'advance_s: must be a non-negative number of seconds');
+    ctx.clock.advance(s);
+    return clockSnapshot(ctx);
+  });
+
+  app.get('/__sandbox/stats', { config }, async () => statsSnapshot(ctx));
+
+  app.get<{ Querystring: { key?: string } }>('/__sandbox/tasks', { config }, async (req) => {
+    const now = ctx.now();
+    const tasks = [];
+    for (const t of ctx.tasks.values()) {
+      if (req.query.key && t.account.hash !== req.query.key) continue;
+      tasks.push({
+        task_id: t.id,
+        model: t.spec.id,
+        key: t.account.hash,
+        state: stateAt(t, now),
+        created_time: isoNoZone(t.createdAt),
+        credits: t.charged,
+        callback_url: t.callbackUrl,
+        callback_attempts: t.callbackAttempts,
+        callback_delivered: t.callbackDelivered,
+      });
+    }
+    return { tasks };
+  });
+
+  app.post('/__sandbox/faults', { config }, async (req, reply) => {
+    const body: unknown = req.body;
+    if (!isObject(body) || typeof body.endpoint !== 'string' || !Array.isArray(body.steps)) {
+      return sendError(reply, 400, 'body: must be {endpoint, steps: [fault kind or "ok", ...]}');
+    }
+    const endpoint = body.endpoint;
+    if (endpoint !== '*' && !(FAULT_ENDPOINTS as readonly string[]).includes(endpoint)) {
+      return sendError(reply, 400, `endpoint: must be one of ${FAULT_ENDPOINTS.join(', ')}, *`);
+    }
+    try {
+      ctx.faults.script(endpoint as FaultEndpoint | '*', body.steps.map(String) as ScriptStep[]);
+    } catch (err) {
+      return sendError(reply, 400, `steps: ${(err as Error).message}`);
+    }
+    return { ok: true };
+  });
+}

@@ -1,0 +1,73 @@
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { chatRoutes } from './chat.js';
+import type { SandboxContext } from './context.js';
+import { FAULT_ENDPOINTS, isAfterKind, type FaultEndpoint } from './faults.js';
+import { drop, sendError, setFault, type ErrorStyle } from './http.js';
+import { accountRoutes } from './routes/account.js';
+import { adminRoutes } from './routes/admin.js';
+import { fileRoutes } from './routes/files.js';
+import { generateRoutes } from './routes/generate.js';
+import { uploadRoutes } from './upload.js';
+
+/**
+ * The sandbox HTTP server (fastify 5: fast, typed, per-route config and hooks,
+ * and @fastify/multipart for the stream upload). Route modules each take
+ * (app, ctx); faults and request counting run in one onRequest hook.
+ */
+
+const DETAIL_ENDPOINTS = new Set(['status', 'detail']);
+const FAULT_STATUS: Readonly<Record<string, number>> = { '429': 429, '500': 500, '502': 502, '503': 503 };
+const FAULT_MESSAGE: Readonly<Record<number, string>> = {
+  429: 'rate limit exceeded, retry later',
+  500: 'internal error',
+  502: 'upstream service error',
+  503: 'service unavailable',
+};
+
+function styleOf(endpoint: string | undefined): ErrorStyle {
+  return endpoint && DETAIL_ENDPOINTS.has(endpoint) ? 'detail' : 'error';
+}
+
+export function buildServer(ctx: SandboxContext): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: 32 * 1024 * 1024, keepAliveTimeout: 30_000, return503OnClosing: false });
+
+  app.addHook('onRequest', async (req, reply) => {
+    const endpoint = req.routeOptions.config.endpoint ?? 'other';
+    ctx.stats.request(endpoint);
+    if (!(FAULT_ENDPOINTS as readonly string[]).includes(endpoint)) return;
+    const fault = ctx.faults.draw(endpoint as FaultEndpoint);
+    if (!fault) return;
+    if (fault.kind === 'slow') {
+      await sleep(fault.delayMs ?? ctx.options.slowMs);
+      return;
+    }
+    if (isAfterKind(fault.kind) || fault.kind === 'truncate') {
+      setFault(req, fault);
+      return;
+    }
+    if (fault.kind === 'drop') return drop(req, reply);
+    const status = FAULT_STATUS[fault.kind] ?? 500;
+    if (status === 429) reply.header('retry-after', String(Math.ceil(ctx.options.retryAfterS)));
+    return sendError(reply, status, FAULT_MESSAGE[status] ?? 'internal error', styleOf(endpoint));
+  });
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const style = styleOf(req.routeOptions.config?.endpoint);
+    const status = err.statusCode ?? 500;
+    if (status === 413) return sendError(reply, 413, 'body: request body is too large', style);
+    if (status === 415) return sendError(reply, 415, `body: unsupported content type ${String(req.headers['content-type'] ?? '(none)')}; send application/json`, style);
+    if (status >= 400 && status < 500) return sendError(reply, status, `body: ${err.message}`, style);
+    return sendError(reply, 500, 'internal error', style);
+  });
+
+  app.setNotFoundHandler((req, reply) => sendError(reply, 404, `no endpoint ${req.method} ${req.url.split('?')[0]}`));
+
+  generateRoutes(app, ctx);
+  accountRoutes(app, ctx);
+  fileRoutes(app, ctx);
+  uploadRoutes(app, ctx);
+  chatRoutes(app, ctx);
+  adminRoutes(app, ctx);
+  return app;
+}
