@@ -1,0 +1,49 @@
+import type { JobState } from '../store/index.js';
+
+/**
+ * Everything the engine reports, as one union. Progress bars, plain progress
+ * lines, NDJSON (`--json`) and logs subscribe to these; the engine never
+ * prints and never imports a progress library.
+ */
+export type EngineEvent =
+  | { type: 'start'; manifest: string; out_dir: string; state: string; base_url: string; sandbox: boolean }
+  | { type: 'lease-takeover'; from: string }
+  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number }
+  | { type: 'recovered'; uncertain: string[] }
+  | {
+      type: 'estimate';
+      /** Known credits of the jobs this run will submit. */
+      pending_credits: number;
+      /** Known credits of every job of the manifest. */
+      total_credits: number;
+      unknown_price_jobs: string[];
+      balance: number | null;
+    }
+  | { type: 'upload'; file: string; sha256: string; url: string; reused: boolean }
+  | { type: 'job'; id: string; from: JobState; to: JobState; task_id?: string | null; error?: string | null }
+  | { type: 'progress'; id: string; task_id: string; status: string; progress: number | null }
+  | { type: 'file'; id: string; path: string; size: number; sha256: string }
+  | { type: 'retry'; what: string; attempt: number; delay_ms: number; error: string }
+  | { type: 'warning'; message: string }
+  | { type: 'stopping'; reason: StopReason }
+  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null };
+
+/** Why new submissions stopped early. */
+export type StopReason = 'signal' | 'insufficient-credits' | 'lease-lost';
+
+export type EventListener = (event: EngineEvent) => void;
+
+/** A tiny typed fan-out. A listener that throws is reported once and removed. */
+export class EventBus {
+  private readonly listeners: EventListener[] = [];
+  on(listener: EventListener): () => void {
+    this.listeners.push(listener);
+    return () => {
+      const i = this.listeners.indexOf(listener);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
+  }
+  emit = (event: EngineEvent): void => {
+    for (const l of [...this.listeners]) l(event);
+  };
+}

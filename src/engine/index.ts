@@ -1,0 +1,8 @@
+/** The run engine: prepare (validate + record), budget check, submit/poll/download pipeline, report data. */
+export { runEngine, exitCodeFor, removeState, UPLOAD_REUSE_MS } from './run.js';
+export type { RunOptions, RunOutcome } from './run.js';
+export { EventBus } from './events.js';
+export type { EngineEvent, EventListener, StopReason } from './events.js';
+export type { DownloadPort, DownloadResult, ServicePort, SubmitBody, TaskStatus, TaskView } from './ports.js';
+export { buildReportData } from './report-data.js';
+export { extractResults, canonicalJson, setAtPath } from './results.js';

@@ -1,0 +1,46 @@
+/**
+ * What the engine needs from the service client and the downloader, as small
+ * interfaces. src/cli/commands/run.ts wires the real ServiceClient and
+ * downloadFile; retries live in the client (one retry layer), never here.
+ */
+
+export type TaskStatus = 'not_started' | 'running' | 'finished' | 'failed';
+
+export interface TaskView {
+  task_id: string;
+  status: TaskStatus;
+  files: ReadonlyArray<Record<string, unknown>>;
+  progress?: number | null | undefined;
+  error_message: string | null;
+}
+
+export interface SubmitBody {
+  model: string;
+  input: Record<string, unknown>;
+  callback_url?: string;
+}
+
+export interface ServicePort {
+  submit(body: SubmitBody): Promise<{ task_id: string }>;
+  status(taskId: string, signal?: AbortSignal): Promise<TaskView>;
+  musicDetail(taskId: string, signal?: AbortSignal): Promise<TaskView>;
+  balance(): Promise<number>;
+  uploadStream(file: string, opts: { fileName: string; signal?: AbortSignal }): Promise<{ file_url: string }>;
+}
+
+export interface DownloadResult {
+  path: string;
+  size: number;
+  sha256: string;
+  contentType: string | null;
+}
+
+export interface DownloadPort {
+  downloadFile(opts: { url: string; dir: string; name: string; expectedSize?: number; signal?: AbortSignal }): Promise<DownloadResult>;
+  /** True when the error says the file is gone for good (404/410 past its validity). */
+  isGone(err: unknown): boolean;
+  /** Remove leftover temporary files in a folder. */
+  cleanupPartials(dir: string): Promise<unknown> | unknown;
+  /** A server-sent name made safe for the local disk. */
+  sanitizeName(name: string): string;
+}

@@ -1,0 +1,134 @@
+import { createHash } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import { BudgetError, ManifestError, type Problem } from '../errors.js';
+import { localImageRefs, type Manifest } from '../manifest/index.js';
+import { priceJob } from '../pricing/index.js';
+import type { Store } from '../store/index.js';
+import type { EngineEvent } from './events.js';
+import { canonicalJson, sha256Hex } from './results.js';
+import type { StoredSpec } from './spec.js';
+
+/**
+ * Phase one of a run: read the whole manifest (streamed), check every job,
+ * and record the valid ones in the store inside ONE transaction that is
+ * committed only when no job has a problem. So an invalid manifest leaves the
+ * store as it was, and nothing is uploaded or submitted.
+ */
+export interface PrepareResult {
+  jobs: number;
+  new: number;
+  changed: number;
+  unchanged: number;
+  skipped: number;
+  recoveredUncertain: string[];
+}
+
+/** sha256 of local files, cached per path while size and mtime stay the same. */
+class FileHashes {
+  private readonly cache = new Map<string, { size: number; mtimeMs: number; sha: string }>();
+  get(file: string): string {
+    const st = statSync(file);
+    const hit = this.cache.get(file);
+    if (hit && hit.size === st.size && hit.mtimeMs === st.mtimeMs) return hit.sha;
+    const sha = createHash('sha256').update(readFileSync(file)).digest('hex');
+    this.cache.set(file, { size: st.size, mtimeMs: st.mtimeMs, sha });
+    return sha;
+  }
+}
+
+export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void): Promise<PrepareResult> {
+  const problems: Problem[] = [];
+  const hashes = new FileHashes();
+  const seen = new Set<string>();
+  const out: PrepareResult = { jobs: 0, new: 0, changed: 0, unchanged: 0, skipped: 0, recoveredUncertain: [] };
+  store.beginSync();
+  try {
+    for await (const job of manifest.jobs()) {
+      out.jobs++;
+      if (job.problems.length > 0) {
+        problems.push(...job.problems);
+        continue;
+      }
+      if (job.kind === 'chat') {
+        problems.push({ job: job.id, where: job.where, path: 'model', message: 'chat jobs are not supported by run yet' });
+        continue;
+      }
+      if (seen.has(job.id)) {
+        problems.push({ job: job.id, where: job.where, path: 'id', message: 'the same job id is used twice' });
+        continue;
+      }
+      seen.add(job.id);
+      if (problems.length > 0) continue; // keep checking, stop writing: the transaction is rolled back anyway
+      const refs: StoredSpec['refs'] = [];
+      let refProblem = false;
+      for (const ref of localImageRefs(job)) {
+        try {
+          refs.push({ path: ref.path, file: ref.file, sha256: hashes.get(ref.file) });
+        } catch (err) {
+          refProblem = true;
+          problems.push({ job: job.id, where: job.where, path: ref.path, message: `cannot read ${ref.file}: ${(err as Error).message}` });
+        }
+      }
+      if (refProblem) continue;
+      const spec: StoredSpec = { model: job.model, input: job.input, refs };
+      if (job.callback_url !== undefined) spec.callback_url = job.callback_url;
+      const specJson = canonicalJson(spec);
+      const price = priceJob(job, userPrices);
+      const r = store.syncJob({ id: job.id, model: job.model, kind: job.kind, where: job.where, specHash: sha256Hex(specJson), spec: specJson, estimatedCredits: price.credits });
+      if (r === 'new') out.new++;
+      else if (r === 'unchanged') out.unchanged++;
+      else out.changed++;
+    }
+    problems.unshift(...manifest.problems);
+    if (problems.length > 0) throw new ManifestError(problems);
+    if (out.jobs === 0) throw new ManifestError([{ job: null, where: manifest.path, path: 'jobs', message: 'the manifest has no jobs' }]);
+    store.commitSync();
+  } catch (err) {
+    store.rollbackSync();
+    throw err;
+  }
+  out.skipped = store.skipRemoved();
+  out.recoveredUncertain = store.recoverSubmitting();
+  emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped });
+  if (out.recoveredUncertain.length > 0) emit({ type: 'recovered', uncertain: out.recoveredUncertain });
+  return out;
+}
+
+export interface BudgetCheck {
+  balance: number | null;
+  maxCredits: number | null;
+  budget: number | null;
+  yes: boolean;
+}
+
+/**
+ * Refuse (BudgetError, exit 3) before anything is spent when the known
+ * estimate exceeds the balance (pending jobs only: what this run will submit),
+ * --max-credits or the manifest budget (every job of the manifest), or when
+ * some prices are unknown and --yes was not given.
+ */
+export function checkBudget(store: Store, c: BudgetCheck, emit: (e: EngineEvent) => void): void {
+  const pending = store.pendingEstimate();
+  const total = store.estimate();
+  const unknown: string[] = [];
+  for (const row of store.jobsIn('pending')) {
+    if (row.estimated_credits === null) unknown.push(row.id);
+    if (unknown.length >= 1000) break;
+  }
+  emit({ type: 'estimate', pending_credits: pending.known, total_credits: total.known, unknown_price_jobs: unknown, balance: c.balance });
+  if (c.balance !== null && pending.known > c.balance) {
+    throw new BudgetError(`the known estimate of ${fmt(pending.known)} credits for the jobs left to run exceeds the balance of ${fmt(c.balance)} credits`);
+  }
+  if (c.maxCredits !== null && total.known > c.maxCredits) {
+    throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds --max-credits ${fmt(c.maxCredits)}`);
+  }
+  if (c.budget !== null && total.known > c.budget) {
+    throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds the manifest budget of ${fmt(c.budget)}`);
+  }
+  if (pending.unknown > 0 && !c.yes) {
+    const list = unknown.slice(0, 10).join(', ') + (pending.unknown > 10 ? `, and ${pending.unknown - 10} more` : '');
+    throw new BudgetError(`${pending.unknown} job(s) have no known price (${list}); the contract gives no price for their model. Pass --yes to run them anyway, or give prices with --prices`);
+  }
+}
+
+const fmt = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(2));

@@ -1,0 +1,76 @@
+import type { ReportData, ReportFile, ReportJob } from '../report/types.js';
+import { findModel } from '../models/index.js';
+import type { JobRow, Store } from '../store/index.js';
+import type { TaskView } from './ports.js';
+import { extractResults } from './results.js';
+
+/** Build the report writers' input from the state file (run() and `genbatch report`). */
+export function buildReportData(store: Store, wallSeconds: number | null = null): ReportData {
+  const run = store.run();
+  const counts: Record<string, number> = { ...store.counts() };
+  const est = store.estimate();
+  const started = run.started_at ?? new Date().toISOString();
+  const finished = run.finished_at ?? new Date().toISOString();
+  const charged = run.balance_before !== null && run.balance_after !== null ? run.balance_before - run.balance_after : null;
+  return {
+    summary: {
+      manifest: run.manifest,
+      out_dir: run.out_dir,
+      base_url: run.base_url ?? '',
+      sandbox: run.sandbox === 1,
+      started_at: started,
+      finished_at: finished,
+      wall_seconds: wallSeconds ?? Math.max(0, (Date.parse(finished) - Date.parse(started)) / 1000),
+      counts,
+      credits: {
+        estimated_known: est.known,
+        unknown_price_jobs: est.unknown,
+        balance_before: run.balance_before,
+        balance_after: run.balance_after,
+        charged,
+        user_prices: run.user_prices === 1,
+      },
+    },
+    jobs: () => mapJobs(store),
+  };
+}
+
+function* mapJobs(store: Store): Iterable<ReportJob> {
+  for (const row of store.allJobs()) yield reportJob(store, row);
+}
+
+function reportJob(store: Store, row: JobRow): ReportJob {
+  const files: ReportFile[] = [];
+  const texts: Record<string, string> = {};
+  for (const f of store.filesOf(row.id)) {
+    if (f.state !== 'done' || f.path === null) continue;
+    files.push({ path: f.path, size: f.size ?? 0, sha256: f.sha256 ?? '', type: f.type, contentType: f.content_type });
+    if (f.url === null) texts[f.name] = '';
+  }
+  if (Object.keys(texts).length > 0 && row.result) fillTexts(row, texts);
+  return {
+    id: row.id,
+    model: row.model,
+    where: row.where,
+    task_id: row.task_id,
+    state: row.state,
+    attempts: row.attempts,
+    error: row.last_error,
+    estimated_credits: row.estimated_credits,
+    files,
+    texts,
+    submitted_at: row.submitted_at,
+    finished_at: row.finished_at,
+  };
+}
+
+/** Text results are small: read them back from the task result kept in the store. */
+function fillTexts(row: JobRow, texts: Record<string, string>): void {
+  try {
+    const task = JSON.parse(row.result ?? '{}') as TaskView;
+    for (const t of extractResults(task, findModel(row.model)?.resultEndpoint ?? 'status', row.model).texts) if (t.name in texts) texts[t.name] = t.text;
+  } catch {
+    // A result that no longer parses leaves the text out; the file on disk still holds it.
+  }
+  for (const k of Object.keys(texts)) if (texts[k] === '') delete texts[k];
+}

@@ -1,0 +1,132 @@
+import { createHash } from 'node:crypto';
+import { UnsafeResultError } from '../errors.js';
+import { musicResultTexts, musicResultUrls } from '../models/music/results.js';
+import type { TaskView } from './ports.js';
+
+/**
+ * What to save from a finished task: every entry of `files` (status endpoint),
+ * or for music every URL of every item (JSON-string fields parsed) plus the
+ * text outputs. Names are unique within a job and plain; the downloader
+ * sanitises them again before touching the disk.
+ */
+export interface Downloadable {
+  idx: number;
+  name: string;
+  url: string;
+  type: string;
+  content_type: string | null;
+  expected_size: number | null;
+}
+
+export interface TextResult {
+  idx: number;
+  name: string;
+  text: string;
+}
+
+export interface Extracted {
+  downloads: Downloadable[];
+  texts: TextResult[];
+}
+
+const EXT_BY_TYPE: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'image/gif': 'gif',
+  'video/mp4': 'mp4',
+  'audio/mpeg': 'mp3',
+  'audio/wav': 'wav',
+  'audio/x-wav': 'wav',
+  'application/json': 'json',
+  'text/plain': 'txt',
+  'model/gltf-binary': 'glb',
+};
+
+function extFromUrl(url: string): string | null {
+  try {
+    const m = /\.([a-z0-9]{1,5})$/i.exec(new URL(url).pathname);
+    return m ? m[1]!.toLowerCase() : null;
+  } catch {
+    return null;
+  }
+}
+
+const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v : null);
+const int = (v: unknown): number | null => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : null);
+
+class Namer {
+  private readonly seen = new Set<string>();
+  unique(name: string): string {
+    let out = name;
+    for (let n = 2; this.seen.has(out.toLowerCase()); n++) {
+      const dot = name.lastIndexOf('.');
+      out = dot > 0 ? `${name.slice(0, dot)}-${n}${name.slice(dot)}` : `${name}-${n}`;
+    }
+    this.seen.add(out.toLowerCase());
+    return out;
+  }
+}
+
+export function extractResults(task: TaskView, endpoint: 'status' | 'music', workflow: string): Extracted {
+  const namer = new Namer();
+  const downloads: Downloadable[] = [];
+  const texts: TextResult[] = [];
+  let idx = 0;
+  if (endpoint === 'status') {
+    task.files.forEach((f, i) => {
+      const url = str(f.file_url);
+      if (!url) throw new UnsafeResultError(`files[${i}] has no file_url`);
+      const type = str(f.file_type) ?? 'other';
+      const ct = str(f.content_type);
+      const ext = str(f.format) ?? (ct ? EXT_BY_TYPE[ct.split(';')[0]!.trim()] : undefined) ?? extFromUrl(url) ?? 'bin';
+      const base = str(f.file_name) ?? `${type}-${i + 1}.${ext}`;
+      downloads.push({ idx: idx++, name: namer.unique(base), url, type, content_type: ct, expected_size: int(f.file_size) });
+    });
+    return { downloads, texts };
+  }
+  task.files.forEach((item, i) => {
+    const n = task.files.length > 1 ? `-${i + 1}` : '';
+    for (const u of musicResultUrls(workflow, item)) {
+      const ext = extFromUrl(u.url) ?? 'bin';
+      downloads.push({ idx: idx++, name: namer.unique(`${u.name}${n}.${ext}`), url: u.url, type: u.name, content_type: null, expected_size: null });
+    }
+    for (const t of musicResultTexts(workflow, item)) {
+      const ext = t.name === 'timestamped-lyrics' && t.text.trimStart().startsWith('{') ? 'json' : 'txt';
+      texts.push({ idx: idx++, name: namer.unique(`${t.name}${n}.${ext}`), text: t.text });
+    }
+    // Descriptive fields of tracks (title, tags, prompt, audio_id) are kept as one JSON text per item.
+    const meta: Record<string, unknown> = {};
+    for (const k of ['audio_id', 'title', 'tags', 'duration', 'prompt'] as const) if (item[k] !== undefined && item[k] !== null) meta[k] = item[k];
+    if (Object.keys(meta).length > 0) texts.push({ idx: idx++, name: namer.unique(`track${n}.json`), text: JSON.stringify(meta, null, 2) + '\n' });
+  });
+  return { downloads, texts };
+}
+
+export function sha256Hex(data: string | Buffer): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** JSON with object keys sorted, so equal specs hash equally. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_k, v: unknown) => {
+    if (v && typeof v === 'object' && !Array.isArray(v)) {
+      const o = v as Record<string, unknown>;
+      return Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
+    }
+    return v;
+  });
+}
+
+/** Set a value at a path like `input.image_urls[0]` or `start_image_url` inside `root`. */
+export function setAtPath(root: Record<string, unknown>, path: string, value: unknown): void {
+  const parts: Array<string | number> = [];
+  for (const m of path.matchAll(/([^.[\]]+)|\[(\d+)\]/g)) parts.push(m[2] !== undefined ? Number(m[2]) : m[1]!);
+  if (parts[0] === 'input') parts.shift();
+  let cur: unknown = root;
+  for (let i = 0; i < parts.length - 1; i++) {
+    cur = (cur as Record<string | number, unknown>)[parts[i]!];
+    if (cur === null || typeof cur !== 'object') throw new Error(`no value at ${path}`);
+  }
+  (cur as Record<string | number, unknown>)[parts[parts.length - 1]!] = value;
+}

@@ -1,0 +1,130 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { EXIT } from '../errors.js';
+import { openManifest } from '../manifest/index.js';
+import type { ReportData } from '../report/types.js';
+import { Store, nowIso, type JobState } from '../store/index.js';
+import type { EventBus } from './events.js';
+import { Pipeline, errorText } from './pipeline.js';
+import type { DownloadPort, ServicePort } from './ports.js';
+import { checkBudget, prepare } from './prepare.js';
+import { buildReportData } from './report-data.js';
+
+/**
+ * A whole run: lease the state file, check and record the manifest, refuse
+ * over budget, then submit, wait and download (Pipeline), then write the
+ * reports. Returns the exit code; throws GenbatchError before anything is
+ * spent (invalid manifest: 2, budget: 3, state file busy: 2).
+ */
+export interface RunOptions {
+  manifestPath: string;
+  outDir: string;
+  statePath: string;
+  service: ServicePort;
+  download: DownloadPort;
+  baseUrl: string;
+  sandbox: boolean;
+  /** Submits and downloads in flight at once. */
+  concurrency: number;
+  /** Tasks waited on at once (default 50 x concurrency, at least 500). */
+  maxActive?: number;
+  /** Status reads per second, before time scaling (default 10). */
+  statusPerSecond?: number;
+  yes: boolean;
+  maxCredits: number | null;
+  uncertain: 'skip' | 'resubmit';
+  /** Multiplies every wait (1 against the real service). */
+  timeScale: number;
+  callbackUrl: string | null;
+  userPrices: Record<string, number> | null;
+  signal: AbortSignal;
+  events: EventBus;
+  writeReports: (outDir: string, data: ReportData) => Promise<unknown> | unknown;
+}
+
+export interface RunOutcome {
+  exitCode: number;
+  counts: Record<JobState, number>;
+  statusRequests: number;
+}
+
+/** Uploaded files live 72 h at the service; reuse them while younger than 66 h. */
+export const UPLOAD_REUSE_MS = 66 * 3600 * 1000;
+
+export async function runEngine(o: RunOptions): Promise<RunOutcome> {
+  const t0 = Date.now();
+  const emit = o.events.emit;
+  const manifest = await openManifest(o.manifestPath);
+  const store = Store.openForWrite(o.statePath);
+  try {
+    emit({ type: 'start', manifest: o.manifestPath, out_dir: o.outDir, state: o.statePath, base_url: o.baseUrl, sandbox: o.sandbox });
+    if (store.leaseTakenOverFrom) emit({ type: 'lease-takeover', from: store.leaseTakenOverFrom });
+    const userPrices = { ...(manifest.pricing ?? {}), ...(o.userPrices ?? {}) };
+    const hasUserPrices = Object.keys(userPrices).length > 0;
+    store.openRun(o.manifestPath, o.outDir, o.baseUrl, o.sandbox, hasUserPrices);
+    await prepare(store, manifest, hasUserPrices ? userPrices : null, emit);
+    if (o.uncertain === 'resubmit') {
+      for (const row of [...store.jobsIn('uncertain')]) {
+        store.transition(row.id, 'uncertain', 'pending', { last_error: `resubmitted (--uncertain=resubmit) after: ${row.last_error ?? 'unknown outcome'}` });
+        emit({ type: 'job', id: row.id, from: 'uncertain', to: 'pending' });
+      }
+    }
+    const anyPending = store.counts().pending > 0;
+    const balance = anyPending ? await o.service.balance() : null;
+    if (balance !== null) store.setRunFields({ balance_before: balance });
+    checkBudget(store, { balance, maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes }, emit);
+
+    // Leftover temporary files of interrupted downloads.
+    for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
+
+    const pipeline = new Pipeline(store, o.service, o.download, {
+      outDir: o.outDir,
+      concurrency: Math.max(1, o.concurrency),
+      maxActive: o.maxActive ?? Math.max(500, o.concurrency * 50),
+      timeScale: o.timeScale,
+      statusPerSecond: (o.statusPerSecond ?? 10) / o.timeScale,
+      signal: o.signal,
+      emit,
+      callbackUrl: o.callbackUrl,
+      uploadMaxAgeMs: UPLOAD_REUSE_MS,
+    });
+    await pipeline.run();
+
+    let balanceAfter: number | null = null;
+    if (!o.signal.aborted) {
+      try {
+        balanceAfter = await o.service.balance();
+      } catch (err) {
+        emit({ type: 'warning', message: `could not read the balance after the run: ${errorText(err)}` });
+      }
+    }
+    store.setRunFields({ balance_after: balanceAfter, finished_at: nowIso() });
+    const counts = store.counts();
+    const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason);
+    try {
+      await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000));
+    } catch (err) {
+      emit({ type: 'warning', message: `could not write the reports: ${errorText(err)}` });
+    }
+    emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: pipeline.statusRequests, balance_after: balanceAfter });
+    return { exitCode, counts, statusRequests: pipeline.statusRequests };
+  } finally {
+    store.close();
+  }
+}
+
+/** 130 after SIGINT (4 after SIGTERM); 4 when work is left; 1 when some failed; else 0. */
+export function exitCodeFor(counts: Record<JobState, number>, signal: AbortSignal, stop: string | null): number {
+  if (signal.aborted) return signal.reason === 'SIGINT' ? EXIT.sigint : EXIT.incomplete;
+  const left = counts.pending + counts.submitting + counts.submitted + counts.downloading + counts.uncertain + counts.expired;
+  if (left > 0 || stop !== null) return EXIT.incomplete;
+  if (counts.failed > 0) return EXIT.jobsFailed;
+  return EXIT.ok;
+}
+
+/** Remove a state file and its WAL companions (tests and benches). */
+export function removeState(path: string): void {
+  for (const s of ['', '-wal', '-shm']) rmSync(path + s, { force: true });
+}
+
+
