@@ -249,6 +249,8 @@ describe('service-side checks', () => {
     expect(checkAgainstTrack('get-timestamped-lyrics', {}, { trackHasVocals: true })).toEqual([]);
     expect(checkAgainstTrack('get-timestamped-lyrics', {}, { trackHasVocals: false })[0]?.path).toBe('input.audio_id');
     expect(checkAgainstTrack('extend-music', { continue_at: 200 }, { trackSeconds: 180 })[0]?.path).toBe('input.continue_at');
+    expect(checkAgainstTrack('extend-music', { continue_at: 170 }, { trackSeconds: 180 })).toEqual([]);
+    expect(checkAgainstTrack('upload-and-extend-audio', { continue_at: 90 }, { uploadSeconds: 60 })[0]?.path).toBe('input.continue_at');
   });
 });
 

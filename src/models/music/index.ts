@@ -8,6 +8,9 @@ import { addInstrumental, addVocals, uploadAndCoverAudio, uploadAndExtendAudio, 
  * Prices: none in the contract (credits null); sandboxCredits are sandbox-only.
  * typicalSeconds (choice): tracks 30-120 s, section replace 20-90, lyrics and text 5-20,
  * conversions and covers 10-40, vocal separation 20-60, stem splits 30-120.
+ * Inputs are strict (unknown fields rejected): the contract lists each workflow's fields.
+ * persona_id (shared optional) is accepted by generate-music (custom mode only),
+ * extend-music, upload-and-cover-audio and upload-and-extend-audio.
  */
 export const specs: ModelSpec[] = [
   generateMusic,

@@ -59,7 +59,7 @@ function num(x: unknown): number | null {
 
 /**
  * Check a valid input against facts the service knows: replace-section's section
- * and extend-music's continue_at inside the track, vocals for timestamped lyrics,
+ * and extend-music's (upload-and-extend-audio's) continue_at inside the track (upload), vocals for timestamped lyrics,
  * and the uploaded-audio duration limit. Missing facts are not checked.
  */
 export function checkAgainstTrack(workflow: MusicWorkflow, input: Record<string, unknown>, facts: TrackFacts): FieldIssue[] {
@@ -77,6 +77,10 @@ export function checkAgainstTrack(workflow: MusicWorkflow, input: Record<string,
       const at = num(input.continue_at);
       if (at !== null && at > track) bad('input.continue_at', `must be inside the track (at most ${track} seconds)`);
     }
+  }
+  if (workflow === 'upload-and-extend-audio' && facts.uploadSeconds !== undefined) {
+    const at = num(input.continue_at);
+    if (at !== null && at > facts.uploadSeconds) bad('input.continue_at', `must be inside the uploaded audio (at most ${facts.uploadSeconds} seconds)`);
   }
   const rule = MUSIC_RULES[workflow];
   if (rule.vocalsOnly && facts.trackHasVocals === false) bad('input.audio_id', 'the track has no vocals (only tracks with vocals are supported)');
