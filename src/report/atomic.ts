@@ -1,0 +1,183 @@
+/**
+ * Atomic, streamed file writes for the reports.
+ *
+ * A report is written to a temporary file in the same folder
+ * (`.<name>.<pid>.<random>.tmp`), chunk by chunk through a write stream that
+ * waits for 'drain', then fsynced, closed and renamed over the final name,
+ * and the folder is fsynced. A crash or an error at any point never leaves a
+ * half report under the final name; on an error the temporary file is removed.
+ * Temporary files left by a process that was killed are removed by
+ * removeStaleTemps() (a temp whose pid is no longer alive).
+ */
+import { close, createWriteStream, fsync, open as openCb, type WriteStream } from 'node:fs';
+import { open, readdir, rename, unlink } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join } from 'node:path';
+
+/** Small strings are gathered into chunks of about this many characters before they reach the stream. */
+const CHUNK_CHARS = 64 * 1024;
+
+const fsp = { open: promisify(openCb) };
+const fsyncFd = promisify(fsync);
+const closeFd = promisify(close);
+
+const TEMP_RE = /^\.(report\.[a-z]+)\.(\d+)\.[0-9a-f]+\.tmp$/;
+
+/** Sequential writer handed to a report producer. */
+export interface ChunkWriter {
+  /** Queue text; resolves once the stream can take more (waits for 'drain' when its buffer is full). */
+  write(text: string): Promise<void>;
+}
+
+class StreamWriter implements ChunkWriter {
+  private pending: string[] = [];
+  private pendingChars = 0;
+  private failure: Error | null = null;
+
+  constructor(private readonly stream: WriteStream) {
+    stream.on('error', (err) => {
+      this.failure = err;
+    });
+  }
+
+  async write(text: string): Promise<void> {
+    if (this.failure) throw this.failure;
+    this.pending.push(text);
+    this.pendingChars += text.length;
+    if (this.pendingChars >= CHUNK_CHARS) await this.flush();
+  }
+
+  async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const chunk = this.pending.join('');
+    this.pending = [];
+    this.pendingChars = 0;
+    if (!this.stream.write(chunk, 'utf8')) await this.waitDrain();
+    if (this.failure) throw this.failure;
+  }
+
+  private waitDrain(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onDrain = (): void => {
+        this.stream.off('error', onError);
+        resolve();
+      };
+      const onError = (err: Error): void => {
+        this.stream.off('drain', onDrain);
+        reject(err);
+      };
+      this.stream.once('drain', onDrain);
+      this.stream.once('error', onError);
+    });
+  }
+
+  async end(): Promise<void> {
+    await this.flush();
+    await new Promise<void>((resolve, reject) => {
+      this.stream.once('error', reject);
+      this.stream.end(() => resolve());
+    });
+    if (this.failure) throw this.failure;
+  }
+}
+
+/** The temporary name used while `finalPath` is being written. */
+export function tempPathFor(finalPath: string): string {
+  const rand = randomBytes(4).toString('hex');
+  return join(dirname(finalPath), `.${basename(finalPath)}.${process.pid}.${rand}.tmp`);
+}
+
+/**
+ * Write `finalPath` atomically: `produce` writes the content through the
+ * given writer; the file appears under its final name only once complete and
+ * on disk. Any error (from `produce` or the disk) removes the temporary file
+ * and is rethrown; an earlier file under the final name is left untouched.
+ */
+export async function writeFileAtomic(finalPath: string, produce: (w: ChunkWriter) => Promise<void>): Promise<void> {
+  const temp = tempPathFor(finalPath);
+  // 'wx': never write through an existing file or symlink under the temp name.
+  const fd = await fsp.open(temp, 'wx', 0o644);
+  // A plain fd, not a FileHandle: stream.destroy() closes the fd itself, and a FileHandle
+  // would then close a number that may already belong to another file.
+  let stream: WriteStream | null = null;
+  let fdOpen = true;
+  try {
+    stream = createWriteStream('', { fd, autoClose: false, highWaterMark: CHUNK_CHARS });
+    const writer = new StreamWriter(stream);
+    await produce(writer);
+    await writer.end();
+    await fsyncFd(fd);
+    fdOpen = false;
+    await closeFd(fd);
+    await rename(temp, finalPath);
+  } catch (err) {
+    if (fdOpen) {
+      if (stream) await destroyAndWait(stream);
+      else await closeFd(fd).catch(() => undefined);
+    }
+    await unlink(temp).catch(() => undefined);
+    throw err;
+  }
+  await syncDir(dirname(finalPath));
+}
+
+/** Stop a stream and wait until no write is in flight, so its fd can be closed safely. */
+function destroyAndWait(stream: WriteStream): Promise<void> {
+  if (stream.closed) return Promise.resolve();
+  return new Promise((resolve) => {
+    stream.once('close', () => resolve());
+    stream.destroy();
+  });
+}
+
+/** fsync a folder so a rename in it survives a power loss; best effort (not every platform allows it). */
+async function syncDir(dir: string): Promise<void> {
+  try {
+    const h = await open(dir, 'r');
+    try {
+      await h.sync();
+    } finally {
+      await h.close();
+    }
+  } catch {
+    // Some platforms (Windows) cannot open or fsync a folder: the rename still happened.
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: the process exists but belongs to someone else.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Remove report temp files in `dir` left by a process that no longer runs
+ * (killed while writing a report). Temps of live processes are left alone.
+ * Returns the names removed.
+ */
+export async function removeStaleTemps(dir: string): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const m = TEMP_RE.exec(name);
+    if (!m || pidAlive(Number(m[2]))) continue;
+    try {
+      await unlink(join(dir, name));
+      removed.push(name);
+    } catch {
+      // Gone already or not ours to remove: nothing to do.
+    }
+  }
+  return removed;
+}

@@ -1,0 +1,30 @@
+/**
+ * report.csv: a header row, then one row per job, RFC 4180: CRLF line ends,
+ * a field quoted when it holds a comma, a double quote, CR or LF, quotes doubled.
+ * Choices: UTF-8 without a BOM; null as an empty field; values are written
+ * exactly (no spreadsheet-formula defusing, which would change the data).
+ */
+import { writeFileAtomic } from './atomic.js';
+import { fileTotals } from './format.js';
+import type { ReportData, ReportJob } from './types.js';
+
+export const CSV_COLUMNS = ['id', 'model', 'where', 'state', 'task_id', 'attempts', 'estimated_credits', 'files', 'bytes', 'error'] as const;
+
+export function csvField(value: string | number | null): string {
+  if (value === null) return '';
+  const s = String(value);
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+export function csvRow(job: ReportJob): string {
+  const t = fileTotals(job.files);
+  const cells = [job.id, job.model, job.where, job.state, job.task_id, job.attempts, job.estimated_credits, t.count, t.bytes, job.error];
+  return `${cells.map(csvField).join(',')}\r\n`;
+}
+
+export async function writeCsvReport(path: string, data: ReportData): Promise<void> {
+  await writeFileAtomic(path, async (w) => {
+    await w.write(`${CSV_COLUMNS.join(',')}\r\n`);
+    for (const job of data.jobs()) await w.write(csvRow(job));
+  });
+}

@@ -1,0 +1,115 @@
+/**
+ * Small formatting helpers shared by the report writers and the CLI's final line.
+ */
+import type { ReportSummary } from './types.js';
+
+/** Display order of job states; states not listed here follow, alphabetically. */
+const STATE_ORDER = ['done', 'failed', 'uncertain', 'expired', 'skipped', 'pending', 'submitting', 'submitted', 'downloading'];
+
+/** States a reader must look at: listed with their errors in report.md and report.html. */
+export const PROBLEM_STATES: readonly string[] = ['failed', 'uncertain', 'expired'];
+
+/** [state, count] pairs with count > 0, in display order. */
+export function orderedCounts(counts: Record<string, number>): Array<[string, number]> {
+  const known = STATE_ORDER.filter((s) => (counts[s] ?? 0) > 0);
+  const other = Object.keys(counts)
+    .filter((s) => !STATE_ORDER.includes(s) && (counts[s] ?? 0) > 0)
+    .sort();
+  return [...known, ...other].map((s) => [s, counts[s] ?? 0]);
+}
+
+export function totalJobs(counts: Record<string, number>): number {
+  let n = 0;
+  for (const v of Object.values(counts)) n += v;
+  return n;
+}
+
+/** Credits with at most 2 decimals, no trailing zeros: 12, 0.5, 3.25. */
+export function formatCredits(n: number): string {
+  return String(Math.round(n * 100) / 100);
+}
+
+/** 12.3s, 4m 05s, 1h 02m 03s. */
+export function formatDuration(seconds: number): string {
+  if (!Number.isFinite(seconds) || seconds < 0) return '?';
+  if (seconds < 60) return `${Math.round(seconds * 10) / 10}s`;
+  const total = Math.round(seconds);
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  const pad = (v: number): string => String(v).padStart(2, '0');
+  return h > 0 ? `${h}h ${pad(m)}m ${pad(s)}s` : `${m}m ${pad(s)}s`;
+}
+
+/** 512 B, 1.5 KB, 23.4 MB (powers of 1024). */
+export function formatBytes(n: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let v = n;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+/**
+ * A base URL fit for a report: user, password, query and fragment removed
+ * (a URL such as https://user:key@host would otherwise carry a secret into the reports).
+ */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    u.search = '';
+    u.hash = '';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+/** The summary as written to the reports: the base URL redacted. */
+export function reportSummary(summary: ReportSummary): ReportSummary {
+  return { ...summary, base_url: redactUrl(summary.base_url) };
+}
+
+/** One line of credit accounting, e.g. "estimated 120 credits (+2 jobs of unknown price), charged 118 (balance 1000 -> 882)". */
+export function creditsLine(summary: ReportSummary): string {
+  const c = summary.credits;
+  let line = `estimated ${formatCredits(c.estimated_known)} credits`;
+  if (c.unknown_price_jobs > 0) line += ` (+${c.unknown_price_jobs} job${c.unknown_price_jobs === 1 ? '' : 's'} of unknown price)`;
+  if (c.user_prices) line += ' (some prices user-supplied)';
+  if (c.charged !== null) line += `, charged ${formatCredits(c.charged)}`;
+  else line += ', charged unknown';
+  if (c.balance_before !== null || c.balance_after !== null) {
+    const b = (v: number | null): string => (v === null ? '?' : formatCredits(v));
+    line += ` (balance ${b(c.balance_before)} -> ${b(c.balance_after)})`;
+  }
+  return line;
+}
+
+/**
+ * The CLI's final line, e.g.
+ * "20 jobs: 17 done, 2 failed, 1 uncertain; estimated 120 credits, charged 118 (balance 1000 -> 882); 4m 05s".
+ */
+export function formatSummaryLine(summary: ReportSummary): string {
+  const parts = orderedCounts(summary.counts).map(([s, n]) => `${n} ${s}`);
+  const total = totalJobs(summary.counts);
+  const head = `${total} job${total === 1 ? '' : 's'}${parts.length ? `: ${parts.join(', ')}` : ''}`;
+  return `${head}; ${creditsLine(summary)}; ${formatDuration(summary.wall_seconds)}`;
+}
+
+/** A single line of at most `max` characters: whitespace runs (newlines included) become one space. */
+export function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/** Number of files and total bytes of a job. */
+export function fileTotals(files: ReadonlyArray<{ size: number }>): { count: number; bytes: number } {
+  let bytes = 0;
+  for (const f of files) bytes += f.size;
+  return { count: files.length, bytes };
+}

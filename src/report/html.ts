@@ -1,0 +1,194 @@
+/**
+ * report.html: a self-contained gallery (inline CSS, no script, no external
+ * resource apart from the result files, linked by relative path from the
+ * output folder). Images are shown, audio and video playable, text results
+ * shown, failed/uncertain/expired jobs listed with their messages first.
+ *
+ * Everything that comes from the manifest or the service is HTML-escaped;
+ * file paths are URL-encoded segment by segment, and a path that could leave
+ * the output folder (absolute, "..", backslash) is shown but not linked.
+ * One pass over the jobs with bounded memory: at most `galleryLimit` cards
+ * and `problemLimit` problems are kept, the rest are counted in a note.
+ */
+import { writeFileAtomic } from './atomic.js';
+import { PROBLEM_STATES, creditsLine, fileTotals, formatBytes, formatDuration, orderedCounts, redactUrl, totalJobs } from './format.js';
+import type { ReportData, ReportFile, ReportJob } from './types.js';
+
+export interface HtmlOptions {
+  /** Jobs with results shown as cards; the rest are counted. Default 2000. */
+  galleryLimit?: number;
+  /** Failed/uncertain/expired jobs listed; the rest are counted. Default 1000. */
+  problemLimit?: number;
+}
+
+const TEXT_CHARS = 4000;
+const ERROR_CHARS = 2000;
+
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+}
+
+/** A relative URL for a file path under the output folder, or null when the path is not a plain relative path. */
+export function fileHref(path: string): string | null {
+  if (path === '' || path.startsWith('/') || path.includes('\\') || path.includes('\0')) return null;
+  const segments = path.split('/');
+  if (segments.some((s) => s === '' || s === '.' || s === '..')) return null;
+  return segments.map(encodeURIComponent).join('/');
+}
+
+type MediaKind = 'image' | 'audio' | 'video' | null;
+
+const EXT_KIND: Record<string, MediaKind> = {
+  png: 'image', jpg: 'image', jpeg: 'image', webp: 'image', gif: 'image', avif: 'image', bmp: 'image',
+  mp3: 'audio', wav: 'audio', ogg: 'audio', m4a: 'audio', aac: 'audio', flac: 'audio', opus: 'audio',
+  mp4: 'video', webm: 'video', mov: 'video', m4v: 'video',
+};
+
+/** How a file is shown: by the service's file_type, else its content type, else its extension. */
+export function mediaKind(file: ReportFile): MediaKind {
+  if (file.type === 'image' || file.type === 'audio' || file.type === 'video') return file.type;
+  const ct = (file.contentType ?? '').toLowerCase();
+  for (const kind of ['image', 'audio', 'video'] as const) if (ct.startsWith(`${kind}/`)) return kind;
+  const ext = /\.([a-z0-9]+)$/i.exec(file.path)?.[1]?.toLowerCase() ?? '';
+  return EXT_KIND[ext] ?? null;
+}
+
+function clip(text: string, max: number, note: string): string {
+  return text.length > max ? `${escapeHtml(text.slice(0, max))}<span class="note">… (${note})</span>` : escapeHtml(text);
+}
+
+function metaLine(job: ReportJob): string {
+  const parts = [`<span class="badge s-${escapeHtml(job.state)}">${escapeHtml(job.state)}</span>`, escapeHtml(job.model)];
+  if (job.where) parts.push(escapeHtml(job.where));
+  if (job.task_id) parts.push(`task ${escapeHtml(job.task_id)}`);
+  if (job.attempts > 1) parts.push(`${job.attempts} attempts`);
+  return parts.join(' · ');
+}
+
+function mediaHtml(file: ReportFile): string {
+  const href = fileHref(file.path);
+  if (href === null) return '';
+  const src = escapeHtml(href);
+  switch (mediaKind(file)) {
+    case 'image':
+      return `<a href="${src}"><img src="${src}" alt="${escapeHtml(file.path)}" loading="lazy"></a>`;
+    case 'audio':
+      return `<audio controls preload="none" src="${src}"></audio>`;
+    case 'video':
+      return `<video controls preload="metadata" src="${src}"></video>`;
+    default:
+      return '';
+  }
+}
+
+function fileItem(file: ReportFile): string {
+  const href = fileHref(file.path);
+  const name = escapeHtml(file.path);
+  const link = href === null ? `${name} <span class="note">(not linked: not a plain relative path)</span>` : `<a href="${escapeHtml(href)}">${name}</a>`;
+  return `<li>${link} <span class="note">${escapeHtml(file.type)}, ${formatBytes(file.size)}</span></li>`;
+}
+
+export function cardHtml(job: ReportJob): string {
+  const media = job.files.map(mediaHtml).filter((m) => m !== '').join('');
+  const texts = Object.entries(job.texts)
+    .map(([name, text]) => `<dt>${escapeHtml(name)}</dt><dd><pre>${clip(text, TEXT_CHARS, 'truncated; full text in report.json')}</pre></dd>`)
+    .join('');
+  const files = job.files.length ? `<ul class="files">${job.files.map(fileItem).join('')}</ul>` : '';
+  const error = job.error ? `<pre class="err">${clip(job.error, ERROR_CHARS, 'truncated')}</pre>` : '';
+  return (
+    `<article class="card"><h3>${escapeHtml(job.id)}</h3><p class="meta">${metaLine(job)}</p>` +
+    (media ? `<div class="media">${media}</div>` : '') +
+    (texts ? `<dl class="texts">${texts}</dl>` : '') +
+    files +
+    error +
+    '</article>\n'
+  );
+}
+
+function problemHtml(job: ReportJob): string {
+  const msg = job.error ? clip(job.error, ERROR_CHARS, 'truncated') : '<span class="note">no error message recorded</span>';
+  return `<li><strong>${escapeHtml(job.id)}</strong> <span class="meta">${metaLine(job)}</span><pre class="err">${msg}</pre></li>\n`;
+}
+
+const CSS = `
+:root{color-scheme:light dark;--fg:#1b1b1b;--bg:#fafafa;--card:#fff;--line:#ddd;--muted:#666;--bad:#b00020;--ok:#1b7f3b;--warn:#a15c00}
+@media (prefers-color-scheme:dark){:root{--fg:#e8e8e8;--bg:#161616;--card:#222;--line:#3a3a3a;--muted:#aaa;--bad:#ff6b81;--ok:#5fd38a;--warn:#f0b25a}}
+*{box-sizing:border-box}body{margin:0;padding:1.5rem;font:15px/1.45 system-ui,sans-serif;color:var(--fg);background:var(--bg)}
+h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3{margin:0 0 .25rem;font-size:1rem;word-break:break-all}
+.summary{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}.summary dt{color:var(--muted)}.summary dd{margin:0;word-break:break-all}
+.counts{display:flex;flex-wrap:wrap;gap:.4rem;margin:.75rem 0;padding:0;list-style:none}
+.badge{display:inline-block;padding:.05rem .45rem;border:1px solid var(--line);border-radius:.6rem;font-size:.8rem}
+.s-done{color:var(--ok)}.s-failed{color:var(--bad)}.s-uncertain,.s-expired{color:var(--warn)}
+.gallery{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:1rem}
+.card{background:var(--card);border:1px solid var(--line);border-radius:.5rem;padding:.75rem;overflow:hidden}
+.meta,.note{color:var(--muted);font-size:.85rem}.meta{margin:0 0 .5rem}
+.media{display:flex;flex-direction:column;gap:.5rem}.media img,.media video{display:block;max-width:100%;max-height:420px;border-radius:.3rem}.media audio{width:100%}
+.files{margin:.5rem 0 0;padding-left:1.1rem;font-size:.85rem;word-break:break-all}
+.texts dt{font-weight:600;font-size:.85rem}.texts dd{margin:0 0 .5rem}
+pre{white-space:pre-wrap;word-break:break-word;margin:.25rem 0;max-height:20rem;overflow:auto;font-size:.85rem}
+.err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}
+`;
+
+export async function writeHtmlReport(path: string, data: ReportData, options: HtmlOptions = {}): Promise<void> {
+  const galleryLimit = options.galleryLimit ?? 2000;
+  const problemLimit = options.problemLimit ?? 1000;
+  const cards: string[] = [];
+  const problems: string[] = [];
+  let moreCards = 0;
+  let moreProblems = 0;
+  let files = 0;
+  let bytes = 0;
+  for (const job of data.jobs()) {
+    const t = fileTotals(job.files);
+    files += t.count;
+    bytes += t.bytes;
+    if (PROBLEM_STATES.includes(job.state)) {
+      if (problems.length < problemLimit) problems.push(problemHtml(job));
+      else moreProblems++;
+    }
+    if (job.files.length > 0 || Object.keys(job.texts).length > 0) {
+      if (cards.length < galleryLimit) cards.push(cardHtml(job));
+      else moreCards++;
+    }
+  }
+
+  const s = data.summary;
+  const title = `genbatch report: ${s.manifest}`;
+  const row = (k: string, v: string): string => `<dt>${k}</dt><dd>${v}</dd>`;
+  const counts = orderedCounts(s.counts)
+    .map(([state, n]) => `<li><span class="badge s-${escapeHtml(state)}">${escapeHtml(state)}: ${n}</span></li>`)
+    .join('');
+
+  await writeFileAtomic(path, async (w) => {
+    await w.write(
+      '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">' +
+        `<meta http-equiv="Content-Security-Policy" content="script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'">` +
+        '<meta name="viewport" content="width=device-width,initial-scale=1">' +
+        `<meta name="referrer" content="no-referrer"><title>${escapeHtml(title)}</title><style>${CSS}</style></head>\n<body>\n`,
+    );
+    await w.write(
+      `<h1>genbatch report</h1>\n<dl class="summary">` +
+        row('Manifest', escapeHtml(s.manifest)) +
+        row('Output', escapeHtml(s.out_dir)) +
+        row('Service', `${escapeHtml(redactUrl(s.base_url))}${s.sandbox ? ' (sandbox)' : ''}`) +
+        row('Time', `${escapeHtml(s.started_at)} to ${escapeHtml(s.finished_at)} (${formatDuration(s.wall_seconds)})`) +
+        row('Credits', escapeHtml(creditsLine(s))) +
+        row('Files', `${files} (${formatBytes(bytes)})`) +
+        `</dl>\n<ul class="counts"><li><span class="badge">jobs: ${totalJobs(s.counts)}</span></li>${counts}</ul>\n`,
+    );
+    if (problems.length > 0) {
+      await w.write(`<h2>Failed, uncertain and expired jobs (${problems.length + moreProblems})</h2>\n<ul class="problems">\n`);
+      for (const p of problems) await w.write(p);
+      await w.write('</ul>\n');
+      if (moreProblems > 0) await w.write(`<p class="note">and ${moreProblems} more, listed in report.csv and report.json.</p>\n`);
+    }
+    await w.write(`<h2>Results (${cards.length + moreCards} jobs)</h2>\n<div class="gallery">\n`);
+    for (const c of cards) await w.write(c);
+    await w.write('</div>\n');
+    if (moreCards > 0) {
+      await w.write(`<p class="note">Only the first ${cards.length} jobs with results are shown, to keep this page openable; ${moreCards} more are listed with their files in report.json and report.csv.</p>\n`);
+    }
+    if (cards.length === 0 && moreCards === 0) await w.write('<p class="note">No results.</p>\n');
+    await w.write('</body></html>\n');
+  });
+}

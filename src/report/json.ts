@@ -1,0 +1,40 @@
+/**
+ * report.json: `{ "summary": {...}, "jobs": [ {...}, ... ] }`.
+ * Streamed job by job (one job per line, the summary pretty-printed first),
+ * so a 100,000-job run never builds one giant string.
+ */
+import { writeFileAtomic } from './atomic.js';
+import { reportSummary } from './format.js';
+import type { ReportData, ReportJob } from './types.js';
+
+/** The shape of one job in report.json (keys always present, null when unknown). */
+export function jobRecord(job: ReportJob): Record<string, unknown> {
+  return {
+    id: job.id,
+    model: job.model,
+    where: job.where,
+    task_id: job.task_id,
+    state: job.state,
+    attempts: job.attempts,
+    error: job.error,
+    estimated_credits: job.estimated_credits,
+    files: job.files.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.contentType })),
+    texts: job.texts,
+    usage: job.usage ?? null,
+    submitted_at: job.submitted_at,
+    finished_at: job.finished_at,
+  };
+}
+
+export async function writeJsonReport(path: string, data: ReportData): Promise<void> {
+  await writeFileAtomic(path, async (w) => {
+    const summary = JSON.stringify(reportSummary(data.summary), null, 2).replace(/\n/g, '\n  ');
+    await w.write(`{\n  "summary": ${summary},\n  "jobs": [`);
+    let first = true;
+    for (const job of data.jobs()) {
+      await w.write(`${first ? '\n    ' : ',\n    '}${JSON.stringify(jobRecord(job))}`);
+      first = false;
+    }
+    await w.write(first ? ']\n}\n' : '\n  ]\n}\n');
+  });
+}

@@ -1,0 +1,98 @@
+/**
+ * report.md: a human summary. Counts per state, credits, wall time, files,
+ * then the failed, uncertain and expired jobs with their errors (at most
+ * `listLimit` per state, then "and N more"). Everything that comes from the
+ * manifest or the service sits in a code span, so no markdown or HTML in it is
+ * interpreted by a renderer.
+ */
+import { writeFileAtomic } from './atomic.js';
+import { PROBLEM_STATES, creditsLine, fileTotals, formatBytes, formatCredits, formatDuration, oneLine, orderedCounts, redactUrl, totalJobs } from './format.js';
+import type { ReportData, ReportJob } from './types.js';
+
+/** Longest error text kept per job in report.md and report.html. */
+export const ERROR_CHARS = 500;
+
+/** An inline code span holding `text` literally (on one line), whatever backticks it contains. */
+export function codeSpan(text: string, max = ERROR_CHARS): string {
+  const flat = oneLine(text, max);
+  if (flat === '') return '(empty)';
+  let longest = 0;
+  for (const run of flat.match(/`+/g) ?? []) longest = Math.max(longest, run.length);
+  const fence = '`'.repeat(longest + 1);
+  const pad = flat.startsWith('`') || flat.endsWith('`') || flat.startsWith(' ') ? ' ' : '';
+  return `${fence}${pad}${flat}${pad}${fence}`;
+}
+
+/** Plain text for a table cell: markdown punctuation escaped with a backslash. */
+function cellText(text: string): string {
+  return oneLine(text, 80).replace(/[\\`*_[\]|<>&~]/g, '\\$&');
+}
+
+interface ProblemList {
+  shown: ReportJob[];
+  more: number;
+}
+
+const TITLES: Record<string, string> = {
+  failed: 'Failed',
+  uncertain: 'Uncertain (submit outcome unknown: a task may exist at the service)',
+  expired: 'Expired (results gone before they were downloaded)',
+};
+
+function problemLine(job: ReportJob): string {
+  const where = [job.model && `model ${codeSpan(job.model, 80)}`, job.where && codeSpan(job.where, 120), job.task_id && `task ${codeSpan(job.task_id, 80)}`]
+    .filter(Boolean)
+    .join(', ');
+  const error = job.error ? codeSpan(job.error) : 'no error message recorded';
+  return `- ${codeSpan(job.id, 120)} (${where}): ${error}\n`;
+}
+
+export async function writeMarkdownReport(path: string, data: ReportData, listLimit = 50): Promise<void> {
+  const problems = new Map<string, ProblemList>(PROBLEM_STATES.map((s) => [s, { shown: [], more: 0 }]));
+  let files = 0;
+  let bytes = 0;
+  for (const job of data.jobs()) {
+    const t = fileTotals(job.files);
+    files += t.count;
+    bytes += t.bytes;
+    const list = problems.get(job.state);
+    if (!list) continue;
+    if (list.shown.length < listLimit) list.shown.push(job);
+    else list.more++;
+  }
+
+  const s = data.summary;
+  const c = s.credits;
+  const out: string[] = [];
+  out.push('# genbatch report\n\n');
+  out.push(`- Manifest: ${codeSpan(s.manifest, 1000)}\n`);
+  out.push(`- Output folder: ${codeSpan(s.out_dir, 1000)}\n`);
+  out.push(`- Service: ${codeSpan(redactUrl(s.base_url), 1000)}${s.sandbox ? ' (sandbox)' : ''}\n`);
+  out.push(`- Started ${codeSpan(s.started_at, 40)}, finished ${codeSpan(s.finished_at, 40)}, wall time ${formatDuration(s.wall_seconds)}\n`);
+  out.push(`- Files: ${files} (${formatBytes(bytes)})\n\n`);
+
+  out.push('## Jobs\n\n| State | Jobs |\n| --- | ---: |\n');
+  for (const [state, n] of orderedCounts(s.counts)) out.push(`| ${cellText(state)} | ${n} |\n`);
+  out.push(`| total | ${totalJobs(s.counts)} |\n\n`);
+
+  out.push('## Credits\n\n');
+  out.push(`- Estimated (known prices): ${formatCredits(c.estimated_known)}\n`);
+  out.push(`- Jobs of unknown price: ${c.unknown_price_jobs}\n`);
+  const bal = (v: number | null): string => (v === null ? 'unknown' : formatCredits(v));
+  out.push(`- Balance before: ${bal(c.balance_before)}, after: ${bal(c.balance_after)}, charged: ${bal(c.charged)}\n`);
+  if (c.user_prices) out.push('- Some prices were supplied by the user (--prices or the manifest), not by the catalogue.\n');
+  out.push(`\nIn one line: ${creditsLine(s)}.\n`);
+
+  for (const state of PROBLEM_STATES) {
+    const list = problems.get(state);
+    if (!list || list.shown.length === 0) continue;
+    out.push(`\n## ${TITLES[state] ?? state} (${list.shown.length + list.more})\n\n`);
+    for (const job of list.shown) out.push(problemLine(job));
+    if (list.more > 0) out.push(`\nand ${list.more} more (see report.csv or report.json).\n`);
+  }
+  out.push('\n## Other reports\n\n- `report.json`: every job with its files, sizes and sha256\n- `report.csv`: one row per job\n- `report.html`: a gallery of the results\n');
+
+  await writeFileAtomic(path, async (w) => {
+    for (const part of out) await w.write(part);
+  });
+}
