@@ -1,0 +1,139 @@
+import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../../client/index.js';
+import { EXIT, UsageError } from '../../errors.js';
+import { openManifest } from '../../manifest/index.js';
+import { estimate, loadPrices, type Estimate, type JobEstimate, type UserPrices } from '../../pricing/index.js';
+import { writeProblems } from './validate.js';
+
+/**
+ * `genbatch estimate <manifest> [--json] [--offline] [--prices FILE] [--base-url URL]`.
+ * Credits per job, per model and in total; unknown prices listed apart, never
+ * counted as 0; user-supplied prices labelled. Online, compares with the
+ * balance. Exit 2 for an invalid manifest (problems on stderr, as validate),
+ * 3 when the known total exceeds the balance or the manifest's budget, else 0.
+ * User prices: the manifest's `pricing:` block, then the --prices file (wins per model).
+ */
+
+interface Options {
+  json?: boolean;
+  offline?: boolean;
+  prices?: string;
+  baseUrl?: string;
+}
+
+/** Per-job rows shown in the human table; --json lists every job. */
+const TABLE_ROWS = 100;
+const UNKNOWN_IDS_SHOWN = 20;
+
+export default async function estimateCommand(manifestPath: string, opts: Options): Promise<number> {
+  const config: ServiceConfig | null = opts.offline ? null : configOrHint(opts.baseUrl);
+  const fileP = opts.prices ? await loadPrices(opts.prices) : null;
+  const manifest = await openManifest(manifestPath);
+  const userPrices: UserPrices | null = manifest.pricing || fileP ? { ...(manifest.pricing ?? {}), ...(fileP ?? {}) } : null;
+
+  const shown: JobEstimate[] = [];
+  const est = await estimate(manifest.jobs(), userPrices, {
+    keepJobs: opts.json === true,
+    onJob: (j) => {
+      if (!opts.json && shown.length < TABLE_ROWS) shown.push(j);
+    },
+  });
+  const problems = [...manifest.problems, ...est.problems];
+  if (problems.length > 0) {
+    writeProblems(problems);
+    return EXIT.usage;
+  }
+
+  let balance: number | null = null;
+  if (config) {
+    const client = new ServiceClient({ ...config, policy: { baseMs: 500, maxMs: 5_000, maxAttempts: 4 } });
+    try {
+      balance = await client.balance();
+    } finally {
+      await client.close();
+    }
+  }
+  const overBalance = balance !== null && est.total_credits > balance;
+  const overBudget = manifest.budget !== null && est.total_credits > manifest.budget;
+  const unusedUserPrices = Object.keys(userPrices ?? {}).filter((m) => {
+    const t = est.per_model[m];
+    return t !== undefined && t.user_jobs === 0 && t.unknown_jobs === 0;
+  });
+
+  if (opts.json) {
+    process.stdout.write(
+      JSON.stringify({
+        total_credits: est.total_credits,
+        unknown_price_jobs: est.unknown_price_jobs,
+        balance,
+        affordable: balance === null ? null : !overBalance,
+        budget: manifest.budget,
+        within_budget: manifest.budget === null ? null : !overBudget,
+        user_supplied_credits: est.user_supplied_credits,
+        user_prices_unused: unusedUserPrices,
+        jobs_count: est.jobs_count,
+        per_model: est.per_model,
+        jobs: (est.jobs ?? []).map((j) => ({ id: j.id, model: j.model, credits: j.credits, source: j.source, basis: j.basis })),
+      }) + '\n',
+    );
+  } else {
+    process.stdout.write(humanReport(manifestPath, est, shown, balance, manifest.budget, unusedUserPrices));
+  }
+  return overBalance || overBudget ? EXIT.budget : EXIT.ok;
+}
+
+function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance: number | null, budget: number | null, unusedUserPrices: string[]): string {
+  const out: string[] = [];
+  const plural = (n: number, w: string) => `${n} ${w}${n === 1 ? '' : 's'}`;
+  out.push(`${path}: ${plural(est.jobs_count, 'job')}`, '');
+  const idW = Math.max(3, ...shown.map((j) => j.id.length));
+  const modelW = Math.max(5, ...shown.map((j) => j.model.length));
+  out.push(`${'job'.padEnd(idW)}  ${'model'.padEnd(modelW)}  ${'credits'.padStart(8)}  basis`);
+  for (const j of shown) {
+    out.push(`${j.id.padEnd(idW)}  ${j.model.padEnd(modelW)}  ${(j.credits === null ? 'unknown' : String(j.credits)).padStart(8)}  ${j.basis}`);
+  }
+  if (est.jobs_count > shown.length) out.push(`... ${plural(est.jobs_count - shown.length, 'more job')} (estimate --json lists every job)`);
+  out.push('');
+
+  const models = Object.entries(est.per_model);
+  const mW = Math.max(9, ...models.map(([m]) => m.length));
+  out.push(`${'per model'.padEnd(mW)}  ${'jobs'.padStart(7)}  ${'credits'.padStart(10)}`);
+  for (const [m, t] of models) {
+    const notes: string[] = [];
+    if (t.user_jobs > 0) notes.push(`${t.user_jobs === t.jobs ? 'all' : t.user_jobs} at user-supplied prices`);
+    if (t.unknown_jobs > 0) notes.push(`${t.unknown_jobs} with unknown price, not counted`);
+    out.push(`${m.padEnd(mW)}  ${String(t.jobs).padStart(7)}  ${String(t.credits).padStart(10)}${notes.length > 0 ? `  (${notes.join('; ')})` : ''}`);
+  }
+  out.push('');
+
+  if (est.unknown_price_jobs.length > 0) {
+    const ids = est.unknown_price_jobs.slice(0, UNKNOWN_IDS_SHOWN).join(', ');
+    const more = est.unknown_price_jobs.length > UNKNOWN_IDS_SHOWN ? `, and ${est.unknown_price_jobs.length - UNKNOWN_IDS_SHOWN} more` : '';
+    out.push(`unknown price (not counted in the total; give prices with --prices FILE or a pricing: block): ${plural(est.unknown_price_jobs.length, 'job')}: ${ids}${more}`);
+  }
+  for (const m of unusedUserPrices) out.push(`note: the user-supplied price for ${m} is not used: the contract prices these jobs`);
+  const userPart = est.user_supplied_credits > 0 ? ` (${est.user_supplied_credits} of them from user-supplied prices)` : '';
+  const known = est.jobs_count - est.unknown_price_jobs.length;
+  out.push(`total: ${est.total_credits} credits${userPart} for ${plural(known, 'job')} with a known price`);
+  if (balance === null) out.push('balance: not checked (--offline)');
+  else {
+    const caveat = est.unknown_price_jobs.length > 0 ? ' for the known part' : '';
+    out.push(est.total_credits > balance ? `balance: ${balance} credits: NOT affordable, ${round(est.total_credits - balance)} credits short` : `balance: ${balance} credits: affordable${caveat}`);
+  }
+  if (budget !== null) {
+    out.push(est.total_credits > budget ? `budget: ${budget} credits: OVER budget by ${round(est.total_credits - budget)} credits` : `budget: ${budget} credits: within budget`);
+  }
+  return out.join('\n') + '\n';
+}
+
+function configOrHint(baseUrl: string | undefined): ServiceConfig {
+  try {
+    return serviceConfigFromEnv(baseUrl === undefined ? {} : { baseUrl });
+  } catch (err) {
+    if (err instanceof UsageError) throw new UsageError(`${err.message} (estimate reads the balance; --offline skips it)`);
+    throw err;
+  }
+}
+
+function round(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
+}

@@ -1,0 +1,121 @@
+import type { Problem } from '../errors.js';
+import { findModel } from '../models/index.js';
+import { splitPath, typedCell } from './coerce.js';
+import type { JobBuilder, ManifestJob } from './job.js';
+import { readTable } from './table.js';
+import { isPlainObject } from './template.js';
+
+/**
+ * A CSV or TSV manifest: one row per job. Columns: `model` (required), `id`,
+ * `callback_url`, `protocol`, and `input.<field>` with dotted paths and
+ * indexes (`input.prompt`, `input.size.width`, `input.image_urls[0]`). Cells
+ * are typed by the model's schema (see coerce.ts); an empty cell is absent.
+ * Positions are `file:row N` (row 1 = first row after the header).
+ */
+
+const JOB_COLUMNS = new Set(['id', 'model', 'callback_url', 'protocol']);
+
+interface Column {
+  index: number;
+  /** Path below `input`, split. */
+  parts: Array<string | number>;
+  /** Path below `input` as written, e.g. `size.width`. */
+  path: string;
+}
+
+export async function* csvJobs(file: string, name: string, builder: JobBuilder, problems: Problem[]): AsyncGenerator<ManifestJob> {
+  let cols: Map<string, number> | null = null;
+  let inputs: Column[] = [];
+  for await (const item of readTable(file)) {
+    if (item.kind === 'error') {
+      problems.push({ job: null, where: item.row === null ? name : `${name}:row ${item.row}`, path: '', message: item.message });
+      continue;
+    }
+    if (item.kind === 'header') {
+      const head = readHeader(item.cells, name, problems);
+      cols = head.cols;
+      inputs = head.inputs;
+      continue;
+    }
+    if (!cols) continue;
+    const cells = item.cells;
+    const cell = (col: string): string | undefined => {
+      const i = cols?.get(col);
+      const v = i === undefined ? undefined : cells[i];
+      return v === undefined || v === '' ? undefined : v;
+    };
+    const model = cell('model');
+    const spec = model === undefined ? null : (findModel(model) ?? null);
+    const input: Record<string, unknown> = {};
+    for (const col of inputs) {
+      const v = cells[col.index];
+      if (v === undefined || v === '') continue;
+      setPath(input, col.parts, typedCell(spec, col.path, v));
+    }
+    const where = `${name}:row ${item.row}`;
+    yield await builder.build({
+      id: cell('id'),
+      model,
+      input,
+      callback_url: cell('callback_url'),
+      protocol: cell('protocol'),
+      where,
+      locate: () => where,
+    });
+  }
+}
+
+function readHeader(cells: string[], name: string, problems: Problem[]): { cols: Map<string, number>; inputs: Column[] } {
+  const cols = new Map<string, number>();
+  const inputs: Column[] = [];
+  const where = `${name}:header`;
+  cells.forEach((raw, index) => {
+    const col = raw.trim();
+    if (cols.has(col)) {
+      problems.push({ job: null, where, path: col, message: `column ${JSON.stringify(col)} appears twice` });
+      return;
+    }
+    cols.set(col, index);
+    if (JOB_COLUMNS.has(col)) return;
+    if (col.startsWith('input.') && col.length > 'input.'.length) {
+      const path = col.slice('input.'.length);
+      inputs.push({ index, path, parts: splitPath(path) });
+      return;
+    }
+    problems.push({
+      job: null,
+      where,
+      path: col,
+      message: `unknown column ${JSON.stringify(col)} (columns are id, model, callback_url, protocol and input.<field>, e.g. input.prompt)`,
+    });
+  });
+  if (!cols.has('model')) problems.push({ job: null, where, path: 'model', message: 'a model column is required' });
+  return { cols, inputs };
+}
+
+/** Set `value` at a split path, creating objects and arrays on the way. */
+function setPath(root: Record<string, unknown>, parts: Array<string | number>, value: unknown): void {
+  let cur: Record<string, unknown> | unknown[] = root;
+  parts.forEach((part, i) => {
+    const last = i === parts.length - 1;
+    const nextIsIndex = typeof parts[i + 1] === 'number';
+    if (Array.isArray(cur) && typeof part === 'number') {
+      if (last) cur[part] = value;
+      else {
+        const existing: unknown = cur[part];
+        const child = nextIsIndex ? (Array.isArray(existing) ? existing : []) : isPlainObject(existing) ? existing : {};
+        cur[part] = child;
+        cur = child;
+      }
+    } else if (!Array.isArray(cur)) {
+      const key = String(part);
+      if (last) cur[key] = value;
+      else {
+        const existing = cur[key];
+        const child = nextIsIndex ? (Array.isArray(existing) ? existing : []) : isPlainObject(existing) ? existing : {};
+        cur[key] = child;
+        cur = child;
+      }
+    }
+  });
+}

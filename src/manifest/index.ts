@@ -1,0 +1,120 @@
+import { readFile } from 'node:fs/promises';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import type { Problem } from '../errors.js';
+import { findModel, isRemoteRef } from '../models/index.js';
+import { csvJobs } from './csv.js';
+import { JobBuilder, valuesAt, type ManifestJob } from './job.js';
+import { isTablePath } from './table.js';
+import { readYaml } from './yaml.js';
+
+/**
+ * Manifests: YAML (`jobs:` list with optional defaults, rows/glob/matrix
+ * sources, budget, pricing) or CSV/TSV (one row per job). The format is
+ * documented in manifests/README.md.
+ *
+ * Jobs are produced by an async iterator, one at a time: a 100,000-row CSV is
+ * never held in memory, and file checks are cached per path.
+ */
+
+export type { ManifestJob } from './job.js';
+export { ID_PATTERN, deriveId } from './job.js';
+export { manifestJsonSchema } from './schema.js';
+
+export interface Manifest {
+  /** The manifest path as given. */
+  path: string;
+  /** Absolute folder of the manifest: relative paths inside it resolve here. */
+  dir: string;
+  /** `budget:` of a YAML manifest (max credits), or null. */
+  budget: number | null;
+  /** `pricing:` of a YAML manifest (model id -> credits), or null. */
+  pricing: Record<string, number> | null;
+  /**
+   * Problems not tied to one job: YAML syntax, manifest keys, CSV header and
+   * malformed rows, missing rows files. Holds the reading problems at once and
+   * gains the source problems while `jobs()` is iterated; complete after a
+   * full iteration (each new iteration starts them over).
+   */
+  readonly problems: Problem[];
+  /**
+   * Every job in file order. A job with problems is still yielded (with
+   * `problems` filled) so callers can report all of them. Each call starts over.
+   */
+  jobs(): AsyncIterable<ManifestJob>;
+}
+
+/** Open a YAML (.yaml/.yml), CSV (.csv) or TSV (.tsv) manifest. Never throws for manifest content: see `problems`. */
+export async function openManifest(path: string): Promise<Manifest> {
+  const abs = resolve(path);
+  const dir = dirname(abs);
+  let sourceProblems: Problem[] = [];
+  if (isTablePath(path)) {
+    return {
+      path,
+      dir,
+      budget: null,
+      pricing: null,
+      get problems() {
+        return sourceProblems;
+      },
+      async *jobs() {
+        sourceProblems = [];
+        yield* csvJobs(abs, path, new JobBuilder(dir), sourceProblems);
+      },
+    };
+  }
+  let text: string | null = null;
+  let readProblem: Problem | null = null;
+  try {
+    text = await readFile(abs, 'utf8');
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    readProblem = { job: null, where: path, path: '', message: code === 'ENOENT' ? 'manifest file not found' : `cannot read the manifest: ${(err as Error).message}` };
+  }
+  const yaml = text === null ? null : readYaml(text, path, dir);
+  const fixed = readProblem ? [readProblem] : (yaml?.problems ?? []);
+  return {
+    path,
+    dir,
+    budget: yaml?.budget ?? null,
+    pricing: yaml?.pricing ?? null,
+    get problems() {
+      return [...fixed, ...sourceProblems];
+    },
+    async *jobs() {
+      sourceProblems = [];
+      if (yaml) yield* yaml.jobs(new JobBuilder(dir), sourceProblems);
+    },
+  };
+}
+
+/**
+ * Local image paths in a job's image fields, for the runner to upload and
+ * replace: `path` is where the value sits (`input.image_urls[0]`), `file` the
+ * absolute file. http(s) and data: URLs are not listed.
+ */
+export function localImageRefs(job: ManifestJob): Array<{ path: string; file: string }> {
+  const spec = job.kind === 'submit' ? findModel(job.model) : undefined;
+  if (!spec) return [];
+  const out: Array<{ path: string; file: string }> = [];
+  for (const field of spec.imageFields) {
+    for (const [path, value] of valuesAt(job.input, field, 'input')) {
+      if (typeof value === 'string' && value !== '' && !isRemoteRef(value)) {
+        out.push({ path, file: isAbsolute(value) ? value : resolve(job.dir, value) });
+      }
+    }
+  }
+  return out;
+}
+
+/** Read every job and return the job count and every problem (manifest-level first, then per job in order). */
+export async function validateManifest(path: string): Promise<{ jobs: number; problems: Problem[] }> {
+  const manifest = await openManifest(path);
+  const jobProblems: Problem[] = [];
+  let jobs = 0;
+  for await (const job of manifest.jobs()) {
+    jobs++;
+    if (job.problems.length > 0) jobProblems.push(...job.problems);
+  }
+  return { jobs, problems: [...manifest.problems, ...jobProblems] };
+}

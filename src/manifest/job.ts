@@ -1,0 +1,223 @@
+import { createHash } from 'node:crypto';
+import { isAbsolute, resolve } from 'node:path';
+import type { Problem } from '../errors.js';
+import { findModel, isRemoteRef, listModels, checkSubmit, type ModelSpec } from '../models/index.js';
+import { CHAT_MODELS, checkChatJob, findChatModel, isChatModelId } from '../models/chat.js';
+import { FileChecks } from './files.js';
+import { isPlainObject } from './template.js';
+
+/** One job of a manifest, defaults and templates applied. */
+export interface ManifestJob {
+  /** Stable job id: given in the manifest, or derived from the job content (see deriveId). */
+  id: string;
+  model: string;
+  /** `submit` for POST /api/generate/submit models and music workflows; `chat` for chat models. */
+  kind: 'submit' | 'chat';
+  /** The input after defaults and schema defaults when the job is valid; as written (merged) otherwise. */
+  input: Record<string, unknown>;
+  callback_url?: string;
+  /** Chat protocol (chat jobs only): as given, or the one the chat catalogue picks. */
+  protocol?: string;
+  /** Source position of the job: `file:line`, `file:row N`, or for expanded entries `file:line, rows.tsv:row N, path/of/glob.png, matrix k=v`. */
+  where: string;
+  /** Absolute folder that relative local paths in `input` resolve against (the manifest's folder). */
+  dir: string;
+  /** Every problem found in this job; empty when the job is valid. */
+  problems: Problem[];
+}
+
+/** A job as read from a source, before checks. */
+export interface RawJob {
+  id: unknown;
+  model: unknown;
+  input: unknown;
+  callback_url: unknown;
+  protocol: unknown;
+  where: string;
+  /** Position of a field path such as `input.size` (falls back to `where`). */
+  locate(path: string): string;
+}
+
+/** Allowed job ids: also used as file and folder names by the runner. */
+export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const CALLBACK_MAX = 2048;
+
+/**
+ * Turns raw jobs into checked ManifestJobs. One builder per manifest: it
+ * remembers ids (to report duplicates and to keep derived ids unique) and
+ * caches file checks per path.
+ */
+export class JobBuilder {
+  private readonly ids = new Map<string, string>();
+  private readonly files = new FileChecks();
+
+  constructor(readonly dir: string) {}
+
+  async build(raw: RawJob): Promise<ManifestJob> {
+    const problems: Problem[] = [];
+    const inputObj = isPlainObject(raw.input) ? raw.input : {};
+    const model = typeof raw.model === 'string' ? raw.model : '';
+    const id = this.takeId(raw, model, problems);
+    const add = (path: string, message: string) => problems.push({ job: id, where: raw.locate(path), path, message });
+
+    if (raw.input !== undefined && !isPlainObject(raw.input)) add('input', 'must be a mapping of model parameters');
+    const callback = typeof raw.callback_url === 'string' ? raw.callback_url : undefined;
+    if (raw.callback_url !== undefined && callback === undefined) add('callback_url', 'must be a string URL');
+    const protocol = typeof raw.protocol === 'string' ? raw.protocol : undefined;
+    if (raw.protocol !== undefined && protocol === undefined) add('protocol', 'must be a string');
+
+    const job: ManifestJob = { id, model, kind: 'submit', input: inputObj, where: raw.where, dir: this.dir, problems };
+    if (callback !== undefined) job.callback_url = callback;
+    if (protocol !== undefined) job.protocol = protocol;
+
+    if (raw.model === undefined || raw.model === '') {
+      add('model', 'is required (a model id; see `genbatch models`)');
+      return job;
+    }
+    if (typeof raw.model !== 'string') {
+      add('model', 'must be a string (a model id)');
+      return job;
+    }
+    const spec = findModel(model);
+    if (spec) {
+      if (protocol !== undefined) add('protocol', 'applies only to chat models; this is a submit model');
+      if (callback !== undefined) checkCallback(callback, add);
+      const check = checkSubmit({ model, input: raw.input ?? {}, ...(callback !== undefined ? { callback_url: callback } : {}) });
+      for (const iss of check.issues) if (iss.path !== 'callback_url') add(iss.path, iss.message);
+      if (check.input) job.input = check.input;
+      await this.checkFiles(spec, inputObj, add, new Set(check.issues.map((i) => i.path)));
+      return job;
+    }
+    if (findChatModel(model) || protocol !== undefined) {
+      job.kind = 'chat';
+      if (callback !== undefined) add('callback_url', 'applies only to submit models; chat answers come back in the response');
+      const check = checkChatJob({ model, input: raw.input ?? {}, ...(protocol !== undefined ? { protocol } : {}) });
+      for (const iss of check.issues) add(iss.path, iss.message);
+      if (check.input) job.input = check.input;
+      if (check.protocol) job.protocol = check.protocol;
+      return job;
+    }
+    add('model', unknownModelMessage(model, isChatModelId(model)));
+    return job;
+  }
+
+  private takeId(raw: RawJob, model: string, problems: Problem[]): string {
+    if (raw.id !== undefined && raw.id !== '') {
+      const id = typeof raw.id === 'string' ? raw.id : String(raw.id);
+      const where = raw.locate('id');
+      if (typeof raw.id !== 'string' || !ID_PATTERN.test(id)) {
+        problems.push({ job: id, where, path: 'id', message: 'must be 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit' });
+      }
+      const first = this.ids.get(id);
+      if (first !== undefined) problems.push({ job: id, where, path: 'id', message: `duplicate id (first used at ${first})` });
+      else this.ids.set(id, raw.where);
+      return id;
+    }
+    const base = deriveId({ model, input: raw.input, callback_url: raw.callback_url, protocol: raw.protocol });
+    let id = base;
+    for (let n = 2; this.ids.has(id); n++) id = `${base}-${n}`;
+    this.ids.set(id, raw.where);
+    return id;
+  }
+
+  private async checkFiles(spec: ModelSpec, input: Record<string, unknown>, add: (path: string, message: string) => void, reported: Set<string>): Promise<void> {
+    for (const field of spec.imageFields) {
+      for (const [path, value] of valuesAt(input, field, 'input')) {
+        if (typeof value !== 'string' || value === '' || isRemoteRef(value) || reported.has(path)) continue;
+        const problem = await this.files.checkImage(isAbsolute(value) ? value : resolve(this.dir, value));
+        if (problem) add(path, problem.replace(/^local file \S+/, `local file ${JSON.stringify(value)}`));
+      }
+    }
+    for (const field of spec.urlOnlyFields) {
+      for (const [path, value] of valuesAt(input, field, 'input')) {
+        if (typeof value !== 'string' || isRemoteRef(value) || reported.has(path)) continue;
+        add(path, `${JSON.stringify(value)} is a local path; this field takes only an http(s) URL (the service cannot take a local file here: put it somewhere public first)`);
+      }
+    }
+  }
+}
+
+function checkCallback(url: string, add: (path: string, message: string) => void): void {
+  if (url.length > CALLBACK_MAX) add('callback_url', `must be at most ${CALLBACK_MAX} characters (has ${url.length})`);
+  else if (!/^https:\/\/[^\s/]+/i.test(url)) add('callback_url', 'must be an https:// URL (the service calls back over HTTPS only)');
+}
+
+/**
+ * The id of a job that names none: `j-` and the first 12 hex digits of the
+ * SHA-256 of its content (model, input, callback_url, protocol after defaults
+ * and templates, keys sorted). Adding or removing other jobs never changes it;
+ * a second job with identical content gets `-2`, a third `-3`, in file order.
+ */
+export function deriveId(content: Record<string, unknown>): string {
+  return `j-${createHash('sha256').update(stableJson(content)).digest('hex').slice(0, 12)}`;
+}
+
+function stableJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJson).join(',')}]`;
+  if (isPlainObject(v)) {
+    const keys = Object.keys(v).filter((k) => v[k] !== undefined).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${stableJson(v[k])}`).join(',')}}`;
+  }
+  return v === undefined ? 'null' : JSON.stringify(v);
+}
+
+/** Values at a spec field path such as `image_urls[]` or `start_image_url`, with their concrete paths. */
+export function valuesAt(root: unknown, field: string, prefix: string): Array<[string, unknown]> {
+  let cur: Array<[string, unknown]> = [[prefix, root]];
+  for (const part of field.split('.')) {
+    const many = part.endsWith('[]');
+    const key = many ? part.slice(0, -2) : part;
+    const next: Array<[string, unknown]> = [];
+    for (const [p, v] of cur) {
+      if (!isPlainObject(v) || v[key] === undefined) continue;
+      const child = v[key];
+      const cp = p ? `${p}.${key}` : key;
+      if (many) {
+        if (Array.isArray(child)) child.forEach((item, i) => next.push([`${cp}[${i}]`, item]));
+      } else next.push([cp, child]);
+    }
+    cur = next;
+  }
+  return cur;
+}
+
+const suggestions = new Map<string, string>();
+
+function unknownModelMessage(model: string, chatShaped: boolean): string {
+  let msg = suggestions.get(model);
+  if (msg === undefined) {
+    const near = nearest(model, [...listModels().map((m) => m.id), ...CHAT_MODELS.map((m) => m.id)]);
+    const hint = chatShaped ? '; for a chat model outside the catalogue, set the job\'s protocol' : '';
+    msg = `unknown model "${model}"${near ? ` (did you mean "${near}"?)` : ''} (see \`genbatch models\`${hint})`;
+    suggestions.set(model, msg);
+  }
+  return msg;
+}
+
+/** The candidate closest to `word` by edit distance, when close enough to be a likely typo. */
+export function nearest(word: string, candidates: string[]): string | null {
+  let best: string | null = null;
+  let bestDist = Math.max(2, Math.floor(word.length / 4)) + 1;
+  for (const c of candidates) {
+    const d = distance(word.toLowerCase(), c.toLowerCase());
+    if (d < bestDist) {
+      best = c;
+      bestDist = d;
+    }
+  }
+  return best;
+}
+
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
+}
+
+export type { ModelSpec };

@@ -1,0 +1,103 @@
+import { z } from 'zod';
+
+/**
+ * The shape of a YAML manifest. Model inputs are checked per job against the
+ * model catalogue (src/models), not here; this schema covers the manifest's
+ * own keys and feeds the committed JSON Schema (manifests/genbatch.schema.json).
+ */
+
+/** Job keys reserved for job graphs (a later release): rejected with their own message. */
+export const RESERVED_JOB_KEYS = ['needs', 'for_each'] as const;
+
+const str = (what: string) => z.string({ error: `must be a string (${what})` });
+
+const input = z
+  .record(z.string(), z.unknown(), { error: 'must be a mapping of model parameters' })
+  .describe('Model parameters (see `genbatch models`). Strings may hold {{variable}} templates. Image fields take URLs or local image paths relative to this file.');
+
+const jobFields = {
+  model: str('a model id').describe('Model or workflow id, e.g. alpha-image-2, or a chat model id <vendor>/<model>'),
+  input,
+  callback_url: str('an https URL').describe('HTTPS webhook the service calls when the task finishes or fails (at most 2048 characters)'),
+  protocol: str('a chat protocol').describe('Chat jobs only: chat-completions, responses, messages or gemini'),
+};
+
+export const defaultsSchema = z
+  .strictObject(
+    {
+      model: jobFields.model.optional(),
+      input: input.optional(),
+      callback_url: jobFields.callback_url.optional(),
+      protocol: jobFields.protocol.optional(),
+    },
+    { error: unknownKey('defaults') },
+  )
+  .describe('Deep-merged into every job: the job value wins; mappings merge key by key; lists are replaced');
+
+export const rowsSchema = z
+  .strictObject(
+    {
+      file: str('a file path').min(1, { error: 'must not be empty' }).describe('CSV (.csv, comma, RFC 4180 quotes) or TSV (.tsv, tab, no quoting) file, relative to the manifest; the first line names the columns'),
+      limit: z.number({ error: 'must be a number' }).int({ error: 'must be an integer' }).min(1, { error: 'must be at least 1' }).optional().describe('Use only the first N rows'),
+    },
+    { error: unknownKey('rows') },
+  )
+  .describe('One job per row; each column is a {{column}} variable, and {{row}} is the row number (1 = first row after the header)');
+
+export const globSchema = z
+  .union([str('a glob pattern').min(1, { error: 'must not be empty' }), z.array(str('a glob pattern').min(1, { error: 'must not be empty' })).min(1, { error: 'must list at least one pattern' })], {
+    error: 'must be a glob pattern or a list of patterns',
+  })
+  .describe('One job per matching file (fast-glob patterns relative to the manifest, sorted). Variables: {{path}} (relative to the manifest), {{name}} (file name without extension), {{ext}}, {{index}} (1-based)');
+
+export const matrixSchema = z
+  .record(
+    z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'matrix keys are variable names: letters, digits and _' }),
+    z.array(z.unknown(), { error: 'must be a list of values' }).min(1, { error: 'must list at least one value' }),
+    { error: 'must be a mapping of variable name -> list of values' },
+  )
+  .describe('One job per combination of the listed values (the first key varies slowest); each key is a {{key}} variable keeping its YAML type');
+
+export const jobSchema = z
+  .strictObject(
+    {
+      id: str('a job id').describe('Stable job id: letters, digits, ".", "_", "-", at most 128 characters; may use {{variables}}. Derived from the job content when omitted'),
+      ...jobFields,
+      rows: rowsSchema,
+      glob: globSchema,
+      matrix: matrixSchema,
+    },
+    { error: unknownKey('job') },
+  )
+  .partial()
+  .describe('One job, or with rows/glob/matrix a template expanded into one job per row x file x combination');
+
+export const manifestSchema = z
+  .strictObject(
+    {
+      budget: z.number({ error: 'must be a number of credits' }).min(0, { error: 'must be at least 0' }).optional().describe('Maximum credits: estimate and run refuse when the known total exceeds it'),
+      pricing: z
+        .record(z.string(), z.number({ error: 'must be a number of credits' }).min(0, { error: 'must be at least 0' }), { error: 'must be a mapping of model id -> credits' })
+        .optional()
+        .describe('User-supplied prices (model id -> credits per output item, or per request when the output count is not known) for models whose price the contract does not give; labelled user-supplied in every output'),
+      defaults: defaultsSchema.optional(),
+      jobs: z.array(jobSchema, { error: 'must be a list of jobs' }).min(1, { error: 'must list at least one job' }).describe('The jobs'),
+    },
+    { error: unknownKey('manifest') },
+  )
+  .meta({ title: 'genbatch manifest', description: 'A batch of generation jobs for genbatch (validate, estimate, run)' });
+
+export type ManifestDoc = z.infer<typeof manifestSchema>;
+export type JobEntry = z.infer<typeof jobSchema>;
+
+function unknownKey(where: string) {
+  return (iss: { code?: string; keys?: string[] }): string | undefined => {
+    if (iss.code !== 'unrecognized_keys') return undefined;
+    return `unknown ${where} key(s) ${(iss.keys ?? []).join(', ')}`;
+  };
+}
+
+/** The JSON Schema (draft-07, for editors) of a YAML manifest. */
+export function manifestJsonSchema(): Record<string, unknown> {
+  return z.toJSONSchema(manifestSchema, { target: 'draft-7', io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+}

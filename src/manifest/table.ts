@@ -1,0 +1,78 @@
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { extname } from 'node:path';
+import { parse, type CsvError } from 'csv-parse';
+
+/**
+ * Streaming reader of CSV and TSV files, shared by CSV/TSV manifests and YAML
+ * rows sources. `.csv`: comma-separated, RFC 4180 double quotes. `.tsv` (and
+ * `.tab`): tab-separated with no quoting at all (IANA TSV), so a cell may
+ * start with a quote, as PartiPrompts.tsv does. A UTF-8 BOM is dropped; blank
+ * lines are skipped. Row numbers count data rows: row 1 is the first row after
+ * the header. A malformed row is reported and skipped; reading goes on.
+ */
+
+export type TableItem =
+  | { kind: 'header'; cells: string[] }
+  | { kind: 'row'; row: number; cells: string[] }
+  | { kind: 'error'; row: number | null; message: string };
+
+export function isTablePath(file: string): boolean {
+  return ['.csv', '.tsv', '.tab'].includes(extname(file).toLowerCase());
+}
+
+export async function* readTable(file: string, limit: number | null = null): AsyncGenerator<TableItem> {
+  try {
+    const st = await stat(file);
+    if (!st.isFile()) {
+      yield { kind: 'error', row: null, message: `${file} is not a file` };
+      return;
+    }
+  } catch {
+    yield { kind: 'error', row: null, message: `file not found: ${file}` };
+    return;
+  }
+  const tsv = extname(file).toLowerCase() !== '.csv';
+  const pending: string[] = [];
+  const source = createReadStream(file);
+  const parser = source.pipe(
+    parse({
+      delimiter: tsv ? '\t' : ',',
+      quote: tsv ? false : '"',
+      bom: true,
+      skip_empty_lines: true,
+      relax_column_count: true,
+      skip_records_with_error: true,
+      on_skip: (err: CsvError | undefined) => {
+        if (err) pending.push(`${tsv ? 'TSV' : 'CSV'} syntax error near line ${err.lines}: ${err.message.replace(/ at line \d+.*$/, '')}`);
+        return undefined;
+      },
+    }),
+  );
+  let header: string[] | null = null;
+  let row = 0;
+  try {
+    for await (const record of parser as AsyncIterable<string[]>) {
+      while (pending.length > 0) yield { kind: 'error', row: header ? ++row : null, message: pending.shift() ?? '' };
+      if (!header) {
+        header = record;
+        yield { kind: 'header', cells: record };
+        continue;
+      }
+      row++;
+      if (record.length !== header.length) {
+        yield { kind: 'error', row, message: `has ${record.length} cells; the header has ${header.length}` };
+      } else {
+        yield { kind: 'row', row, cells: record };
+      }
+      if (limit !== null && row >= limit) break;
+    }
+    while (pending.length > 0) yield { kind: 'error', row: header ? ++row : null, message: pending.shift() ?? '' };
+    if (!header) yield { kind: 'error', row: null, message: `${file} is empty (a header line naming the columns is required)` };
+  } catch (err) {
+    yield { kind: 'error', row: null, message: `cannot read ${file}: ${err instanceof Error ? err.message : String(err)}` };
+  } finally {
+    parser.destroy();
+    source.destroy();
+  }
+}

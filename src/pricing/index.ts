@@ -1,0 +1,167 @@
+import { readFile } from 'node:fs/promises';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { UsageError, type Problem } from '../errors.js';
+import type { ManifestJob } from '../manifest/index.js';
+import { findModel } from '../models/index.js';
+
+/**
+ * Credits per job, per model and in total.
+ *
+ * A job is priced from the contract when its model's price function gives a
+ * number. Otherwise a user-supplied price (`--prices FILE` or the manifest's
+ * `pricing:` block) is used when one names the model: it is credits per output
+ * item, times the model's output count (`n` images) when the catalogue knows
+ * it, else per request (chat, music variations). A contract price is never
+ * replaced by a user price (choice: the contract's tables are exact for the
+ * inputs they cover; user prices fill the gaps). With neither, the price is
+ * unknown: listed apart, never counted as 0.
+ */
+
+export type PriceSource = 'contract' | 'user' | 'unknown';
+
+export interface JobPrice {
+  /** Credits of the job, or null when unknown. */
+  credits: number | null;
+  /** How the number was reached, or why it is unknown. */
+  basis: string;
+  source: PriceSource;
+}
+
+/** Model id -> credits. */
+export type UserPrices = Record<string, number>;
+
+const pricesFile = z.record(z.string().min(1), z.number({ error: 'must be a number of credits' }).finite().min(0, { error: 'must be at least 0' }), {
+  error: 'must be a mapping of model id -> credits',
+});
+
+/** Read a prices file (YAML or JSON): `model id: credits`. A bad file is a usage error naming the entry. */
+export async function loadPrices(file: string): Promise<UserPrices> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    throw new UsageError(`--prices: cannot read ${file}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (err) {
+    throw new UsageError(`--prices ${file}: not valid YAML or JSON: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+  }
+  const parsed = pricesFile.safeParse(raw ?? {});
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.map(String).join('.') || '(file)'}: ${i.message}`);
+    throw new UsageError(`--prices ${file}: ${lines.join('; ')}`);
+  }
+  return parsed.data;
+}
+
+/** The price of one (valid) job. */
+export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input'>, userPrices: UserPrices | null): JobPrice {
+  const spec = job.kind === 'submit' ? findModel(job.model) : undefined;
+  let why = job.kind === 'chat' ? 'the contract gives no chat prices' : `unknown model ${job.model}`;
+  if (spec) {
+    const quote = spec.price(job.input);
+    if (quote.credits !== null) return { credits: quote.credits, basis: quote.basis, source: 'contract' };
+    why = quote.basis;
+  }
+  const user = userPrices && Object.hasOwn(userPrices, job.model) ? userPrices[job.model] : undefined;
+  if (user !== undefined) {
+    const count = spec?.outputCount?.(job.input) ?? null;
+    if (count !== null) {
+      return { credits: round(user * count), basis: `user-supplied: ${user} credits per output x ${count}`, source: 'user' };
+    }
+    return { credits: user, basis: `user-supplied: ${user} credits per request`, source: 'user' };
+  }
+  return { credits: null, basis: why, source: 'unknown' };
+}
+
+export interface ModelTotal {
+  jobs: number;
+  /** Sum of known credits. */
+  credits: number;
+  /** Jobs of this model whose price is unknown. */
+  unknown_jobs: number;
+  /** Jobs priced from user-supplied prices. */
+  user_jobs: number;
+}
+
+export interface JobEstimate {
+  id: string;
+  model: string;
+  credits: number | null;
+  source: PriceSource;
+  basis: string;
+}
+
+export interface Estimate {
+  jobs_count: number;
+  /** Sum of the known prices; unknown prices are not in it. */
+  total_credits: number;
+  /** Part of total_credits that comes from user-supplied prices. */
+  user_supplied_credits: number;
+  /** Ids of the valid jobs whose price is unknown. */
+  unknown_price_jobs: string[];
+  per_model: Record<string, ModelTotal>;
+  /** Per-job prices in order when `keepJobs` is set (else null; memory stays bounded by the model count). */
+  jobs: JobEstimate[] | null;
+  /** Problems of invalid jobs (not priced). */
+  problems: Problem[];
+  invalid_jobs: number;
+}
+
+export interface EstimateOptions {
+  /** Keep the per-job list (needed for --json and the table); default false. */
+  keepJobs?: boolean;
+  /** Called with each priced job, in order (e.g. to print a table as it streams). */
+  onJob?: (job: JobEstimate) => void;
+}
+
+/** Price every job of a stream, one at a time. Invalid jobs are not priced: their problems are returned. */
+export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<ManifestJob>, userPrices: UserPrices | null, opts: EstimateOptions = {}): Promise<Estimate> {
+  const out: Estimate = {
+    jobs_count: 0,
+    total_credits: 0,
+    user_supplied_credits: 0,
+    unknown_price_jobs: [],
+    per_model: {},
+    jobs: opts.keepJobs ? [] : null,
+    problems: [],
+    invalid_jobs: 0,
+  };
+  for await (const job of jobs) {
+    out.jobs_count++;
+    if (job.problems.length > 0) {
+      out.invalid_jobs++;
+      out.problems.push(...job.problems);
+      continue;
+    }
+    const price = priceJob(job, userPrices);
+    const m = (out.per_model[job.model] ??= { jobs: 0, credits: 0, unknown_jobs: 0, user_jobs: 0 });
+    m.jobs++;
+    if (price.credits === null) {
+      m.unknown_jobs++;
+      out.unknown_price_jobs.push(job.id);
+    } else {
+      m.credits += price.credits;
+      out.total_credits += price.credits;
+      if (price.source === 'user') {
+        m.user_jobs++;
+        out.user_supplied_credits += price.credits;
+      }
+    }
+    const row: JobEstimate = { id: job.id, model: job.model, credits: price.credits, source: price.source, basis: price.basis };
+    out.jobs?.push(row);
+    opts.onJob?.(row);
+  }
+  out.total_credits = round(out.total_credits);
+  out.user_supplied_credits = round(out.user_supplied_credits);
+  for (const m of Object.values(out.per_model)) m.credits = round(m.credits);
+  return out;
+}
+
+/** Round away binary noise (14.5 x 3 + ...), keeping up to 6 decimals. */
+function round(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
+}
