@@ -248,6 +248,12 @@ describe('answers are parsed, never cast', () => {
     expect(s.calls[0]?.url).toBe('/api/generate/detail/music?task_id=m%201');
   });
 
+  it('reads a missing or null files list as empty', async () => {
+    const s = await serve([ok(task({ status: 'running', files: null, progress: 40 })), ok({ task_id: 't', status: 'not_started', created_time: 'x' })]);
+    expect((await client(s.url).status('t-1')).files).toEqual([]);
+    expect((await client(s.url).status('t-1')).files).toEqual([]);
+  });
+
   it('a 200 carrying an error envelope is an ApiError', async () => {
     const s = await serve([json(200, { code: 402, error: { message: 'not enough credits', type: 'insufficient_credits_error' } })]);
     const err = await failure(client(s.url).submit(SUBMIT));
@@ -312,6 +318,25 @@ describe('uploads', () => {
     const s = await serve([ok(record)]);
     await client(s.url).uploadUrl('https://img.example/a.png', { uploadPath: 'x' });
     expect(JSON.parse(s.calls[0]?.body.toString() ?? '')).toEqual({ file_url: 'https://img.example/a.png', upload_path: 'x' });
+  });
+
+  it('a missing local file is a clear error and sends nothing', async () => {
+    const s = await serve([ok(record)]);
+    const err = await failure(client(s.url).uploadStream('/nonexistent/dir/ref.png'));
+    expect((err as Error).message).toContain('/nonexistent/dir/ref.png cannot be read (ENOENT)');
+    expect(s.calls).toHaveLength(0);
+  });
+
+  it('an abort while waiting for an upload slot rejects with the reason', async () => {
+    const s = await serve([ok(record)]);
+    const c = client(s.url, { uploadLimiter: new UploadLimiter({ limit: 1, windowMs: 60_000 }) });
+    await c.uploadUrl('https://img.example/a.png');
+    const ac = new AbortController();
+    const p = c.uploadUrl('https://img.example/b.png', { signal: ac.signal });
+    const reason = new Error('stopping');
+    setTimeout(() => ac.abort(reason), 20);
+    expect(await failure(p)).toBe(reason);
+    expect(s.calls).toHaveLength(1);
   });
 
   it('retries an upload 429 (nothing stored) but not a 500', async () => {

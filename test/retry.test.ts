@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decide, delay, retryAfterMs, TokenBucket, UploadLimiter, withRetry, type RetryPolicy } from '../src/client/index.js';
+import { checkPolicy, decide, delay, retryAfterMs, TokenBucket, UploadLimiter, withRetry, type RetryPolicy } from '../src/client/index.js';
 import { AmbiguousSubmitError, ApiError, BadResponseError, NetworkError, UsageError } from '../src/errors.js';
 
 const P: RetryPolicy = { baseMs: 1000, maxMs: 10_000, maxAttempts: 5 };
@@ -112,11 +112,28 @@ describe('withRetry', () => {
     expect(tries).toBe(1);
   });
 
+  it('waits at least baseMs before retrying a 429 that has no Retry-After', async () => {
+    const delays: number[] = [];
+    let n = 0;
+    await withRetry(async () => {
+      if (n++ === 0) throw new ApiError(429, 'rate_limit_error', 'slow down');
+      return 1;
+    }, { policy: { baseMs: 20, maxMs: 100, maxAttempts: 2 }, method: 'GET', random: () => 0, onRetry: (i) => delays.push(i.delayMs) });
+    expect(delays).toEqual([20]);
+  });
+
   it('does not start when already aborted', async () => {
     const ac = new AbortController();
     const reason = new Error('stop');
     ac.abort(reason);
     await expect(withRetry(async () => 1, { policy: fast, method: 'GET', signal: ac.signal })).rejects.toBe(reason);
+  });
+});
+
+describe('checkPolicy', () => {
+  it('names the field, the rule and the value', () => {
+    expect(() => checkPolicy({ baseMs: 1, maxMs: 1, maxAttempts: 0 })).toThrow('Expected policy.maxAttempts to be an integer >= 1, got 0');
+    expect(() => checkPolicy({ baseMs: -1, maxMs: 1, maxAttempts: 1 })).toThrow('policy.baseMs');
   });
 });
 

@@ -1,7 +1,7 @@
 /** Public surface of the API client: one retry layer, rate limits, parsed answers. */
 export { ServiceClient, parseBalance } from './service.js';
 export type { ServiceClientOptions, SubmitRequest, UploadOptions } from './service.js';
-export { DEFAULT_POLICY, decide, delay, sleep, withRetry } from './retry.js';
+export { checkPolicy, DEFAULT_POLICY, decide, delay, sleep, withRetry } from './retry.js';
 export type { RetryDecision, RetryInfo, RetryOptions, RetryPolicy } from './retry.js';
 export { TokenBucket, UploadLimiter } from './limiters.js';
 export { retryAfterMs, redact } from './http.js';

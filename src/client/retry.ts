@@ -30,6 +30,14 @@ export interface RetryPolicy {
   jitter?: 'full' | 'decorrelated';
 }
 
+/** Throws a RangeError naming the field when a policy cannot work. */
+export function checkPolicy(p: RetryPolicy): RetryPolicy {
+  if (!Number.isFinite(p.baseMs) || p.baseMs < 0) throw new RangeError(`Expected policy.baseMs to be a finite number >= 0, got ${p.baseMs}`);
+  if (!Number.isFinite(p.maxMs) || p.maxMs < 0) throw new RangeError(`Expected policy.maxMs to be a finite number >= 0, got ${p.maxMs}`);
+  if (!Number.isInteger(p.maxAttempts) || p.maxAttempts < 1) throw new RangeError(`Expected policy.maxAttempts to be an integer >= 1, got ${p.maxAttempts}`);
+  return p;
+}
+
 export const DEFAULT_POLICY: RetryPolicy = { baseMs: 1000, maxMs: 60_000, maxAttempts: 8, jitter: 'full' };
 
 /**
@@ -104,15 +112,16 @@ export async function withRetry<T>(fn: (tryNumber: number) => Promise<T>, opts: 
       return await fn(tryNumber);
     } catch (err) {
       const decision = decide(err, method);
-      if (decision === 'ambiguous') {
-        // Even when stopping: a POST that may have taken effect must be reported as such.
-        if (opts.submit && err instanceof Error) throw new AmbiguousSubmitError(err, err instanceof ApiError || err instanceof BadResponseError ? err.status : null);
-        throw err;
+      // Even when stopping: a submit that may have taken effect must be reported as such.
+      if (decision === 'ambiguous' && opts.submit && err instanceof Error) {
+        throw new AmbiguousSubmitError(err, err instanceof ApiError || err instanceof BadResponseError ? err.status : null);
       }
       if (signal?.aborted) throw abortReason(signal);
-      if (decision === 'fail' || tryNumber >= policy.maxAttempts || !(err instanceof GenbatchError)) throw err;
+      if (decision !== 'retry' || tryNumber >= policy.maxAttempts || !(err instanceof GenbatchError)) throw err;
       const retryAfter = err instanceof ApiError ? err.retryAfterMs : null;
-      const delayMs = delay(tryNumber, policy, retryAfter, opts.random);
+      let delayMs = delay(tryNumber, policy, retryAfter, opts.random);
+      // The contract says to wait before retrying a 429: without Retry-After, never less than baseMs.
+      if (err instanceof ApiError && err.status === 429 && retryAfter === null) delayMs = Math.max(delayMs, Math.min(policy.baseMs, policy.maxMs));
       opts.onRetry?.({ attempt: tryNumber, delayMs, error: err });
       await sleep(delayMs, signal);
     }

@@ -61,10 +61,13 @@ const taskShape = {
   error_message: z.string().nullable().optional().transform((v) => v ?? null),
 };
 
-export const TaskSchema = z.object({ ...taskShape, files: z.array(ResultFileSchema) });
+/** Choice: a missing or null `files` (the contract: "empty until finished") is read as []. */
+const filesOf = <T extends z.ZodType>(entry: T) => z.array(entry).nullish().transform((v) => v ?? []);
+
+export const TaskSchema = z.object({ ...taskShape, files: filesOf(ResultFileSchema) });
 export type Task = z.infer<typeof TaskSchema>;
 
-export const MusicTaskSchema = z.object({ ...taskShape, files: z.array(MusicFileSchema) });
+export const MusicTaskSchema = z.object({ ...taskShape, files: filesOf(MusicFileSchema) });
 export type MusicTask = z.infer<typeof MusicTaskSchema>;
 
 export const SubmitResultSchema = z.object({

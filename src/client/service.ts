@@ -1,11 +1,12 @@
 import { openAsBlob } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { Agent, FormData, type Dispatcher } from 'undici';
 import type { z } from 'zod';
 import { BadResponseError, UsageError } from '../errors.js';
 import { send, type HttpContext, type SendOptions } from './http.js';
 import { TokenBucket, UploadLimiter } from './limiters.js';
-import { DEFAULT_POLICY, withRetry, type RetryInfo, type RetryPolicy } from './retry.js';
+import { checkPolicy, DEFAULT_POLICY, withRetry, type RetryInfo, type RetryPolicy } from './retry.js';
 import {
   BALANCE_FIELDS,
   EnvelopeSchema,
@@ -74,7 +75,7 @@ export class ServiceClient {
     if (!/^https?:\/\//i.test(opts.baseUrl)) throw new UsageError(`the service base URL must start with http:// or https://, got "${opts.baseUrl}"`);
     if (!opts.apiKey) throw new UsageError('the API key is empty');
     this.baseUrl = opts.baseUrl.replace(/\/+$/, '');
-    this.policy = opts.policy ?? DEFAULT_POLICY;
+    this.policy = checkPolicy(opts.policy ?? DEFAULT_POLICY);
     this.uploadLimiter = opts.uploadLimiter ?? new UploadLimiter();
     this.statusBucket = new TokenBucket(opts.statusRatePerSec ?? 10);
     this.#onRetry = opts.onRetry;
@@ -82,7 +83,9 @@ export class ServiceClient {
     if (!dispatcher) {
       const t = opts.timeouts ?? {};
       this.#ownAgent = new Agent({
-        keepAliveTimeout: 10_000,
+        // Below common server idle timeouts (Node's 5 s), so an idle socket is dropped by us first:
+        // a POST written on a socket the server is closing would end as an uncertain submit.
+        keepAliveTimeout: 4_000,
         connect: { timeout: t.connectMs ?? 10_000 },
         headersTimeout: t.headersMs ?? 60_000,
         bodyTimeout: t.bodyMs ?? 60_000,
@@ -126,7 +129,7 @@ export class ServiceClient {
 
   /** POST /api/common/upload/stream (multipart field `file`), streamed from disk when given a path. */
   async uploadStream(file: string | Buffer, opts: UploadOptions = {}): Promise<UploadRecord> {
-    const blob = typeof file === 'string' ? await openAsBlob(file) : new Blob([new Uint8Array(file)]);
+    const blob = typeof file === 'string' ? await openFile(file) : new Blob([new Uint8Array(file)]);
     const name = opts.fileName ?? (typeof file === 'string' ? basename(file) : 'upload');
     const makeForm = (): FormData => {
       const form = new FormData();
@@ -211,6 +214,17 @@ export class ServiceClient {
     const r = schema.safeParse(data);
     if (!r.success) throw new BadResponseError(200, `${operation}: the answer's data does not have the documented shape: ${issuesText(r.error)}`);
     return r.data;
+  }
+}
+
+async function openFile(path: string): Promise<Blob> {
+  try {
+    if (!(await stat(path)).isFile()) throw new UsageError(`upload file ${path} is not a regular file`);
+    return await openAsBlob(path);
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    const code = err instanceof Error && 'code' in err ? String(err.code) : 'unreadable';
+    throw new UsageError(`upload file ${path} cannot be read (${code})`);
   }
 }
 
