@@ -65,7 +65,7 @@ function fixture(out: string): ReportJob[] {
     job('evil', 'done', { files: [{ path: '../outside.png', size: 1, sha256: 'a'.repeat(64), type: 'image', contentType: 'image/png' }] }),
     job('job,"quoted"', 'failed', { task_id: 't-bad', error: HOSTILE, attempts: 3 }),
     job('unsure', 'uncertain', { error: 'submit outcome unknown, a task may have been created: HTTP 502' }),
-    job('old', 'expired', { task_id: 't-old', error: 'results expired before download' }),
+    job('old', 'expired', { task_id: 't-old', error: 'results expired before download (`files` gone)' }),
     job('later', 'pending', { estimated_credits: null }),
   ];
 }
@@ -123,6 +123,7 @@ describe('writeReports', () => {
     expect(md).toContain(`\`HTTP 400 invalid_request: prompt "<script>alert('x')</script>", bad, value second line\``);
     expect(md).toMatch(/## Uncertain .*\(1\)\n\n- `unsure`.*HTTP 502/);
     expect(md).toMatch(/## Expired .*\(1\)\n\n- `old`.*results expired before download/);
+    expect(md).toContain('``results expired before download (`files` gone)``');
     expect(md).toContain('wall time 4m 05s');
     expect(md).toContain('charged: 120');
 

@@ -78,7 +78,7 @@ export function reportSummary(summary: ReportSummary): ReportSummary {
 /** One line of credit accounting, e.g. "estimated 120 credits (+2 jobs of unknown price), charged 118 (balance 1000 -> 882)". */
 export function creditsLine(summary: ReportSummary): string {
   const c = summary.credits;
-  let line = `estimated ${formatCredits(c.estimated_known)} credits`;
+  let line = `estimated ${formatCredits(c.estimated_known)} credit${c.estimated_known === 1 ? '' : 's'}`;
   if (c.unknown_price_jobs > 0) line += ` (+${c.unknown_price_jobs} job${c.unknown_price_jobs === 1 ? '' : 's'} of unknown price)`;
   if (c.user_prices) line += ' (some prices user-supplied)';
   if (c.charged !== null) line += `, charged ${formatCredits(c.charged)}`;
