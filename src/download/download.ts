@@ -1,0 +1,317 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { link, lstat, mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
+import { request, type Dispatcher } from 'undici';
+import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
+import { numberedName, safeJoin, sanitizeName } from './names.js';
+
+/** Default cap on one downloaded file. */
+export const DEFAULT_MAX_BYTES = 2 * 1024 ** 3;
+/** Redirects followed per download (each target must be http or https too). */
+const MAX_REDIRECTS = 5;
+/** Names `name (2).ext` ... `name (999).ext` are tried before giving up. */
+const MAX_NUMBERED = 999;
+/** Temporary files: `.<name>.<12 hex>.part`, in the target folder. */
+const PART_RE = /^\..+\.[0-9a-f]{12}\.part$/;
+
+export interface DownloadOptions {
+  url: string;
+  /** Target folder (created when missing). The caller keeps it inside the output folder (see safeJoin). */
+  dir: string;
+  /** Wanted file name; cleaned with sanitizeName (fallback `file`). */
+  name: string;
+  /** The File object's `file_size`: the body must have exactly this many bytes. Null/undefined: not checked. */
+  expectedSize?: number | null;
+  /** Refuse bodies larger than this (default 2 GiB). */
+  maxBytes?: number;
+  signal?: AbortSignal;
+  /** undici dispatcher (Agent, Pool with timeouts...). Default: undici's global dispatcher. */
+  dispatcher?: Dispatcher;
+}
+
+export interface DownloadResult {
+  /** Absolute final path. */
+  path: string;
+  /** Final file name (differs from the cleaned requested name when `renamed`). */
+  name: string;
+  size: number;
+  /** Hex sha256 of the content. */
+  sha256: string;
+  /** Content-Type header, or null. */
+  contentType: string | null;
+  /** An existing file with the same content was found under the final name and kept; nothing was written. */
+  reused: boolean;
+  /** The requested name held a different file, so `name (n).ext` was used instead. */
+  renamed: boolean;
+}
+
+/** True for an HTTP 404 or 410 answer: the result is expired or gone, retrying will not help. */
+export function isGone(err: unknown): boolean {
+  return err instanceof ApiError && (err.status === 404 || err.status === 410);
+}
+
+/** The URL without query or fragment, for messages (signed URLs carry tokens in the query). */
+function shown(url: URL): string {
+  return `${url.origin}${url.pathname}`;
+}
+
+function parseHttpUrl(raw: string, base?: URL): URL {
+  let url: URL;
+  try {
+    url = new URL(raw, base);
+  } catch {
+    throw new UnsafeResultError('file_url: not a valid URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new UnsafeResultError(`file_url: only http and https are allowed, got ${url.protocol}`);
+  }
+  if (url.username || url.password) throw new UnsafeResultError('file_url: credentials in the URL are not allowed');
+  return url;
+}
+
+function header(headers: Record<string, string | string[] | undefined>, name: string): string | null {
+  const v = headers[name];
+  return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);
+}
+
+function retryAfterMs(value: string | null): number | null {
+  if (!value) return null;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
+}
+
+/** Errors raised before anything reached the server. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+
+function asNetworkError(err: unknown, url: URL, phase: 'request' | 'body'): unknown {
+  if (err instanceof ApiError || err instanceof UnsafeResultError || err instanceof NetworkError) return err;
+  if (err instanceof Error && (err.name === 'AbortError' || (err as { code?: string }).code === 'UND_ERR_ABORTED')) return err;
+  const code = (err as { code?: unknown } | null)?.code;
+  const sent = !(phase === 'request' && typeof code === 'string' && NOT_SENT.has(code));
+  const what = phase === 'body' ? 'body interrupted' : 'request failed';
+  const detail = err instanceof Error ? `${typeof code === 'string' ? `${code} ` : ''}${err.message}` : String(err);
+  return new NetworkError(`download of ${shown(url)}: ${what} (${detail})`, sent, { cause: err });
+}
+
+/** Stops reading a response body; the abort error undici then emits is expected, not a crash. */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+async function removeQuietly(path: string): Promise<void> {
+  await unlink(path).catch(() => undefined);
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } catch (err) {
+    // Some platforms and filesystems refuse fsync on a directory; the rename is still done.
+    const code = (err as { code?: string }).code;
+    if (code !== 'EINVAL' && code !== 'EISDIR' && code !== 'EPERM' && code !== 'ENOTSUP') throw err;
+  } finally {
+    await fh.close();
+  }
+}
+
+async function sha256OfFile(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** Sends GET, follows up to MAX_REDIRECTS redirects, returns the final 2xx response. */
+async function get(start: URL, opts: DownloadOptions): Promise<{ url: URL; res: Dispatcher.ResponseData }> {
+  let url = start;
+  for (let hop = 0; ; hop++) {
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(url, {
+        method: 'GET',
+        headers: { 'accept-encoding': 'identity' },
+        signal: opts.signal ?? null,
+        ...(opts.dispatcher ? { dispatcher: opts.dispatcher } : {}),
+      });
+    } catch (err) {
+      throw asNetworkError(err, url, 'request');
+    }
+    const { statusCode, headers } = res;
+    if (statusCode >= 300 && statusCode < 400 && header(headers, 'location')) {
+      await res.body.dump().catch(() => undefined);
+      if (hop >= MAX_REDIRECTS) throw new UnsafeResultError(`file_url: more than ${MAX_REDIRECTS} redirects from ${shown(start)}`);
+      url = parseHttpUrl(header(headers, 'location')!, url);
+      continue;
+    }
+    if (statusCode < 200 || statusCode >= 300) {
+      await res.body.dump().catch(() => undefined);
+      throw new ApiError(statusCode, null, `download of ${shown(url)} failed`, retryAfterMs(header(headers, 'retry-after')));
+    }
+    if (statusCode !== 200 && statusCode !== 203) {
+      // We never send Range, so 206 (or a bodiless 204) cannot be the whole file.
+      await res.body.dump().catch(() => undefined);
+      throw new UnsafeResultError(`download of ${shown(url)}: unexpected HTTP ${statusCode} for a whole-file GET`);
+    }
+    return { url, res };
+  }
+}
+
+/**
+ * Downloads one result file safely: streams to `.<name>.<random>.part` in
+ * `dir`, counting and hashing, checks the byte count against Content-Length,
+ * `expectedSize` and `maxBytes`, fsyncs, moves into place without ever
+ * replacing an existing file, and fsyncs the folder. On any failure the
+ * temporary file is removed. No retries here: the caller owns retries.
+ *
+ * Errors: ApiError for a non-2xx answer (isGone() for 404/410); NetworkError
+ * (sent=true) for resets and truncated bodies; UnsafeResultError for a bad URL,
+ * name or size; the signal's AbortError when aborted.
+ */
+export async function downloadFile(opts: DownloadOptions): Promise<DownloadResult> {
+  const maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;
+  const expected = opts.expectedSize ?? null;
+  if (expected !== null && (!Number.isSafeInteger(expected) || expected < 0)) {
+    throw new UnsafeResultError(`file_size: must be a whole number of bytes, got ${expected}`);
+  }
+  if (expected !== null && expected > maxBytes) {
+    throw new UnsafeResultError(`file_size: ${expected} bytes is over the limit of ${maxBytes}`);
+  }
+  const startUrl = parseHttpUrl(opts.url);
+  const name = sanitizeName(opts.name, 'file');
+  safeJoin(opts.dir, name); // the cleaned name is a plain segment; this double-checks it
+  await mkdir(opts.dir, { recursive: true });
+
+  const { url, res } = await get(startUrl, opts);
+  const where = shown(url);
+  const contentType = header(res.headers, 'content-type');
+  const encoding = header(res.headers, 'content-encoding');
+  const lengthHeader = header(res.headers, 'content-length');
+  const declared = lengthHeader !== null && /^\d+$/.test(lengthHeader.trim()) ? Number(lengthHeader.trim()) : null;
+  const refuse = async (message: string): Promise<never> => {
+    discard(res.body);
+    throw new UnsafeResultError(`download of ${where}: ${message}`);
+  };
+  if (encoding && encoding.toLowerCase() !== 'identity') await refuse(`content-encoding "${encoding}" is not supported`);
+  if (declared !== null && declared > maxBytes) await refuse(`Content-Length ${declared} is over the limit of ${maxBytes} bytes`);
+  if (declared !== null && expected !== null && declared !== expected) {
+    await refuse(`Content-Length ${declared} differs from file_size ${expected}`);
+  }
+
+  const tmp = safeJoin(opts.dir, `.${name}.${randomBytes(6).toString('hex')}.part`);
+  const hash = createHash('sha256');
+  let size = 0;
+  let fh;
+  try {
+    fh = await open(tmp, 'wx', 0o644);
+  } catch (err) {
+    discard(res.body);
+    throw err;
+  }
+  try {
+    try {
+      try {
+        for await (const chunk of res.body) {
+          const buf = chunk as Buffer;
+          size += buf.length;
+          if (size > maxBytes) await refuse(`body is over the limit of ${maxBytes} bytes`);
+          if (expected !== null && size > expected) await refuse(`body is longer than file_size ${expected}`);
+          hash.update(buf);
+          await fh.write(buf);
+        }
+      } catch (err) {
+        throw asNetworkError(err, url, 'body');
+      }
+      if (declared !== null && size !== declared) {
+        throw new NetworkError(`download of ${where}: body has ${size} bytes, Content-Length said ${declared}`, true);
+      }
+      if (expected !== null && size !== expected) {
+        throw new UnsafeResultError(`download of ${where}: body has ${size} bytes, file_size said ${expected}`);
+      }
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    const sha256 = hash.digest('hex');
+    const placed = await place(tmp, opts.dir, name, size, sha256);
+    return { ...placed, size, sha256, contentType };
+  } finally {
+    await removeQuietly(tmp); // gone already when it was linked and unlinked, or renamed
+  }
+}
+
+/**
+ * Puts the finished temporary file under `name`, or under `name (n).ext`
+ * when `name` holds different content; reuses a candidate that already holds
+ * the same content. Never replaces an existing file.
+ */
+async function place(tmp: string, dir: string, name: string, size: number, sha256: string): Promise<Pick<DownloadResult, 'path' | 'name' | 'reused' | 'renamed'>> {
+  for (let n = 1; n <= MAX_NUMBERED; n++) {
+    const candidate = n === 1 ? name : numberedName(name, n);
+    const path = safeJoin(dir, candidate);
+    const existing = await lstat(path).catch((err: { code?: string }) => {
+      if (err.code === 'ENOENT') return null;
+      throw err;
+    });
+    if (existing) {
+      if (existing.isFile() && existing.size === size && (await sha256OfFile(path)) === sha256) {
+        return { path, name: candidate, reused: true, renamed: n > 1 };
+      }
+      continue;
+    }
+    if (await linkNoReplace(tmp, path)) {
+      await fsyncDir(dir);
+      return { path, name: candidate, reused: false, renamed: n > 1 };
+    }
+  }
+  throw new UnsafeResultError(`file name: "${name}" and ${MAX_NUMBERED - 1} numbered variants are all taken in ${dir}`);
+}
+
+/**
+ * Creates `path` from `tmp` only if `path` does not exist: a hard link fails
+ * atomically with EEXIST. Filesystems without hard links fall back to a rename
+ * right after the existence check. Returns false when `path` was taken.
+ */
+async function linkNoReplace(tmp: string, path: string): Promise<boolean> {
+  try {
+    await link(tmp, path);
+    await unlink(tmp);
+    return true;
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'EEXIST') return false;
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'EXDEV') throw err;
+  }
+  const taken = await lstat(path).then(() => true, () => false);
+  if (taken) return false;
+  await rename(tmp, path);
+  return true;
+}
+
+/**
+ * Removes leftover `.<name>.<12 hex>.part` files in `dir` and, when
+ * `recursive` (default true), in its subfolders (symlinks are not followed).
+ * Call it on resume while holding the run's lease, never during downloads.
+ * Returns the removed paths. A missing `dir` is not an error.
+ */
+export async function cleanupPartials(dir: string, recursive = true): Promise<string[]> {
+  const removed: string[] = [];
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ENOENT') return removed;
+    throw err;
+  }
+  for (const e of entries) {
+    const path = safeJoin(dir, e.name);
+    if (e.isFile() && PART_RE.test(e.name)) {
+      await unlink(path);
+      removed.push(path);
+    } else if (recursive && e.isDirectory()) {
+      removed.push(...(await cleanupPartials(path, true)));
+    }
+  }
+  return removed;
+}

@@ -1,0 +1,10 @@
+/** The runner's safe downloader: clean names, contained paths, verified and atomic files. */
+export { sanitizeName, safeJoin, nameFromUrl, numberedName, MAX_NAME_BYTES } from './names.js';
+export {
+  downloadFile,
+  cleanupPartials,
+  isGone,
+  DEFAULT_MAX_BYTES,
+  type DownloadOptions,
+  type DownloadResult,
+} from './download.js';
