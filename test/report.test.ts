@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterEach, describe, expect, it } from 'vitest';
 import { formatSummaryLine, writeReports, type ReportData, type ReportFile, type ReportJob, type ReportSummary } from '../src/report/index.js';
+import { fileHref, mediaKind } from '../src/report/html.js';
 import { tempDir } from './helpers/tmp.js';
 
 const cleanups: Array<() => void> = [];
@@ -223,6 +224,24 @@ describe('writeReports', () => {
     expect(JSON.parse(readFileSync(paths.json, 'utf8')).jobs).toEqual([]);
     expect(parse(readFileSync(paths.csv, 'utf8'), { columns: true })).toEqual([]);
     expect(readFileSync(paths.html, 'utf8')).toContain('No results.');
+  });
+});
+
+describe('html helpers', () => {
+  it('picks the player from file_type, then content type, then extension', () => {
+    const f = (path: string, type: string, contentType: string | null): ReportFile => ({ path, size: 1, sha256: '', type, contentType });
+    expect(mediaKind(f('a/x.bin', 'video', null))).toBe('video');
+    expect(mediaKind(f('a/x.bin', 'other', 'video/webm'))).toBe('video');
+    expect(mediaKind(f('a/x.WAV', 'other', null))).toBe('audio');
+    expect(mediaKind(f('a/x.jpeg', 'other', 'application/octet-stream'))).toBe('image');
+    expect(mediaKind(f('a/x.glb', '3d', 'model/gltf-binary'))).toBeNull();
+  });
+
+  it('links only plain relative paths, encoding each segment', () => {
+    expect(fileHref('c1/a b/100%.png')).toBe('c1/a%20b/100%25.png');
+    expect(fileHref('c1/javascript:alert(1).png')).toBe('c1/javascript%3Aalert(1).png');
+    expect(fileHref('javascript:alert(1)')).toBe('javascript%3Aalert(1)');
+    for (const bad of ['', '/etc/passwd', '../x.png', 'a/../../x', 'a//b', 'a\\b.png', './a.png']) expect(fileHref(bad)).toBeNull();
   });
 });
 
