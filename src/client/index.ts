@@ -1,6 +1,6 @@
 /** Public surface of the API client: one retry layer, rate limits, parsed answers. */
 export { ServiceClient, parseBalance } from './service.js';
-export type { ServiceClientOptions, SubmitRequest, UploadOptions } from './service.js';
+export type { CallOptions, ServiceClientOptions, SubmitRequest, UploadOptions } from './service.js';
 export { checkPolicy, DEFAULT_POLICY, decide, delay, sleep, withRetry } from './retry.js';
 export type { RetryDecision, RetryInfo, RetryOptions, RetryPolicy } from './retry.js';
 export { TokenBucket, UploadLimiter } from './limiters.js';

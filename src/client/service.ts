@@ -53,8 +53,11 @@ export interface UploadOptions {
   signal?: AbortSignal;
 }
 
-interface CallOptions {
-  signal?: AbortSignal;
+/** `{signal}`, or the AbortSignal itself (both forms are accepted by every method). */
+export type CallOptions = { signal?: AbortSignal } | AbortSignal;
+
+function signalOf(opts: CallOptions | undefined): AbortSignal | undefined {
+  return opts instanceof AbortSignal ? opts : opts?.signal;
 }
 
 /**
@@ -96,24 +99,24 @@ export class ServiceClient {
   }
 
   /** POST /api/generate/submit. A possibly-created task is thrown as AmbiguousSubmitError. */
-  async submit(req: SubmitRequest, opts: CallOptions = {}): Promise<SubmitResult> {
+  async submit(req: SubmitRequest, opts?: CallOptions): Promise<SubmitResult> {
     const body: Record<string, unknown> = { model: req.model, input: req.input };
     if (req.callback_url !== undefined) body.callback_url = req.callback_url;
-    const data = await this.#call('submit', { method: 'POST', path: '/api/generate/submit', json: body, signal: opts.signal }, true);
+    const data = await this.#call('submit', { method: 'POST', path: '/api/generate/submit', json: body, signal: signalOf(opts) }, true);
     return this.#parse(SubmitResultSchema, data, 'submit');
   }
 
   /** GET /api/generate/status/{task_id}, under the shared status rate cap. */
-  async status(taskId: string, opts: CallOptions = {}): Promise<Task> {
+  async status(taskId: string, opts?: CallOptions): Promise<Task> {
     const path = `/api/generate/status/${encodeURIComponent(taskId)}`;
-    const data = await this.#call('status', { method: 'GET', path, signal: opts.signal }, false, this.statusBucket);
+    const data = await this.#call('status', { method: 'GET', path, signal: signalOf(opts) }, false, this.statusBucket);
     return this.#parse(TaskSchema, data, 'status');
   }
 
   /** GET /api/generate/detail/music?task_id=..., under the shared status rate cap. */
-  async musicDetail(taskId: string, opts: CallOptions = {}): Promise<MusicTask> {
+  async musicDetail(taskId: string, opts?: CallOptions): Promise<MusicTask> {
     const path = `/api/generate/detail/music?task_id=${encodeURIComponent(taskId)}`;
-    const data = await this.#call('music detail', { method: 'GET', path, signal: opts.signal }, false, this.statusBucket);
+    const data = await this.#call('music detail', { method: 'GET', path, signal: signalOf(opts) }, false, this.statusBucket);
     return this.#parse(MusicTaskSchema, data, 'music detail');
   }
 
@@ -122,8 +125,8 @@ export class ServiceClient {
    * number in `data`, or an object in `data` whose balance is a known name
    * (balance, credits, remaining, available, ...) or its only numeric field.
    */
-  async balance(opts: CallOptions = {}): Promise<number> {
-    const raw = await this.#callRaw('balance', { method: 'GET', path: '/api/user/balance', signal: opts.signal }, false);
+  async balance(opts?: CallOptions): Promise<number> {
+    const raw = await this.#callRaw('balance', { method: 'GET', path: '/api/user/balance', signal: signalOf(opts) }, false);
     return parseBalance(raw);
   }
 
