@@ -18,7 +18,7 @@ import { readYaml } from './yaml.js';
 
 export type { ManifestJob } from './job.js';
 export { ID_PATTERN, deriveId } from './job.js';
-export { manifestJsonSchema } from './schema.js';
+export { manifestJsonSchema, manifestJsonSchemaText } from './schema.js';
 
 export interface Manifest {
   /** The manifest path as given. */

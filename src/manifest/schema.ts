@@ -79,7 +79,7 @@ export const manifestSchema = z
       pricing: z
         .record(z.string(), z.number({ error: 'must be a number of credits' }).min(0, { error: 'must be at least 0' }), { error: 'must be a mapping of model id -> credits' })
         .optional()
-        .describe('User-supplied prices (model id -> credits per output item, or per request when the output count is not known) for models whose price the contract does not give; labelled user-supplied in every output'),
+        .describe('User-supplied prices (model id -> credits: per image for image models, times n; per request for other models) for models whose price the contract does not give; labelled user-supplied in every output'),
       defaults: defaultsSchema.optional(),
       jobs: z.array(jobSchema, { error: 'must be a list of jobs' }).min(1, { error: 'must list at least one job' }).describe('The jobs'),
     },
@@ -100,4 +100,9 @@ function unknownKey(where: string) {
 /** The JSON Schema (draft-07, for editors) of a YAML manifest. */
 export function manifestJsonSchema(): Record<string, unknown> {
   return z.toJSONSchema(manifestSchema, { target: 'draft-7', io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+}
+
+/** The committed text of manifests/genbatch.schema.json. */
+export function manifestJsonSchemaText(): string {
+  return JSON.stringify(manifestJsonSchema(), null, 2) + '\n';
 }

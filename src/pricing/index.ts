@@ -10,9 +10,10 @@ import { findModel } from '../models/index.js';
  *
  * A job is priced from the contract when its model's price function gives a
  * number. Otherwise a user-supplied price (`--prices FILE` or the manifest's
- * `pricing:` block) is used when one names the model: it is credits per output
- * item, times the model's output count (`n` images) when the catalogue knows
- * it, else per request (chat, music variations). A contract price is never
+ * `pricing:` block) is used when one names the model: for image models it is
+ * credits per image, times the images one request makes (`n`, from the
+ * catalogue's outputCount); for every other model (video, music, chat) it is
+ * credits per request. A contract price is never
  * replaced by a user price (choice: the contract's tables are exact for the
  * inputs they cover; user prices fill the gaps). With neither, the price is
  * unknown: listed apart, never counted as 0.
@@ -68,9 +69,9 @@ export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input'>, use
   }
   const user = userPrices && Object.hasOwn(userPrices, job.model) ? userPrices[job.model] : undefined;
   if (user !== undefined) {
-    const count = spec?.outputCount?.(job.input) ?? null;
+    const count = spec?.kind === 'image' ? (spec.outputCount?.(job.input) ?? null) : null;
     if (count !== null) {
-      return { credits: round(user * count), basis: `user-supplied: ${user} credits per output x ${count}`, source: 'user' };
+      return { credits: round(user * count), basis: `user-supplied: ${user} credits per image x ${count}`, source: 'user' };
     }
     return { credits: user, basis: `user-supplied: ${user} credits per request`, source: 'user' };
   }
