@@ -70,11 +70,8 @@ export class Accounts {
 /** The key a request carries: `Authorization: Bearer`, else `x-api-key`, else `x-goog-api-key`. */
 export function requestKey(headers: Record<string, string | string[] | undefined>): string | null {
   const auth = one(headers.authorization);
-  if (auth) {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    return m?.[1] ?? null;
-  }
-  return one(headers['x-api-key']) ?? one(headers['x-goog-api-key']) ?? null;
+  const bearer = auth ? /^Bearer\s+(\S+)\s*$/i.exec(auth)?.[1] : undefined;
+  return bearer ?? one(headers['x-api-key']) ?? one(headers['x-goog-api-key']) ?? null;
 }
 
 function one(v: string | string[] | undefined): string | undefined {
