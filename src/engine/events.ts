@@ -8,7 +8,7 @@ import type { JobState } from '../store/index.js';
 export type EngineEvent =
   | { type: 'start'; manifest: string; out_dir: string; state: string; base_url: string; sandbox: boolean }
   | { type: 'lease-takeover'; from: string }
-  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number }
+  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number> }
   | { type: 'recovered'; uncertain: string[] }
   | {
       type: 'estimate';

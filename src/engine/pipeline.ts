@@ -45,14 +45,14 @@ interface Waiting {
 }
 
 const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
-const MAX_DOWNLOAD_TRIES = 5;
 
 export class Pipeline {
   private readonly waiting = new Map<string, Waiting>();
   private submitsInFlight = 0;
   private pollsInFlight = 0;
   private readonly downloading = new Set<string>();
-  private readonly downloadRetry = new Map<string, { tries: number; dueAt: number }>();
+  /** Jobs whose download failed after the client's retries: left `downloading` for the next run. */
+  private readonly downloadGaveUp = new Set<string>();
   private buffer: JobRow[] = [];
   private cursor = 0;
   private pendingExhausted = false;
@@ -123,7 +123,7 @@ export class Pipeline {
         if (busy === 0) {
           if (stopping) break;
           const submitsDone = this.pendingExhausted || this.stopReason !== null;
-          if (submitsDone && this.waiting.size === 0 && this.downloadsEmpty && this.downloadRetry.size === 0) break;
+          if (submitsDone && this.waiting.size === 0 && this.downloadsEmpty && !this.downloadsDirty) break;
         }
         await new Promise<void>((resolve) => {
           this.wakeUp = resolve;
@@ -314,17 +314,9 @@ export class Pipeline {
   // ---- downloads ----
 
   private fillDownloads(): number {
-    const now = Date.now();
-    let next = Infinity;
-    const blocked = new Set<string>(this.downloading);
-    for (const [id, r] of this.downloadRetry) {
-      if (r.tries >= MAX_DOWNLOAD_TRIES || r.dueAt > now) {
-        blocked.add(id);
-        if (r.tries < MAX_DOWNLOAD_TRIES) next = Math.min(next, r.dueAt);
-      }
-    }
     const free = this.opts.concurrency - this.downloading.size;
-    if (free <= 0 || (!this.downloadsDirty && next > now && this.downloadsEmpty)) return next;
+    if (free <= 0 || !this.downloadsDirty) return Infinity;
+    const blocked = new Set<string>([...this.downloading, ...this.downloadGaveUp]);
     const rows = this.store.downloadQueue(free, blocked);
     this.downloadsDirty = false;
     this.downloadsEmpty = rows.length === 0 && this.downloading.size === 0;
@@ -338,13 +330,15 @@ export class Pipeline {
           this.wake();
         });
     }
-    // Retries still owed but all blocked: the loop must not think downloads are finished.
-    for (const [id, r] of this.downloadRetry) if (r.tries >= MAX_DOWNLOAD_TRIES) this.downloadRetry.delete(id);
-    return next;
+    return Infinity;
+  }
+
+  private jobDir(id: string): string {
+    return join(this.opts.outDir, this.download.sanitizeName(id));
   }
 
   private async downloadJob(row: JobRow): Promise<void> {
-    const jobDir = join(this.opts.outDir, this.download.sanitizeName(row.id));
+    const jobDir = this.jobDir(row.id);
     const task = JSON.parse(row.result ?? '{}') as TaskView;
     const model = findModel(row.model);
     let texts: Map<number, string> | null = null;
@@ -372,16 +366,13 @@ export class Pipeline {
       } else if (err instanceof UnsafeResultError) {
         this.move(row.id, 'downloading', 'failed', { last_error: err.message });
       } else {
-        const r = this.downloadRetry.get(row.id) ?? { tries: 0, dueAt: 0 };
-        r.tries++;
-        r.dueAt = Date.now() + this.scaled(2000 * 2 ** r.tries);
-        this.downloadRetry.set(row.id, r);
+        // The client's retry layer already retried; the job stays `downloading` for the next run.
+        this.downloadGaveUp.add(row.id);
         this.store.noteError(row.id, `download failed: ${errorText(err)}`);
-        this.opts.emit({ type: 'warning', message: `job ${row.id}: download failed (${errorText(err)}); try ${r.tries} of ${MAX_DOWNLOAD_TRIES}` });
+        this.opts.emit({ type: 'warning', message: `job ${row.id}: download failed (${errorText(err)}); left for the next run` });
       }
       return;
     }
-    this.downloadRetry.delete(row.id);
     const files = this.store.filesOf(row.id);
     const result = {
       job_id: row.id,

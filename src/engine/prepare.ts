@@ -89,7 +89,7 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
   }
   out.skipped = store.skipRemoved();
   out.recoveredUncertain = store.recoverSubmitting();
-  emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped });
+  emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped, counts: store.counts() });
   if (out.recoveredUncertain.length > 0) emit({ type: 'recovered', uncertain: out.recoveredUncertain });
   return out;
 }

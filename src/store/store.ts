@@ -202,6 +202,11 @@ export class Store {
     return this.stmt('SELECT * FROM runs ORDER BY id').all() as RunRow[];
   }
 
+  /** The run of this manifest, without starting a new generation (status, report). */
+  findRun(manifest: string): RunRow | undefined {
+    return this.stmt('SELECT * FROM runs WHERE manifest = ?').get(resolve(manifest)) as RunRow | undefined;
+  }
+
   useRun(run: RunRow): void {
     this.runId = run.id;
     this.generation = run.generation;

@@ -1,0 +1,20 @@
+import { resolve } from 'node:path';
+import { buildReportData } from '../../engine/index.js';
+import { writeReports } from '../../report/index.js';
+import { openStateForRead } from './state-file.js';
+
+/** `genbatch report [manifest|--state PATH] [--out DIR]`: rewrite the four reports from the state file. */
+export default async function report(manifest: string | undefined, opts: { state?: string; out?: string }): Promise<number> {
+  const { store, runs } = openStateForRead(manifest, opts.state);
+  try {
+    for (const run of runs) {
+      store.useRun(run);
+      const dir = resolve(opts.out ?? run.out_dir);
+      const paths = await writeReports(dir, buildReportData(store));
+      process.stdout.write(`reports of ${run.manifest}: ${paths.json}, ${paths.csv}, ${paths.md}, ${paths.html}\n`);
+    }
+    return 0;
+  } finally {
+    store.close();
+  }
+}

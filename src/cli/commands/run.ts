@@ -1,0 +1,145 @@
+import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import { basename, dirname, extname, join, resolve } from 'node:path';
+import { ServiceClient, UploadLimiter, serviceConfigFromEnv, withRetry } from '../../client/index.js';
+import { cleanupPartials, downloadFile, isGone, sanitizeName } from '../../download/index.js';
+import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
+import { UsageError } from '../../errors.js';
+import { loadPrices } from '../../pricing/index.js';
+import { writeReports } from '../../report/index.js';
+import { attachProgress } from '../progress.js';
+
+/**
+ * `genbatch run <manifest>`: the checkpointed pipeline. Rerunning the same
+ * command resumes from the state file.
+ *
+ * --sandbox starts the sandbox in this process with a fresh key and
+ * SANDBOX_TIME_SCALE (0.02: a 15-60 s image takes 0.3-1.2 s, a 90-300 s video
+ * 1.8-6 s, the upload window of 60 s becomes 1.2 s), so the demo finishes in
+ * well under a minute. --time-scale overrides it; against another server it
+ * scales the runner's own waits (poll interval, first poll, backoff, upload
+ * window) to match a sandbox started with the same --time-scale.
+ */
+export const SANDBOX_TIME_SCALE = 0.02;
+/** Credits of the fresh sandbox key (plenty for any demo). */
+export const SANDBOX_CREDITS = 1_000_000;
+
+export interface RunFlags {
+  sandbox?: boolean;
+  out?: string;
+  state?: string;
+  concurrency: number;
+  yes?: boolean;
+  maxCredits?: number;
+  json?: boolean;
+  baseUrl?: string;
+  prices?: string;
+  uncertain: 'skip' | 'resubmit';
+  callbackUrl?: string;
+  listen?: string;
+  timeScale?: number;
+}
+
+/** Default output folder: `<manifest dir>/genbatch-out/<manifest name>/`. */
+export function defaultOutDir(manifest: string): string {
+  const abs = resolve(manifest);
+  return join(dirname(abs), 'genbatch-out', basename(abs, extname(abs)));
+}
+
+export default async function run(manifest: string, flags: RunFlags): Promise<number> {
+  if (flags.callbackUrl || flags.listen) throw new UsageError('--callback-url and --listen are not supported by this version of run yet; results are read by polling');
+  if (flags.concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${flags.concurrency}`);
+  const outDir = resolve(flags.out ?? defaultOutDir(manifest));
+  const statePath = resolve(flags.state ?? join(outDir, 'state.db'));
+  const timeScale = flags.timeScale ?? (flags.sandbox ? SANDBOX_TIME_SCALE : 1);
+  if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
+  const userPrices = flags.prices ? await loadPrices(flags.prices) : null;
+
+  let sandbox: { url: string; close(): Promise<void> } | null = null;
+  let baseUrl: string;
+  let apiKey: string;
+  if (flags.sandbox) {
+    const { startSandbox } = await import('../../sandbox/index.js');
+    apiKey = `sk-sandbox-${randomBytes(16).toString('hex')}`;
+    sandbox = await startSandbox({ port: 0, keys: { [apiKey]: SANDBOX_CREDITS }, timeScale });
+    baseUrl = sandbox.url;
+  } else {
+    ({ baseUrl, apiKey } = serviceConfigFromEnv({ ...(flags.baseUrl !== undefined ? { baseUrl: flags.baseUrl } : {}) }));
+  }
+
+  const bus = new EventBus();
+  const stopProgress = attachProgress(bus, { json: flags.json === true, tty: process.stderr.isTTY === true && flags.json !== true });
+  const client = new ServiceClient({
+    baseUrl,
+    apiKey,
+    policy: { baseMs: 1000 * timeScale, maxMs: Math.max(50, 60_000 * timeScale), maxAttempts: 8, jitter: 'full' },
+    uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 60_000 * timeScale }),
+    statusRatePerSec: 10 / timeScale,
+    onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
+  });
+  const service: ServicePort = {
+    submit: (body) => client.submit(body),
+    status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
+    musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
+    balance: () => client.balance(),
+    uploadStream: (file, o) => client.uploadStream(file, { fileName: o.fileName, ...(o.signal ? { signal: o.signal } : {}) }),
+  };
+  // Downloads go through the client's one retry layer (GET: 429, 5xx, dropped and truncated bodies).
+  const download: DownloadPort = {
+    downloadFile: (o) =>
+      withRetry(() => downloadFile(o), {
+        policy: client.policy,
+        method: 'GET',
+        ...(o.signal ? { signal: o.signal } : {}),
+        onRetry: (info) => bus.emit({ type: 'retry', what: 'download', attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
+      }),
+    isGone,
+    cleanupPartials: (dir) => cleanupPartials(dir),
+    sanitizeName: (name) => sanitizeName(name, 'job'),
+  };
+
+  // First SIGINT/SIGTERM: stop submitting, finish what is in flight, write the report.
+  // Second SIGINT: give the signal back to Node's default handler, which ends the process at once.
+  const controller = new AbortController();
+  // Every request in flight listens to this one signal.
+  setMaxListeners(0, controller.signal);
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (controller.signal.aborted) {
+      process.removeListener('SIGINT', onSignal);
+      process.removeListener('SIGTERM', onSignal);
+      process.kill(process.pid, sig);
+      return;
+    }
+    controller.abort(sig);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    const outcome = await runEngine({
+      manifestPath: manifest,
+      outDir,
+      statePath,
+      service,
+      download,
+      baseUrl,
+      sandbox: sandbox !== null,
+      concurrency: flags.concurrency,
+      yes: flags.yes === true,
+      maxCredits: flags.maxCredits ?? null,
+      uncertain: flags.uncertain,
+      timeScale,
+      callbackUrl: null,
+      userPrices,
+      signal: controller.signal,
+      events: bus,
+      writeReports: (dir, data) => writeReports(dir, data),
+    });
+    return outcome.exitCode;
+  } finally {
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    stopProgress();
+    await client.close();
+    await sandbox?.close();
+  }
+}

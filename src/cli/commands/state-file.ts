@@ -1,0 +1,27 @@
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { UsageError } from '../../errors.js';
+import { Store, type RunRow } from '../../store/index.js';
+import { defaultOutDir } from './run.js';
+
+/** Open the state file named by --state or by a manifest's default location, and pick its run. */
+export function openStateForRead(manifest: string | undefined, statePath: string | undefined): { store: Store; runs: RunRow[] } {
+  if (!manifest && !statePath) throw new UsageError('give a manifest or --state PATH');
+  const path = resolve(statePath ?? join(defaultOutDir(manifest!), 'state.db'));
+  if (!existsSync(path)) throw new UsageError(`no state file at ${path}${manifest ? ' (has this manifest been run? pass --state if it used another one)' : ''}`);
+  const store = Store.openForRead(path);
+  let runs = store.runs();
+  if (manifest) {
+    const run = store.findRun(manifest);
+    if (!run) {
+      store.close();
+      throw new UsageError(`the state file ${path} holds no run of ${resolve(manifest)}`);
+    }
+    runs = [run];
+  }
+  if (runs.length === 0) {
+    store.close();
+    throw new UsageError(`the state file ${path} holds no run yet`);
+  }
+  return { store, runs };
+}
