@@ -1,0 +1,51 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '..', '..');
+export const BIN = join(ROOT, 'bin', 'genbatch.js');
+
+/** Build dist/ when it is missing or older than src/cli/main.ts (npm test builds first anyway). */
+export function ensureBuilt(): void {
+  const main = join(ROOT, 'dist', 'cli', 'main.js');
+  const runJs = join(ROOT, 'dist', 'cli', 'commands', 'run.js');
+  if (existsSync(main) && existsSync(runJs) && statSync(runJs).mtimeMs >= statSync(join(ROOT, 'src', 'cli', 'commands', 'run.ts')).mtimeMs) return;
+  const r = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', ROOT], { encoding: 'utf8' });
+  if (!existsSync(runJs)) throw new Error(`build failed: ${r.stdout}${r.stderr}`);
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run `genbatch <args>` as a child process and wait for it. */
+export function runCli(args: string[], env: Record<string, string> = {}, cwd = ROOT): Promise<CliResult> {
+  return new Promise((resolveP, reject) => {
+    const child = spawnCli(args, env, cwd);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolveP({ code, signal, stdout, stderr }));
+  });
+}
+
+export function spawnCli(args: string[], env: Record<string, string> = {}, cwd = ROOT): ChildProcess {
+  const clean: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('GENBATCH_') && !k.startsWith('VITEST')) clean[k] = v;
+  return spawn(process.execPath, [BIN, ...args], { cwd, env: { ...clean, NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** A YAML manifest of `n` alpha-image-2 jobs (a contract price of 2 credits each). */
+export function imageManifest(path: string, n: number, prefix = 'img', extra = ''): string {
+  const lines = ['jobs:'];
+  for (let i = 0; i < n; i++) {
+    lines.push(`  - id: ${prefix}-${String(i).padStart(4, '0')}`, '    model: alpha-image-2', '    input:', `      prompt: "Picture number ${i} of a quiet harbour"`);
+  }
+  writeFileSync(path, lines.join('\n') + '\n' + extra);
+  return path;
+}

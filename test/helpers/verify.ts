@@ -1,0 +1,64 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+
+export interface StateJob {
+  id: string;
+  state: string;
+  task_id: string | null;
+  attempts: number;
+  last_error: string | null;
+}
+
+export function readJobs(statePath: string): StateJob[] {
+  const db = new Database(statePath, { readonly: true });
+  try {
+    return db.prepare('SELECT id, state, task_id, attempts, last_error FROM jobs ORDER BY seq').all() as StateJob[];
+  } finally {
+    db.close();
+  }
+}
+
+export function integrity(statePath: string): string {
+  const db = new Database(statePath, { readonly: true });
+  try {
+    return String(db.pragma('integrity_check', { simple: true }));
+  } finally {
+    db.close();
+  }
+}
+
+/** Every file recorded as done exists with its recorded size and sha256. Returns how many were checked. */
+export function checkFiles(statePath: string, outDir: string): number {
+  const db = new Database(statePath, { readonly: true });
+  let n = 0;
+  try {
+    const rows = db.prepare(`SELECT job_id, path, size, sha256 FROM files WHERE state = 'done'`).all() as Array<{ job_id: string; path: string; size: number; sha256: string }>;
+    for (const r of rows) {
+      const buf = readFileSync(join(outDir, r.path));
+      if (buf.length !== r.size) throw new Error(`${r.path}: ${buf.length} bytes on disk, ${r.size} recorded`);
+      const sha = createHash('sha256').update(buf).digest('hex');
+      if (sha !== r.sha256) throw new Error(`${r.path}: sha256 differs from the recorded one`);
+      n++;
+    }
+  } finally {
+    db.close();
+  }
+  return n;
+}
+
+/** Every path under `dir` (recursive) whose name matches. */
+export function findFiles(dir: string, test: (name: string) => boolean): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...findFiles(p, test));
+    else if (test(e.name)) out.push(p);
+  }
+  return out;
+}
+
+export function fileSize(p: string): number {
+  return statSync(p).size;
+}

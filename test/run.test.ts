@@ -1,0 +1,145 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+import { checkFiles, findFiles, integrity, readJobs } from './helpers/verify.js';
+
+const SCALE = '0.005';
+const KEY = 'sk-test-run-0123456789';
+
+let sb: Sandbox;
+const cleanups: Array<() => void> = [];
+
+beforeAll(async () => {
+  ensureBuilt();
+  sb = await startSandbox({ port: 0, keys: { [KEY]: 100_000, 'sk-poor-key': 10 }, timeScale: Number(SCALE), seed: 7 });
+}, 120_000);
+afterAll(async () => {
+  await sb?.close();
+  while (cleanups.length) cleanups.pop()!();
+});
+
+function work(): { dir: string; out: string; state: string } {
+  const t = tempDir('genbatch-run-');
+  cleanups.push(t.cleanup);
+  const out = join(t.dir, 'out');
+  return { dir: t.dir, out, state: join(out, 'state.db') };
+}
+
+const run = (manifest: string, out: string, more: string[] = [], key = KEY) =>
+  runCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes', ...more], { GENBATCH_API_KEY: key });
+
+const created = () => sb.stats().tasks_created_by_key;
+
+describe('genbatch run against the sandbox', () => {
+  it('runs a manifest to the end, then resumes with nothing to do, then reruns only a changed job', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'm.yaml'), 6);
+    const before = sb.stats().tasks_total;
+    const r = await run(manifest, w.out);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout.split('\n')[0]).toContain(`output in ${w.out}`);
+    const jobs = readJobs(w.state);
+    expect(jobs.map((j) => j.state)).toEqual(Array(6).fill('done'));
+    expect(new Set(jobs.map((j) => j.task_id)).size).toBe(6);
+    expect(sb.stats().tasks_total - before).toBe(6);
+    expect(checkFiles(w.state, w.out)).toBeGreaterThanOrEqual(6);
+    for (const j of jobs) {
+      const result = JSON.parse(readFileSync(join(w.out, j.id, 'result.json'), 'utf8')) as { task_id: string; files: Array<{ size: number; sha256: string }> };
+      expect(result.task_id).toBe(j.task_id);
+      expect(result.files.length).toBeGreaterThan(0);
+    }
+    for (const f of ['report.json', 'report.csv', 'report.md', 'report.html']) expect(existsSync(join(w.out, f))).toBe(true);
+    const report = JSON.parse(readFileSync(join(w.out, 'report.json'), 'utf8')) as { summary: { counts: Record<string, number> } };
+    expect(report.summary.counts.done).toBe(6);
+
+    // Resume after completion: nothing submitted again.
+    const again = await run(manifest, w.out);
+    expect(again.code).toBe(0);
+    expect(sb.stats().tasks_total - before).toBe(6);
+    expect(readJobs(w.state).map((j) => j.task_id)).toEqual(jobs.map((j) => j.task_id));
+
+    // Change one job's prompt: only that job runs again.
+    const text = readFileSync(manifest, 'utf8').replace('Picture number 3 of', 'Picture number 3 (changed) of');
+    writeFileSync(manifest, text);
+    const third = await run(manifest, w.out);
+    expect(third.code).toBe(0);
+    expect(sb.stats().tasks_total - before).toBe(7);
+    const after = readJobs(w.state);
+    expect(after.filter((j, i) => j.task_id !== jobs[i]!.task_id).map((j) => j.id)).toEqual(['img-0003']);
+    expect(integrity(w.state)).toBe('ok');
+    expect(findFiles(w.out, (n) => n.endsWith('.part'))).toEqual([]);
+  });
+
+  it('an invalid manifest exits 2 and submits nothing', async () => {
+    const w = work();
+    const manifest = join(w.dir, 'bad.yaml');
+    writeFileSync(manifest, 'jobs:\n  - id: a\n    model: alpha-image-2\n    input: { prompt: ok }\n  - id: b\n    model: alpha-image-2\n    input: { prompt: x, size: "7:1" }\n  - id: c\n    model: no-such-model\n    input: { prompt: x }\n');
+    const before = sb.stats().tasks_total;
+    const r = await run(manifest, w.out);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('job b');
+    expect(r.stderr).toContain('job c');
+    expect(sb.stats().tasks_total).toBe(before);
+  });
+
+  it('a submit of unknown outcome becomes uncertain, is not resubmitted, and --uncertain=resubmit sends it again', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'u.yaml'), 3, 'unc');
+    const before = created()[Object.keys(created())[0]!] ?? 0;
+    void before;
+    const total0 = sb.stats().tasks_total;
+    sb.script('submit', ['500-after']);
+    const r = await run(manifest, w.out, ['--concurrency', '1']);
+    expect(r.code).toBe(4);
+    const jobs = readJobs(w.state);
+    const unc = jobs.filter((j) => j.state === 'uncertain');
+    expect(unc).toHaveLength(1);
+    expect(jobs.filter((j) => j.state === 'done')).toHaveLength(2);
+    // The 500 came after the task was created: 3 tasks exist for 2 known task ids.
+    expect(sb.stats().tasks_total - total0).toBe(3);
+    const report = JSON.parse(readFileSync(join(w.out, 'report.json'), 'utf8')) as { summary: { counts: Record<string, number> } };
+    expect(report.summary.counts.uncertain).toBe(1);
+
+    const skip = await run(manifest, w.out);
+    expect(skip.code).toBe(4);
+    expect(sb.stats().tasks_total - total0).toBe(3);
+
+    const resubmit = await run(manifest, w.out, ['--uncertain', 'resubmit']);
+    expect(resubmit.code).toBe(0);
+    expect(sb.stats().tasks_total - total0).toBe(4);
+    expect(readJobs(w.state).every((j) => j.state === 'done')).toBe(true);
+  });
+
+  it('refuses with exit 3 when the known estimate exceeds the balance, before spending anything', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'p.yaml'), 8, 'poor');
+    const total0 = sb.stats().tasks_total;
+    const refused = await run(manifest, w.out, [], 'sk-poor-key'); // 16 credits estimated, 10 in the account
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain('exceeds the balance');
+    expect(sb.stats().tasks_total).toBe(total0);
+  });
+
+  it('402 insufficient credits stops new submissions cleanly: the rest stay pending, exit 4', async () => {
+    const w = work();
+    // kontext-pro has no contract price, so the estimate cannot refuse; the sandbox charges per image.
+    const lines = ['jobs:'];
+    for (let i = 0; i < 8; i++) lines.push(`  - id: k${i}`, '    model: kontext-pro', '    input:', `      prompt: "A castle number ${i}"`);
+    const manifest = join(w.dir, 'k.yaml');
+    writeFileSync(manifest, lines.join('\n') + '\n');
+    const total0 = sb.stats().tasks_total;
+    const r = await run(manifest, w.out, ['--concurrency', '1'], 'sk-poor-key');
+    expect(r.code).toBe(4);
+    expect(r.stderr).toContain('402');
+    const jobs = readJobs(w.state);
+    const withTask = jobs.filter((j) => j.task_id !== null);
+    expect(withTask.length).toBeGreaterThan(0);
+    expect(withTask.every((j) => j.state === 'done')).toBe(true);
+    expect(jobs.filter((j) => j.state === 'pending').length).toBe(8 - withTask.length);
+    expect(sb.stats().tasks_total - total0).toBe(withTask.length);
+  });
+});
