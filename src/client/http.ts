@@ -72,8 +72,8 @@ export async function send(ctx: HttpContext, opts: SendOptions): Promise<unknown
     throw new BadResponseError(status, redact(`${what}: the answer is not JSON (HTTP ${status}, ${text.length} bytes)`, ctx.apiKey));
   }
   // An HTTP 200 carrying an error envelope is still an error.
-  const asError = ErrorBodySchema.safeParse(parsed);
-  if (asError.success && 'error' in asError.data) {
+  const asError = typeof parsed === 'object' && parsed !== null && 'error' in parsed ? ErrorBodySchema.safeParse(parsed) : null;
+  if (asError?.success && 'error' in asError.data) {
     const code = asError.data.code ?? status;
     if (code !== 200) throw new ApiError(code >= 400 && code < 600 ? code : 500, asError.data.error.type ?? null, redact(asError.data.error.message, ctx.apiKey), retryAfterMs(res.headers['retry-after']));
   }
