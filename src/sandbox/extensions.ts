@@ -3,6 +3,7 @@ import type { Account } from './accounts.js';
 import type { SandboxContext } from './context.js';
 import type { TaskResult } from './results.js';
 import type { TaskRecord } from './tasks.js';
+import { musicExtension } from './music/index.js';
 
 /**
  * Extension points of the sandbox core, for model families whose behaviour
@@ -49,7 +50,7 @@ export interface SandboxExtension {
 }
 
 /** Registered extensions, in priority order. Add yours here. */
-export const EXTENSIONS: SandboxExtension[] = [];
+export const EXTENSIONS: SandboxExtension[] = [musicExtension];
 
 const cache = new Map<string, SandboxExtension | null>();
 
