@@ -207,3 +207,22 @@ describe('Gemini native on the wire', () => {
     expect((json(a).error as { status: string }).status).toBe('RESOURCE_EXHAUSTED');
   });
 });
+
+describe('random chat faults from a spec', () => {
+  test('--faults chat:500-after=1 breaks every stream mid-way with the protocol error event', async () => {
+    const s = await startSandbox({ keys: { [KEY]: 10 }, seed: 1, faults: 'chat:500-after=1' });
+    try {
+      const r = await fetch(`${s.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: JSON.stringify({ model: 'vendorb/verse-4', max_tokens: 100, messages: MSG, stream: true }),
+      });
+      const evs = events(await r.text());
+      expect(evs.map((e) => e.event).slice(-2)).toEqual(['content_block_delta', 'error']);
+      expect(evs.at(-1)?.data).toEqual({ type: 'error', error: { type: 'api_error', message: expect.stringContaining('stream failed') as string } });
+      expect(s.stats().faults_injected['chat:500-after']).toBe(1);
+    } finally {
+      await s.close();
+    }
+  });
+});

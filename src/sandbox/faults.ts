@@ -41,7 +41,7 @@ const AFTER_KINDS: ReadonlySet<FaultKind> = new Set(['500-after', '502-after', '
 /** Whether a kind can happen on an endpoint. */
 export function applies(kind: FaultKind, endpoint: FaultEndpoint): boolean {
   if (kind === 'truncate') return endpoint === 'file';
-  if (AFTER_KINDS.has(kind)) return endpoint === 'submit';
+  if (AFTER_KINDS.has(kind)) return endpoint === 'submit' || endpoint === 'chat'; // chat: charged, then an error mid-stream (src/sandbox/chat.ts)
   return true;
 }
 
