@@ -1,8 +1,13 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { inflateSync } from 'node:zlib';
 import { fileTypeFromBuffer } from 'file-type';
 import jpegJs from 'jpeg-js';
 import { describe, expect, it } from 'vitest';
-import { MP3, contentTypeOf, crc32, glb, jpeg, lrc, mp3, mp4, png, wav } from '../src/sandbox/media/index.js';
+import { z } from 'zod';
+import { MP3, MP4_FPS, contentTypeOf, crc32, glb, jpeg, lrc, mp3, mp4, png, wav } from '../src/sandbox/media/index.js';
 
 /** Walks PNG chunks, checking every CRC; returns the chunks by type. */
 function pngChunks(buf: Buffer): Map<string, Buffer[]> {
@@ -115,18 +120,43 @@ describe('sandbox media generators', () => {
     }
   });
 
-  it('mp4: detected as video/mp4, mvhd duration and tkhd size match', async () => {
-    const buf = mp4(5, 1280, 720);
-    expect(await fileTypeFromBuffer(buf)).toEqual({ ext: 'mp4', mime: 'video/mp4' });
-    expect(buf.toString('latin1', 8, 12)).toBe('isom');
-    const mvhd = findBox(buf, ['moov', 'mvhd'])!;
-    expect(mvhd).not.toBeNull();
-    expect(mvhd.readUInt32BE(24) / mvhd.readUInt32BE(20)).toBe(5);
-    const tkhd = findBox(buf, ['moov', 'trak', 'tkhd'])!;
-    expect([tkhd.readUInt32BE(tkhd.length - 8) / 0x10000, tkhd.readUInt32BE(tkhd.length - 4) / 0x10000]).toEqual([1280, 720]);
-    const hdlr = findBox(buf, ['moov', 'trak', 'mdia', 'hdlr'])!;
-    expect(hdlr.toString('latin1', 16, 20)).toBe('vide');
-    expect(findBox(buf, ['mdat'])).not.toBeNull();
+  it('mp4: detected as video/mp4; mvhd, tkhd, avc1 and sample tables agree with the request', async () => {
+    for (const [seconds, w, h] of [[5, 1280, 720], [2.35, 1920, 1080], [0.05, 64, 48]] as const) {
+      const buf = mp4(seconds, w, h, 'seed');
+      expect(await fileTypeFromBuffer(buf)).toEqual({ ext: 'mp4', mime: 'video/mp4' });
+      expect(buf.toString('latin1', 8, 12)).toBe('isom');
+      const mvhd = findBox(buf, ['moov', 'mvhd'])!;
+      expect(mvhd.readUInt32BE(24) / mvhd.readUInt32BE(20)).toBeCloseTo(seconds, 6); // duration / timescale
+      const tkhd = findBox(buf, ['moov', 'trak', 'tkhd'])!;
+      expect([tkhd.readUInt32BE(tkhd.length - 8) / 0x10000, tkhd.readUInt32BE(tkhd.length - 4) / 0x10000]).toEqual([w, h]);
+      expect(findBox(buf, ['moov', 'trak', 'mdia', 'hdlr'])!.toString('latin1', 16, 20)).toBe('vide');
+      const stbl = ['moov', 'trak', 'mdia', 'minf', 'stbl'];
+      const stsd = findBox(buf, [...stbl, 'stsd'])!;
+      expect(stsd.toString('latin1', 20, 24)).toBe('avc1');
+      expect([stsd.readUInt16BE(16 + 32), stsd.readUInt16BE(16 + 34)]).toEqual([w, h]);
+      const avcC = stsd.indexOf('avcC', 0, 'latin1');
+      expect(stsd[avcC + 5]).toBe(66); // Baseline profile
+      const stts = findBox(buf, [...stbl, 'stts'])!;
+      let samples = 0;
+      let ticks = 0;
+      for (let i = 0; i < stts.readUInt32BE(12); i++) {
+        samples += stts.readUInt32BE(16 + i * 8);
+        ticks += stts.readUInt32BE(16 + i * 8) * stts.readUInt32BE(20 + i * 8);
+      }
+      expect(ticks / findBox(buf, ['moov', 'trak', 'mdia', 'mdhd'])!.readUInt32BE(20)).toBeCloseTo(seconds, 6);
+      expect(samples).toBe(Math.ceil(seconds * MP4_FPS - 1e-9));
+      const stsz = findBox(buf, [...stbl, 'stsz'])!;
+      expect(stsz.readUInt32BE(16)).toBe(samples);
+      let bytes = 0;
+      for (let i = 0; i < samples; i++) bytes += stsz.readUInt32BE(20 + i * 4);
+      const mdat = findBox(buf, ['mdat'])!;
+      expect(mdat.length - 8).toBe(bytes);
+      const stco = findBox(buf, [...stbl, 'stco'])!;
+      expect(stco.readUInt32BE(16)).toBe(buf.length - bytes); // the one chunk starts at the mdat payload
+      expect(buf[stco.readUInt32BE(16) + 4]! & 0x1f).toBe(5); // first sample is an IDR NAL unit
+    }
+    expect(mp4(1, 64, 64, 1).equals(mp4(1, 64, 64, 1))).toBe(true);
+    expect(mp4(1, 64, 64, 1).equals(mp4(1, 64, 64, 2))).toBe(false);
   });
 
   it('glb: detected as model/gltf-binary, header length and JSON chunk valid', async () => {
@@ -151,5 +181,40 @@ describe('sandbox media generators', () => {
     expect(contentTypeOf('mp4')).toBe('video/mp4');
     expect(contentTypeOf('glb')).toBe('model/gltf-binary');
     expect(contentTypeOf('weird')).toBe('application/octet-stream');
+  });
+});
+
+/** Extra check where ffmpeg is installed (it is not a project dependency): every file decodes without error. */
+const hasFfmpeg = spawnSync('ffprobe', ['-version']).status === 0;
+describe.skipIf(!hasFfmpeg)('sandbox media decode with ffmpeg (only where ffmpeg is installed)', () => {
+  it('decodes mp4, mp3, wav, png and jpeg strictly, with the requested duration and size', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'genbatch-media-'));
+    try {
+      const files: Array<[string, Buffer, { codec: string; width?: number; height?: number; duration?: string }]> = [
+        ['v.mp4', mp4(2.5, 1920, 1080, 3), { codec: 'h264', width: 1920, height: 1080, duration: '2.500000' }],
+        ['a.mp3', mp3(3), { codec: 'mp3', duration: '3.000000' }],
+        ['a.wav', wav(1.25, 2), { codec: 'pcm_u8', duration: '1.250000' }],
+        ['i.png', png(40, 30, 1), { codec: 'png', width: 40, height: 30 }],
+        ['i.jpg', jpeg(40, 30, 1), { codec: 'mjpeg', width: 40, height: 30 }],
+      ];
+      const Probe = z.object({
+        streams: z.array(z.object({ codec_name: z.string(), width: z.number().optional(), height: z.number().optional() })),
+        format: z.object({ duration: z.string().optional() }),
+      });
+      for (const [name, buf, want] of files) {
+        const path = join(dir, name);
+        await writeFile(path, buf);
+        const decode = spawnSync('ffmpeg', ['-v', 'error', '-err_detect', 'explode', '-i', path, '-f', 'null', '-'], { encoding: 'utf8' });
+        expect(decode.status, decode.stderr).toBe(0);
+        expect(decode.stderr).toBe('');
+        const probe = spawnSync('ffprobe', ['-v', 'error', '-show_entries', 'stream=codec_name,width,height:format=duration', '-of', 'json', path], { encoding: 'utf8' });
+        const info = Probe.parse(JSON.parse(probe.stdout));
+        expect(info.streams).toHaveLength(1);
+        const got = { codec: info.streams[0]!.codec_name, width: info.streams[0]!.width, height: info.streams[0]!.height, duration: info.format.duration };
+        expect(got).toMatchObject(want);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -5,7 +5,7 @@
 export { png, crc32 } from './png.js';
 export { jpeg } from './jpeg.js';
 export { wav, mp3, MP3 } from './audio.js';
-export { mp4 } from './mp4.js';
+export { mp4, MP4_FPS } from './mp4.js';
 export { glb } from './glb.js';
 export { lrc, type AlignedWord } from './text.js';
 export { seedToInt } from './pattern.js';
