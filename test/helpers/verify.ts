@@ -62,3 +62,30 @@ export function findFiles(dir: string, test: (name: string) => boolean): string[
 export function fileSize(p: string): number {
   return statSync(p).size;
 }
+
+/**
+ * For every job with a recorded task result, every `files[i].file_size` the
+ * server sent equals the size of the file on disk. Returns how many were compared.
+ */
+export function checkServerSizes(statePath: string, outDir: string): number {
+  const db = new Database(statePath, { readonly: true });
+  let n = 0;
+  try {
+    const jobs = db.prepare(`SELECT id, result FROM jobs WHERE state = 'done'`).all() as Array<{ id: string; result: string }>;
+    const fileAt = db.prepare('SELECT path FROM files WHERE job_id = ? AND idx = ?');
+    for (const j of jobs) {
+      const task = JSON.parse(j.result) as { files: Array<{ file_size?: number }> };
+      task.files.forEach((f, i) => {
+        if (typeof f.file_size !== 'number') return;
+        const row = fileAt.get(j.id, i) as { path: string } | undefined;
+        if (!row) throw new Error(`job ${j.id}: no file recorded for files[${i}]`);
+        const size = statSync(join(outDir, row.path)).size;
+        if (size !== f.file_size) throw new Error(`job ${j.id}: ${row.path} has ${size} bytes, the server said ${f.file_size}`);
+        n++;
+      });
+    }
+  } finally {
+    db.close();
+  }
+  return n;
+}

@@ -72,7 +72,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   const client = new ServiceClient({
     baseUrl,
     apiKey,
-    policy: { baseMs: 1000 * timeScale, maxMs: Math.max(50, 60_000 * timeScale), maxAttempts: 8, jitter: 'full' },
+    policy: { baseMs: 1000 * timeScale, maxMs: Math.max(50, 60_000 * timeScale), maxAttempts: 10, jitter: 'full' },
     uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 60_000 * timeScale }),
     statusRatePerSec: 10 / timeScale,
     onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
