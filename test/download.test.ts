@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError, NetworkError, UnsafeResultError } from '../src/errors.js';
-import { MAX_NAME_BYTES, cleanupPartials, downloadFile, isGone, nameFromUrl, safeJoin, sanitizeName } from '../src/download/index.js';
+import { MAX_NAME_BYTES, cleanupPartials, downloadFile, isGone, nameFromUrl, safeJoin, sanitizeName, verifyFile } from '../src/download/index.js';
 
 const BODY = Buffer.from(Array.from({ length: 50_000 }, (_, i) => (i * 7) & 0xff));
 const OTHER = Buffer.from('a different file that happens to be here already\n');
@@ -43,6 +43,10 @@ const routes: Record<string, Handler> = {
   '/busy': (_req, res) => {
     res.writeHead(503, { 'retry-after': '7' });
     res.end('busy');
+  },
+  '/stall': (_req, res) => {
+    res.writeHead(200, { 'content-length': BODY.length });
+    res.write(BODY.subarray(0, 1000)); // then nothing: the client must give up by its signal
   },
   '/gzip': (_req, res) => {
     res.writeHead(200, { 'content-encoding': 'gzip', 'content-length': 3 });
@@ -206,6 +210,27 @@ describe('downloadFile', () => {
     expect(await failure(downloadFile({ url: `${base}/redirect-file`, dir, name: 'x' }))).toBeInstanceOf(UnsafeResultError);
     expect(await failure(downloadFile({ url: `${base}/gzip`, dir, name: 'x' }))).toBeInstanceOf(UnsafeResultError);
     expect(await readdir(dir)).toEqual([]);
+  });
+
+  it('stops when its signal aborts mid-body and removes the temporary file', async () => {
+    const controller = new AbortController();
+    const p = downloadFile({ url: `${base}/stall`, dir, name: 's.png', signal: controller.signal });
+    // Abort once the temporary file exists, i.e. the body has started.
+    for (let i = 0; i < 200 && (await readdir(dir)).length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect((await readdir(dir))[0]).toMatch(/^\.s\.png\.[0-9a-f]{12}\.part$/);
+    controller.abort();
+    const err = await failure(p);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(NetworkError);
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it('verifyFile checks size and sha256 of a file already on disk', async () => {
+    const r = await downloadFile({ url: `${base}/good.png`, dir, name: 'v.png' });
+    expect(await verifyFile(r.path, { size: r.size, sha256: r.sha256 })).toBe(true);
+    expect(await verifyFile(r.path, { size: r.size, sha256: sha(OTHER) })).toBe(false);
+    expect(await verifyFile(r.path, { size: r.size - 1, sha256: r.sha256 })).toBe(false);
+    expect(await verifyFile(join(dir, 'missing.png'), { size: 1, sha256: r.sha256 })).toBe(false);
   });
 
   it('a refused connection is a network error that was not sent', async () => {

@@ -211,6 +211,7 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
   }
   try {
     try {
+      let diskError: unknown = null; // a local write failure (e.g. ENOSPC) is not a network error
       try {
         for await (const chunk of res.body) {
           const buf = chunk as Buffer;
@@ -218,10 +219,13 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
           if (size > maxBytes) await refuse(`body is over the limit of ${maxBytes} bytes`);
           if (expected !== null && size > expected) await refuse(`body is longer than file_size ${expected}`);
           hash.update(buf);
-          await fh.write(buf);
+          await fh.write(buf).catch((err: unknown) => {
+            diskError = err;
+            throw err;
+          });
         }
       } catch (err) {
-        throw asNetworkError(err, url, 'body');
+        throw err === diskError ? err : asNetworkError(err, url, 'body');
       }
       if (declared !== null && size !== declared) {
         throw new NetworkError(`download of ${where}: body has ${size} bytes, Content-Length said ${declared}`, true);
@@ -287,6 +291,17 @@ async function linkNoReplace(tmp: string, path: string): Promise<boolean> {
   if (taken) return false;
   await rename(tmp, path);
   return true;
+}
+
+/**
+ * True when `path` is a regular file with exactly `size` bytes and this
+ * sha256: lets a resumed run keep a file it already has instead of fetching
+ * again (the URL may have expired). Missing file: false.
+ */
+export async function verifyFile(path: string, expected: { size: number; sha256: string }): Promise<boolean> {
+  const st = await lstat(path).catch(() => null);
+  if (!st || !st.isFile() || st.size !== expected.size) return false;
+  return (await sha256OfFile(path)) === expected.sha256.toLowerCase();
 }
 
 /**

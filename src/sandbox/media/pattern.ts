@@ -57,16 +57,24 @@ export function paint(width: number, height: number, seed: number | string, chan
   const stride = rowPrefix + width * channels;
   const out = Buffer.alloc(stride * height);
   const [r1, g1, b1] = c1 as [number, number, number];
-  const [r2, g2, b2] = c2 as [number, number, number];
+  const [dr, dg, db] = [c2[0]! - r1, c2[1]! - g1, c2[2]! - b1];
+  // Per-column parts, computed once: projection on the gradient axis and checker parity.
+  const xProj = new Float64Array(width);
+  const xCell = new Uint8Array(width);
+  for (let x = 0; x < width; x++) {
+    xProj[x] = x * cos;
+    xCell[x] = Math.floor(x / cell) & 1;
+  }
   for (let y = 0; y < height; y++) {
     let p = y * stride + rowPrefix;
-    const cy = Math.floor(y / cell);
+    const base = y * sin - lo;
+    const cy = Math.floor(y / cell) & 1;
     for (let x = 0; x < width; x++) {
-      const t = (x * cos + y * sin - lo) / span;
-      const shade = ((Math.floor(x / cell) + cy) & 1) === 0 ? 1 : 0.85;
-      out[p++] = (r1 + (r2 - r1) * t) * shade;
-      out[p++] = (g1 + (g2 - g1) * t) * shade;
-      out[p++] = (b1 + (b2 - b1) * t) * shade;
+      const t = (xProj[x]! + base) / span;
+      const shade = xCell[x] === cy ? 1 : 0.85;
+      out[p++] = (r1 + dr * t) * shade;
+      out[p++] = (g1 + dg * t) * shade;
+      out[p++] = (b1 + db * t) * shade;
       if (channels === 4) out[p++] = 255;
     }
   }
