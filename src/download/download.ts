@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { link, lstat, mkdir, open, readdir, rename, unlink } from 'node:fs/promises';
+import { link, lstat, mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { request, type Dispatcher } from 'undici';
 import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
 import { numberedName, safeJoin, sanitizeName } from './names.js';
@@ -202,7 +202,7 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
   const tmp = safeJoin(opts.dir, `.${name}.${randomBytes(6).toString('hex')}.part`);
   const hash = createHash('sha256');
   let size = 0;
-  let fh;
+  let fh: FileHandle;
   try {
     fh = await open(tmp, 'wx', 0o644);
   } catch (err) {

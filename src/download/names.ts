@@ -69,7 +69,7 @@ export function safeJoin(outDir: string, ...parts: string[]): string {
   const root = resolve(outDir);
   const full = resolve(root, ...parts);
   const rel = relative(root, full);
-  if (rel === '' || rel === '..' || rel.startsWith(`..${'/'}`) || rel.startsWith('..\\') || isAbsolute(rel)) {
+  if (rel === '' || rel === '..' || rel.startsWith('../') || rel.startsWith('..\\') || isAbsolute(rel)) {
     throw new UnsafeResultError(`file path: "${parts.join('/')}" resolves outside the output folder`);
   }
   return full;
