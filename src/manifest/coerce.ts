@@ -22,7 +22,7 @@ const NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 const PLAIN_NUMBER = /^-?(0|[1-9]\d*)(\.\d+)?$/;
 
 const schemaCache = new Map<string, JsonSchema | null>();
-const acceptsCache = new Map<string, Accepts>();
+const acceptsCache = new Map<string, Map<string, Accepts>>();
 
 function jsonSchemaOf(spec: ModelSpec): JsonSchema | null {
   if (schemaCache.has(spec.id)) return schemaCache.get(spec.id) ?? null;
@@ -102,8 +102,10 @@ export function splitPath(path: string): Array<string | number> {
 
 function accepts(spec: ModelSpec | null, inputPath: string): Accepts {
   if (!spec) return null;
-  const key = `${spec.id}\u0000${inputPath}`;
-  if (acceptsCache.has(key)) return acceptsCache.get(key) ?? null;
+  let perModel = acceptsCache.get(spec.id);
+  if (!perModel) acceptsCache.set(spec.id, (perModel = new Map()));
+  const hit = perModel.get(inputPath);
+  if (hit !== undefined) return hit;
   const root = jsonSchemaOf(spec);
   let result: Accepts = null;
   if (root) {
@@ -111,7 +113,7 @@ function accepts(spec: ModelSpec | null, inputPath: string): Accepts {
     for (const part of splitPath(inputPath)) schemas = step(schemas, part);
     result = schemas.length > 0 ? acceptsOf(schemas) : null;
   }
-  acceptsCache.set(key, result);
+  perModel.set(inputPath, result);
   return result;
 }
 

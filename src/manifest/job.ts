@@ -188,7 +188,7 @@ function unknownModelMessage(model: string, chatShaped: boolean): string {
   if (msg === undefined) {
     const near = nearest(model, [...listModels().map((m) => m.id), ...CHAT_MODELS.map((m) => m.id)]);
     const hint = chatShaped ? '; for a chat model outside the catalogue, set the job\'s protocol' : '';
-    msg = `unknown model "${model}"${near ? ` (did you mean "${near}"?)` : ''} (see \`genbatch models\`${hint})`;
+    msg = `unknown model "${model}"${near ? `; did you mean "${near}"?` : ''} (see \`genbatch models\`${hint})`;
     suggestions.set(model, msg);
   }
   return msg;

@@ -33,18 +33,23 @@ export async function* readTable(file: string, limit: number | null = null): Asy
     return;
   }
   const tsv = extname(file).toLowerCase() !== '.csv';
-  const pending: string[] = [];
+  // Skipped (malformed) records are reported through on_skip while the parser
+  // runs ahead of this consumer; each is put back in order by its line number.
+  const pending: Array<{ line: number; message: string }> = [];
   const source = createReadStream(file);
   const parser = source.pipe(
     parse({
       delimiter: tsv ? '\t' : ',',
       quote: tsv ? false : '"',
+      relax_quotes: true,
       bom: true,
       skip_empty_lines: true,
       relax_column_count: true,
       skip_records_with_error: true,
+      info: true,
       on_skip: (err: CsvError | undefined) => {
-        if (err) pending.push(`${tsv ? 'TSV' : 'CSV'} syntax error near line ${err.lines}: ${err.message.replace(/ at line \d+.*$/, '')}`);
+        const line = typeof err?.lines === 'number' ? err.lines : 0;
+        if (err) pending.push({ line, message: `${tsv ? 'TSV' : 'CSV'} syntax error near line ${line}: ${err.message.replace(/ at line \d+.*$/, '')}` });
         return undefined;
       },
     }),
@@ -52,8 +57,10 @@ export async function* readTable(file: string, limit: number | null = null): Asy
   let header: string[] | null = null;
   let row = 0;
   try {
-    for await (const record of parser as AsyncIterable<string[]>) {
-      while (pending.length > 0) yield { kind: 'error', row: header ? ++row : null, message: pending.shift() ?? '' };
+    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
+      while (pending.length > 0 && (pending[0]?.line ?? 0) < info.lines) {
+        yield { kind: 'error', row: header ? ++row : null, message: pending.shift()?.message ?? '' };
+      }
       if (!header) {
         header = record;
         yield { kind: 'header', cells: record };
@@ -67,7 +74,7 @@ export async function* readTable(file: string, limit: number | null = null): Asy
       }
       if (limit !== null && row >= limit) break;
     }
-    while (pending.length > 0) yield { kind: 'error', row: header ? ++row : null, message: pending.shift() ?? '' };
+    while (pending.length > 0) yield { kind: 'error', row: header ? ++row : null, message: pending.shift()?.message ?? '' };
     if (!header) yield { kind: 'error', row: null, message: `${file} is empty (a header line naming the columns is required)` };
   } catch (err) {
     yield { kind: 'error', row: null, message: `cannot read ${file}: ${err instanceof Error ? err.message : String(err)}` };

@@ -58,12 +58,12 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
     return empty;
   }
   const root = js;
-  const pos = (path: Path) => lineAt(nodeAt(doc, path).offset);
   const entries: unknown[] = Array.isArray(root.jobs) ? root.jobs : [];
   const badEntries = new Set<number>();
   let badTop = false;
 
   const parsed = manifestSchema.safeParse(root);
+  const keyed: Array<{ offset: number; problem: Problem }> = [];
   if (!parsed.success) {
     for (const iss of parsed.error.issues) {
       const keys: Array<string | null> = iss.code === 'unrecognized_keys' ? iss.keys : [null];
@@ -71,13 +71,16 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
         const path: Path = key === null ? iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p)) : [...iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), key];
         const entryIndex = path[0] === 'jobs' && typeof path[1] === 'number' ? path[1] : null;
         if (entryIndex !== null) badEntries.add(entryIndex);
-        else if (path[0] !== 'budget' && path[0] !== 'pricing') badTop = true;
+        else if (path[0] === 'defaults' || (path[0] === 'jobs' && path.length === 1)) badTop = true;
         const ownerId = entryIndex !== null ? literalId(entries[entryIndex]) : null;
         const message = key === null ? iss.message : unknownKeyMessage(key, keysFor(iss.path.length === 0 ? 'manifest' : String(iss.path[iss.path.length - 1] ?? ''), iss.path.length));
-        problems.push({ job: ownerId, where: pos(path), path: joinPath('', ownerId !== null ? path.slice(2) : path), message });
+        const offset = nodeAt(doc, path).offset;
+        keyed.push({ offset, problem: { job: ownerId, where: lineAt(offset), path: joinPath('', ownerId !== null ? path.slice(2) : path), message } });
       }
     }
   }
+  // In file order: sort is stable, so issues of one node keep zod's order.
+  problems.push(...keyed.sort((a, b) => a.offset - b.offset).map((k) => k.problem));
   const budget = typeof root.budget === 'number' && root.budget >= 0 ? root.budget : null;
   const pricing = isPlainObject(root.pricing) && !problems.some((p) => p.path.startsWith('pricing')) ? (root.pricing as Record<string, number>) : null;
   if (badTop) return { ...empty, budget, pricing };

@@ -1,0 +1,112 @@
+#!/usr/bin/env node
+/**
+ * Manifest benchmark: validate + estimate throughput and peak RSS on a
+ * generated 100,000-row CSV, and `estimate --offline` on the PartiPrompts
+ * manifest (1632 jobs). Needs a build first: `npx tsc -p .`.
+ *
+ *   node bench/manifest.mjs [rows]        (default 100000)
+ *
+ * Every measurement runs in a fresh node process so its peak RSS is its own.
+ * Targets: >= 50,000 jobs/s, <= 200 MB peak RSS; PartiPrompts estimate < 2 s.
+ */
+import { spawnSync } from 'node:child_process';
+import { createWriteStream, mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dist = (p) => pathToFileURL(join(root, 'dist', p)).href;
+
+if (process.argv[2] === '--child') {
+  const [mode, file] = process.argv.slice(3);
+  const { openManifest, validateManifest } = await import(dist('manifest/index.js'));
+  const { estimate } = await import(dist('pricing/index.js'));
+  const t0 = performance.now();
+  let jobs = 0;
+  let problems = 0;
+  if (mode === 'validate') {
+    const r = await validateManifest(file);
+    jobs = r.jobs;
+    problems = r.problems.length;
+  } else if (mode === 'estimate') {
+    const m = await openManifest(file);
+    const e = await estimate(m.jobs(), m.pricing);
+    jobs = e.jobs_count;
+    problems = e.problems.length + m.problems.length;
+  } else {
+    const r = await validateManifest(file);
+    const m = await openManifest(file);
+    const e = await estimate(m.jobs(), m.pricing);
+    jobs = e.jobs_count;
+    problems = r.problems.length;
+  }
+  const ms = performance.now() - t0;
+  process.stdout.write(JSON.stringify({ jobs, problems, ms, rssMB: process.resourceUsage().maxRSS / 1024 }) + '\n');
+  process.exit(0);
+}
+
+if (!existsSync(join(root, 'dist', 'manifest', 'index.js'))) {
+  console.error('build first: npx tsc -p .');
+  process.exit(2);
+}
+
+const rows = Number(process.argv[2] ?? 100_000);
+const dir = mkdtempSync(join(tmpdir(), 'genbatch-bench-'));
+const csv = join(dir, 'jobs.csv');
+
+async function writeCsv() {
+  const out = createWriteStream(csv);
+  const sizes = ['1:1', '16:9', '9:16', '4:3', '2048x1536', 'auto'];
+  const res = ['1K', '2K', '4K'];
+  const quality = ['low', 'medium', 'high'];
+  out.write('id,model,input.prompt,input.quality,input.size,input.resolution\n');
+  for (let i = 1; i <= rows; i++) {
+    const size = sizes[i % sizes.length];
+    const r = size === '2048x1536' ? '2K' : res[i % res.length];
+    const line = `job-${i},alpha-image-2,"Prompt number ${i}: a ""quoted"" lighthouse, watercolor",${quality[i % 3]},${size},${r}\n`;
+    if (!out.write(line)) await new Promise((ok) => out.once('drain', ok));
+  }
+  await new Promise((ok) => out.end(ok));
+}
+
+function child(mode, file) {
+  const r = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--child', mode, file], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`child ${mode} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+/** Wall time of a CLI command (node startup included) and its peak RSS. */
+function cli(args) {
+  const hook = 'data:text/javascript,process.on("exit",()=>process.stderr.write("\\nRSS_KB="+process.resourceUsage().maxRSS+"\\n"))';
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, ['--import', hook, join(root, 'bin', 'genbatch.js'), ...args], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  const ms = performance.now() - t0;
+  const rss = Number(/RSS_KB=(\d+)/.exec(r.stderr)?.[1] ?? NaN) / 1024;
+  return { status: r.status, ms, rssMB: rss, out: r.stdout };
+}
+
+const fmt = (n) => Math.round(n).toLocaleString('en-US');
+try {
+  const t0 = performance.now();
+  await writeCsv();
+  console.log(`generated ${fmt(rows)} rows in ${fmt(performance.now() - t0)} ms (${csv})`);
+  for (const mode of ['validate', 'estimate', 'validate+estimate']) {
+    const r = child(mode, csv);
+    console.log(`api ${mode.padEnd(17)} ${fmt(r.jobs)} jobs, ${r.problems} problems, ${fmt(r.ms)} ms, ${fmt(r.jobs / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
+  }
+  for (const cmd of [['validate', csv], ['estimate', '--offline', csv]]) {
+    const r = cli(cmd);
+    console.log(`cli ${cmd.join(' ').replace(csv, 'jobs.csv').padEnd(27)} exit ${r.status}, ${fmt(r.ms)} ms wall (node startup included), ${fmt(rows / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
+  }
+  const parti = join(root, 'manifests', 'parti.yaml');
+  if (existsSync(join(root, '..', 'shared', 'data', 'PartiPrompts.tsv'))) {
+    const runs = [1, 2, 3].map(() => cli(['estimate', '--offline', parti]));
+    const best = runs.reduce((a, b) => (a.ms < b.ms ? a : b));
+    console.log(`cli estimate --offline manifests/parti.yaml: exit ${best.status}, best of 3 ${fmt(best.ms)} ms wall, peak RSS ${best.rssMB.toFixed(0)} MB (${best.out.trim().split('\n').find((l) => l.startsWith('total')) ?? ''})`);
+  } else {
+    console.log('skipped PartiPrompts: ../shared/data/PartiPrompts.tsv not found beside the repository');
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
