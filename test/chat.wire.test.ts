@@ -199,6 +199,16 @@ describe('Gemini native on the wire', () => {
     expect(json(c)).toEqual({ error: { code: 401, message: expect.stringContaining('x-goog-api-key') as string, status: 'UNAUTHENTICATED' } });
   });
 
+  test('streamGenerateContent without alt=sse: one JSON array of the same chunks', async () => {
+    const plain = json(await post(path('v1beta', 'generateContent'), body, { 'x-goog-api-key': KEY })) as { candidates: Array<{ content: { parts: Array<{ text: string }> } }> };
+    const a = await post(path('v1beta', 'streamGenerateContent'), body, { 'x-goog-api-key': KEY });
+    const arr = JSON.parse(a.text) as Array<{ candidates: Array<{ content: { parts: Array<{ text: string }> }; finishReason?: string }> }>;
+    expect(a.type).toContain('application/json');
+    expect(arr.length).toBeGreaterThan(1);
+    expect(arr.map((c) => c.candidates[0]?.content.parts[0]?.text).join('')).toBe(plain.candidates[0]?.content.parts[0]?.text);
+    expect(arr.at(-1)?.candidates[0]?.finishReason).toBe('STOP');
+  });
+
   test('a 429 fault in the Google shape, with Retry-After', async () => {
     sb.script('chat', ['429']);
     const a = await post(path('v1beta', 'generateContent'), body, { 'x-goog-api-key': KEY });

@@ -100,6 +100,7 @@ async function handle(ctx: SandboxContext, h: ProtocolHandler, req: FastifyReque
     model: model.id,
     reply: answer,
     body,
+    route,
   };
 
   const fault = faultOf(req);

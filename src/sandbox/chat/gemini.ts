@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { contentText } from './reply.js';
-import { bearer, cutPoint, firstIssue, header, type ChatCall, type ProtocolHandler, type RouteInfo } from './protocol.js';
+import { bearer, cutPoint, firstIssue, header, type ChatCall, type ProtocolHandler, type RouteInfo, type StreamCut } from './protocol.js';
 import { midStreamError } from './errors.js';
 
 /**
@@ -12,6 +12,8 @@ import { midStreamError } from './errors.js';
  * the new text; the last one carries finishReason and the full usageMetadata;
  * events end with CRLF CRLF; the connection closes. Mid-stream fault: a
  * `data: {"error":{code,message,status}}` event (the SDK throws ApiError).
+ * :streamGenerateContent without alt=sse answers one JSON array of the same
+ * chunks (choice: Google streams that array; the sandbox sends it at once).
  */
 
 const PATH = /^\/(v1|v1beta|v1alpha)\/models\/(.+):([A-Za-z]+)$/;
@@ -29,7 +31,9 @@ export function parseGeminiPath(url: string): RouteInfo | null {
     return null;
   }
   const method = m[3] ?? '';
-  return { version: m[1] ?? 'v1beta', model, method, stream: method === 'streamGenerateContent' };
+  const streaming = method === 'streamGenerateContent';
+  const sse = new URLSearchParams(url.split('?')[1] ?? '').get('alt') === 'sse';
+  return { version: m[1] ?? 'v1beta', model, method, stream: streaming && sse, jsonArray: streaming && !sse };
 }
 
 const parts = z.array(z.looseObject({ text: z.string({ error: 'must be a string' }).optional() }, { error: 'must be an object such as {"text": "..."}' }), { error: 'must be an array of parts' });
@@ -64,6 +68,19 @@ function response(call: ChatCall, text: string, finishReason: string | null, usa
   return { candidates: [candidate], usageMetadata, modelVersion: call.model, responseId: call.id };
 }
 
+/** The stream's chunks: one per delta, only the new text; the last with finishReason and the full usage (none of those when cut). */
+function chunks(call: ChatCall, cut: StreamCut | null): unknown[] {
+  const deltas = call.reply.deltas.length > 0 ? call.reply.deltas : [''];
+  const running = { promptTokenCount: call.reply.promptTokens, totalTokenCount: call.reply.promptTokens };
+  const last = deltas.length - 1;
+  const stopAt = cut ? Math.min(cutPoint(call.reply.deltas.length), last) : deltas.length;
+  const out: unknown[] = [];
+  for (let i = 0; i < stopAt; i++) {
+    out.push(i === last ? response(call, deltas[i] ?? '', finish(call), usage(call)) : response(call, deltas[i] ?? '', null, running));
+  }
+  return out;
+}
+
 export const gemini: ProtocolHandler = {
   protocol: 'gemini',
   keyHint: 'x-goog-api-key: <API_KEY>',
@@ -91,17 +108,12 @@ export const gemini: ProtocolHandler = {
     `models/${model} is not found for API version ${route.version ?? 'v1beta'}, or is not supported for ${route.method ?? 'generateContent'}.`,
 
   json(call) {
+    if (call.route.jsonArray === true) return chunks(call, null);
     return response(call, call.reply.text, finish(call), usage(call));
   },
 
   stream(call, sse, cut) {
-    const deltas = call.reply.deltas.length > 0 ? call.reply.deltas : [''];
-    const running = { promptTokenCount: call.reply.promptTokens, totalTokenCount: call.reply.promptTokens };
-    const last = deltas.length - 1;
-    const stopAt = cut ? Math.min(cutPoint(call.reply.deltas.length), last) : deltas.length;
-    for (let i = 0; i < stopAt; i++) {
-      sse.send(i === last ? response(call, deltas[i] ?? '', finish(call), usage(call)) : response(call, deltas[i] ?? '', null, running));
-    }
+    for (const chunk of chunks(call, cut)) sse.send(chunk);
     if (cut) {
       if (cut.kind === 'drop') return sse.cut();
       sse.send(midStreamError('gemini', cut.status, cut.message));

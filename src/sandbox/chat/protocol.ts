@@ -16,7 +16,7 @@ export interface ProtocolHandler {
   /** Message of the 404 for a model not in the catalogue. */
   unknownModel(model: string, route: RouteInfo): string;
   /** The non-streaming 200 body. */
-  json(call: ChatCall): Record<string, unknown>;
+  json(call: ChatCall): unknown;
   /** Write the whole stream; `cut` (a fault) ends it early after about half the deltas. */
   stream(call: ChatCall, sse: SseWriter, cut: StreamCut | null): void;
   /** Gemini events end with CRLF CRLF. */
@@ -27,6 +27,8 @@ export interface ProtocolHandler {
 export interface RouteInfo {
   model?: string;
   stream?: boolean;
+  /** Gemini :streamGenerateContent without alt=sse: one JSON array of the stream's chunks. */
+  jsonArray?: boolean;
   version?: string;
   method?: string;
 }
@@ -51,6 +53,7 @@ export interface ChatCall {
   model: string;
   reply: ChatReply;
   body: Record<string, unknown>;
+  route: RouteInfo;
 }
 
 /** How a faulted stream ends: the protocol's error event (500-after, 502-after) or a cut connection (drop-after). */
