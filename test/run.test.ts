@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { checkFiles, findFiles, integrity, readJobs } from './helpers/verify.js';
 
@@ -141,5 +141,42 @@ describe('genbatch run against the sandbox', () => {
     expect(withTask.every((j) => j.state === 'done')).toBe(true);
     expect(jobs.filter((j) => j.state === 'pending').length).toBe(8 - withTask.length);
     expect(sb.stats().tasks_total - total0).toBe(withTask.length);
+  });
+
+  it('SIGINT stops cleanly (exit 130, report written, nothing half-submitted); a rerun finishes without duplicates; a second writer is refused', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 's.yaml'), 60, 'sig');
+    const total0 = sb.stats().tasks_total;
+    const args = ['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--concurrency', '2'];
+    const first = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawnCli(args, { GENBATCH_API_KEY: KEY });
+      let stdout = '';
+      let stderr = '';
+      let sent = false;
+      child.stdout!.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        if (!sent && stdout.includes('estimate')) {
+          sent = true;
+          setTimeout(async () => {
+            // While it runs, a second writer on the same state file is refused.
+            const second = await runCli(args, { GENBATCH_API_KEY: KEY });
+            expect(second.code).toBe(2);
+            expect(second.stderr).toContain('in use by pid');
+            child.kill('SIGINT');
+          }, 100);
+        }
+      });
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('exit', (code) => resolve({ code, stderr }));
+    });
+    expect(first.stderr).toContain('stopping');
+    expect(first.code).toBe(130);
+    expect(existsSync(join(w.out, 'report.json'))).toBe(true);
+    const mid = readJobs(w.state);
+    expect(mid.filter((j) => j.state === 'submitting')).toEqual([]);
+    expect(mid.filter((j) => j.state === 'pending').length).toBeGreaterThan(0);
+    const rest = await runCli(args, { GENBATCH_API_KEY: KEY });
+    expect(rest.code).toBe(0);
+    expect(sb.stats().tasks_total - total0).toBe(60);
   });
 });
