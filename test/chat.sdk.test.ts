@@ -195,6 +195,8 @@ describe('@anthropic-ai/sdk, Messages', () => {
     expect((err as Anthropic.RateLimitError).type).toBe('rate_limit_error');
     sb.script('chat', ['500-after']);
     await expect(client().messages.stream(params).finalMessage()).rejects.toBeInstanceOf(Anthropic.APIError);
+    sb.script('chat', ['drop-after']);
+    await expect(client().messages.stream(params).finalMessage()).rejects.toThrow();
   });
 
   test('a model of the first group: BadRequestError; an empty balance: 402', async () => {
@@ -242,6 +244,15 @@ describe.each(['v1beta', 'v1'])('@google/genai, Gemini native, apiVersion %s', (
     })().catch((e: unknown) => e);
     expect(e500).toBeInstanceOf(ApiError);
     expect((e500 as ApiError).status).toBe(500);
+
+    sb.script('chat', ['drop-after']);
+    let got = '';
+    const cut = await (async () => {
+      for await (const c of await client().models.generateContentStream(params)) got += c.text ?? '';
+    })().catch((e: unknown) => e);
+    expect(cut).toBeInstanceOf(Error);
+    expect(expected(LUMEN).startsWith(got)).toBe(true);
+    expect(got).not.toBe(expected(LUMEN));
   });
 
   test('a model of another group: 400; unknown: 404', async () => {
