@@ -1,0 +1,103 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { UsageError } from '../src/errors.js';
+import { openManifest, type ManifestJob } from '../src/manifest/index.js';
+import { estimate, loadPrices, priceJob } from '../src/pricing/index.js';
+
+/** Pricing aggregation: contract prices, user prices (labelled), unknown prices (never 0). */
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'genbatch-pricing-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+function job(model: string, input: Record<string, unknown>, kind: 'submit' | 'chat' = 'submit', id = 'j'): ManifestJob {
+  return { id, model, kind, input, where: 'm.yaml:1', dir, problems: [] };
+}
+
+describe('priceJob', () => {
+  it('uses the contract price when the model gives one', () => {
+    expect(priceJob(job('alpha-image-2', { prompt: 'x', quality: 'high', size: '16:9', resolution: '4K' }), null)).toMatchObject({ credits: 48, source: 'contract' });
+    expect(priceJob(job('motion-1.6/pro', { prompt: 'x', duration: 10 }), { 'motion-1.6/pro': 1 })).toMatchObject({ credits: 150, source: 'contract' });
+  });
+
+  it('prices user-supplied image prices per image times n, and other models per request', () => {
+    expect(priceJob(job('dream-4', { prompt: 'x', n: 4 }), { 'dream-4': 2.5 })).toEqual({ credits: 10, basis: 'user-supplied: 2.5 credits per image x 4', source: 'user' });
+    expect(priceJob(job('generate-music', { custom_mode: false, prompt: 'x' }), { 'generate-music': 10 })).toEqual({ credits: 10, basis: 'user-supplied: 10 credits per request', source: 'user' });
+    expect(priceJob(job('vendora/chat-5', { messages: [] }, 'chat'), { 'vendora/chat-5': 0.2 })).toMatchObject({ credits: 0.2, source: 'user' });
+  });
+
+  it('gives unknown (null, never 0) without a contract or user price', () => {
+    const p = priceJob(job('dream-4', { prompt: 'x', n: 2 }), { 'kontext-pro': 1 });
+    expect(p.credits).toBeNull();
+    expect(p.source).toBe('unknown');
+    expect(p.basis).toContain('dream-4');
+    expect(priceJob(job('vendora/chat-5', {}, 'chat'), null)).toEqual({ credits: null, basis: 'the contract gives no chat prices', source: 'unknown' });
+  });
+});
+
+describe('estimate', () => {
+  it('sums known prices per model and in total, lists unknown jobs apart and counts user-supplied credits', async () => {
+    const jobs = [
+      job('alpha-image-2', { prompt: 'x', quality: 'medium', size: '1:1', resolution: '2K' }, 'submit', 'a'),
+      job('alpha-image-2', { prompt: 'x', quality: 'low' }, 'submit', 'b'),
+      job('dream-4', { prompt: 'x', n: 3 }, 'submit', 'c'),
+      job('kontext-pro', { prompt: 'x' }, 'submit', 'd'),
+      job('imagine-video-1.5', { prompt: 'x', duration: 3, resolution: '480p' }, 'submit', 'e'),
+    ];
+    const est = await estimate(jobs, { 'dream-4': 2 }, { keepJobs: true });
+    expect(est.total_credits).toBe(6 + 2 + 6 + 43.5);
+    expect(est.user_supplied_credits).toBe(6);
+    expect(est.unknown_price_jobs).toEqual(['d']);
+    expect(est.per_model['alpha-image-2']).toEqual({ jobs: 2, credits: 8, unknown_jobs: 0, user_jobs: 0 });
+    expect(est.per_model['dream-4']).toEqual({ jobs: 1, credits: 6, unknown_jobs: 0, user_jobs: 1 });
+    expect(est.per_model['kontext-pro']).toEqual({ jobs: 1, credits: 0, unknown_jobs: 1, user_jobs: 0 });
+    expect(est.jobs?.map((j) => [j.id, j.credits, j.source])).toEqual([
+      ['a', 6, 'contract'],
+      ['b', 2, 'contract'],
+      ['c', 6, 'user'],
+      ['d', null, 'unknown'],
+      ['e', 43.5, 'contract'],
+    ]);
+  });
+
+  it('keeps no per-job list unless asked, and does not price invalid jobs', async () => {
+    const bad: ManifestJob = { ...job('alpha-image-2', {}, 'submit', 'z'), problems: [{ job: 'z', where: 'm.yaml:3', path: 'input.prompt', message: 'is required' }] };
+    const est = await estimate([job('alpha-image-2', { prompt: 'x' }, 'submit', 'a'), bad], null);
+    expect(est.jobs).toBeNull();
+    expect(est.jobs_count).toBe(2);
+    expect(est.invalid_jobs).toBe(1);
+    expect(est.total_credits).toBe(2);
+    expect(est.problems).toEqual(bad.problems);
+  });
+
+  it('consumes a manifest stream and uses its pricing block', async () => {
+    const p = join(dir, 'm.yaml');
+    writeFileSync(p, 'pricing: {kontext-pro: 5}\njobs:\n  - {id: a, model: kontext-pro, input: {prompt: x}}\n  - {id: b, model: alpha-image-2, input: {prompt: x, quality: high}}\n');
+    const m = await openManifest(p);
+    const est = await estimate(m.jobs(), m.pricing);
+    expect(est.total_credits).toBe(17);
+    expect(est.user_supplied_credits).toBe(5);
+    expect(est.unknown_price_jobs).toEqual([]);
+  });
+});
+
+describe('loadPrices', () => {
+  it('reads YAML and JSON files', async () => {
+    writeFileSync(join(dir, 'p.yaml'), 'dream-4: 3\nvendora/chat-5: 0.5\n');
+    writeFileSync(join(dir, 'p.json'), '{"kontext-pro": 4}');
+    expect(await loadPrices(join(dir, 'p.yaml'))).toEqual({ 'dream-4': 3, 'vendora/chat-5': 0.5 });
+    expect(await loadPrices(join(dir, 'p.json'))).toEqual({ 'kontext-pro': 4 });
+  });
+
+  it('rejects a missing file, bad syntax and bad values with a usage error naming the entry', async () => {
+    await expect(loadPrices(join(dir, 'none.yaml'))).rejects.toThrow(UsageError);
+    writeFileSync(join(dir, 'bad.yaml'), 'a: [1,\n');
+    await expect(loadPrices(join(dir, 'bad.yaml'))).rejects.toThrow(/not valid YAML or JSON/);
+    writeFileSync(join(dir, 'neg.yaml'), 'dream-4: -1\nkontext-pro: cheap\n');
+    await expect(loadPrices(join(dir, 'neg.yaml'))).rejects.toThrow(/dream-4: must be at least 0; kontext-pro: must be a number of credits/);
+  });
+});
