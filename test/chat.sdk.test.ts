@@ -79,7 +79,7 @@ describe('openai SDK, Chat Completions', () => {
     sb.script('chat', ['429']);
     const err = await client().chat.completions.create({ model: GPT, messages }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.RateLimitError);
-    expect((err as OpenAI.RateLimitError).code).toBe('rate_limit_exceeded');
+    expect((err as InstanceType<typeof OpenAI.RateLimitError>).code).toBe('rate_limit_exceeded');
   });
 
   test('a model of another group, an unknown model, an empty balance', async () => {
@@ -88,7 +88,7 @@ describe('openai SDK, Chat Completions', () => {
     const poor = new OpenAI({ apiKey: 'sk-empty', baseURL: `${sb.url}/v1`, maxRetries: 0 });
     const err = await poor.chat.completions.create({ model: GPT, messages }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
-    expect((err as OpenAI.APIError).status).toBe(402);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(402);
   });
 
   test('a mid-stream error throws APIError; a cut stream throws too', async () => {
@@ -192,7 +192,7 @@ describe('@anthropic-ai/sdk, Messages', () => {
     sb.script('chat', ['429']);
     const err = await client().messages.create(params).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.RateLimitError);
-    expect((err as Anthropic.RateLimitError).type).toBe('rate_limit_error');
+    expect((err as InstanceType<typeof Anthropic.RateLimitError>).type).toBe('rate_limit_error');
     sb.script('chat', ['500-after']);
     await expect(client().messages.stream(params).finalMessage()).rejects.toBeInstanceOf(Anthropic.APIError);
     sb.script('chat', ['drop-after']);
@@ -204,7 +204,7 @@ describe('@anthropic-ai/sdk, Messages', () => {
     const poor = new Anthropic({ apiKey: 'sk-empty', baseURL: sb.url, maxRetries: 0 });
     const err = await poor.messages.create(params).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.APIError);
-    expect((err as Anthropic.APIError).status).toBe(402);
+    expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(402);
   });
 });
 
