@@ -236,3 +236,25 @@ describe('random chat faults from a spec', () => {
     }
   });
 });
+
+describe('other faults and framework errors on chat routes', () => {
+  test('slow answers normally; a wrong content type is a 415 in the protocol shape', async () => {
+    const s = await startSandbox({ keys: { [KEY]: 10 }, seed: 2, slowMs: 5 });
+    try {
+      s.script('chat', ['slow']);
+      const r = await fetch(`${s.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: JSON.stringify({ model: 'vendorb/verse-4', max_tokens: 100, messages: MSG }),
+      });
+      expect(r.status).toBe(200);
+      expect(((await r.json()) as { type: string }).type).toBe('message');
+      const t = await fetch(`${s.url}/v1beta/models/vendorc/lumen-2.5-pro:generateContent`, { method: 'POST', headers: { 'content-type': 'application/xml', 'x-goog-api-key': KEY }, body: '<hi/>' });
+      expect(t.status).toBe(415);
+      expect(((await t.json()) as { error: { code: number; status: string } }).error).toMatchObject({ code: 415, status: 'INVALID_ARGUMENT' });
+      expect(s.stats().requests.chat).toBe(2);
+    } finally {
+      await s.close();
+    }
+  });
+});
