@@ -117,6 +117,15 @@ describe('Chat Completions on the wire', () => {
     expect((json(c).error as { message: string }).message).toContain('Authorization: Bearer');
   });
 
+  test('502-after without stream: charged, then a 502 in the OpenAI shape', async () => {
+    const before = await balance();
+    sb.script('chat', ['502-after']);
+    const a = await post('/v1/chat/completions', { model: 'vendora/chat-5', messages: MSG });
+    expect(a.status).toBe(502);
+    expect((json(a).error as { type: string }).type).toBe('server_error');
+    expect(await balance()).toBeLessThan(before);
+  });
+
   test('faults: a 503 in the OpenAI shape; drop closes the socket', async () => {
     sb.script('chat', ['503']);
     const a = await post('/v1/chat/completions', { model: 'vendora/chat-5', messages: MSG });
