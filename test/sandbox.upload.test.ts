@@ -111,6 +111,16 @@ describe('upload/stream', () => {
     refused(await post(sb, 'stream', form(Buffer.from('hello world'))), 400, 'file_format_error', 'not a recognisable image');
     refused(await post(sb, 'stream', form(Buffer.alloc(0))), 400, 'file_format_error', 'empty');
     refused(await post(sb, 'stream', form(PNG.subarray(0, PNG.length - 20))), 400, 'file_format_error', 'truncated or corrupted');
+    const big = Buffer.concat([PNG, Buffer.alloc(21 * 1024 * 1024)]);
+    refused(await post(sb, 'stream', form(big)), 413, 'content_too_long_error', 'larger than the limit');
+    sb.clock.advance(60);
+    const broken = await fetch(`${sb.url}/api/common/upload/stream`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer k1', 'content-type': 'multipart/form-data; boundary=XYZ' },
+      body: '--XYZ\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n\r\nabc',
+    });
+    expect(broken.status).toBe(400);
+    expect(((await broken.json()) as Json).error.type).toBe('validation_error');
   });
 
   it('keeps names and paths inside temp/: a traversing name is sanitised, a traversing path refused', async () => {

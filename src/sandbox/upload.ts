@@ -28,7 +28,8 @@ import { download } from './uploads/remote.js';
  * upload/url gives up after 10 s x timeScale, at least 1 s (408 timeout_error).
  * Errors: 400 validation_error for missing or invalid fields, 400
  * file_format_error for data that is not a usable image, 422 for a stream
- * upload without `file`.
+ * upload without `file`. Stats: every upload request answered with an error
+ * (401 and 429 included) counts as refused; each stored image as accepted.
  */
 
 export const UPLOAD_TTL_MS = 72 * 3600 * 1000;
@@ -49,6 +50,15 @@ interface UploadInput {
 function first(body: Record<string, unknown>, names: string[]): { value: unknown; field: string } {
   for (const n of names) if (body[n] !== undefined && body[n] !== null) return { value: body[n], field: n };
   return { value: undefined, field: names[0] ?? '' };
+}
+
+/** A multipart parsing error as a refusal: too large (413), a second file (400), anything else malformed (400). */
+function multipartRefusal(err: unknown): Refused {
+  if (err instanceof Refused) return err;
+  const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : '';
+  if (code === 'FST_REQ_FILE_TOO_LARGE') return new Refused(413, 'content_too_long_error', `file: the image is larger than the limit of ${MAX_UPLOAD_BYTES} bytes`);
+  if (code === 'FST_FILES_LIMIT') return invalid('file: one image per request (got more than one file)');
+  return invalid(`body: malformed multipart/form-data (${err instanceof Error ? err.message : String(err)})`);
 }
 
 export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
@@ -89,9 +99,6 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
     } catch (err) {
       ctx.stats.uploads.refused++;
       if (err instanceof Refused) return sendError(reply, err.status, err.message, 'error', err.type);
-      const status = typeof (err as { statusCode?: unknown }).statusCode === 'number' ? (err as { statusCode: number }).statusCode : 500;
-      if (status === 413) return sendError(reply, 413, `file: the image is larger than the limit of ${MAX_UPLOAD_BYTES} bytes`, 'error', 'content_too_long_error');
-      if (status >= 400 && status < 500) return sendError(reply, status, `body: ${(err as Error).message}`);
       return sendError(reply, 500, 'internal error');
     }
   };
@@ -132,7 +139,7 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
 
   // The stream upload lives in its own scope, where @fastify/multipart parses multipart/form-data.
   void app.register(async (scope) => {
-    await scope.register(multipart, { limits: { fileSize: MAX_UPLOAD_BYTES, files: 5, fields: 20, fieldSize: 64 * 1024 } });
+    await scope.register(multipart, { limits: { fileSize: MAX_UPLOAD_BYTES, files: 1, fields: 20, fieldSize: 64 * 1024 } });
     scope.post(
       '/api/common/upload/stream',
       { config },
@@ -140,9 +147,13 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
         if (!req.isMultipart()) throw new Refused(422, 'validation_error', 'file: is required (send multipart/form-data with the image in the field "file")');
         const fields: Record<string, unknown> = {};
         const files: Array<{ field: string; bytes: Buffer }> = [];
-        for await (const part of req.parts()) {
-          if (part.type === 'file') files.push({ field: part.fieldname, bytes: await part.toBuffer() });
-          else fields[part.fieldname] = part.value;
+        try {
+          for await (const part of req.parts()) {
+            if (part.type === 'file') files.push({ field: part.fieldname, bytes: await part.toBuffer() });
+            else fields[part.fieldname] = part.value;
+          }
+        } catch (err) {
+          throw multipartRefusal(err);
         }
         const file = files.find((f) => f.field === 'file');
         if (!file) {

@@ -25,14 +25,25 @@ function allowed(host: string, o: DownloadOptions): boolean {
   return !isPrivateHost(host);
 }
 
-async function checkHost(field: string, u: URL, o: DownloadOptions): Promise<void> {
+/** Resolve a name, giving up when `signal` aborts (a resolver can hang longer than the download limit). */
+function resolve(host: string, signal: AbortSignal): Promise<Array<{ address: string }>> {
+  return new Promise((ok, fail) => {
+    const onAbort = () => fail(new Error('aborted'));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    lookup(host, { all: true }).then(ok, fail).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+async function checkHost(field: string, u: URL, o: DownloadOptions, signal: AbortSignal): Promise<void> {
   const host = u.hostname.replace(/^\[|\]$/g, '');
   if (!allowed(host, o)) throw invalid(`${field}: ${host} is a private, loopback, link-local or internal address; only public hosts are fetched`);
   if (isIP(host) !== 0 || (o.allowLoopback && isLoopbackHost(host))) return;
   let addresses: Array<{ address: string }>;
   try {
-    addresses = await lookup(host, { all: true });
+    addresses = await resolve(host, signal);
   } catch {
+    if (signal.aborted) throw new Refused(408, 'timeout_error', `${field}: the host ${host} was not resolved within ${o.timeoutMs} ms`);
     throw invalid(`${field}: host ${host} could not be resolved`);
   }
   const bad = addresses.find((a) => !allowed(a.address, o));
@@ -78,7 +89,7 @@ export async function download(field: string, url: string, o: DownloadOptions): 
   try {
     let u = parse(field, url);
     for (let hop = 0; ; hop++) {
-      await checkHost(field, u, o);
+      await checkHost(field, u, o, ac.signal);
       let res: Response;
       try {
         res = await fetch(u, { redirect: 'manual', signal: ac.signal, headers: { 'user-agent': 'genbatch-sandbox-upload' } });
