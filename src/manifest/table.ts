@@ -34,8 +34,9 @@ export async function* readTable(file: string, limit: number | null = null): Asy
   }
   const tsv = extname(file).toLowerCase() !== '.csv';
   // Skipped (malformed) records are reported through on_skip while the parser
-  // runs ahead of this consumer; each is put back in order by its line number.
-  const pending: Array<{ line: number; message: string }> = [];
+  // runs ahead of this consumer; each is put back in order by the number of
+  // records parsed before it.
+  const pending: Array<{ before: number; message: string }> = [];
   const source = createReadStream(file);
   const parser = source.pipe(
     parse({
@@ -46,21 +47,24 @@ export async function* readTable(file: string, limit: number | null = null): Asy
       skip_empty_lines: true,
       relax_column_count: true,
       skip_records_with_error: true,
-      info: true,
       on_skip: (err: CsvError | undefined) => {
-        const line = typeof err?.lines === 'number' ? err.lines : 0;
-        if (err) pending.push({ line, message: `${tsv ? 'TSV' : 'CSV'} syntax error near line ${line}: ${err.message.replace(/ at line \d+.*$/, '')}` });
+        if (!err) return undefined;
+        const line = typeof err.lines === 'number' ? err.lines : 0;
+        const before = typeof err.records === 'number' ? err.records : 0;
+        pending.push({ before, message: `${tsv ? 'TSV' : 'CSV'} syntax error near line ${line}: ${err.message.replace(/ at line \d+.*$/, '')}` });
         return undefined;
       },
     }),
   );
   let header: string[] | null = null;
   let row = 0;
+  let records = 0;
   try {
-    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
-      while (pending.length > 0 && (pending[0]?.line ?? 0) < info.lines) {
+    for await (const record of parser as AsyncIterable<string[]>) {
+      while (pending.length > 0 && (pending[0]?.before ?? 0) <= records) {
         yield { kind: 'error', row: header ? ++row : null, message: pending.shift()?.message ?? '' };
       }
+      records++;
       if (!header) {
         header = record;
         yield { kind: 'header', cells: record };
