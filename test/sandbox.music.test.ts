@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MUSIC_RESULT_SCHEMAS, MUSIC_WORKFLOWS, STEM_SPLIT_KEYS, musicResultUrls, parseTimestampedLyrics, type MusicWorkflow } from '../src/models/music/index.js';
+import { MUSIC_RESULT_FIELDS, MUSIC_RESULT_SCHEMAS, MUSIC_WORKFLOWS, STEM_SPLIT_KEYS, musicResultUrls, parseTimestampedLyrics, type MusicWorkflow } from '../src/models/music/index.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 
 const open: Sandbox[] = [];
@@ -136,6 +136,11 @@ describe('sandbox music: every workflow', () => {
       for (const item of files) {
         const parsed = MUSIC_RESULT_SCHEMAS[wf].safeParse(item);
         expect(parsed.success, `${wf}: ${JSON.stringify(parsed.error?.issues)}`).toBe(true);
+        for (const f of MUSIC_RESULT_FIELDS[wf]) {
+          expect(item[f.name], `${wf}.${f.name}`).toBeDefined();
+          const want = f.type === 'number' ? 'number' : 'string';
+          expect(typeof item[f.name], `${wf}.${f.name}`).toBe(want);
+        }
         expect(typeof item.file_url, wf).toBe('string');
         const urls = musicResultUrls(wf, item);
         const kinds: string[] = [];

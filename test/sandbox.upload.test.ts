@@ -207,8 +207,23 @@ describe('upload/url', () => {
     const base = await fileServer((req, res) => {
       if (req.url === '/page.html') res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>hi</body></html>');
       else if (req.url === '/hang') res.writeHead(200, { 'content-type': 'image/png' }).write(PNG.subarray(0, 10)); // never ends
+      else if (req.url === '/huge') res.writeHead(200, { 'content-length': String(30 * 1024 * 1024) }).end();
+      else if (req.url === '/endless') {
+        res.writeHead(200, { 'content-type': 'image/png' });
+        res.write(PNG.subarray(0, 16));
+        const chunk = Buffer.alloc(1024 * 1024);
+        const more = () => {
+          while (res.write(chunk)) if (res.destroyed) return;
+          res.once('drain', more);
+        };
+        res.on('error', () => undefined);
+        more();
+      } else if (req.url === '/to-private') res.writeHead(302, { location: 'http://10.9.8.7/a.png' }).end();
       else res.writeHead(404).end();
     });
+    refused(await post(sb, 'url', { file_url: `${base}/huge` }), 413, 'content_too_long_error', 'the limit is');
+    refused(await post(sb, 'url', { file_url: `${base}/endless` }), 413, 'content_too_long_error', 'larger than the limit');
+    refused(await post(sb, 'url', { file_url: `${base}/to-private` }), 400, 'validation_error', '10.9.8.7 is a private');
     refused(await post(sb, 'url', {}), 400, 'validation_error', 'file_url: is required');
     refused(await post(sb, 'url', { file_url: 'not a url' }), 400, 'validation_error', 'file_url: is not a valid URL');
     refused(await post(sb, 'url', { file_url: 'ftp://example.com/a.png' }), 400, 'validation_error', 'http or https');

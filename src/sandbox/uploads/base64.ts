@@ -5,7 +5,9 @@ import { badFile, invalid } from './refused.js';
  * is read from `base64_data` (what genbatch's client sends), else from one of
  * `base64`, `data`, `file`, `image`. Its value is pure Base64 or a Data URL
  * `data:<mime>;base64,<data>`. Whitespace around the value is trimmed;
- * whitespace or newlines inside it are refused, as the contract says.
+ * whitespace or newlines inside it are refused, as the contract says. A
+ * Data URL's declared type must be image/*; the stored type is the one
+ * detected from the bytes (a png label on JPEG bytes is stored as JPEG).
  */
 
 export const DATA_FIELDS = ['base64_data', 'base64', 'data', 'file', 'image'] as const;
