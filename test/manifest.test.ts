@@ -208,6 +208,18 @@ describe('manifest-level problems', () => {
     ]);
   });
 
+  it('reports a bad defaults key once and still checks every job without it', async () => {
+    const p = write('m.yaml', 'defaults:\n  modle: x\n  input: 5\njobs:\n  - {id: a, model: alpha-image-2, input: {prompt: x}}\n  - {id: b, model: alpha-image-2, input: {quality: top}}\n');
+    const { jobs, problems } = await all(p);
+    expect(jobs.map((j) => j.id)).toEqual(['a', 'b']);
+    expect(problems).toEqual([
+      `${p}:2 defaults.modle: unknown key "modle" (did you mean "model"?); allowed keys: model, input, callback_url, protocol`,
+      `${p}:3 defaults.input: must be a mapping of model parameters`,
+      `job b (${p}:6) input.prompt: is required`,
+      `job b (${p}:6) input.quality: quality "top" is not one of low, medium, high`,
+    ]);
+  });
+
   it('reports a missing manifest file and a manifest that is not a mapping', async () => {
     expect((await validateManifest(join(dir, 'none.yaml'))).problems.map(formatProblem)).toEqual([`${join(dir, 'none.yaml')}: manifest file not found`]);
     const p = write('list.yaml', '- a\n- b\n');

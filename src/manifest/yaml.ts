@@ -61,6 +61,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
   const entries: unknown[] = Array.isArray(root.jobs) ? root.jobs : [];
   const badEntries = new Set<number>();
   let badTop = false;
+  const badDefaults = new Set<string>();
 
   const parsed = manifestSchema.safeParse(root);
   const keyed: Array<{ offset: number; problem: Problem }> = [];
@@ -71,7 +72,8 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
         const path: Path = key === null ? iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p)) : [...iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), key];
         const entryIndex = path[0] === 'jobs' && typeof path[1] === 'number' ? path[1] : null;
         if (entryIndex !== null) badEntries.add(entryIndex);
-        else if (path[0] === 'defaults' || (path[0] === 'jobs' && path.length === 1)) badTop = true;
+        else if (path[0] === 'jobs' && path.length === 1) badTop = true;
+        else if (path[0] === 'defaults') badDefaults.add(String(path[1] ?? ''));
         const ownerId = entryIndex !== null ? literalId(entries[entryIndex]) : null;
         const message = key === null ? iss.message : unknownKeyMessage(key, keysFor(iss.path.length === 0 ? 'manifest' : String(iss.path[iss.path.length - 1] ?? ''), iss.path.length));
         const offset = nodeAt(doc, path).offset;
@@ -84,7 +86,8 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
   const budget = typeof root.budget === 'number' && root.budget >= 0 ? root.budget : null;
   const pricing = isPlainObject(root.pricing) && !problems.some((p) => p.path.startsWith('pricing')) ? (root.pricing as Record<string, number>) : null;
   if (badTop) return { ...empty, budget, pricing };
-  const defaults: Entry = isPlainObject(root.defaults) ? root.defaults : {};
+  // Defaults keys with problems are left out (reported once, not once per job).
+  const defaults: Entry = isPlainObject(root.defaults) && !badDefaults.has('') ? Object.fromEntries(Object.entries(root.defaults).filter(([k]) => !badDefaults.has(k))) : {};
 
   return {
     budget,
