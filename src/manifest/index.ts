@@ -73,16 +73,17 @@ export async function openManifest(path: string): Promise<Manifest> {
   }
   const yaml = text === null ? null : readYaml(text, path, dir);
   const fixed = readProblem ? [readProblem] : (yaml?.problems ?? []);
+  sourceProblems = [...fixed];
   return {
     path,
     dir,
     budget: yaml?.budget ?? null,
     pricing: yaml?.pricing ?? null,
     get problems() {
-      return [...fixed, ...sourceProblems];
+      return sourceProblems;
     },
     async *jobs() {
-      sourceProblems = [];
+      sourceProblems = [...fixed];
       if (yaml) yield* yaml.jobs(new JobBuilder(dir), sourceProblems);
     },
   };
@@ -107,14 +108,25 @@ export function localImageRefs(job: ManifestJob): Array<{ path: string; file: st
   return out;
 }
 
-/** Read every job and return the job count and every problem (manifest-level first, then per job in order). */
+/**
+ * Read every job and return the job count and every problem, in the order
+ * they are met: reading problems first, then source and job problems as the
+ * jobs stream by.
+ */
 export async function validateManifest(path: string): Promise<{ jobs: number; problems: Problem[] }> {
   const manifest = await openManifest(path);
-  const jobProblems: Problem[] = [];
+  const problems: Problem[] = [];
+  let seen = 0;
+  const takeManifestProblems = () => {
+    const list = manifest.problems;
+    for (; seen < list.length; seen++) problems.push(list[seen] as Problem);
+  };
   let jobs = 0;
   for await (const job of manifest.jobs()) {
+    takeManifestProblems();
     jobs++;
-    if (job.problems.length > 0) jobProblems.push(...job.problems);
+    if (job.problems.length > 0) problems.push(...job.problems);
   }
-  return { jobs, problems: [...manifest.problems, ...jobProblems] };
+  takeManifestProblems();
+  return { jobs, problems };
 }
