@@ -10,7 +10,7 @@
  * Targets: >= 50,000 jobs/s, <= 200 MB peak RSS; PartiPrompts estimate < 2 s.
  */
 import { spawnSync } from 'node:child_process';
-import { createWriteStream, mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -23,6 +23,7 @@ if (process.argv[2] === '--child') {
   const { openManifest, validateManifest } = await import(dist('manifest/index.js'));
   const { estimate } = await import(dist('pricing/index.js'));
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   let jobs = 0;
   let problems = 0;
   if (mode === 'validate') {
@@ -42,7 +43,8 @@ if (process.argv[2] === '--child') {
     problems = r.problems.length;
   }
   const ms = performance.now() - t0;
-  process.stdout.write(JSON.stringify({ jobs, problems, ms, rssMB: process.resourceUsage().maxRSS / 1024 }) + '\n');
+  const cpu = process.cpuUsage(cpu0);
+  process.stdout.write(JSON.stringify({ jobs, problems, ms, cpuMs: (cpu.user + cpu.system) / 1000, rssMB: process.resourceUsage().maxRSS / 1024 }) + '\n');
   process.exit(0);
 }
 
@@ -95,6 +97,11 @@ try {
     const r = child(mode, csv);
     console.log(`api ${mode.padEnd(17)} ${fmt(r.jobs)} jobs, ${r.problems} problems, ${fmt(r.ms)} ms, ${fmt(r.jobs / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
   }
+  // The same rows through a YAML rows source with templates.
+  const yaml = join(dir, 'rows.yaml');
+  writeFileSync(yaml, 'jobs:\n  - id: "{{id}}"\n    rows: {file: jobs.csv}\n    model: "{{model}}"\n    input: {prompt: "{{input.prompt}}", quality: "{{input.quality}}", size: "{{input.size}}", resolution: "{{input.resolution}}"}\n');
+  const ry = child('estimate', yaml);
+  console.log(`api estimate (YAML rows source) ${fmt(ry.jobs)} jobs, ${ry.problems} problems, ${fmt(ry.ms)} ms, ${fmt(ry.jobs / (ry.ms / 1000))} jobs/s, peak RSS ${ry.rssMB.toFixed(0)} MB`);
   for (const cmd of [['validate', csv], ['estimate', '--offline', csv]]) {
     const r = cli(cmd);
     console.log(`cli ${cmd.join(' ').replace(csv, 'jobs.csv').padEnd(27)} exit ${r.status}, ${fmt(r.ms)} ms wall (node startup included), ${fmt(rows / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);

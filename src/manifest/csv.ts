@@ -26,6 +26,7 @@ interface Column {
 export async function* csvJobs(file: string, name: string, builder: JobBuilder, problems: Problem[]): AsyncGenerator<ManifestJob> {
   let cols: Map<string, number> | null = null;
   let inputs: Column[] = [];
+  let idx: Record<'id' | 'model' | 'callback_url' | 'protocol', number | undefined> = { id: undefined, model: undefined, callback_url: undefined, protocol: undefined };
   for await (const item of readTable(file)) {
     if (item.kind === 'error') {
       problems.push({ job: null, where: item.row === null ? name : `${name}:row ${item.row}`, path: '', message: item.message });
@@ -35,34 +36,37 @@ export async function* csvJobs(file: string, name: string, builder: JobBuilder, 
       const head = readHeader(item.cells, name, problems);
       cols = head.cols;
       inputs = head.inputs;
+      idx = { id: cols.get('id'), model: cols.get('model'), callback_url: cols.get('callback_url'), protocol: cols.get('protocol') };
       continue;
     }
     if (!cols) continue;
     const cells = item.cells;
-    const cell = (col: string): string | undefined => {
-      const i = cols?.get(col);
-      const v = i === undefined ? undefined : cells[i];
-      return v === undefined || v === '' ? undefined : v;
-    };
-    const model = cell('model');
+    const model = cellAt(cells, idx.model);
     const spec = model === undefined ? null : (findModel(model) ?? null);
     const input: Record<string, unknown> = {};
     for (const col of inputs) {
       const v = cells[col.index];
       if (v === undefined || v === '') continue;
-      setPath(input, col.parts, typedCell(spec, col.path, v));
+      if (col.parts.length === 1) input[col.path] = typedCell(spec, col.path, v);
+      else setPath(input, col.parts, typedCell(spec, col.path, v));
     }
     const where = `${name}:row ${item.row}`;
     yield await builder.build({
-      id: cell('id'),
+      id: cellAt(cells, idx.id),
       model,
       input,
-      callback_url: cell('callback_url'),
-      protocol: cell('protocol'),
+      callback_url: cellAt(cells, idx.callback_url),
+      protocol: cellAt(cells, idx.protocol),
       where,
       locate: () => where,
     });
   }
+}
+
+/** A cell's text, or undefined for a missing column or an empty cell (absent). */
+function cellAt(cells: string[], index: number | undefined): string | undefined {
+  const v = index === undefined ? undefined : cells[index];
+  return v === undefined || v === '' ? undefined : v;
 }
 
 function readHeader(cells: string[], name: string, problems: Problem[]): { cols: Map<string, number>; inputs: Column[] } {

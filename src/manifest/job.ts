@@ -85,7 +85,7 @@ export class JobBuilder {
       const check = checkSubmit({ model, input: raw.input ?? {}, ...(callback !== undefined ? { callback_url: callback } : {}) });
       for (const iss of check.issues) if (iss.path !== 'callback_url') add(iss.path, iss.message);
       if (check.input) job.input = check.input;
-      await this.checkFiles(spec, inputObj, add, new Set(check.issues.map((i) => i.path)));
+      if (spec.imageFields.length > 0 || spec.urlOnlyFields.length > 0) await this.checkFiles(spec, inputObj, add, new Set(check.issues.map((i) => i.path)));
       return job;
     }
     if (findChatModel(model) || protocol !== undefined) {
