@@ -42,10 +42,7 @@ describe('ServiceClient against the sandbox', () => {
     expect(await client.balance()).toBeLessThanOrEqual(before);
   });
 
-  it('uploads a local file through the stream endpoint', async (ctx) => {
-    // Until the sandbox's upload endpoints exist they answer 501 (a placeholder): skip, do not pass.
-    const probe = await client.uploadUrl('https://example.invalid/x.png').catch((e: unknown) => e);
-    if (probe instanceof ApiError && probe.status === 501) ctx.skip();
+  it('uploads a local file through the stream endpoint', async () => {
     const path = join(dir, 'ref.png');
     await writeFile(path, PNG);
     const rec = await client.uploadStream(path, { uploadPath: 'client-test' });
@@ -82,6 +79,26 @@ describe('ServiceClient against the sandbox', () => {
       expect((err as Error).message).not.toContain('sk-wrong-key-000');
     } finally {
       await other.close();
+    }
+  });
+});
+
+describe('upload rate limit against the sandbox', () => {
+  it('7 uploads through the limiter: zero 429s from the service', async () => {
+    // timeScale scales the sandbox's 60 s upload window; the client's window is scaled the same way.
+    const timeScale = 0.005;
+    const local = await startSandbox({ port: 0, keys: { [KEY]: 1000 }, seed: 3, timeScale });
+    const c = new ServiceClient({ baseUrl: local.url, apiKey: KEY, policy: { baseMs: 5, maxMs: 50, maxAttempts: 1 }, uploadLimiter: new UploadLimiter({ windowMs: 60_000 * timeScale }) });
+    try {
+      const path = join(dir, 'rate.png');
+      await writeFile(path, PNG);
+      const dataUrl = `data:image/png;base64,${PNG.toString('base64')}`;
+      const recs = await Promise.all(Array.from({ length: 7 }, (_, i) => (i % 2 ? c.uploadBase64(dataUrl, { fileName: `b${i}.png` }) : c.uploadStream(path))));
+      expect(recs.every((r) => r.file_url.includes('temp/'))).toBe(true);
+      expect(local.stats().uploads).toMatchObject({ accepted: 7, refused: 0 });
+    } finally {
+      await c.close();
+      await local.close();
     }
   });
 });
