@@ -38,6 +38,14 @@ describe('smallest manifest', () => {
     expect(jobs[0]?.input).toEqual({ prompt: 'a cat', size: '1:1', resolution: '1K', enable_safety_checker: true });
   });
 
+  it('reads a flow-style jobs list, YAML anchors and merge keys (parsed whole)', async () => {
+    const p = write('m.yaml', 'defaults: {input: &base {quality: high}}\njobs: [{id: a, model: alpha-image-2, input: {prompt: x, <<: *base}}, {id: b, model: alpha-image-2, input: *base}]\n');
+    const { jobs, problems } = await all(p);
+    expect(jobs.map((j) => j.id)).toEqual(['a', 'b']);
+    expect(problems).toEqual([`job b (${p}:2) input.prompt: is required`]);
+    expect(jobs[0]?.input).toMatchObject({ prompt: 'x', quality: 'high' });
+  });
+
   it('reads budget and pricing', async () => {
     const p = write('m.yaml', 'budget: 12.5\npricing: {dream-4: 3}\njobs:\n  - {id: a, model: alpha-image-2, input: {prompt: x}}\n');
     const m = await openManifest(p);

@@ -87,11 +87,15 @@ export const manifestSchema = z
   )
   .meta({ title: 'genbatch manifest', description: 'A batch of generation jobs for genbatch (validate, estimate, run)' });
 
+/** The manifest without its job entries: those are checked one by one with jobSchema. */
+export const headSchema = manifestSchema.extend({ jobs: z.unknown() });
+
 export type ManifestDoc = z.infer<typeof manifestSchema>;
 export type JobEntry = z.infer<typeof jobSchema>;
 
 function unknownKey(where: string) {
   return (iss: { code?: string; keys?: string[] }): string | undefined => {
+    if (iss.code === 'invalid_type') return where === 'job' ? 'must be a mapping (one job: id, model, input, ...)' : `must be a mapping`;
     if (iss.code !== 'unrecognized_keys') return undefined;
     return `unknown ${where} key(s) ${(iss.keys ?? []).join(', ')}`;
   };

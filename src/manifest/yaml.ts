@@ -1,11 +1,13 @@
 import { resolve, extname, basename } from 'node:path';
 import fg from 'fast-glob';
 import { LineCounter, parseDocument, isMap, isSeq, isScalar, type Document } from 'yaml';
+import type { z } from 'zod';
 import type { Problem } from '../errors.js';
 import { findModel, joinPath } from '../models/index.js';
 import { splitPath, typedCell } from './coerce.js';
 import { nearest, type JobBuilder, type ManifestJob } from './job.js';
-import { RESERVED_JOB_KEYS, manifestSchema } from './schema.js';
+import { RESERVED_JOB_KEYS, headSchema, jobSchema } from './schema.js';
+import { splitJobs } from './yaml-split.js';
 import { readTable } from './table.js';
 import { ABSENT, deepMerge, fill, isPlainObject, templateNames, type Vars } from './template.js';
 
@@ -15,12 +17,12 @@ import { ABSENT, deepMerge, fill, isPlainObject, templateNames, type Vars } from
  * jobs (rows x glob files x matrix combinations), streaming rows sources.
  */
 
-const KEYS: Record<string, readonly string[]> = {
+const KEYS = {
   manifest: ['budget', 'pricing', 'defaults', 'jobs'],
   defaults: ['model', 'input', 'callback_url', 'protocol'],
   job: ['id', 'model', 'input', 'callback_url', 'protocol', 'rows', 'glob', 'matrix'],
   rows: ['file', 'limit'],
-};
+} as const;
 const JOB_FIELDS = ['id', 'model', 'input', 'callback_url', 'protocol'] as const;
 const GLOB_VARS = ['path', 'name', 'ext', 'index'];
 
@@ -37,96 +39,178 @@ export interface YamlManifest {
 }
 
 export function readYaml(text: string, name: string, dir: string): YamlManifest {
+  const split = splitJobs(text);
   const lc = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true });
+  const doc = parseDocument(split ? split.head : text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true, merge: true });
   const problems: Problem[] = [];
   const lineAt = (offset: number) => `${name}:${lc.linePos(offset).line}`;
   const empty: YamlManifest = { budget: null, pricing: null, problems, jobs: async function* () {} };
-  for (const e of doc.errors) {
-    problems.push({ job: null, where: lineAt(e.pos[0]), path: '', message: `YAML syntax: ${e.message.split('\n')[0]?.replace(/ at line \d+, column \d+:?$/, '')}` });
-  }
+  problems.push(...syntaxProblems(doc, lineAt));
   if (problems.length > 0) return empty;
-  let js: unknown;
-  try {
-    js = doc.toJS({ maxAliasCount: 1000 });
-  } catch (err) {
-    problems.push({ job: null, where: name, path: '', message: `YAML: ${err instanceof Error ? err.message : String(err)}` });
-    return empty;
-  }
+  const js = toJs(doc, name, problems);
+  if (js === undefined) return empty;
   if (!isPlainObject(js)) {
     problems.push({ job: null, where: `${name}:1`, path: '', message: 'a manifest is a mapping with a `jobs:` list (see manifests/README.md)' });
     return empty;
   }
   const root = js;
-  const entries: unknown[] = Array.isArray(root.jobs) ? root.jobs : [];
-  const badEntries = new Set<number>();
-  let badTop = false;
-  const badDefaults = new Set<string>();
+  const headLoc: Loc = { doc, lineAt, base: [] };
 
-  const parsed = manifestSchema.safeParse(root);
-  const keyed: Array<{ offset: number; problem: Problem }> = [];
+  // Everything but the job entries (checked one by one while the jobs stream by).
+  const badDefaults = new Set<string>();
+  const parsed = headSchema.safeParse(root);
   if (!parsed.success) {
-    for (const iss of parsed.error.issues) {
-      const keys: Array<string | null> = iss.code === 'unrecognized_keys' ? iss.keys : [null];
-      for (const key of keys) {
-        const path: Path = key === null ? iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p)) : [...iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), key];
-        const entryIndex = path[0] === 'jobs' && typeof path[1] === 'number' ? path[1] : null;
-        if (entryIndex !== null) badEntries.add(entryIndex);
-        else if (path[0] === 'jobs' && path.length === 1) badTop = true;
-        else if (path[0] === 'defaults') badDefaults.add(String(path[1] ?? ''));
-        const ownerId = entryIndex !== null ? literalId(entries[entryIndex]) : null;
-        const message = key === null ? iss.message : unknownKeyMessage(key, keysFor(iss.path.length === 0 ? 'manifest' : String(iss.path[iss.path.length - 1] ?? ''), iss.path.length));
-        const offset = nodeAt(doc, path).offset;
-        keyed.push({ offset, problem: { job: ownerId, where: lineAt(offset), path: joinPath('', ownerId !== null ? path.slice(2) : path), message } });
-      }
+    for (const p of issueProblems(parsed.error.issues, headLoc, null, [], (path) => (path.length === 0 ? KEYS.manifest : path[path.length - 1] === 'defaults' ? KEYS.defaults : []))) {
+      if (p.issuePath[0] === 'defaults') badDefaults.add(String(p.issuePath[1] ?? ''));
+      problems.push(p.problem);
     }
   }
-  // In file order: sort is stable, so issues of one node keep zod's order.
-  problems.push(...keyed.sort((a, b) => a.offset - b.offset).map((k) => k.problem));
-  const budget = typeof root.budget === 'number' && root.budget >= 0 ? root.budget : null;
-  const pricing = isPlainObject(root.pricing) && !problems.some((p) => p.path.startsWith('pricing')) ? (root.pricing as Record<string, number>) : null;
-  if (badTop) return { ...empty, budget, pricing };
+  let entries: () => Iterable<RawEntry>;
+  if (split) {
+    entries = () => chunkEntries(split.items, name);
+  } else {
+    const list = root.jobs;
+    const jobsWhere = lineAt(nodeAt(doc, ['jobs']).offset);
+    const bad = list === undefined || list === null ? 'is required (a list of jobs)' : !Array.isArray(list) ? 'must be a list of jobs' : list.length === 0 ? 'must list at least one job' : null;
+    if (bad || !Array.isArray(list)) {
+      problems.push({ job: null, where: list === undefined ? `${name}:1` : jobsWhere, path: 'jobs', message: bad ?? 'must be a list of jobs' });
+      return { ...empty, ...priced(root, problems) };
+    }
+    entries = () => list.map((entryJs, index): RawEntry => ({ js: entryJs, loc: { doc, lineAt, base: ['jobs', index] }, index, errors: [] }));
+  }
   // Defaults keys with problems are left out (reported once, not once per job).
   const defaults: Entry = isPlainObject(root.defaults) && !badDefaults.has('') ? Object.fromEntries(Object.entries(root.defaults).filter(([k]) => !badDefaults.has(k))) : {};
 
   return {
-    budget,
-    pricing,
+    ...priced(root, problems),
     problems,
     async *jobs(builder, sourceProblems) {
-      for (let i = 0; i < entries.length; i++) {
-        const entry = entries[i];
-        if (badEntries.has(i) || !isPlainObject(entry)) continue;
-        yield* expandEntry({ entry, index: i, defaults, doc, name, dir, lineAt, builder, problems: sourceProblems });
+      for (const raw of entries()) {
+        if (raw.errors.length > 0) {
+          sourceProblems.push(...raw.errors);
+          continue;
+        }
+        const checked = jobSchema.safeParse(raw.js);
+        if (!checked.success || !isPlainObject(raw.js)) {
+          const owner = literalId(raw.js);
+          const keysAt = (path: Path) => (path.length === 0 ? KEYS.job : path[path.length - 1] === 'rows' ? KEYS.rows : []);
+          const list = checked.success ? [] : issueProblems(checked.error.issues, raw.loc, owner, owner === null ? ['jobs', raw.index] : [], keysAt);
+          sourceProblems.push(...list.map((p) => p.problem));
+          continue;
+        }
+        yield* expandEntry({ entry: raw.js, loc: raw.loc, defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems });
       }
     },
   };
 }
 
+/** Where a node lives: its document, how offsets become `file:line`, and the path of the entry in it. */
+interface Loc {
+  doc: Document;
+  lineAt(offset: number): string;
+  base: Path;
+}
+
+interface RawEntry {
+  js: unknown;
+  loc: Loc;
+  index: number;
+  /** Syntax problems of this entry (it is then skipped). */
+  errors: Problem[];
+}
+
+/** Items of a split file parsed together: bounded memory, without a parser per item. */
+const BATCH_ITEMS = 200;
+
+/** The items of a split file, parsed a batch at a time; a batch with a syntax error is parsed item by item. */
+function* chunkEntries(items: Array<{ line: number; text: string }>, name: string): Generator<RawEntry> {
+  for (let from = 0; from < items.length; from += BATCH_ITEMS) {
+    const batch = items.slice(from, from + BATCH_ITEMS);
+    const first = batch[0];
+    if (!first) break;
+    const parsed = parseChunk(batch.map((it) => it.text).join('\n'), first.line, name);
+    const list = parsed.errors.length === 0 ? toJs(parsed.loc.doc, `${name}:${first.line}`, parsed.errors) : undefined;
+    if (parsed.errors.length === 0 && Array.isArray(list) && list.length === batch.length) {
+      for (let k = 0; k < batch.length; k++) yield { js: list[k], loc: { ...parsed.loc, base: [k] }, index: from + k, errors: [] };
+      continue;
+    }
+    for (const [k, item] of batch.entries()) {
+      const one = parseChunk(item.text, item.line, name);
+      const js = one.errors.length === 0 ? toJs(one.loc.doc, `${name}:${item.line}`, one.errors) : undefined;
+      yield { js: Array.isArray(js) ? js[0] : undefined, loc: one.loc, index: from + k, errors: one.errors };
+    }
+  }
+}
+
+function parseChunk(text: string, line: number, name: string): { loc: Loc; errors: Problem[] } {
+  const lc = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true, merge: true });
+  const lineAt = (offset: number) => `${name}:${lc.linePos(offset).line + line - 1}`;
+  return { loc: { doc, lineAt, base: [0] }, errors: syntaxProblems(doc, lineAt) };
+}
+
+function syntaxProblems(doc: Document, lineAt: (offset: number) => string): Problem[] {
+  return doc.errors.map((e) => ({ job: null, where: lineAt(e.pos[0]), path: '', message: `YAML syntax: ${e.message.split('\n')[0]?.replace(/ at line \d+, column \d+:?$/, '')}` }));
+}
+
+function toJs(doc: Document, where: string, problems: Problem[]): unknown {
+  try {
+    return doc.toJS({ maxAliasCount: 1000 }) as unknown;
+  } catch (err) {
+    problems.push({ job: null, where, path: '', message: `YAML: ${err instanceof Error ? err.message : String(err)}` });
+    return undefined;
+  }
+}
+
+function priced(root: Entry, problems: Problem[]): { budget: number | null; pricing: Record<string, number> | null } {
+  const budget = typeof root.budget === 'number' && root.budget >= 0 ? root.budget : null;
+  const pricing = isPlainObject(root.pricing) && !problems.some((p) => p.path.startsWith('pricing')) ? (root.pricing as Record<string, number>) : null;
+  return { budget, pricing };
+}
+
+/**
+ * Problems from zod issues, positioned at their nodes and in file order.
+ * `owner`: the job id they belong to; `prefix`: shown before the path when
+ * there is no owner (e.g. jobs[3]); `keysAt`: the allowed keys of a mapping.
+ */
+function issueProblems(issues: readonly z.core.$ZodIssue[], loc: Loc, owner: string | null, prefix: Path, keysAt: (path: Path) => readonly string[]): Array<{ offset: number; issuePath: Path; problem: Problem }> {
+  const out: Array<{ offset: number; issuePath: Path; problem: Problem }> = [];
+  for (const iss of issues) {
+    const base: Path = iss.path.map((p) => (typeof p === 'symbol' ? String(p) : p));
+    const keys: Array<string | null> = iss.code === 'unrecognized_keys' ? iss.keys : [null];
+    for (const key of keys) {
+      const path: Path = key === null ? base : [...base, key];
+      const offset = nodeAt(loc.doc, [...loc.base, ...path]).offset;
+      const message = key === null ? iss.message : unknownKeyMessage(key, keysAt(base));
+      out.push({ offset, issuePath: path, problem: { job: owner, where: loc.lineAt(offset), path: joinPath('', [...prefix, ...path]), message } });
+    }
+  }
+  // Stable sort: issues of one node keep zod's order.
+  return out.sort((a, b) => a.offset - b.offset);
+}
+
 interface EntryContext {
   entry: Entry;
-  index: number;
+  loc: Loc;
   defaults: Entry;
-  doc: Document;
+  defaultsLoc: Loc;
   name: string;
   dir: string;
-  lineAt(offset: number): string;
   builder: JobBuilder;
   problems: Problem[];
 }
 
 async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
-  const { entry, index, defaults, doc, name, dir, lineAt, builder, problems } = c;
-  const entryPath: Path = ['jobs', index];
-  const entryWhere = lineAt(nodeAt(doc, entryPath).offset);
+  const { entry, loc, defaults, defaultsLoc, dir, builder, problems } = c;
+  const entryWhere = loc.lineAt(nodeAt(loc.doc, loc.base).offset);
   const fieldWhere = (path: string, suffix: string): string => {
     const parts = splitPath(path);
-    const own = nodeAt(doc, [...entryPath, ...parts]);
+    const own = nodeAt(loc.doc, [...loc.base, ...parts]);
     if (!own.complete && defaults[String(parts[0])] !== undefined) {
-      const fromDefaults = nodeAt(doc, ['defaults', ...parts]);
-      if (fromDefaults.complete) return lineAt(fromDefaults.offset) + suffix;
+      const fromDefaults = nodeAt(defaultsLoc.doc, ['defaults', ...parts]);
+      if (fromDefaults.complete) return defaultsLoc.lineAt(fromDefaults.offset) + suffix;
     }
-    return lineAt(own.offset) + suffix;
+    return loc.lineAt(own.offset) + suffix;
   };
   const entryProblem = (path: string, message: string) => problems.push({ job: literalId(entry), where: fieldWhere(path, ''), path, message });
 
@@ -265,14 +349,6 @@ function templatePath(value: unknown, name: string, base = ''): string | null {
 function literalId(entry: unknown): string | null {
   if (!isPlainObject(entry) || typeof entry.id !== 'string' || entry.id.includes('{{')) return null;
   return entry.id;
-}
-
-function keysFor(parent: string, depth: number): readonly string[] {
-  if (depth === 0) return KEYS.manifest ?? [];
-  if (parent === 'defaults') return KEYS.defaults ?? [];
-  if (parent === 'rows') return KEYS.rows ?? [];
-  if (/^\d+$/.test(parent)) return KEYS.job ?? [];
-  return [];
 }
 
 function unknownKeyMessage(key: string, allowed: readonly string[]): string {
