@@ -30,9 +30,9 @@ if (process.argv[2] === '--serve') {
   const clients = arg('--clients', 100);
   const taskCount = arg('--tasks', 100_000);
 
-  const serve = () =>
+  const serve = (scale = 1) =>
     new Promise((resolve) => {
-      const child = fork(fileURLToPath(import.meta.url), ['--serve', '1'], { execArgv: ['--expose-gc'] });
+      const child = fork(fileURLToPath(import.meta.url), ['--serve', String(scale)], { execArgv: ['--expose-gc'] });
       child.once('message', (m) => resolve({ child, url: m.url }));
     });
   const ask = (child, what) => new Promise((resolve) => { child.once('message', resolve); child.send(what); });
@@ -86,7 +86,20 @@ if (process.argv[2] === '--serve') {
     const t0 = Date.now();
     await Promise.all(Array.from({ length: clients }, async () => { while (next++ < taskCount) await submit(pool); }));
     const loaded = await ask(child, 'rss');
-    console.log(`holding ${taskCount} tasks: server RSS ${(loaded.rss / 1048576).toFixed(0)} MB (idle ${(base.rss / 1048576).toFixed(0)} MB; heap ${(loaded.heapUsed / 1048576).toFixed(0)} MB; loaded in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    console.log(`holding ${taskCount} tasks in flight: server RSS ${(loaded.rss / 1048576).toFixed(0)} MB (idle ${(base.rss / 1048576).toFixed(0)} MB; heap ${(loaded.heapUsed / 1048576).toFixed(0)} MB; loaded in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    await pool.close();
+    await stop(child);
+  }
+
+  // 3. Memory holding taskCount finished tasks whose results were read (file lists cached, bytes not kept).
+  {
+    const { child, url } = await serve(0.00001);
+    const pool = new Pool(url, { connections: clients, pipelining: 1 });
+    let next = 0;
+    const t0 = Date.now();
+    await Promise.all(Array.from({ length: clients }, async () => { while (next++ < taskCount) await status(pool, await submit(pool)); }));
+    const loaded = await ask(child, 'rss');
+    console.log(`holding ${taskCount} finished tasks, results read: server RSS ${(loaded.rss / 1048576).toFixed(0)} MB (heap ${(loaded.heapUsed / 1048576).toFixed(0)} MB; ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
     await pool.close();
     await stop(child);
   }

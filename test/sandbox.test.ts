@@ -1,3 +1,5 @@
+import jpegJs from 'jpeg-js';
+import { crc32 } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { keyHash, startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
 
@@ -177,9 +179,15 @@ describe('sandbox lifecycle and files', () => {
     const b = (await status(sb, jpg)).body.data.files[0];
     expect(b).toMatchObject({ format: 'jpeg', content_type: 'image/jpeg', file_name: expect.stringMatching(/\.jpg$/) });
     const jb = Buffer.from(await (await fetch(b.file_url)).arrayBuffer());
-    expect(jb[0]).toBe(0xff);
-    expect(jb[1]).toBe(0xd8);
     expect(jb.length).toBe(b.file_size);
+    const decoded = jpegJs.decode(jb);
+    expect([decoded.width, decoded.height]).toEqual([b.metadata.served_width, b.metadata.served_height]);
+    // Every PNG chunk (the sandbox's tEXt stamp included) has a correct CRC.
+    for (let i = 8; i < pb.length; ) {
+      const len = pb.readUInt32BE(i);
+      expect(crc32(pb.subarray(i + 4, i + 8 + len)) >>> 0).toBe(pb.readUInt32BE(i + 8 + len));
+      i += 12 + len;
+    }
   });
 
   it('returns n files for n images; fewer with partialRate and refunds the rest', async () => {
@@ -192,6 +200,8 @@ describe('sandbox lifecycle and files', () => {
     expect(files.length).toBeGreaterThanOrEqual(1);
     expect(files.length).toBeLessThan(4);
     expect(new Set(files.map((f) => f.file_url)).size).toBe(files.length);
+    const bodies = await Promise.all(files.map(async (f) => Buffer.from(await (await fetch(f.file_url)).arrayBuffer()).toString('base64')));
+    expect(new Set(bodies).size).toBe(files.length);
     expect(await balance(sb)).toBe(before - 4 * files.length);
 
     const full = await sandbox();

@@ -1,11 +1,12 @@
+import { createHash } from 'node:crypto';
 import * as media from './media/index.js';
 import type { TaskRecord } from './tasks.js';
 
 /**
  * Result files. A Blob describes a file (name, type, how to render it); its
  * bytes are generated on demand from the description (deterministic from the
- * task seed), so memory holds descriptions, not bytes. A small LRU keeps
- * recently rendered bytes. Uploaded files (bytes given) live here too.
+ * task seed), so memory holds descriptions, not bytes. An LRU keeps recently
+ * rendered base files. Uploaded files (bytes given) live here too.
  */
 
 export type RenderSpec =
@@ -69,17 +70,67 @@ export function render(spec: RenderSpec): Buffer {
   }
 }
 
+/**
+ * Seeded media is rendered for `seed % SEED_VARIANTS` only and cached, so a
+ * status read never pays for an encoder run per task (jpeg-js takes ~25 ms
+ * per image). Images are then made unique per file by a fixed-length stamp:
+ * a PNG `tEXt` chunk before IEND, a JPEG `COM` segment after SOI, holding
+ * sha1(task id / file name). The bytes stay valid files of the same size class.
+ */
+export const SEED_VARIANTS = 16;
+const STAMP_CHARS = 40;
+const PNG_STAMP_BYTES = 12 + 'genbatch-sandbox'.length + 1 + STAMP_CHARS;
+const JPEG_STAMP_BYTES = 4 + STAMP_CHARS;
+
+function baseSpec(spec: RenderSpec): RenderSpec {
+  return 'seed' in spec ? { ...spec, seed: spec.seed % SEED_VARIANTS } : spec;
+}
+
+function baseKey(spec: RenderSpec): string | null {
+  if (spec.type === 'text' || spec.type === 'json') return null;
+  return JSON.stringify(baseSpec(spec));
+}
+
+function stampBytes(spec: RenderSpec): number {
+  return spec.type === 'png' ? PNG_STAMP_BYTES : spec.type === 'jpeg' ? JPEG_STAMP_BYTES : 0;
+}
+
+function stamp(base: Buffer, spec: RenderSpec, id: string): Buffer {
+  const text = createHash('sha1').update(id).digest('hex');
+  if (spec.type === 'png') {
+    const data = Buffer.from(`genbatch-sandbox\0${text}`, 'latin1');
+    const head = Buffer.alloc(8);
+    head.writeUInt32BE(data.length, 0);
+    head.write('tEXt', 4, 'latin1');
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(media.crc32(head.subarray(4), data) >>> 0, 0);
+    const iend = base.length - 12;
+    return Buffer.concat([base.subarray(0, iend), head, data, crc, base.subarray(iend)]);
+  }
+  if (spec.type === 'jpeg') {
+    const seg = Buffer.alloc(JPEG_STAMP_BYTES);
+    seg.writeUInt16BE(0xfffe, 0);
+    seg.writeUInt16BE(2 + STAMP_CHARS, 2);
+    seg.write(text, 4, 'latin1');
+    return Buffer.concat([base.subarray(0, 2), seg, base.subarray(2)]);
+  }
+  return base;
+}
+
 /** Make a Blob, content type from the format. */
 export function blob(name: string, format: string, spec: RenderSpec): Blob {
   return { name, format, contentType: media.contentTypeOf(format), render: spec };
 }
 
-const CACHE_BYTES = 32 * 1024 * 1024;
+const CACHE_BYTES = 48 * 1024 * 1024;
 
 export class FileStore {
   private readonly base: () => string;
+  /** Rendered base files by baseKey, least recently used first. */
   private readonly cache = new Map<string, Buffer>();
   private cached = 0;
+  /** Byte length of each base file ever rendered (kept when its bytes are evicted). */
+  private readonly sizes = new Map<string, number>();
   private readonly uploads = new Map<string, StoredUpload>();
 
   constructor(baseUrl: () => string) {
@@ -91,16 +142,31 @@ export class FileStore {
     return `${this.base()}/files/${task.id}/${encodeURIComponent(b.name)}`;
   }
 
+  /** The file's bytes: deterministic from its render spec, the task id and its name. */
   bytes(task: TaskRecord, b: Blob): Buffer {
-    const key = `${task.id}/${b.name}`;
+    const key = baseKey(b.render);
+    if (key === null) return render(b.render);
+    return stamp(this.baseBytes(key, b.render), b.render, `${task.id}/${b.name}`);
+  }
+
+  /** True byte length, without rendering when a file of the same base was rendered before. */
+  size(task: TaskRecord, b: Blob): number {
+    if (b.size !== undefined) return b.size;
+    const key = baseKey(b.render);
+    if (key === null) b.size = render(b.render).length;
+    else b.size = (this.sizes.get(key) ?? this.baseBytes(key, b.render).length) + stampBytes(b.render);
+    return b.size;
+  }
+
+  private baseBytes(key: string, spec: RenderSpec): Buffer {
     const hit = this.cache.get(key);
     if (hit) {
       this.cache.delete(key);
       this.cache.set(key, hit);
       return hit;
     }
-    const bytes = render(b.render);
-    b.size = bytes.length;
+    const bytes = render(baseSpec(spec));
+    this.sizes.set(key, bytes.length);
     this.cache.set(key, bytes);
     this.cached += bytes.length;
     for (const [k, v] of this.cache) {
@@ -109,10 +175,6 @@ export class FileStore {
       this.cached -= v.length;
     }
     return bytes;
-  }
-
-  size(task: TaskRecord, b: Blob): number {
-    return b.size ?? this.bytes(task, b).length;
   }
 
   /** The contract's File object for a blob, with true size and type. */

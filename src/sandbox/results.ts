@@ -104,7 +104,7 @@ export function genericResult(task: TaskRecord, files: FileStore, imageEdge: num
       blobs.push(b);
       entries.push(files.entry(task, b, 'video', { metadata: { width: nominal.width, height: nominal.height, duration: dur, served_width: served.width, served_height: served.height } }));
     } else if (kind === 'music' || kind === 'audio') {
-      const dur = Math.round(rng.range(30, 60) * 100) / 100;
+      const dur = rng.int(30, 60);
       const b = kind === 'music' ? blob(`${base}.mp3`, 'mp3', { type: 'mp3', seconds: dur }) : blob(`${base}.wav`, 'wav', { type: 'wav', seconds: dur, seed });
       blobs.push(b);
       entries.push(files.entry(task, b, 'audio', { metadata: { duration: dur } }));
