@@ -39,7 +39,7 @@ describe('genbatch validate on broken manifests', () => {
     const r = await genbatch(['validate', `${B}/malformed.yaml`]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr.split('\n')[0]).toBe(`${B}/malformed.yaml:6: YAML syntax: Missing closing "quote`);
+    expect(r.stderr.split("\n")[0]).toBe(`${B}/malformed.yaml:4: YAML syntax: Missing closing "quote`);
   });
 
   it('a bad CSV row: exit 2, the row number and the rule', async () => {

@@ -2,7 +2,7 @@ import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../../c
 import { EXIT, UsageError } from '../../errors.js';
 import { openManifest } from '../../manifest/index.js';
 import { estimate, loadPrices, type Estimate, type JobEstimate, type UserPrices } from '../../pricing/index.js';
-import { writeProblems } from './validate.js';
+import { write, writeProblems } from './validate.js';
 
 /**
  * `genbatch estimate <manifest> [--json] [--offline] [--prices FILE] [--base-url URL]`.
@@ -39,7 +39,7 @@ export default async function estimateCommand(manifestPath: string, opts: Option
   });
   const problems = [...manifest.problems, ...est.problems];
   if (problems.length > 0) {
-    writeProblems(problems);
+    await writeProblems(problems);
     return EXIT.usage;
   }
 
@@ -60,7 +60,8 @@ export default async function estimateCommand(manifestPath: string, opts: Option
   });
 
   if (opts.json) {
-    process.stdout.write(
+    await write(
+      process.stdout,
       JSON.stringify({
         total_credits: est.total_credits,
         unknown_price_jobs: est.unknown_price_jobs,
@@ -76,7 +77,7 @@ export default async function estimateCommand(manifestPath: string, opts: Option
       }) + '\n',
     );
   } else {
-    process.stdout.write(humanReport(manifestPath, est, shown, balance, manifest.budget, unusedUserPrices));
+    await write(process.stdout, humanReport(manifestPath, est, shown, balance, manifest.budget, unusedUserPrices));
   }
   return overBalance || overBudget ? EXIT.budget : EXIT.ok;
 }

@@ -11,26 +11,34 @@ export default async function validate(manifest: string, opts: { json?: boolean 
   const result = await validateManifest(manifest);
   const valid = result.problems.length === 0;
   if (opts.json) {
-    process.stdout.write(JSON.stringify({ valid, jobs: result.jobs, problems: result.problems }) + '\n');
+    await write(process.stdout, JSON.stringify({ valid, jobs: result.jobs, problems: result.problems }) + '\n');
     return valid ? EXIT.ok : EXIT.usage;
   }
   if (valid) {
-    process.stdout.write(`${manifest}: ${result.jobs} job${result.jobs === 1 ? '' : 's'}, all valid\n`);
+    await write(process.stdout, `${manifest}: ${result.jobs} job${result.jobs === 1 ? '' : 's'}, all valid\n`);
     return EXIT.ok;
   }
-  writeProblems(result.problems);
+  await writeProblems(result.problems);
   return EXIT.usage;
 }
 
 /** One line per problem on stderr, written in chunks (100,000 problems stay fast). */
-export function writeProblems(problems: Problem[]): void {
+export async function writeProblems(problems: Problem[]): Promise<void> {
   const chunk: string[] = [];
   for (const p of problems) {
     chunk.push(formatProblem(p));
     if (chunk.length >= 1000) {
-      process.stderr.write(chunk.join('\n') + '\n');
+      await write(process.stderr, chunk.join('\n') + '\n');
       chunk.length = 0;
     }
   }
-  if (chunk.length > 0) process.stderr.write(chunk.join('\n') + '\n');
+  if (chunk.length > 0) await write(process.stderr, chunk.join('\n') + '\n');
+}
+
+/**
+ * Write and wait until the stream has taken it: on a pipe, a large write is
+ * queued, and the process exit that follows the command would cut it short.
+ */
+export function write(stream: NodeJS.WriteStream, text: string): Promise<void> {
+  return new Promise((resolve, reject) => stream.write(text, (err) => (err ? reject(err) : resolve())));
 }
