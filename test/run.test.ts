@@ -94,6 +94,7 @@ describe('genbatch run against the sandbox', () => {
     const total0 = sb.stats().tasks_total;
     sb.script('submit', ['500-after']);
     const r = await run(manifest, w.out, ['--concurrency', '1']);
+    expect(r.stderr).toBe('');
     expect(r.code).toBe(4);
     const jobs = readJobs(w.state);
     const unc = jobs.filter((j) => j.state === 'uncertain');
@@ -105,10 +106,12 @@ describe('genbatch run against the sandbox', () => {
     expect(report.summary.counts.uncertain).toBe(1);
 
     const skip = await run(manifest, w.out);
+    expect(skip.stderr).toBe('');
     expect(skip.code).toBe(4);
     expect(sb.stats().tasks_total - total0).toBe(3);
 
     const resubmit = await run(manifest, w.out, ['--uncertain', 'resubmit']);
+    expect(resubmit.stderr).toBe('');
     expect(resubmit.code).toBe(0);
     expect(sb.stats().tasks_total - total0).toBe(4);
     expect(readJobs(w.state).every((j) => j.state === 'done')).toBe(true);
@@ -145,7 +148,7 @@ describe('genbatch run against the sandbox', () => {
 
   it('SIGINT stops cleanly (exit 130, report written, nothing half-submitted); a rerun finishes without duplicates; a second writer is refused', async () => {
     const w = work();
-    const manifest = imageManifest(join(w.dir, 's.yaml'), 60, 'sig');
+    const manifest = imageManifest(join(w.dir, 's.yaml'), 200, 'sig');
     const total0 = sb.stats().tasks_total;
     const args = ['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--concurrency', '2'];
     const first = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
@@ -157,13 +160,13 @@ describe('genbatch run against the sandbox', () => {
         stdout += d.toString();
         if (!sent && stdout.includes('estimate')) {
           sent = true;
-          setTimeout(async () => {
+          setImmediate(async () => {
             // While it runs, a second writer on the same state file is refused.
             const second = await runCli(args, { GENBATCH_API_KEY: KEY });
             expect(second.code).toBe(2);
             expect(second.stderr).toContain('in use by pid');
             child.kill('SIGINT');
-          }, 100);
+          });
         }
       });
       child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -177,6 +180,6 @@ describe('genbatch run against the sandbox', () => {
     expect(mid.filter((j) => j.state === 'pending').length).toBeGreaterThan(0);
     const rest = await runCli(args, { GENBATCH_API_KEY: KEY });
     expect(rest.code).toBe(0);
-    expect(sb.stats().tasks_total - total0).toBe(60);
+    expect(sb.stats().tasks_total - total0).toBe(200);
   });
 });

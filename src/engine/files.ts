@@ -1,17 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { mkdir, open, rename } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 
-/** Write a small file atomically: temp file in the same folder, fsync, rename. */
-export function writeFileAtomic(path: string, data: string): void {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = join(dirname(path), `.${randomBytes(6).toString('hex')}.part`);
-  const fd = openSync(tmp, 'w');
+/** Write a small file atomically: temp file in the same folder, fsync (off the main thread), rename. */
+export async function writeFileAtomic(path: string, data: string): Promise<void> {
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true });
+  // Same temporary name pattern as the downloader, so cleanupPartials removes leftovers of both.
+  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.part`);
+  const fh = await open(tmp, 'w');
   try {
-    writeSync(fd, data);
-    fsyncSync(fd);
+    await fh.writeFile(data);
+    await fh.sync();
   } finally {
-    closeSync(fd);
+    await fh.close();
   }
-  renameSync(tmp, path);
+  await rename(tmp, path);
 }

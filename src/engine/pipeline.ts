@@ -3,10 +3,11 @@ import { createReadStream } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { AmbiguousSubmitError, ApiError, GenbatchError, NetworkError, UnsafeResultError } from '../errors.js';
 import { findModel } from '../models/index.js';
-import { nowIso, type JobRow, type JobState, type Store } from '../store/index.js';
+import { nowIso, type JobPatch, type JobRow, type JobState, type Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
 import { writeFileAtomic } from './files.js';
 import type { DownloadPort, ServicePort, TaskView } from './ports.js';
+import { MinHeap } from './heap.js';
 import { extractResults, setAtPath, sha256Hex } from './results.js';
 import type { StoredSpec } from './spec.js';
 
@@ -15,8 +16,8 @@ import type { StoredSpec } from './spec.js';
  *   submits   pending jobs read from the store in manifest order, at most
  *             `concurrency` POSTs in flight and `maxActive` tasks being waited on;
  *   polls     each waited-on task at its own due time (first not before the
- *             model's typical minimum, then every 2-5 s with jitter), at most
- *             `statusPerSecond` status reads per second;
+ *             model's typical minimum, then every 2-5 s with jitter), kept in a
+ *             min-heap by due time; the client caps status reads per second;
  *   downloads jobs whose task finished, soonest-expiring first.
  * Every state change goes through store.transition. All durations are
  * multiplied by `timeScale` (1 against the real service).
@@ -26,7 +27,6 @@ export interface PipelineOptions {
   concurrency: number;
   maxActive: number;
   timeScale: number;
-  statusPerSecond: number;
   signal: AbortSignal;
   emit: (e: EngineEvent) => void;
   /** Callback URL for submits (the job id is added as a query parameter), or null. */
@@ -51,18 +51,21 @@ export class Pipeline {
   private submitsInFlight = 0;
   private pollsInFlight = 0;
   private readonly downloading = new Set<string>();
-  /** Jobs whose download failed after the client's retries: left `downloading` for the next run. */
-  private readonly downloadGaveUp = new Set<string>();
   private buffer: JobRow[] = [];
   private cursor = 0;
   private pendingExhausted = false;
-  private downloadsDirty = true;
-  private downloadsEmpty = false;
-  private lastPollAt = 0;
+  private downloadsLoaded = false;
+  private readonly downloadHeap = new MinHeap<{ at: number; id: string }>();
+  private readonly due = new MinHeap<{ at: number; id: string }>();
+  private timer: NodeJS.Timeout | null = null;
+  private timerAt = Infinity;
+  private durableBatch: Array<{ fn: () => void; done: (err: unknown) => void }> = [];
   private wakeUp: (() => void) | null = null;
   private readonly uploadsInFlight = new Map<string, Promise<string>>();
   stopReason: StopReason | null = null;
   statusRequests = 0;
+  /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
+  submitsSent = 0;
 
   constructor(
     private readonly store: Store,
@@ -85,16 +88,69 @@ export class Pipeline {
     w?.();
   };
 
+  /** One timer for the loop: armed for the earliest due time asked for. */
+  private armTimer(at: number): void {
+    if (!Number.isFinite(at) || (this.timer && this.timerAt <= at)) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.timerAt = Infinity;
+      this.wake();
+    }, Math.max(0, at - Date.now()));
+  }
+
+  private schedule(id: string, w: Waiting, at: number): void {
+    w.dueAt = at;
+    this.due.push({ at, id });
+  }
+
+  /**
+   * Commit `fn` with synchronous=FULL. Calls made in the same turn of the event
+   * loop share one transaction and one fsync (group commit); the promise
+   * settles after the fsync, so no POST is sent before its intent is on disk.
+   */
+  private commitDurable(fn: () => void): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.durableBatch.push({ fn, done: (err) => (err === null ? resolve() : reject(err)) });
+      if (this.durableBatch.length === 1) setImmediate(() => this.flushDurable());
+    });
+  }
+
+  private flushDurable(): void {
+    const batch = this.durableBatch;
+    this.durableBatch = [];
+    const errors = new Map<number, unknown>();
+    try {
+      this.store.durable(() => {
+        batch.forEach((b, i) => {
+          try {
+            b.fn();
+          } catch (err) {
+            errors.set(i, err);
+          }
+        });
+      });
+    } catch (err) {
+      for (const b of batch) b.done(err);
+      return;
+    }
+    batch.forEach((b, i) => b.done(errors.has(i) ? errors.get(i) : null));
+  }
+
+  private async moveDurable(id: string, from: JobState, to: JobState, patch: JobPatch): Promise<void> {
+    await this.commitDurable(() => this.store.transition(id, from, to, patch));
+    this.opts.emit({ type: 'job', id, from, to, task_id: patch.task_id ?? null, error: patch.last_error ?? null });
+  }
+
   private stop(reason: StopReason): void {
     if (this.stopReason) return;
     this.stopReason = reason;
     this.opts.emit({ type: 'stopping', reason });
   }
 
-  private move(id: string, from: JobState, to: JobState, patch: Parameters<Store['transition']>[3] = {}, also?: () => void, durable = false): void {
-    const apply = () => this.store.transition(id, from, to, patch, also);
-    if (durable) this.store.durable(apply);
-    else apply();
+  private move(id: string, from: JobState, to: JobState, patch: Parameters<Store['transition']>[3] = {}, also?: () => void): void {
+    this.store.transition(id, from, to, patch, also);
     this.opts.emit({ type: 'job', id, from, to, task_id: patch.task_id ?? null, error: patch.last_error ?? null });
   }
 
@@ -103,7 +159,9 @@ export class Pipeline {
     for (const row of this.store.jobsIn('submitted')) {
       if (!row.task_id) continue;
       const spec = findModel(row.model);
-      this.waiting.set(row.id, { taskId: row.task_id, model: row.model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: Date.now() + this.rand * this.scaled(2000), failures: 0 });
+      const w: Waiting = { taskId: row.task_id, model: row.model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0 };
+      this.waiting.set(row.id, w);
+      this.schedule(row.id, w, Date.now() + this.rand * this.scaled(2000));
     }
     const onAbort = () => {
       this.stop('signal');
@@ -123,14 +181,16 @@ export class Pipeline {
         if (busy === 0) {
           if (stopping) break;
           const submitsDone = this.pendingExhausted || this.stopReason !== null;
-          if (submitsDone && this.waiting.size === 0 && this.downloadsEmpty && !this.downloadsDirty) break;
+          if (submitsDone && this.waiting.size === 0 && this.downloadHeap.size === 0) break;
         }
+        this.armTimer(nextDue);
         await new Promise<void>((resolve) => {
           this.wakeUp = resolve;
-          if (Number.isFinite(nextDue)) setTimeout(this.wake, Math.max(1, nextDue - Date.now()));
         });
       }
     } finally {
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = null;
       this.opts.signal.removeEventListener('abort', onAbort);
     }
   }
@@ -178,18 +238,21 @@ export class Pipeline {
     if (this.opts.callbackUrl) body.callback_url = withJobId(this.opts.callbackUrl, row.id);
     else if (spec.callback_url) body.callback_url = spec.callback_url;
     // The intent is fsynced before the POST: a crash after this point leaves `submitting`, which a rerun turns into `uncertain`.
-    this.move(row.id, 'pending', 'submitting', { attemptsInc: 1, submitted_input: JSON.stringify(input), submitted_at: nowIso(), last_error: null }, undefined, true);
+    await this.moveDurable(row.id, 'pending', 'submitting', { attemptsInc: 1, submitted_input: JSON.stringify(input), submitted_at: nowIso(), last_error: null });
     let taskId: string;
     try {
+      this.submitsSent++;
       taskId = (await this.service.submit(body)).task_id;
     } catch (err) {
       this.submitFailed(row.id, err);
       return;
     }
-    this.move(row.id, 'submitting', 'submitted', { task_id: taskId }, undefined, true);
+    await this.moveDurable(row.id, 'submitting', 'submitted', { task_id: taskId });
     const model = findModel(spec.model);
     const first = (model?.typicalSeconds[0] ?? 15) * 1000;
-    this.waiting.set(row.id, { taskId, model: spec.model, endpoint: model?.resultEndpoint ?? 'status', dueAt: Date.now() + this.scaled(first), failures: 0 });
+    const w: Waiting = { taskId, model: spec.model, endpoint: model?.resultEndpoint ?? 'status', dueAt: 0, failures: 0 };
+    this.waiting.set(row.id, w);
+    this.schedule(row.id, w, Date.now() + this.scaled(first));
   }
 
   private submitFailed(id: string, err: unknown): void {
@@ -236,22 +299,20 @@ export class Pipeline {
   /** Start due polls; returns when the next one is due (ms epoch). */
   private fillPolls(): number {
     const now = Date.now();
-    const gap = 1000 / this.opts.statusPerSecond;
     const cap = Math.max(4, this.opts.concurrency * 2);
-    let next = Infinity;
-    for (const [id, w] of this.waiting) {
-      if (w.dueAt === Infinity) continue; // in flight
-      if (w.dueAt > now || this.pollsInFlight >= cap) {
-        next = Math.min(next, Math.max(w.dueAt, now + 1));
+    while (this.pollsInFlight < cap) {
+      const top = this.due.peek();
+      if (!top) return Infinity;
+      const w = this.waiting.get(top.id);
+      if (!w || w.dueAt !== top.at) {
+        this.due.pop(); // stale entry
         continue;
       }
-      if (now - this.lastPollAt < gap) {
-        next = Math.min(next, this.lastPollAt + gap);
-        break;
-      }
-      this.lastPollAt = now;
+      if (top.at > now) return top.at;
+      this.due.pop();
       w.dueAt = Infinity;
       this.pollsInFlight++;
+      const id = top.id;
       void this.poll(id, w)
         .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `job ${id}: ${errorText(err)}` }))
         .finally(() => {
@@ -259,7 +320,7 @@ export class Pipeline {
           this.wake();
         });
     }
-    return next;
+    return Infinity; // at the cap: a finishing poll wakes the loop
   }
 
   private nextPollDelay(): number {
@@ -279,7 +340,7 @@ export class Pipeline {
         return;
       }
       w.failures++;
-      w.dueAt = Date.now() + Math.min(this.scaled(60_000), this.nextPollDelay() * 2 ** Math.min(w.failures, 5));
+      this.schedule(id, w, Date.now() + Math.min(this.scaled(60_000), this.nextPollDelay() * 2 ** Math.min(w.failures, 5)));
       this.opts.emit({ type: 'warning', message: `job ${id}: status read failed (${errorText(err)}); will try again` });
       return;
     }
@@ -301,32 +362,38 @@ export class Pipeline {
           ...extracted.texts.map((t) => ({ idx: t.idx, name: t.name, url: null, type: 'text', content_type: 'text/plain', expected_size: null, expires_at: null })),
         ]),
       );
-      this.downloadsDirty = true;
+      this.downloadHeap.push({ at: expires, id });
     } else if (task.status === 'failed') {
       this.waiting.delete(id);
       this.move(id, 'submitted', 'failed', { last_error: task.error_message ?? 'task failed (no message)', result: JSON.stringify(task), finished_at: nowIso() });
     } else {
       this.opts.emit({ type: 'progress', id, task_id: w.taskId, status: task.status, progress: task.progress ?? null });
-      w.dueAt = Date.now() + this.nextPollDelay();
+      this.schedule(id, w, Date.now() + this.nextPollDelay());
     }
   }
 
   // ---- downloads ----
 
+  /**
+   * Start downloads, soonest-expiring first. Jobs that were `downloading` when
+   * the run started are read from the store once; jobs that finish during the
+   * run are queued in memory as they arrive (no query per download).
+   */
   private fillDownloads(): number {
-    const free = this.opts.concurrency - this.downloading.size;
-    if (free <= 0 || !this.downloadsDirty) return Infinity;
-    const blocked = new Set<string>([...this.downloading, ...this.downloadGaveUp]);
-    const rows = this.store.downloadQueue(free, blocked);
-    this.downloadsDirty = false;
-    this.downloadsEmpty = rows.length === 0 && this.downloading.size === 0;
-    for (const row of rows) {
+    if (!this.downloadsLoaded) {
+      this.downloadsLoaded = true;
+      for (const row of this.store.jobsIn('downloading')) this.downloadHeap.push({ at: row.expires_at ?? 0, id: row.id });
+    }
+    while (this.downloading.size < this.opts.concurrency) {
+      const next = this.downloadHeap.pop();
+      if (!next) break;
+      const row = this.store.getJob(next.id);
+      if (!row || row.state !== 'downloading') continue;
       this.downloading.add(row.id);
       void this.downloadJob(row)
         .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `job ${row.id}: ${errorText(err)}` }))
         .finally(() => {
           this.downloading.delete(row.id);
-          this.downloadsDirty = true;
           this.wake();
         });
     }
@@ -350,7 +417,7 @@ export class Pipeline {
           texts ??= new Map(extractResults(task, model?.resultEndpoint ?? 'status', row.model).texts.map((t) => [t.idx, t.text]));
           const text = texts.get(f.idx) ?? '';
           const name = this.download.sanitizeName(f.name);
-          writeFileAtomic(join(jobDir, name), text);
+          await writeFileAtomic(join(jobDir, name), text);
           this.store.fileDone(row.id, f.idx, { path: relative(this.opts.outDir, join(jobDir, name)), size: Buffer.byteLength(text), sha256: sha256Hex(text), content_type: 'text/plain' });
           continue;
         }
@@ -367,7 +434,6 @@ export class Pipeline {
         this.move(row.id, 'downloading', 'failed', { last_error: err.message });
       } else {
         // The client's retry layer already retried; the job stays `downloading` for the next run.
-        this.downloadGaveUp.add(row.id);
         this.store.noteError(row.id, `download failed: ${errorText(err)}`);
         this.opts.emit({ type: 'warning', message: `job ${row.id}: download failed (${errorText(err)}); left for the next run` });
       }
@@ -382,7 +448,7 @@ export class Pipeline {
       finished_at: row.finished_at,
       files: files.map((f) => ({ name: f.name, path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.content_type, url: f.url })),
     };
-    writeFileAtomic(join(jobDir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
+    await writeFileAtomic(join(jobDir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
     this.move(row.id, 'downloading', 'done', {});
   }
 }

@@ -94,8 +94,7 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
   return out;
 }
 
-export interface BudgetCheck {
-  balance: number | null;
+export interface BudgetLimits {
   maxCredits: number | null;
   budget: number | null;
   yes: boolean;
@@ -103,22 +102,13 @@ export interface BudgetCheck {
 
 /**
  * Refuse (BudgetError, exit 3) before anything is spent when the known
- * estimate exceeds the balance (pending jobs only: what this run will submit),
- * --max-credits or the manifest budget (every job of the manifest), or when
- * some prices are unknown and --yes was not given.
+ * estimate of the manifest exceeds --max-credits or the manifest budget, or
+ * when jobs left to run have no known price and --yes was not given. Needs no
+ * network; the balance is checked after (checkBalance).
  */
-export function checkBudget(store: Store, c: BudgetCheck, emit: (e: EngineEvent) => void): void {
+export function checkLimits(store: Store, c: BudgetLimits): void {
   const pending = store.pendingEstimate();
   const total = store.estimate();
-  const unknown: string[] = [];
-  for (const row of store.jobsIn('pending')) {
-    if (row.estimated_credits === null) unknown.push(row.id);
-    if (unknown.length >= 1000) break;
-  }
-  emit({ type: 'estimate', pending_credits: pending.known, total_credits: total.known, unknown_price_jobs: unknown, balance: c.balance });
-  if (c.balance !== null && pending.known > c.balance) {
-    throw new BudgetError(`the known estimate of ${fmt(pending.known)} credits for the jobs left to run exceeds the balance of ${fmt(c.balance)} credits`);
-  }
   if (c.maxCredits !== null && total.known > c.maxCredits) {
     throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds --max-credits ${fmt(c.maxCredits)}`);
   }
@@ -126,9 +116,29 @@ export function checkBudget(store: Store, c: BudgetCheck, emit: (e: EngineEvent)
     throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds the manifest budget of ${fmt(c.budget)}`);
   }
   if (pending.unknown > 0 && !c.yes) {
-    const list = unknown.slice(0, 10).join(', ') + (pending.unknown > 10 ? `, and ${pending.unknown - 10} more` : '');
+    const unknown = unknownPriceJobs(store, 10);
+    const list = unknown.join(', ') + (pending.unknown > unknown.length ? `, and ${pending.unknown - unknown.length} more` : '');
     throw new BudgetError(`${pending.unknown} job(s) have no known price (${list}); the contract gives no price for their model. Pass --yes to run them anyway, or give prices with --prices`);
   }
+}
+
+/** Refuse when the known estimate of the jobs left to run exceeds the balance; emits the estimate event. */
+export function checkBalance(store: Store, balance: number | null, emit: (e: EngineEvent) => void): void {
+  const pending = store.pendingEstimate();
+  const total = store.estimate();
+  emit({ type: 'estimate', pending_credits: pending.known, total_credits: total.known, unknown_price_jobs: unknownPriceJobs(store, 1000), balance });
+  if (balance !== null && pending.known > balance) {
+    throw new BudgetError(`the known estimate of ${fmt(pending.known)} credits for the jobs left to run exceeds the balance of ${fmt(balance)} credits`);
+  }
+}
+
+function unknownPriceJobs(store: Store, max: number): string[] {
+  const out: string[] = [];
+  for (const row of store.jobsIn('pending')) {
+    if (row.estimated_credits === null) out.push(row.id);
+    if (out.length >= max) break;
+  }
+  return out;
 }
 
 const fmt = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(2));

@@ -7,7 +7,7 @@ import { Store, nowIso, type JobState } from '../store/index.js';
 import type { EventBus } from './events.js';
 import { Pipeline, errorText } from './pipeline.js';
 import type { DownloadPort, ServicePort } from './ports.js';
-import { checkBudget, prepare } from './prepare.js';
+import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData } from './report-data.js';
 
 /**
@@ -28,8 +28,6 @@ export interface RunOptions {
   concurrency: number;
   /** Tasks waited on at once (default 50 x concurrency, at least 500). */
   maxActive?: number;
-  /** Status reads per second, before time scaling (default 10). */
-  statusPerSecond?: number;
   yes: boolean;
   maxCredits: number | null;
   uncertain: 'skip' | 'resubmit';
@@ -69,10 +67,12 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
         emit({ type: 'job', id: row.id, from: 'uncertain', to: 'pending' });
       }
     }
+    checkLimits(store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes });
+    // The balance is read only when there is something to submit.
     const anyPending = store.counts().pending > 0;
     const balance = anyPending ? await o.service.balance() : null;
-    if (balance !== null) store.setRunFields({ balance_before: balance });
-    checkBudget(store, { balance, maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes }, emit);
+    store.setRunFields({ balance_before: balance });
+    checkBalance(store, balance, emit);
 
     // Leftover temporary files of interrupted downloads.
     for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
@@ -82,7 +82,6 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       concurrency: Math.max(1, o.concurrency),
       maxActive: o.maxActive ?? Math.max(500, o.concurrency * 50),
       timeScale: o.timeScale,
-      statusPerSecond: (o.statusPerSecond ?? 10) / o.timeScale,
       signal: o.signal,
       emit,
       callbackUrl: o.callbackUrl,
@@ -91,7 +90,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     await pipeline.run();
 
     let balanceAfter: number | null = null;
-    if (!o.signal.aborted) {
+    if (pipeline.submitsSent > 0 && !o.signal.aborted) {
       try {
         balanceAfter = await o.service.balance();
       } catch (err) {

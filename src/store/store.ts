@@ -395,12 +395,6 @@ export class Store {
     ) as FileRow[];
   }
 
-  /** Jobs waiting for downloads, soonest-expiring first. */
-  downloadQueue(limit: number, exclude: ReadonlySet<string>): JobRow[] {
-    const rows = this.stmt(`SELECT * FROM jobs WHERE run_id = ? AND state = 'downloading' ORDER BY expires_at, seq LIMIT ?`).all(this.runId, limit + exclude.size) as JobRow[];
-    return rows.filter((r) => !exclude.has(r.id)).slice(0, limit);
-  }
-
   // ---- uploads (shared by every run in this file) ----
 
   /** A previous upload of this content still younger than maxAgeMs. */

@@ -1,0 +1,122 @@
+// Benchmarks of `genbatch run` (numbers printed; no pass/fail):
+//  1. runner CPU seconds per 1,000 jobs, sandbox in another process   (target <= 1 s)
+//  2. status requests per task (same run)
+//  3. makespan of that time-scaled run vs its lower bound
+//  4. peak RSS of the load/validate/store phase on a 100,000-job manifest (target <= 200 MB)
+//  5. time to resume a 100,000-job state with nothing left to do      (target <= 2 s)
+// Usage: npm run build && node bench/run.js [--jobs 1000] [--big 100000] [--scale 0.01]
+import { spawn } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { once } from 'node:events';
+import Database from 'better-sqlite3';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const WORK = join(ROOT, 'bench', '.work', 'run');
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const JOBS = arg('--jobs', 1000);
+const BIG = arg('--big', 100_000);
+const SCALE = arg('--scale', 0.01);
+const CONCURRENCY = arg('--concurrency', 32);
+
+rmSync(WORK, { recursive: true, force: true });
+mkdirSync(WORK, { recursive: true });
+
+function startSandbox() {
+  const child = spawn(process.execPath, [join(ROOT, 'bin', 'genbatch.js'), 'sandbox', '--port', '0', '--time-scale', String(SCALE), '--keys', 'sk-bench-key=100000000', '--seed', '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((res, rej) => {
+    let out = '';
+    child.on('exit', (c) => rej(new Error(`sandbox exited ${c}`)));
+    child.stdout.on('data', (d) => {
+      out += d;
+      const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
+      if (url) res({ url, child, stats: async () => (await fetch(url + '/__sandbox/stats')).json() });
+    });
+  });
+}
+
+/** Run the CLI in a measured child; returns its usage line. */
+function measured(args, env = {}) {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, [join(ROOT, 'bench', 'run.measure.mjs'), ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'ignore', 'pipe', 'pipe'],
+    });
+    let usage = '';
+    let err = '';
+    child.stdio[3].on('data', (d) => (usage += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('error', rej);
+    child.on('close', () => {
+      try {
+        res({ ...JSON.parse(usage.trim()), stderr: err });
+      } catch {
+        rej(new Error(`no usage line; stderr: ${err.slice(0, 2000)}`));
+      }
+    });
+  });
+}
+
+function yamlManifest(path, n) {
+  const lines = ['jobs:'];
+  for (let i = 0; i < n; i++) lines.push(`  - id: b${i}`, '    model: alpha-image-2', '    input:', `      prompt: "Bench picture ${i}"`);
+  writeFileSync(path, lines.join('\n') + '\n');
+}
+
+async function csvManifest(path, n) {
+  const ws = createWriteStream(path);
+  ws.write('id,model,input.prompt,input.quality\n');
+  for (let i = 0; i < n; i++) {
+    if (!ws.write(`j${i},alpha-image-2,"Picture ${i} of a harbour at dawn",low\n`)) await once(ws, 'drain');
+  }
+  ws.end();
+  await once(ws, 'finish');
+}
+
+const fmt = (x, d = 2) => Number(x).toFixed(d);
+
+// ---- 1-3: a time-scaled run of JOBS jobs, sandbox in another process ----
+const sb = await startSandbox();
+try {
+  const manifest = join(WORK, 'run.yaml');
+  yamlManifest(manifest, JOBS);
+  const out = join(WORK, 'run-out');
+  const env = { GENBATCH_API_KEY: 'sk-bench-key' };
+  const u = await measured(['run', manifest, '--base-url', sb.url, '--time-scale', String(SCALE), '--out', out, '--concurrency', String(CONCURRENCY)], env);
+  const stats = await sb.stats();
+  const statusReqs = stats.requests.status ?? Object.entries(stats.requests).filter(([k]) => k.includes('status')).reduce((a, [, v]) => a + v, 0);
+  const cpu = u.user_s + u.sys_s;
+  console.log(`run of ${JOBS} jobs (time scale ${SCALE}, concurrency ${CONCURRENCY}): exit ${u.exit}, wall ${fmt(u.wall_s)} s, runner CPU ${fmt(cpu)} s (user ${fmt(u.user_s)}, sys ${fmt(u.sys_s)}), peak RSS ${fmt(u.max_rss_mb, 0)} MB`);
+  console.log(`  runner CPU per 1,000 jobs: ${fmt((cpu * 1000) / JOBS)} s   (target <= 1 s)`);
+  console.log(`  status requests: ${statusReqs} for ${JOBS} tasks = ${fmt(statusReqs / JOBS)} per task`);
+  // Lower bound: every task could run at once, so the makespan is at least the longest
+  // image duration (60 s x scale) plus one first-poll delay; the runner's own floor is
+  // the submit throughput, which the report shows separately.
+  const lb = 60 * SCALE;
+  console.log(`  makespan ${fmt(u.wall_s)} s vs lower bound ${fmt(lb)} s (longest image task at this scale) = ${fmt(u.wall_s / lb, 1)}x; process start and report writing included`);
+  console.log(`  sandbox requests: ${JSON.stringify(stats.requests)}`);
+} finally {
+  sb.child.kill('SIGTERM');
+}
+
+// ---- 4: peak RSS of load/validate/store on BIG jobs (refused by --max-credits 0 right after) ----
+const big = join(WORK, 'big.csv');
+await csvManifest(big, BIG);
+const bigOut = join(WORK, 'big-out');
+const v = await measured(['run', big, '--out', bigOut, '--base-url', 'http://127.0.0.1:9', '--max-credits', '0'], { GENBATCH_API_KEY: 'sk-unused' });
+console.log(`load+validate+store of ${BIG} jobs: exit ${v.exit} (3 expected: refused by --max-credits 0 after the store is written), wall ${fmt(v.wall_s)} s, CPU ${fmt(v.user_s + v.sys_s)} s, peak RSS ${fmt(v.max_rss_mb, 0)} MB   (target <= 200 MB)`);
+if (v.exit !== 3) console.log(v.stderr.slice(0, 2000));
+
+// ---- 5: resume a BIG-job state with nothing left to do ----
+// The store now holds BIG pending jobs; mark them done (as a finished run would leave them)
+// and time a rerun of the same command: sync of every unchanged job, then reports.
+const db = new Database(join(bigOut, 'state.db'));
+db.exec(`UPDATE jobs SET state = 'done', task_id = 't' || seq, finished_at = updated_at`);
+db.close();
+const r = await measured(['run', big, '--out', bigOut, '--base-url', 'http://127.0.0.1:9'], { GENBATCH_API_KEY: 'sk-unused' });
+console.log(`resume of a ${BIG}-job state with nothing to do: exit ${r.exit}, wall ${fmt(r.wall_s)} s (target <= 2 s), CPU ${fmt(r.user_s + r.sys_s)} s, peak RSS ${fmt(r.max_rss_mb, 0)} MB`);
+if (r.exit !== 0) console.log(r.stderr.slice(0, 2000));

@@ -1,0 +1,17 @@
+// Runs the genbatch CLI in this process and prints its resource usage as one
+// JSON line on fd 3 (or stderr): {"exit", "user_s", "sys_s", "max_rss_mb", "wall_s"}.
+// Usage: node bench/run.measure.mjs <genbatch args...>
+import { writeSync } from 'node:fs';
+process.env.GENBATCH_NO_EXIT = '1';
+const t0 = performance.now();
+process.argv = [process.argv[0], 'genbatch', ...process.argv.slice(2)];
+process.on('exit', (code) => {
+  const u = process.resourceUsage();
+  const line = JSON.stringify({ exit: code, user_s: u.userCPUTime / 1e6, sys_s: u.systemCPUTime / 1e6, max_rss_mb: u.maxRSS / 1024, wall_s: (performance.now() - t0) / 1000 });
+  try {
+    writeSync(3, line + '\n');
+  } catch {
+    writeSync(2, line + '\n');
+  }
+});
+await import('../dist/cli/main.js');
