@@ -93,6 +93,8 @@ try {
   const t0 = performance.now();
   await writeCsv();
   console.log(`generated ${fmt(rows)} rows in ${fmt(performance.now() - t0)} ms (${csv})`);
+  // estimate() checks every job as it prices it (one pass: what `genbatch estimate` does);
+  // 'validate+estimate' runs validateManifest and then estimate (two passes over the file).
   for (const mode of ['validate', 'estimate', 'validate+estimate']) {
     const r = child(mode, csv);
     console.log(`api ${mode.padEnd(17)} ${fmt(r.jobs)} jobs, ${r.problems} problems, ${fmt(r.ms)} ms, ${fmt(r.jobs / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
@@ -102,6 +104,16 @@ try {
   writeFileSync(yaml, 'jobs:\n  - id: "{{id}}"\n    rows: {file: jobs.csv}\n    model: "{{model}}"\n    input: {prompt: "{{input.prompt}}", quality: "{{input.quality}}", size: "{{input.size}}", resolution: "{{input.resolution}}"}\n');
   const ry = child('estimate', yaml);
   console.log(`api estimate (YAML rows source) ${fmt(ry.jobs)} jobs, ${ry.problems} problems, ${fmt(ry.ms)} ms, ${fmt(ry.jobs / (ry.ms / 1000))} jobs/s, peak RSS ${ry.rssMB.toFixed(0)} MB`);
+  // An explicit YAML job list (what a script might generate), 50,000 jobs: read item by item in batches.
+  const explicit = join(dir, 'explicit.yaml');
+  const out = createWriteStream(explicit);
+  out.write('jobs:\n');
+  for (let i = 1; i <= 50_000; i++) {
+    if (!out.write(`  - id: y${i}\n    model: alpha-image-2\n    input: {prompt: "prompt ${i}", quality: low, size: "16:9", resolution: 2K}\n`)) await new Promise((ok) => out.once('drain', ok));
+  }
+  await new Promise((ok) => out.end(ok));
+  const re = child('estimate', explicit);
+  console.log(`api estimate (explicit YAML list) ${fmt(re.jobs)} jobs, ${re.problems} problems, ${fmt(re.ms)} ms, ${fmt(re.jobs / (re.ms / 1000))} jobs/s, peak RSS ${re.rssMB.toFixed(0)} MB`);
   for (const cmd of [['validate', csv], ['estimate', '--offline', csv]]) {
     const r = cli(cmd);
     console.log(`cli ${cmd.join(' ').replace(csv, 'jobs.csv').padEnd(27)} exit ${r.status}, ${fmt(r.ms)} ms wall (node startup included), ${fmt(rows / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);

@@ -278,25 +278,25 @@ async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
       locate: (path) => fieldWhere(path, suffix),
     });
   };
-  const inner = async function* (base: Map<string, unknown>, baseLabel: string[]): AsyncGenerator<ManifestJob> {
+  // Files x combinations, with their variables and position labels (a sync list: no async hop per job).
+  function* inner(base: Map<string, unknown>, baseLabel: string[]): Generator<{ vars: Vars; suffix: string }> {
     for (const [fi, file] of (files ?? [null]).entries()) {
-      const vars = new Map(base);
-      const labels = [...baseLabel];
+      const vars = file === null ? base : new Map(base);
+      const labels = file === null ? baseLabel : [...baseLabel, file];
       if (file !== null) {
         const ext = extname(file);
-        vars.set('path', file).set('name', basename(file, ext)).set('ext', ext.replace(/^\./, '')).set('index', fi + 1);
-        labels.push(file);
+        (vars as Map<string, unknown>).set('path', file).set('name', basename(file, ext)).set('ext', ext.replace(/^\./, '')).set('index', fi + 1);
       }
       for (const combo of combos ?? [null]) {
         const v = combo ? new Map([...vars, ...combo]) : vars;
         const l = combo ? [...labels, `matrix ${combo.map(([k, x]) => `${k}=${short(x)}`).join(', ')}`] : labels;
-        yield await make(v, l.length > 0 ? `, ${l.join(', ')}` : '');
+        yield { vars: v, suffix: l.length > 0 ? `, ${l.join(', ')}` : '' };
       }
     }
-  };
+  }
 
   if (!rows) {
-    yield* inner(new Map(), []);
+    for (const one of inner(new Map(), [])) yield await make(one.vars, one.suffix);
     return;
   }
   for (let next = await rows.next(); !next.done; next = await rows.next()) {
@@ -308,7 +308,7 @@ async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
     if (item.kind !== 'row') continue;
     const vars = new Map<string, unknown>([['row', item.row]]);
     columns.forEach((col, i) => vars.set(col, item.cells[i] ?? ''));
-    yield* inner(vars, [`${rowsName}:row ${item.row}`]);
+    for (const one of inner(vars, [`${rowsName}:row ${item.row}`])) yield await make(one.vars, one.suffix);
   }
 }
 
