@@ -113,6 +113,17 @@ describe('sandbox callbacks', () => {
     expect(byId.get(music)?.data).not.toHaveProperty('progress');
   });
 
+  it('delivers every callback exactly once when a clock jump makes many due together', async () => {
+    const rx = await receiver([200]);
+    const sb = await sandbox();
+    const ids = new Set<string>();
+    for (let i = 0; i < 150; i++) ids.add(await submit(sb, rx.url));
+    sb.clock.advance(120);
+    await vi.waitFor(() => expect(sb.stats().callbacks.delivered).toBe(150), { timeout: 10_000 });
+    expect(new Set(rx.got.map((g) => g.body.data.task_id))).toEqual(ids);
+    expect(rx.got).toHaveLength(150);
+  });
+
   it('refuses loopback http callbacks unless allowLoopback', async () => {
     const sb = await sandbox({ allowLoopback: false });
     const res = await fetch(`${sb.url}/api/generate/submit`, {

@@ -6,6 +6,17 @@ import type { TaskRecord } from './tasks.js';
 /** Retry delays after a failed delivery, in seconds (scaled by timeScale): 3 retries, then none. */
 export const RETRY_DELAYS_S = [1, 2, 4] as const;
 
+/** Deliveries in flight at once; the rest wait their turn (a clock jump can make thousands due together). */
+export const MAX_IN_FLIGHT = 64;
+
+interface Attempt {
+  task: TaskRecord;
+  url: string;
+  payload: string;
+  retry: number;
+  final: boolean;
+}
+
 /**
  * Completion callbacks: POST the status body as JSON to the task's callback_url
  * when it reaches finished or failed. A 2xx answer is success; otherwise (or
@@ -13,6 +24,8 @@ export const RETRY_DELAYS_S = [1, 2, 4] as const;
  */
 export class Callbacks {
   private readonly inflight = new Set<AbortController>();
+  private readonly waiting: Attempt[] = [];
+  private closed = false;
   private readonly scheduler: Scheduler;
   private readonly clock: Clock;
   private readonly stats: Stats;
@@ -34,10 +47,22 @@ export class Callbacks {
   schedule(task: TaskRecord, at: number, body: () => unknown, final = true): void {
     const url = task.callbackUrl;
     if (!url) return;
-    this.scheduler.at(at, () => void this.attempt(task, url, JSON.stringify(body()), 0, final));
+    this.scheduler.at(at, () => this.start({ task, url, payload: JSON.stringify(body()), retry: 0, final }));
   }
 
-  private async attempt(task: TaskRecord, url: string, payload: string, retry: number, final: boolean): Promise<void> {
+  private start(a: Attempt): void {
+    if (this.closed) return;
+    if (this.inflight.size >= MAX_IN_FLIGHT) {
+      this.waiting.push(a);
+      return;
+    }
+    void this.attempt(a).finally(() => {
+      const next = this.waiting.shift();
+      if (next) this.start(next);
+    });
+  }
+
+  private async attempt({ task, url, payload, retry, final }: Attempt): Promise<void> {
     this.stats.callbacks.attempted++;
     task.callbackAttempts++;
     const ac = new AbortController();
@@ -72,10 +97,17 @@ export class Callbacks {
       return;
     }
     const at = this.clock.now() + delayS * 1000 * this.timeScale;
-    this.scheduler.at(at, () => void this.attempt(task, url, payload, retry + 1, final));
+    this.scheduler.at(at, () => this.start({ task, url, payload, retry: retry + 1, final }));
+  }
+
+  /** Deliveries waiting for a free slot. */
+  get queued(): number {
+    return this.waiting.length;
   }
 
   close(): void {
+    this.closed = true;
+    this.waiting.length = 0;
     for (const ac of this.inflight) ac.abort();
     this.inflight.clear();
   }
