@@ -80,11 +80,12 @@ describe('store', () => {
     expect(next.leaseTakenOverFrom).toContain(`pid ${deadPid}`);
   });
 
-  it('reuses an upload by content hash while it is young enough', () => {
+  it('reuses an upload by content hash, on the same service, while it is young enough', () => {
     const { store } = fresh();
-    expect(store.findUpload('abc', 1000)).toBeNull();
-    store.recordUpload('abc', 'https://u/1.png');
-    expect(store.findUpload('abc', 60_000)).toBe('https://u/1.png');
-    expect(store.findUpload('abc', -1)).toBeNull();
+    expect(store.findUpload('https://svc', 'abc', 1000)).toBeNull();
+    store.recordUpload('https://svc', 'abc', 'https://u/1.png');
+    expect(store.findUpload('https://svc', 'abc', 60_000)).toBe('https://u/1.png');
+    expect(store.findUpload('https://svc', 'abc', -1)).toBeNull();
+    expect(store.findUpload('https://other', 'abc', 60_000)).toBeNull();
   });
 });

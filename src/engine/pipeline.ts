@@ -31,6 +31,8 @@ export interface PipelineOptions {
   emit: (e: EngineEvent) => void;
   /** Callback URL for submits (the job id is added as a query parameter), or null. */
   callbackUrl: string | null;
+  /** The service's base URL: uploads are reused only on the service that holds them. */
+  baseUrl: string;
   /** Uploads younger than this are reused (72 h minus a margin). */
   uploadMaxAgeMs: number;
   random?: () => number;
@@ -273,7 +275,7 @@ export class Pipeline {
   }
 
   private uploadRef(file: string, sha: string): Promise<string> {
-    const known = this.store.findUpload(sha, this.opts.uploadMaxAgeMs);
+    const known = this.store.findUpload(this.opts.baseUrl, sha, this.opts.uploadMaxAgeMs);
     if (known) {
       this.opts.emit({ type: 'upload', file, sha256: sha, url: known, reused: true });
       return Promise.resolve(known);
@@ -285,7 +287,7 @@ export class Pipeline {
         const now = await hashFile(file);
         if (now !== sha) throw new GenbatchError('GB_INPUT_CHANGED', `${file} changed since the manifest was checked; rerun`);
         const res = await this.service.uploadStream(file, { fileName: basename(file), signal: this.opts.signal });
-        this.store.recordUpload(sha, res.file_url);
+        this.store.recordUpload(this.opts.baseUrl, sha, res.file_url);
         this.opts.emit({ type: 'upload', file, sha256: sha, url: res.file_url, reused: false });
         return res.file_url;
       })().finally(() => this.uploadsInFlight.delete(sha));

@@ -85,7 +85,9 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       signal: o.signal,
       emit,
       callbackUrl: o.callbackUrl,
-      uploadMaxAgeMs: UPLOAD_REUSE_MS,
+      baseUrl: o.baseUrl,
+      // Scaled like every other duration: against a time-scaled sandbox, uploads are re-sent sooner, never later.
+      uploadMaxAgeMs: UPLOAD_REUSE_MS * Math.min(1, o.timeScale),
     });
     await pipeline.run();
 

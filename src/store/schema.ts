@@ -70,10 +70,12 @@ CREATE TABLE IF NOT EXISTS files (
   PRIMARY KEY (run_id, job_id, idx)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS uploads (
-  sha256 TEXT PRIMARY KEY,
+  base_url TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
   file_url TEXT NOT NULL,
-  uploaded_at INTEGER NOT NULL
-);
+  uploaded_at INTEGER NOT NULL,
+  PRIMARY KEY (base_url, sha256)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lease (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   pid INTEGER NOT NULL,

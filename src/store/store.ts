@@ -397,15 +397,16 @@ export class Store {
 
   // ---- uploads (shared by every run in this file) ----
 
-  /** A previous upload of this content still younger than maxAgeMs. */
-  findUpload(sha256: string, maxAgeMs: number): string | null {
-    const r = this.stmt('SELECT file_url, uploaded_at FROM uploads WHERE sha256 = ?').get(sha256) as { file_url: string; uploaded_at: number } | undefined;
+  /** A previous upload of this content to this service (base URL) still younger than maxAgeMs. */
+  findUpload(baseUrl: string, sha256: string, maxAgeMs: number): string | null {
+    const r = this.stmt('SELECT file_url, uploaded_at FROM uploads WHERE base_url = ? AND sha256 = ?').get(baseUrl, sha256) as { file_url: string; uploaded_at: number } | undefined;
     if (!r || Date.now() - r.uploaded_at > maxAgeMs) return null;
     return r.file_url;
   }
 
-  recordUpload(sha256: string, fileUrl: string): void {
-    this.stmt('INSERT INTO uploads (sha256, file_url, uploaded_at) VALUES (?, ?, ?) ON CONFLICT(sha256) DO UPDATE SET file_url = excluded.file_url, uploaded_at = excluded.uploaded_at').run(
+  recordUpload(baseUrl: string, sha256: string, fileUrl: string): void {
+    this.stmt('INSERT INTO uploads (base_url, sha256, file_url, uploaded_at) VALUES (?, ?, ?, ?) ON CONFLICT(base_url, sha256) DO UPDATE SET file_url = excluded.file_url, uploaded_at = excluded.uploaded_at').run(
+      baseUrl,
       sha256,
       fileUrl,
       Date.now(),
