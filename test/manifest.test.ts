@@ -232,6 +232,10 @@ describe('manifest-level problems', () => {
     expect((await validateManifest(join(dir, 'none.yaml'))).problems.map(formatProblem)).toEqual([`${join(dir, 'none.yaml')}: manifest file not found`]);
     const p = write('list.yaml', '- a\n- b\n');
     expect((await validateManifest(p)).problems.map(formatProblem)).toEqual([`${p}:1: a manifest is a mapping with a \`jobs:\` list (see manifests/README.md)`]);
+    const none = write('nojobs.yaml', 'budget: 3\n');
+    expect((await validateManifest(none)).problems.map(formatProblem)).toEqual([`${none}:1 jobs: is required (a list of jobs)`]);
+    const scalar = write('scalar.yaml', 'budget: 3\njobs: 5\n');
+    expect((await validateManifest(scalar)).problems.map(formatProblem)).toEqual([`${scalar}:2 jobs: must be a list of jobs`]);
     const e = write('empty.yaml', 'jobs: []\n');
     expect((await validateManifest(e)).problems.map(formatProblem)).toEqual([`${e}:1 jobs: must list at least one job`]);
   });

@@ -88,7 +88,7 @@ export const manifestSchema = z
   .meta({ title: 'genbatch manifest', description: 'A batch of generation jobs for genbatch (validate, estimate, run)' });
 
 /** The manifest without its job entries: those are checked one by one with jobSchema. */
-export const headSchema = manifestSchema.extend({ jobs: z.unknown() });
+export const headSchema = manifestSchema.extend({ jobs: z.unknown().optional() });
 
 export type ManifestDoc = z.infer<typeof manifestSchema>;
 export type JobEntry = z.infer<typeof jobSchema>;
