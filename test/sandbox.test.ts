@@ -221,6 +221,15 @@ describe('sandbox lifecycle and files', () => {
     expect(await balance(sb)).toBe(1000);
   });
 
+  it('fails a task whose input holds a policy word with a content-policy error_message, refunded', async () => {
+    const sb = await sandbox({ policyWords: ['withheld-word'] });
+    const id = (await submit(sb, { model: FLASH, input: { prompt: 'a withheld-word fox' } })).body.data.task_id as string;
+    expect(await balance(sb)).toBe(996);
+    sb.clock.advance(120);
+    expect((await status(sb, id)).body.data).toMatchObject({ status: 'failed', files: [], error_message: expect.stringContaining('content policy') });
+    expect(await balance(sb)).toBe(1000);
+  });
+
   it('expires files 24 hours after the task finished (410), and 404s unknown files', async () => {
     const sb = await sandbox();
     const id = (await submit(sb, { model: FLASH, input: { prompt: 'p' } })).body.data.task_id as string;

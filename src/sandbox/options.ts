@@ -24,6 +24,8 @@ export interface SandboxOptions {
   allowLoopback?: boolean;
   /** Words that trigger content_moderation_error when found in any string of `input` (case-insensitive, whole words). Default ["forbidden"]. */
   bannedWords?: string[];
+  /** Words that make an accepted task fail later with a content-policy error_message (then refunded). Default ["unsafe-output"]. */
+  policyWords?: string[];
   /** Delay of a `slow` fault in milliseconds (not scaled). Default 2000. */
   slowMs?: number;
   /** Retry-After seconds sent with a 429 fault. Default 1. */
@@ -49,6 +51,7 @@ export interface ResolvedOptions {
   partialRate: number;
   allowLoopback: boolean;
   bannedWords: string[];
+  policyWords: string[];
   slowMs: number;
   retryAfterS: number;
   imageEdge: number;
@@ -92,6 +95,7 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
     partialRate: rate('partialRate', o.partialRate, 0),
     allowLoopback: o.allowLoopback ?? false,
     bannedWords: (o.bannedWords ?? ['forbidden']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),
+    policyWords: (o.policyWords ?? ['unsafe-output']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),
     slowMs: positive('slowMs', o.slowMs, 2000),
     retryAfterS: positive('retryAfterS', o.retryAfterS, 1),
     imageEdge: Math.max(8, Math.round(positive('imageEdge', o.imageEdge, 128))),

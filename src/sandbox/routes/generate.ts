@@ -19,6 +19,7 @@ import { planTask, startsRunning, type TaskRecord } from '../tasks.js';
 const DETAIL_STYLE_FAMILIES = new Set(['dream-5.0-lite']);
 
 export const FAILURE_MESSAGE = 'generation failed: the model returned an error (sandbox failure rate)';
+export const POLICY_MESSAGE = 'content policy violation: the generated output was flagged and withheld';
 
 function submitStyle(body: unknown): ErrorStyle {
   const spec = isObject(body) && typeof body.model === 'string' ? findModel(body.model) : undefined;
@@ -27,6 +28,7 @@ function submitStyle(body: unknown): ErrorStyle {
 
 export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   const banned = bannedMatcher(ctx.options.bannedWords);
+  const policy = bannedMatcher(ctx.options.policyWords);
 
   app.post('/api/generate/submit', { config: { endpoint: 'submit' } }, async (req, reply) => {
     const body: unknown = req.body;
@@ -62,7 +64,7 @@ export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void 
     if (!account.charge(credits, now)) {
       return sendError(reply, 402, `insufficient credits: this task costs ${credits} credits, the balance is ${account.balance(now)}`, style);
     }
-    const task = createTask(ctx, { account, spec, input, callbackUrl, credits, asked, now });
+    const task = createTask(ctx, { account, spec, input, callbackUrl, credits, asked, now, policyHit: moderationHit(input, policy) !== null });
 
     const fault = faultOf(req);
     if (fault?.kind === '500-after') return sendError(reply, 500, 'internal error', style);
@@ -122,6 +124,8 @@ interface NewTask {
   credits: number;
   asked: number;
   now: number;
+  /** The input holds a policy word: the task fails with POLICY_MESSAGE. */
+  policyHit?: boolean;
 }
 
 /** Create, store and (when asked) schedule callbacks for a charged task. */
@@ -142,7 +146,7 @@ export function createTask(ctx: SandboxContext, n: NewTask): TaskRecord {
     startAt: plan.startAt,
     endAt: plan.endAt,
     runEndAt: plan.runEndAt,
-    errorMessage: plan.fails ? FAILURE_MESSAGE : null,
+    errorMessage: n.policyHit ? POLICY_MESSAGE : plan.fails ? FAILURE_MESSAGE : null,
     seed,
     charged: n.credits,
     asked: n.asked,
