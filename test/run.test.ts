@@ -206,4 +206,43 @@ describe('genbatch run against the sandbox', () => {
     expect(again.code).toBe(0);
     expect(sb.stats().uploads.accepted - up1.accepted).toBe(0);
   });
+
+  it('a result found past its 24 h validity is reported expired, not retried forever', async () => {
+    const slow = await startSandbox({ port: 0, keys: { [KEY]: 10_000 }, timeScale: 0.05, seed: 5 });
+    try {
+      const w = work();
+      const manifest = imageManifest(join(w.dir, 'x.yaml'), 3, 'exp');
+      const args = ['run', manifest, '--base-url', slow.url, '--time-scale', '0.05', '--out', w.out, '--json'];
+      // First run: stop (SIGINT) once every job is submitted, before any task finishes.
+      const first = await new Promise<number | null>((resolve) => {
+        const child = spawnCli(args, { GENBATCH_API_KEY: KEY });
+        let text = '';
+        let submitted = 0;
+        let stopped = false;
+        child.stdout!.on('data', (d: Buffer) => {
+          text += d.toString();
+          const lines = text.split('\n');
+          text = lines.pop() ?? '';
+          for (const l of lines) if (l.includes('"to":"submitted"')) submitted++;
+          if (submitted === 3 && !stopped) {
+            stopped = true;
+            child.kill('SIGINT');
+          }
+        });
+        child.stderr!.resume();
+        child.on('exit', (code) => resolve(code));
+      });
+      expect(first).toBe(130);
+      expect(readJobs(w.state).map((j) => j.state)).toEqual(['submitted', 'submitted', 'submitted']);
+      slow.clock.advance(25 * 3600);
+      const second = await runCli(args, { GENBATCH_API_KEY: KEY });
+      expect(second.code).toBe(4);
+      const jobs = readJobs(w.state);
+      expect(jobs.map((j) => j.state)).toEqual(['expired', 'expired', 'expired']);
+      const report = JSON.parse(readFileSync(join(w.out, 'report.json'), 'utf8')) as { summary: { counts: Record<string, number> } };
+      expect(report.summary.counts.expired).toBe(3);
+    } finally {
+      await slow.close();
+    }
+  });
 });
