@@ -92,6 +92,11 @@ describe('CSV manifests', () => {
     expect(r.problems.map(formatProblem)).toEqual([`${p}:row 3: CSV syntax error near line 4: Quote Not Closed: the parsing is finished with an opening quote`]);
   });
 
+  it('reports a file with only a header', async () => {
+    const p = write('head.csv', 'id,model,input.prompt\n');
+    expect((await validateManifest(p)).problems.map(formatProblem)).toEqual([`${p}:header: no jobs: the file has no rows after its header line`]);
+  });
+
   it('reports an empty file and a missing file', async () => {
     const empty = write('empty.csv', '');
     expect((await validateManifest(empty)).problems.map(formatProblem)).toEqual([`${empty}: ${empty} is empty (a header line naming the columns is required)`]);

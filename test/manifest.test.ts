@@ -138,6 +138,12 @@ describe('rows sources', () => {
     ]);
   });
 
+  it('reports a rows file with only a header', async () => {
+    write('h.tsv', 'prompt\n');
+    const p = write('m.yaml', 'jobs:\n  - rows: {file: h.tsv}\n    model: alpha-image-2\n    input: {prompt: "{{prompt}}"}\n');
+    expect((await all(p)).problems).toEqual([`${p}:2 rows.file: h.tsv has no rows after its header line`]);
+  });
+
   it('reports a missing rows file, a row with the wrong cell count and an unknown template variable', async () => {
     write('r.csv', 'prompt\nok\n"a","b"\n');
     const p = write('m.yaml', 'jobs:\n  - rows: {file: nope.tsv}\n    model: alpha-image-2\n    input: {prompt: "{{x}}"}\n  - id: "r{{row}}"\n    rows: {file: r.csv}\n    model: alpha-image-2\n    input: {prompt: "{{prompt}}"}\n  - id: "t{{row}}"\n    rows: {file: r.csv}\n    model: alpha-image-2\n    input: {prompt: "{{Prompt}}"}\n');

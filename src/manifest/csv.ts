@@ -27,7 +27,9 @@ export async function* csvJobs(file: string, name: string, builder: JobBuilder, 
   let cols: Map<string, number> | null = null;
   let inputs: Column[] = [];
   let idx: Record<'id' | 'model' | 'callback_url' | 'protocol', number | undefined> = { id: undefined, model: undefined, callback_url: undefined, protocol: undefined };
+  let rows = 0;
   for await (const item of readTable(file)) {
+    if (item.kind !== 'header' && item.row !== null) rows++;
     if (item.kind === 'error') {
       problems.push({ job: null, where: item.row === null ? name : `${name}:row ${item.row}`, path: '', message: item.message });
       continue;
@@ -61,6 +63,7 @@ export async function* csvJobs(file: string, name: string, builder: JobBuilder, 
       locate: () => where,
     });
   }
+  if (cols && rows === 0) problems.push({ job: null, where: `${name}:header`, path: '', message: 'no jobs: the file has no rows after its header line' });
 }
 
 /** A cell's text, or undefined for a missing column or an empty cell (absent). */

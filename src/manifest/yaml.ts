@@ -299,8 +299,10 @@ async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
     for (const one of inner(new Map(), [])) yield await make(one.vars, one.suffix);
     return;
   }
+  let seenRows = 0;
   for (let next = await rows.next(); !next.done; next = await rows.next()) {
     const item = next.value;
+    if (item.kind !== 'header' && item.row !== null) seenRows++;
     if (item.kind === 'error') {
       problems.push({ job: null, where: `${entryWhere}, ${rowsName}${item.row === null ? '' : `:row ${item.row}`}`, path: '', message: item.message });
       continue;
@@ -310,6 +312,7 @@ async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
     columns.forEach((col, i) => vars.set(col, item.cells[i] ?? ''));
     for (const one of inner(vars, [`${rowsName}:row ${item.row}`])) yield await make(one.vars, one.suffix);
   }
+  if (seenRows === 0) entryProblem('rows.file', `${rowsName} has no rows after its header line`);
 }
 
 function orUndefined(v: unknown): unknown {
