@@ -62,6 +62,9 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         out.write(`genbatch: ${e.jobs} jobs (${e.new} new, ${e.changed} changed, ${e.unchanged} unchanged${e.skipped ? `, ${e.skipped} removed from the manifest` : ''})\n`);
         break;
       }
+      case 'listening':
+        out.write(`genbatch: callback receiver on ${e.address}; the service calls ${e.public_url} (plus a secret path); a slow poll stays as the fallback\n`);
+        break;
       case 'recovered':
         err.write(`genbatch: ${e.uncertain.length} job(s) were being submitted when the last run stopped; their outcome is unknown, marked uncertain (see --uncertain)\n`);
         break;

@@ -10,6 +10,7 @@ export type EngineEvent =
   | { type: 'lease-takeover'; from: string }
   | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number> }
   | { type: 'recovered'; uncertain: string[] }
+  | { type: 'listening'; address: string; public_url: string }
   | {
       type: 'estimate';
       /** Known credits of the jobs this run will submit. */

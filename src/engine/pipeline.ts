@@ -29,8 +29,8 @@ export interface PipelineOptions {
   timeScale: number;
   signal: AbortSignal;
   emit: (e: EngineEvent) => void;
-  /** Callback URL for submits (the job id is added as a query parameter), or null. */
-  callbackUrl: string | null;
+  /** The callback URL of a job (with its id in the query), or null when callbacks are off. */
+  callbackUrlFor: ((jobId: string) => string) | null;
   /** The service's base URL: uploads are reused only on the service that holds them. */
   baseUrl: string;
   /** Uploads younger than this are reused (72 h minus a margin). */
@@ -47,6 +47,8 @@ interface Waiting {
 }
 
 const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
+/** How long a run with callbacks waits, at the end, for late callbacks of its uncertain jobs. */
+const CALLBACK_GRACE_MS = 120_000;
 
 export class Pipeline {
   private readonly waiting = new Map<string, Waiting>();
@@ -64,6 +66,9 @@ export class Pipeline {
   private durableBatch: Array<{ fn: () => void; done: (err: unknown) => void }> = [];
   private wakeUp: (() => void) | null = null;
   private readonly uploadsInFlight = new Map<string, Promise<string>>();
+  /** Jobs that became uncertain in this run: with callbacks on, a late callback may still adopt them. */
+  private readonly uncertainHere = new Set<string>();
+  private graceUntil = 0;
   stopReason: StopReason | null = null;
   statusRequests = 0;
   /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
@@ -183,7 +188,13 @@ export class Pipeline {
         if (busy === 0) {
           if (stopping) break;
           const submitsDone = this.pendingExhausted || this.stopReason !== null;
-          if (submitsDone && this.waiting.size === 0 && this.downloadHeap.size === 0) break;
+          if (submitsDone && this.waiting.size === 0 && this.downloadHeap.size === 0) {
+            // With callbacks on, wait a while for late callbacks of this run's uncertain jobs.
+            if (!this.opts.callbackUrlFor || this.uncertainHere.size === 0 || this.stopReason) break;
+            if (this.graceUntil === 0) this.graceUntil = Date.now() + this.scaled(CALLBACK_GRACE_MS);
+            if (Date.now() >= this.graceUntil) break;
+            nextDue = Math.min(nextDue, this.graceUntil);
+          }
         }
         this.armTimer(nextDue);
         await new Promise<void>((resolve) => {
@@ -195,6 +206,37 @@ export class Pipeline {
       this.timer = null;
       this.opts.signal.removeEventListener('abort', onAbort);
     }
+  }
+
+  // ---- callbacks ----
+
+  /**
+   * A completion callback for `job`: never changes a state by itself. A job
+   * being waited on with this task is polled now (one status read confirms);
+   * an uncertain job without a task id adopts the task (the job id in the
+   * callback URL proves it came from our submit), then is polled.
+   */
+  onCallback(note: { job: string; taskId: string; status: string }): void {
+    const w = this.waiting.get(note.job);
+    if (w) {
+      if (w.taskId === note.taskId && w.dueAt !== Infinity && w.dueAt > Date.now()) {
+        this.schedule(note.job, w, Date.now());
+        this.wake();
+      }
+      return;
+    }
+    const row = this.store.getJob(note.job);
+    if (!row || row.state !== 'uncertain' || row.task_id !== null || this.opts.signal.aborted) return;
+    void this.moveDurable(note.job, 'uncertain', 'submitted', { task_id: note.taskId, last_error: 'task adopted from a late completion callback' })
+      .then(() => {
+        this.uncertainHere.delete(note.job);
+        const model = findModel(row.model);
+        const adopted: Waiting = { taskId: note.taskId, model: row.model, endpoint: model?.resultEndpoint ?? 'status', dueAt: 0, failures: 0 };
+        this.waiting.set(note.job, adopted);
+        this.schedule(note.job, adopted, Date.now());
+        this.wake();
+      })
+      .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `callback for job ${note.job}: ${errorText(err)}` }));
   }
 
   // ---- submits ----
@@ -237,7 +279,7 @@ export class Pipeline {
     }
     if (this.stopReason || this.opts.signal.aborted) return;
     const body: { model: string; input: Record<string, unknown>; callback_url?: string } = { model: spec.model, input };
-    if (this.opts.callbackUrl) body.callback_url = withJobId(this.opts.callbackUrl, row.id);
+    if (this.opts.callbackUrlFor) body.callback_url = this.opts.callbackUrlFor(row.id);
     else if (spec.callback_url) body.callback_url = spec.callback_url;
     // The intent is fsynced before the POST: a crash after this point leaves `submitting`, which a rerun turns into `uncertain`.
     await this.moveDurable(row.id, 'pending', 'submitting', { attemptsInc: 1, submitted_input: JSON.stringify(input), submitted_at: nowIso(), last_error: null });
@@ -251,7 +293,8 @@ export class Pipeline {
     }
     await this.moveDurable(row.id, 'submitting', 'submitted', { task_id: taskId });
     const model = findModel(spec.model);
-    const first = (model?.typicalSeconds[0] ?? 15) * 1000;
+    // First poll not before the typical minimum; with callbacks on, not before the typical maximum.
+    const first = (this.opts.callbackUrlFor ? (model?.typicalSeconds[1] ?? 60) : (model?.typicalSeconds[0] ?? 15)) * 1000;
     const w: Waiting = { taskId, model: spec.model, endpoint: model?.resultEndpoint ?? 'status', dueAt: 0, failures: 0 };
     this.waiting.set(row.id, w);
     this.schedule(row.id, w, Date.now() + this.scaled(first));
@@ -260,6 +303,7 @@ export class Pipeline {
   private submitFailed(id: string, err: unknown): void {
     if (err instanceof AmbiguousSubmitError) {
       this.move(id, 'submitting', 'uncertain', { last_error: err.message });
+      this.uncertainHere.add(id);
     } else if (err instanceof ApiError && err.status === 402) {
       this.move(id, 'submitting', 'pending', { last_error: err.message });
       this.stop('insufficient-credits');
@@ -271,6 +315,7 @@ export class Pipeline {
     } else {
       // Anything else (an unexpected error after the request may have left): never guess.
       this.move(id, 'submitting', 'uncertain', { last_error: errorText(err) });
+      this.uncertainHere.add(id);
     }
   }
 
@@ -325,8 +370,9 @@ export class Pipeline {
     return Infinity; // at the cap: a finishing poll wakes the loop
   }
 
+  /** 2-5 s with jitter; with callbacks on, a slow fallback poll of 20-40 s. */
   private nextPollDelay(): number {
-    return this.scaled(2000 + this.rand * 3000);
+    return this.opts.callbackUrlFor ? this.scaled(20_000 + this.rand * 20_000) : this.scaled(2000 + this.rand * 3000);
   }
 
   private async poll(id: string, w: Waiting): Promise<void> {
@@ -453,12 +499,6 @@ export class Pipeline {
     await writeFileAtomic(join(jobDir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
     this.move(row.id, 'downloading', 'done', {});
   }
-}
-
-export function withJobId(callbackUrl: string, jobId: string): string {
-  const u = new URL(callbackUrl);
-  u.searchParams.set('job', jobId);
-  return u.toString();
 }
 
 export function errorText(err: unknown): string {

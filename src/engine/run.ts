@@ -5,6 +5,7 @@ import { openManifest } from '../manifest/index.js';
 import type { ReportData } from '../report/types.js';
 import { Store, nowIso, type JobState } from '../store/index.js';
 import type { EventBus } from './events.js';
+import { CallbackReceiver, parseListen } from './callbacks.js';
 import { Pipeline, errorText } from './pipeline.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
@@ -33,7 +34,12 @@ export interface RunOptions {
   uncertain: 'skip' | 'resubmit';
   /** Multiplies every wait (1 against the real service). */
   timeScale: number;
-  callbackUrl: string | null;
+  /**
+   * Completion callbacks: start a receiver on `listen`; the service is given
+   * `publicUrl` (or, when null, http://<listen address>) plus this run's token
+   * and the job id. Null: polling only.
+   */
+  callbacks: { publicUrl: string | null; listen: string } | null;
   userPrices: Record<string, number> | null;
   signal: AbortSignal;
   events: EventBus;
@@ -77,19 +83,35 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // Leftover temporary files of interrupted downloads.
     for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
 
-    const pipeline = new Pipeline(store, o.service, o.download, {
+    let receiver: CallbackReceiver | null = null;
+    let callbackUrlFor: ((jobId: string) => string) | null = null;
+    let pipeline: Pipeline | null = null;
+    if (o.callbacks) {
+      const { host, port } = parseListen(o.callbacks.listen);
+      receiver = new CallbackReceiver((note) => pipeline?.onCallback(note));
+      const addr = await receiver.listen(host, port);
+      const base = o.callbacks.publicUrl ?? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}/`;
+      const r = receiver;
+      callbackUrlFor = (jobId) => r.urlFor(base, jobId);
+      emit({ type: 'listening', address: `${addr.address}:${addr.port}`, public_url: base });
+    }
+    pipeline = new Pipeline(store, o.service, o.download, {
       outDir: o.outDir,
       concurrency: Math.max(1, o.concurrency),
       maxActive: o.maxActive ?? Math.max(500, o.concurrency * 50),
       timeScale: o.timeScale,
       signal: o.signal,
       emit,
-      callbackUrl: o.callbackUrl,
+      callbackUrlFor,
       baseUrl: o.baseUrl,
       // Scaled like every other duration: against a time-scaled sandbox, uploads are re-sent sooner, never later.
       uploadMaxAgeMs: UPLOAD_REUSE_MS * Math.min(1, o.timeScale),
     });
-    await pipeline.run();
+    try {
+      await pipeline.run();
+    } finally {
+      await receiver?.close();
+    }
 
     let balanceAfter: number | null = null;
     if (pipeline.submitsSent > 0 && !o.signal.aborted) {

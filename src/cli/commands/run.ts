@@ -47,7 +47,7 @@ export function defaultOutDir(manifest: string): string {
 }
 
 export default async function run(manifest: string, flags: RunFlags): Promise<number> {
-  if (flags.callbackUrl || flags.listen) throw new UsageError('--callback-url and --listen are not supported by this version of run yet; results are read by polling');
+  if (flags.callbackUrl && !flags.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
   if (flags.concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${flags.concurrency}`);
   const outDir = resolve(flags.out ?? defaultOutDir(manifest));
   const statePath = resolve(flags.state ?? join(outDir, 'state.db'));
@@ -61,7 +61,8 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   if (flags.sandbox) {
     const { startSandbox } = await import('../../sandbox/index.js');
     apiKey = `sk-sandbox-${randomBytes(16).toString('hex')}`;
-    sandbox = await startSandbox({ port: 0, keys: { [apiKey]: SANDBOX_CREDITS }, timeScale });
+    // Loopback callbacks allowed: with --listen, the receiver is on this machine.
+    sandbox = await startSandbox({ port: 0, keys: { [apiKey]: SANDBOX_CREDITS }, timeScale, allowLoopback: flags.listen !== undefined });
     baseUrl = sandbox.url;
   } else {
     ({ baseUrl, apiKey } = serviceConfigFromEnv({ ...(flags.baseUrl !== undefined ? { baseUrl: flags.baseUrl } : {}) }));
@@ -128,7 +129,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       maxCredits: flags.maxCredits ?? null,
       uncertain: flags.uncertain,
       timeScale,
-      callbackUrl: null,
+      callbacks: flags.listen ? { publicUrl: flags.callbackUrl ?? null, listen: flags.listen } : null,
       userPrices,
       signal: controller.signal,
       events: bus,

@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { z } from 'zod';
+import { UsageError } from '../errors.js';
+
+/**
+ * The completion-callback receiver (`--listen HOST:PORT`). It accepts POSTs
+ * only on a path ending in this run's unguessable token, answers 200 at once,
+ * and hands `{job, task_id, status}` to the engine, which confirms with one
+ * status read (a callback never changes a state by itself, so duplicate and
+ * out-of-order deliveries are harmless). The job id travels in the `job`
+ * query parameter, so a late callback can adopt a task whose submit answer
+ * was lost (an `uncertain` job).
+ */
+export interface CallbackNote {
+  job: string;
+  taskId: string;
+  status: string;
+}
+
+const bodySchema = z.object({ data: z.object({ task_id: z.string().min(1), status: z.string() }) });
+const MAX_BODY = 1 << 20;
+
+export function parseListen(spec: string): { host: string; port: number } {
+  const m = /^(.*):(\d{1,5})$/.exec(spec);
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || !m[1] || port > 65535) throw new UsageError(`--listen expects HOST:PORT (e.g. 127.0.0.1:8788), got "${spec}"`);
+  return { host: m[1].replace(/^\[(.*)\]$/, '$1'), port };
+}
+
+export class CallbackReceiver {
+  readonly token = randomBytes(18).toString('base64url');
+  private server: Server | null = null;
+  received = 0;
+  rejected = 0;
+
+  constructor(private readonly onNote: (note: CallbackNote) => void) {}
+
+  async listen(host: string, port: number): Promise<AddressInfo> {
+    const server = createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      const last = url.pathname.split('/').filter(Boolean).pop();
+      if (req.method !== 'POST' || last !== this.token) {
+        this.rejected++;
+        res.writeHead(404).end();
+        req.resume();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      req.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_BODY) req.destroy();
+        else chunks.push(c);
+      });
+      req.on('end', () => {
+        let note: CallbackNote | null = null;
+        try {
+          const body = bodySchema.parse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+          const job = url.searchParams.get('job');
+          if (job) note = { job, taskId: body.data.task_id, status: body.data.status };
+        } catch {
+          note = null;
+        }
+        if (!note) {
+          this.rejected++;
+          res.writeHead(400).end();
+          return;
+        }
+        this.received++;
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+        this.onNote(note);
+      });
+    });
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    return server.address() as AddressInfo;
+  }
+
+  /** The callback URL of one job: the public base, this run's token, the job id. */
+  urlFor(publicBase: string, jobId: string): string {
+    const u = new URL(publicBase);
+    u.pathname = `${u.pathname.replace(/\/+$/, '')}/${this.token}`;
+    u.searchParams.set('job', jobId);
+    return u.toString();
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    this.server = null;
+    if (!s) return;
+    s.closeAllConnections?.();
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+  }
+}
