@@ -42,7 +42,7 @@ describe('genbatch estimate --offline', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/waves-motion\s+motion-1\.6\/standard\s+45\s/);
     expect(r.stdout).toMatch(/gradient-clip\s+clip-2\.3\s+unknown\s/);
-    expect(r.stdout).toMatch(/clip-2\.3\s+1\s+0\s+\(1 with unknown price, not counted\)/);
+    expect(r.stdout).toMatch(/clip-2\.3\s+1\s+unknown\s+\(1 with unknown price, not counted\)/);
     expect(r.stdout).toContain('unknown price (not counted in the total; give prices with --prices FILE or a pricing: block): 1 job: gradient-clip');
     expect(r.stdout).toContain('total: 195 credits for 2 jobs with a known price');
     expect(r.stdout).toContain('balance: not checked (--offline)');

@@ -102,7 +102,8 @@ function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance:
     const notes: string[] = [];
     if (t.user_jobs > 0) notes.push(`${t.user_jobs === t.jobs ? 'all' : t.user_jobs} at user-supplied prices`);
     if (t.unknown_jobs > 0) notes.push(`${t.unknown_jobs} with unknown price, not counted`);
-    out.push(`${m.padEnd(mW)}  ${String(t.jobs).padStart(7)}  ${String(t.credits).padStart(10)}${notes.length > 0 ? `  (${notes.join('; ')})` : ''}`);
+    const credits = t.unknown_jobs === t.jobs ? 'unknown' : String(t.credits);
+    out.push(`${m.padEnd(mW)}  ${String(t.jobs).padStart(7)}  ${credits.padStart(10)}${notes.length > 0 ? `  (${notes.join('; ')})` : ''}`);
   }
   out.push('');
 
