@@ -256,6 +256,15 @@ describe('manifest-level problems', () => {
     expect(jobs[2]).toMatchObject({ kind: 'chat', protocol: 'responses', problems: [] });
   });
 
+  it('reports protocol mistakes: a protocol on a submit model, a protocol the chat model does not serve', async () => {
+    const p = write('m.yaml', 'jobs:\n  - {id: a, model: alpha-image-2, protocol: responses, input: {prompt: x}}\n  - {id: b, model: vendora/chat-5, protocol: messages, input: {messages: [{role: user, content: hi}]}}\n');
+    const { jobs, problems } = await all(p);
+    expect(jobs.map((j) => j.kind)).toEqual(['submit', 'chat']);
+    expect(problems).toHaveLength(2);
+    expect(problems[0]).toBe(`job a (${p}:2) protocol: applies only to chat models; this is a submit model`);
+    expect(problems[1]).toMatch(new RegExp(`^job b \\(.*:3\\) protocol: vendora/chat-5 does not support messages`));
+  });
+
   it('reports every problem of every job, with the field line', async () => {
     const p = write('m.yaml', 'jobs:\n  - id: a\n    model: alpha-image-2\n    input:\n      prompt: x\n      size: 4000x2000\n      resolution: 4K\n  - id: b\n    model: alpha-image-2\n    input:\n      quality: best\n');
     const { problems } = await all(p);
