@@ -220,4 +220,3 @@ function distance(a: string, b: string): number {
   return prev[b.length] ?? 0;
 }
 
-export type { ModelSpec };
