@@ -134,3 +134,10 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
     if (bars) bars.multi.stop();
   };
 }
+
+/** Resolves once everything written so far to `stream` is flushed (main.ts calls process.exit right after a command returns). */
+export function flushed(stream: NodeJS.WritableStream = process.stdout): Promise<void> {
+  return new Promise((resolve) => {
+    if (!stream.write('', () => resolve())) stream.once('drain', () => resolve());
+  });
+}

@@ -1,6 +1,6 @@
 import type { ReportData, ReportFile, ReportJob } from '../report/types.js';
 import { findModel } from '../models/index.js';
-import type { JobRow, Store } from '../store/index.js';
+import type { Store, SummaryRow } from '../store/index.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
 
@@ -36,10 +36,10 @@ export function buildReportData(store: Store, wallSeconds: number | null = null)
 }
 
 function* mapJobs(store: Store): Iterable<ReportJob> {
-  for (const row of store.allJobs()) yield reportJob(store, row);
+  for (const row of store.summaryRows()) yield reportJob(store, row);
 }
 
-function reportJob(store: Store, row: JobRow): ReportJob {
+function reportJob(store: Store, row: SummaryRow): ReportJob {
   const files: ReportFile[] = [];
   const texts: Record<string, string> = {};
   for (const f of store.filesOf(row.id)) {
@@ -47,7 +47,7 @@ function reportJob(store: Store, row: JobRow): ReportJob {
     files.push({ path: f.path, size: f.size ?? 0, sha256: f.sha256 ?? '', type: f.type, contentType: f.content_type });
     if (f.url === null) texts[f.name] = '';
   }
-  if (Object.keys(texts).length > 0 && row.result) fillTexts(row, texts);
+  if (Object.keys(texts).length > 0) fillTexts(row, store.resultOf(row.id), texts);
   return {
     id: row.id,
     model: row.model,
@@ -65,9 +65,9 @@ function reportJob(store: Store, row: JobRow): ReportJob {
 }
 
 /** Text results are small: read them back from the task result kept in the store. */
-function fillTexts(row: JobRow, texts: Record<string, string>): void {
+function fillTexts(row: SummaryRow, result: string | null, texts: Record<string, string>): void {
   try {
-    const task = JSON.parse(row.result ?? '{}') as TaskView;
+    const task = JSON.parse(result ?? '{}') as TaskView;
     for (const t of extractResults(task, findModel(row.model)?.resultEndpoint ?? 'status', row.model).texts) if (t.name in texts) texts[t.name] = t.text;
   } catch {
     // A result that no longer parses leaves the text out; the file on disk still holds it.

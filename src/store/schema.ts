@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (run_id, state, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_task ON jobs (task_id);
+CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs (run_id, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_expiry ON jobs (run_id, state, expires_at, seq);
 CREATE TABLE IF NOT EXISTS files (
   run_id INTEGER NOT NULL,

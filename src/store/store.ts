@@ -37,6 +37,9 @@ export interface JobRow {
   estimated_credits: number | null;
 }
 
+/** The columns of a job that reports and status need (not the large spec, input and result). */
+export type SummaryRow = Pick<JobRow, 'id' | 'model' | 'kind' | 'where' | 'state' | 'task_id' | 'attempts' | 'submitted_at' | 'finished_at' | 'last_error' | 'estimated_credits'>;
+
 export interface FileRow {
   job_id: string;
   idx: number;
@@ -192,6 +195,8 @@ export class Store {
     })();
     const run = this.stmt('SELECT * FROM runs WHERE manifest = ?').get(abs) as RunRow;
     this.useRun(run);
+    // The ids seen by the current sync (a temporary table: cheaper than touching every unchanged row).
+    this.db.exec('CREATE TEMP TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY) WITHOUT ROWID; DELETE FROM temp.seen;');
     const max = this.stmt('SELECT MAX(seq) AS m FROM jobs WHERE run_id = ?').get(run.id) as { m: number | null };
     this.seq = max.m ?? 0;
     return run;
@@ -227,6 +232,7 @@ export class Store {
 
   /** Start the transaction that holds a whole manifest sync (committed only when every job is valid). */
   beginSync(): void {
+    this.db.exec('DELETE FROM temp.seen');
     this.db.exec('BEGIN IMMEDIATE');
   }
   commitSync(): void {
@@ -242,8 +248,9 @@ export class Store {
    * the new spec; one in flight keeps running the spec it was sent with.
    */
   syncJob(job: JobInput): SyncResult {
-    const row = this.stmt('SELECT state, spec_hash FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, job.id) as
-      | { state: JobState; spec_hash: string }
+    this.stmt('INSERT OR IGNORE INTO temp.seen (id) VALUES (?)').run(job.id);
+    const row = this.stmt('SELECT state, spec_hash, "where" AS w, estimated_credits AS c FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, job.id) as
+      | { state: JobState; spec_hash: string; w: string; c: number | null }
       | undefined;
     const now = nowIso();
     if (!row) {
@@ -253,13 +260,21 @@ export class Store {
       return 'new';
     }
     if (row.spec_hash === job.specHash) {
-      const back = row.state === 'skipped';
-      this.stmt(`UPDATE jobs SET generation = ?, "where" = ?, estimated_credits = ?${back ? ", state = 'pending', updated_at = ?" : ''} WHERE run_id = ? AND id = ?`).run(
-        ...(back ? [this.generation, job.where, job.estimatedCredits, now] : [this.generation, job.where, job.estimatedCredits]),
-        this.runId,
-        job.id,
-      );
-      return back ? 'changed' : 'unchanged';
+      if (row.state === 'skipped') {
+        this.stmt(`UPDATE jobs SET state = 'pending', "where" = ?, estimated_credits = ?, generation = ?, updated_at = ? WHERE run_id = ? AND id = ?`).run(
+          job.where,
+          job.estimatedCredits,
+          this.generation,
+          now,
+          this.runId,
+          job.id,
+        );
+        return 'changed';
+      }
+      if (row.w !== job.where || row.c !== job.estimatedCredits) {
+        this.stmt('UPDATE jobs SET "where" = ?, estimated_credits = ? WHERE run_id = ? AND id = ?').run(job.where, job.estimatedCredits, this.runId, job.id);
+      }
+      return 'unchanged';
     }
     const finished = FINAL_STATES.includes(row.state);
     if (finished || row.state === 'pending') {
@@ -269,14 +284,16 @@ export class Store {
       this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, job.id);
       return finished ? 'changed' : 'updated';
     }
-    this.stmt('UPDATE jobs SET generation = ? WHERE run_id = ? AND id = ?').run(this.generation, this.runId, job.id);
+    // In flight (submitting, submitted, downloading, uncertain): it finishes the spec it was sent with.
     return 'unchanged';
   }
 
   /** Jobs not in this sync's manifest and not started: skipped. Returns how many. */
   skipRemoved(): number {
-    return this.stmt(`UPDATE jobs SET state = 'skipped', updated_at = ? WHERE run_id = ? AND generation < ? AND state IN ('pending', 'uncertain')`).run(nowIso(), this.runId, this.generation)
-      .changes;
+    return this.stmt(`UPDATE jobs SET state = 'skipped', updated_at = ? WHERE run_id = ? AND state IN ('pending', 'uncertain') AND id NOT IN (SELECT id FROM temp.seen)`).run(
+      nowIso(),
+      this.runId,
+    ).changes;
   }
 
   /** After a crash between intent and response: every `submitting` job becomes `uncertain`. */
@@ -327,6 +344,12 @@ export class Store {
 
   // ---- reads ----
 
+  /** The task result JSON last read for a job, or null. */
+  resultOf(jobId: string): string | null {
+    const r = this.stmt('SELECT result FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as { result: string | null } | undefined;
+    return r?.result ?? null;
+  }
+
   getJob(jobId: string): JobRow | undefined {
     return this.stmt('SELECT * FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as JobRow | undefined;
   }
@@ -341,9 +364,18 @@ export class Store {
     yield* this.db.prepare(`SELECT * FROM jobs WHERE run_id = ? AND state = ? ORDER BY seq`).iterate(this.runId, state) as IterableIterator<JobRow>;
   }
 
-  /** Every job of the current generation (the current manifest), in manifest order. */
+  /** Every job of the run, in manifest order. */
   *allJobs(): IterableIterator<JobRow> {
-    yield* this.db.prepare(`SELECT * FROM jobs WHERE run_id = ? ORDER BY seq`).iterate(this.runId) as IterableIterator<JobRow>;
+    yield* this.db.prepare(`SELECT * FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).iterate(this.runId) as IterableIterator<JobRow>;
+  }
+
+  /** Every job of the run, in manifest order, without the large spec and input columns (reports, status). */
+  *summaryRows(): IterableIterator<SummaryRow> {
+    yield* this.db
+      .prepare(
+        `SELECT id, model, kind, "where", state, task_id, attempts, submitted_at, finished_at, last_error, estimated_credits FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`,
+      )
+      .iterate(this.runId) as IterableIterator<SummaryRow>;
   }
 
   counts(): Record<JobState, number> {

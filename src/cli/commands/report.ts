@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { buildReportData } from '../../engine/index.js';
 import { writeReports } from '../../report/index.js';
+import { flushed } from '../progress.js';
 import { openStateForRead } from './state-file.js';
 
 /** `genbatch report [manifest|--state PATH] [--out DIR]`: rewrite the four reports from the state file. */
@@ -16,5 +17,6 @@ export default async function report(manifest: string | undefined, opts: { state
     return 0;
   } finally {
     store.close();
+    await flushed(process.stdout);
   }
 }

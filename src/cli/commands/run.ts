@@ -7,7 +7,7 @@ import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../
 import { UsageError } from '../../errors.js';
 import { loadPrices } from '../../pricing/index.js';
 import { writeReports } from '../../report/index.js';
-import { attachProgress } from '../progress.js';
+import { attachProgress, flushed } from '../progress.js';
 
 /**
  * `genbatch run <manifest>`: the checkpointed pipeline. Rerunning the same
@@ -142,5 +142,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
     stopProgress();
     await client.close();
     await sandbox?.close();
+    await flushed(process.stdout);
+    await flushed(process.stderr);
   }
 }

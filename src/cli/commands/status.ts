@@ -1,4 +1,5 @@
 import { JOB_STATES } from '../../store/index.js';
+import { flushed } from '../progress.js';
 import { openStateForRead } from './state-file.js';
 
 /** `genbatch status [manifest|--state PATH] [--json] [--jobs]`: jobs by state (and each job on request). Reads only; safe during a run. */
@@ -11,7 +12,7 @@ export default async function status(manifest: string | undefined, opts: { state
       const counts = store.counts();
       const est = store.estimate();
       const jobs = opts.jobs
-        ? [...store.allJobs()].map((j) => ({ id: j.id, model: j.model, state: j.state, task_id: j.task_id, attempts: j.attempts, error: j.last_error, where: j.where }))
+        ? [...store.summaryRows()].map((j) => ({ id: j.id, model: j.model, state: j.state, task_id: j.task_id, attempts: j.attempts, error: j.last_error, where: j.where }))
         : undefined;
       if (opts.json) {
         out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, estimated_credits: est.known, unknown_price_jobs: est.unknown, ...(jobs ? { jobs } : {}) });
@@ -28,5 +29,6 @@ export default async function status(manifest: string | undefined, opts: { state
     return 0;
   } finally {
     store.close();
+    await flushed(process.stdout);
   }
 }
