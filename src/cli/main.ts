@@ -139,7 +139,13 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
+/** Resolve once everything written so far to a stream has been handed to the OS (pipes may queue). */
+function flushed(stream: NodeJS.WriteStream): Promise<void> {
+  return new Promise((resolve) => stream.write('', () => resolve()));
+}
+
 // Run when executed as the entry point.
 const code = await main(process.argv);
 process.exitCode = code;
+await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
 if (process.env.GENBATCH_NO_EXIT !== '1') process.exit(code);
