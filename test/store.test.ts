@@ -56,7 +56,7 @@ describe('store', () => {
     expect(again.syncJob(job('b'))).toBe('unchanged');
     expect(again.syncJob(job('d'))).toBe('new');
     again.commitSync();
-    expect(again.skipRemoved()).toBe(1); // c was dropped from the manifest
+    expect(again.skipRemoved()).toBe(1); // c (pending) was dropped from the manifest
     expect(again.recoverSubmitting()).toEqual(['b']);
     expect(again.getJob('a')!.state).toBe('pending');
     expect(again.getJob('b')!.state).toBe('uncertain');

@@ -69,6 +69,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         err.write(`genbatch: ${e.uncertain.length} job(s) were being submitted when the last run stopped; their outcome is unknown, marked uncertain (see --uncertain)\n`);
         break;
       case 'estimate':
+        credits = e.pending_credits;
         out.write(
           `genbatch: estimate ${e.pending_credits} credits for the jobs left${e.unknown_price_jobs.length ? ` (+${e.unknown_price_jobs.length} job(s) of unknown price)` : ''}${e.balance !== null ? `; balance ${e.balance}` : ''}\n`,
         );
@@ -77,7 +78,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
           const multi = new cliProgress.MultiBar({ clearOnComplete: false, hideCursor: true, stream: err, format: '{name} {bar} {value}/{total}' }, cliProgress.Presets.shades_classic);
           bars = {
             multi,
-            submitted: multi.create(total, 0, { name: 'submitted'.padEnd(10) }, { format: fmt('submitted') + ' | running {running} | uploads {uploads}' }),
+            submitted: multi.create(total, 0, { name: 'submitted'.padEnd(10) }, { format: fmt('submitted') + ' | running {running} | uploads {uploads} | estimate {credits} credits' }),
             done: multi.create(total, 0, { name: 'done'.padEnd(10) }, { format: fmt('done') }),
             failed: multi.create(total, 0, { name: 'failed'.padEnd(10) }, { format: fmt('not done') + ' (failed, uncertain, expired)' }),
           };

@@ -108,6 +108,7 @@ export interface BudgetLimits {
  */
 export function checkLimits(store: Store, c: BudgetLimits): void {
   const pending = store.pendingEstimate();
+  if (store.counts().pending === 0) return; // nothing will be spent
   const total = store.estimate();
   if (c.maxCredits !== null && total.known > c.maxCredits) {
     throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds --max-credits ${fmt(c.maxCredits)}`);

@@ -12,7 +12,7 @@
  *   failed      the service refused the job (400) or the task failed
  *   uncertain   a submit whose outcome is unknown; never resubmitted blindly
  *   expired     the results were gone (past their 24 h validity) before we got them
- *   skipped     no longer in the manifest (removed since an earlier run)
+ *   skipped     no longer in the manifest (removed since an earlier run; was pending, failed or expired)
  */
 export const JOB_STATES = [
   'pending',
@@ -42,7 +42,7 @@ export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
   expired: ['pending', 'skipped'],
   skipped: ['pending'],
   // pending: --uncertain=resubmit; submitted: a late callback adopted the orphaned task.
-  uncertain: ['pending', 'submitted', 'skipped'],
+  uncertain: ['pending', 'submitted'],
 };
 
 /** States a run does not work on any more. */

@@ -288,9 +288,14 @@ export class Store {
     return 'unchanged';
   }
 
-  /** Jobs not in this sync's manifest and not started: skipped. Returns how many. */
+  /**
+   * Jobs no longer in the manifest: pending, failed and expired ones become
+   * skipped (not run, not counted against the exit code). Done ones stay done;
+   * in-flight and uncertain ones keep their state (a task may exist and cost
+   * credits, so they are never forgotten silently). Returns how many.
+   */
   skipRemoved(): number {
-    return this.stmt(`UPDATE jobs SET state = 'skipped', updated_at = ? WHERE run_id = ? AND state IN ('pending', 'uncertain') AND id NOT IN (SELECT id FROM temp.seen)`).run(
+    return this.stmt(`UPDATE jobs SET state = 'skipped', updated_at = ? WHERE run_id = ? AND state IN ('pending', 'failed', 'expired') AND id NOT IN (SELECT id FROM temp.seen)`).run(
       nowIso(),
       this.runId,
     ).changes;
