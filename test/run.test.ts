@@ -245,4 +245,55 @@ describe('genbatch run against the sandbox', () => {
       await slow.close();
     }
   });
+
+  it('--max-credits refuses with exit 3; status and report read the state file', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'mc.yaml'), 4, 'mc');
+    const total0 = sb.stats().tasks_total;
+    const refused = await run(manifest, w.out, ['--max-credits', '5']); // 4 jobs x 2 credits
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain('--max-credits');
+    expect(sb.stats().tasks_total).toBe(total0);
+    const ok = await run(manifest, w.out, ['--max-credits', '8']);
+    expect(ok.code).toBe(0);
+    const status = await runCli(['status', '--state', w.state, '--json', '--jobs']);
+    expect(status.code).toBe(0);
+    const parsed = JSON.parse(status.stdout) as { counts: Record<string, number>; jobs: Array<{ id: string; state: string }> };
+    expect(parsed.counts.done).toBe(4);
+    expect(parsed.jobs.map((j) => j.id)).toEqual(['mc-0000', 'mc-0001', 'mc-0002', 'mc-0003']);
+    const other = join(w.dir, 'again');
+    const rep = await runCli(['report', '--state', w.state, '--out', other]);
+    expect(rep.code).toBe(0);
+    const report = JSON.parse(readFileSync(join(other, 'report.json'), 'utf8')) as { summary: { counts: Record<string, number> } };
+    expect(report.summary.counts.done).toBe(4);
+  });
+
+  it('a second SIGINT ends the run at once; the state stays consistent and the next run finishes', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'dbl.yaml'), 200, 'dbl');
+    const args = ['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--concurrency', '4'];
+    const first = await new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+      const child = spawnCli(args, { GENBATCH_API_KEY: KEY });
+      let out = '';
+      let sent = false;
+      child.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (!sent && out.includes('estimate')) {
+          sent = true;
+          setTimeout(() => {
+            child.kill('SIGINT');
+            setTimeout(() => child.kill('SIGINT'), 5);
+          }, 50);
+        }
+      });
+      child.stderr!.resume();
+      child.on('exit', (code, signal) => resolve({ code, signal }));
+    });
+    expect(first.code === 130 || first.signal === 'SIGINT').toBe(true);
+    expect(integrity(w.state)).toBe('ok');
+    const rest = await run(manifest, w.out);
+    expect([0, 4]).toContain(rest.code);
+    const jobs = readJobs(w.state);
+    expect(jobs.filter((j) => j.state !== 'done' && j.state !== 'uncertain')).toEqual([]);
+  });
 });
