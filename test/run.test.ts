@@ -2,6 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { Store } from '../src/store/index.js';
 import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { checkFiles, findFiles, integrity, readJobs } from './helpers/verify.js';
@@ -146,7 +147,7 @@ describe('genbatch run against the sandbox', () => {
     expect(sb.stats().tasks_total - total0).toBe(withTask.length);
   });
 
-  it('SIGINT stops cleanly (exit 130, report written, nothing half-submitted); a rerun finishes without duplicates; a second writer is refused', async () => {
+  it('SIGINT stops cleanly (exit 130, report written, nothing half-submitted); a rerun finishes without duplicates', async () => {
     const w = work();
     const manifest = imageManifest(join(w.dir, 's.yaml'), 200, 'sig');
     const total0 = sb.stats().tasks_total;
@@ -160,13 +161,7 @@ describe('genbatch run against the sandbox', () => {
         stdout += d.toString();
         if (!sent && stdout.includes('estimate')) {
           sent = true;
-          setImmediate(async () => {
-            // While it runs, a second writer on the same state file is refused.
-            const second = await runCli(args, { GENBATCH_API_KEY: KEY });
-            expect(second.code).toBe(2);
-            expect(second.stderr).toContain('in use by pid');
-            child.kill('SIGINT');
-          });
+          child.kill('SIGINT');
         }
       });
       child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -295,5 +290,20 @@ describe('genbatch run against the sandbox', () => {
     expect([0, 4]).toContain(rest.code);
     const jobs = readJobs(w.state);
     expect(jobs.filter((j) => j.state !== 'done' && j.state !== 'uncertain')).toEqual([]);
+  });
+
+  it('refuses a second writer while the state file is leased by a live process', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'l.yaml'), 2, 'lease');
+    const holder = Store.openForWrite(w.state); // this test process holds the lease
+    try {
+      const r = await run(manifest, w.out);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`in use by pid ${process.pid}`);
+    } finally {
+      holder.close();
+    }
+    const after = await run(manifest, w.out);
+    expect(after.code).toBe(0);
   });
 });
