@@ -184,17 +184,21 @@ describe('genbatch run against the sandbox', () => {
     writeFileSync(join(w.dir, 'a.png'), png);
     writeFileSync(join(w.dir, 'same-bytes.png'), png);
     writeFileSync(join(w.dir, 'b.png'), readFileSync(join(import.meta.dirname, '..', 'manifests', 'assets', 'demo-sunrise.png')));
-    const job = (id: string, file: string, prompt: string) => `  - id: ${id}\n    model: alpha-image-2-edit\n    input:\n      prompt: "${prompt}"\n      image_urls: [${file}]\n`;
+    const job = (id: string, file: string, prompt: string) => `  - id: ${id}\n    model: alpha-image-2-edit\n    input:\n      prompt: "${prompt}"\n      image_urls: ["${file}"]\n`;
     const manifest = join(w.dir, 'up.yaml');
-    writeFileSync(manifest, 'jobs:\n' + job('e1', 'a.png', 'one') + job('e2', 'same-bytes.png', 'two') + job('e3', 'b.png', 'three') + job('e4', 'a.png', 'four'));
+    const dataUrl = `data:image/png;base64,${png.toString('base64')}`;
+    writeFileSync(manifest, 'jobs:\n' + job('e1', 'a.png', 'one') + job('e2', 'same-bytes.png', 'two') + job('e3', 'b.png', 'three') + job('e4', 'a.png', 'four') + job('e5', dataUrl, 'five'));
     const up0 = sb.stats().uploads;
     const r = await run(manifest, w.out);
+    expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const up1 = sb.stats().uploads;
-    expect(up1.accepted - up0.accepted).toBe(2);
+    expect(up1.accepted - up0.accepted).toBe(3); // a.png (= same-bytes.png), b.png, and the Data URL through the base64 endpoint
     expect(up1.refused - up0.refused).toBe(0);
     const result = JSON.parse(readFileSync(join(w.out, 'e2', 'result.json'), 'utf8')) as { input: { image_urls: string[] } };
     expect(result.input.image_urls[0]).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
+    const viaData = JSON.parse(readFileSync(join(w.out, 'e5', 'result.json'), 'utf8')) as { input: { image_urls: string[] } };
+    expect(viaData.input.image_urls[0]).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
     // A changed job in a later run reuses the earlier upload.
     writeFileSync(manifest, readFileSync(manifest, 'utf8').replace('"four"', '"four, changed"'));
     const again = await run(manifest, w.out);

@@ -8,7 +8,7 @@ import type { EngineEvent, StopReason } from './events.js';
 import { writeFileAtomic } from './files.js';
 import type { DownloadPort, ServicePort, TaskView } from './ports.js';
 import { MinHeap } from './heap.js';
-import { extractResults, setAtPath, sha256Hex } from './results.js';
+import { extractResults, getAtPath, setAtPath, sha256Hex } from './results.js';
 import type { StoredSpec } from './spec.js';
 
 /**
@@ -266,7 +266,11 @@ export class Pipeline {
     const spec = JSON.parse(row.spec) as StoredSpec;
     const input = structuredClone(spec.input);
     try {
-      for (const ref of spec.refs) setAtPath(input, ref.path, await this.uploadRef(ref.file, ref.sha256));
+      for (const ref of spec.refs) {
+        const value = ref.data ? getAtPath(input, ref.path) : ref.file;
+        if (typeof value !== 'string') throw new GenbatchError('GB_INPUT_CHANGED', `no image at ${ref.path}`);
+        setAtPath(input, ref.path, await this.uploadRef(value, ref.sha256, ref.data === true));
+      }
     } catch (err) {
       if (this.opts.signal.aborted) return;
       if (err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 429 && err.status !== 402) {
@@ -319,21 +323,28 @@ export class Pipeline {
     }
   }
 
-  private uploadRef(file: string, sha: string): Promise<string> {
+  /** Upload a local file (stream endpoint) or a Data URL (base64 endpoint) once per content; reuse earlier uploads. */
+  private uploadRef(fileOrData: string, sha: string, isData: boolean): Promise<string> {
+    const shown = isData ? `data URL (${fileOrData.length} characters)` : fileOrData;
     const known = this.store.findUpload(this.opts.baseUrl, sha, this.opts.uploadMaxAgeMs);
     if (known) {
-      this.opts.emit({ type: 'upload', file, sha256: sha, url: known, reused: true });
+      this.opts.emit({ type: 'upload', file: shown, sha256: sha, url: known, reused: true });
       return Promise.resolve(known);
     }
     let p = this.uploadsInFlight.get(sha);
     if (!p) {
       p = (async () => {
-        // The content may have changed since validation: upload only bytes whose hash we recorded.
-        const now = await hashFile(file);
-        if (now !== sha) throw new GenbatchError('GB_INPUT_CHANGED', `${file} changed since the manifest was checked; rerun`);
-        const res = await this.service.uploadStream(file, { fileName: basename(file), signal: this.opts.signal });
+        let res: { file_url: string };
+        if (isData) {
+          res = await this.service.uploadBase64(fileOrData, { signal: this.opts.signal });
+        } else {
+          // The content may have changed since validation: upload only bytes whose hash we recorded.
+          const now = await hashFile(fileOrData);
+          if (now !== sha) throw new GenbatchError('GB_INPUT_CHANGED', `${fileOrData} changed since the manifest was checked; rerun`);
+          res = await this.service.uploadStream(fileOrData, { fileName: basename(fileOrData), signal: this.opts.signal });
+        }
         this.store.recordUpload(this.opts.baseUrl, sha, res.file_url);
-        this.opts.emit({ type: 'upload', file, sha256: sha, url: res.file_url, reused: false });
+        this.opts.emit({ type: 'upload', file: shown, sha256: sha, url: res.file_url, reused: false });
         return res.file_url;
       })().finally(() => this.uploadsInFlight.delete(sha));
       this.uploadsInFlight.set(sha, p);

@@ -26,6 +26,8 @@ export interface ServicePort {
   musicDetail(taskId: string, signal?: AbortSignal): Promise<TaskView>;
   balance(): Promise<number>;
   uploadStream(file: string, opts: { fileName: string; signal?: AbortSignal }): Promise<{ file_url: string }>;
+  /** A Data URL (`data:<mime>;base64,...`) through the base64 upload endpoint. */
+  uploadBase64(dataUrl: string, opts: { signal?: AbortSignal }): Promise<{ file_url: string }>;
 }
 
 export interface DownloadResult {

@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { BudgetError, ManifestError, type Problem } from '../errors.js';
-import { localImageRefs, type Manifest } from '../manifest/index.js';
+import { localImageRefs, type Manifest, type ManifestJob } from '../manifest/index.js';
+import { valuesAt } from '../manifest/job.js';
+import { findModel } from '../models/index.js';
 import { priceJob } from '../pricing/index.js';
 import type { Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
@@ -70,6 +72,7 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
         }
       }
       if (refProblem) continue;
+      refs.push(...dataUrlRefs(job));
       const spec: StoredSpec = { model: job.model, input: job.input, refs };
       if (job.callback_url !== undefined) spec.callback_url = job.callback_url;
       const specJson = canonicalJson(spec);
@@ -91,6 +94,18 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
   out.recoveredUncertain = store.recoverSubmitting();
   emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped, counts: store.counts() });
   if (out.recoveredUncertain.length > 0) emit({ type: 'recovered', uncertain: out.recoveredUncertain });
+  return out;
+}
+
+/** Data URLs written in a job's image fields: uploaded through the base64 endpoint before the submit. */
+function dataUrlRefs(job: ManifestJob): StoredSpec['refs'] {
+  const spec = findModel(job.model);
+  const out: StoredSpec['refs'] = [];
+  for (const field of spec?.imageFields ?? []) {
+    for (const [path, value] of valuesAt(job.input, field, 'input')) {
+      if (typeof value === 'string' && /^data:/i.test(value)) out.push({ path, file: '', sha256: sha256Hex(value), data: true });
+    }
+  }
   return out;
 }
 

@@ -118,11 +118,26 @@ export function canonicalJson(value: unknown): string {
   });
 }
 
-/** Set a value at a path like `input.image_urls[0]` or `start_image_url` inside `root`. */
-export function setAtPath(root: Record<string, unknown>, path: string, value: unknown): void {
+function pathParts(path: string): Array<string | number> {
   const parts: Array<string | number> = [];
   for (const m of path.matchAll(/([^.[\]]+)|\[(\d+)\]/g)) parts.push(m[2] !== undefined ? Number(m[2]) : m[1]!);
   if (parts[0] === 'input') parts.shift();
+  return parts;
+}
+
+/** The value at a path like `input.image_urls[0]` inside `root`, or undefined. */
+export function getAtPath(root: Record<string, unknown>, path: string): unknown {
+  let cur: unknown = root;
+  for (const part of pathParts(path)) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string | number, unknown>)[part];
+  }
+  return cur;
+}
+
+/** Set a value at a path like `input.image_urls[0]` or `start_image_url` inside `root`. */
+export function setAtPath(root: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = pathParts(path);
   let cur: unknown = root;
   for (let i = 0; i < parts.length - 1; i++) {
     cur = (cur as Record<string | number, unknown>)[parts[i]!];

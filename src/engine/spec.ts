@@ -3,6 +3,10 @@ export interface StoredSpec {
   model: string;
   input: Record<string, unknown>;
   callback_url?: string;
-  /** Local image files to upload, the input path each replaces, and the file's sha256 at validation. */
-  refs: Array<{ path: string; file: string; sha256: string }>;
+  /**
+   * Images to upload before the submit, and the input path each replaces:
+   * a local file (`file`, its sha256 at validation; stream upload) or a Data URL
+   * written in the input (`data: true`, sha256 of the text; base64 upload).
+   */
+  refs: Array<{ path: string; file: string; sha256: string; data?: true }>;
 }
