@@ -100,17 +100,18 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Database.Dat
     throw new StateError(`cannot open state file ${path}: ${err instanceof Error ? err.message : String(err)}`);
   }
   try {
+    db.pragma('busy_timeout = 5000');
     if (!opts.readonly) {
       db.pragma('journal_mode = WAL');
       db.pragma('synchronous = NORMAL');
     }
-    db.pragma('busy_timeout = 5000');
     db.pragma('foreign_keys = ON');
     const check = db.pragma('quick_check', { simple: true });
     if (check !== 'ok') throw new StateError(`state file ${path} failed its integrity check: ${String(check)}`);
-    if (!opts.readonly) {
-      db.exec(SCHEMA);
+    if (!opts.readonly && !opts.mustExist) db.exec(SCHEMA);
+    {
       const row = db.prepare('SELECT value FROM meta WHERE key = ?').get('schema_version') as { value: string } | undefined;
+      if (!row && opts.mustExist) throw new StateError(`${path} is not a genbatch state file`);
       if (!row) db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)').run('schema_version', String(SCHEMA_VERSION));
       else if (Number(row.value) !== SCHEMA_VERSION) {
         throw new StateError(`state file ${path} has schema version ${row.value}; this genbatch reads version ${SCHEMA_VERSION}`);
