@@ -44,15 +44,18 @@ describe('crash and resume', () => {
     const manifest = imageManifest(join(t.dir, 'crash.yaml'), JOBS, 'c');
     const out = join(t.dir, 'out');
     const state = join(out, 'state.db');
-    const args = ['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--concurrency', '16', '--json'];
+    // Concurrency 4 keeps a run long enough (a few seconds) for every kill to land mid-run.
+    const args = ['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--concurrency', '4', '--json'];
     const env = { GENBATCH_API_KEY: sb.key };
     let killed = 0;
+    let finishedEarly = 0;
     for (let i = 0; i < KILLS; i++) {
-      const r = await killAfter(150 + Math.floor(Math.random() * 2500), args, env);
+      const r = await killAfter(100 + Math.floor(Math.random() * 700), args, env);
       if (r.signal === 'SIGKILL') killed++;
-      else if (r.code !== 0 && r.code !== 4) throw new Error(`run exited ${String(r.code)} between kills`);
+      else if (r.code === 0 || r.code === 4) finishedEarly++;
+      else throw new Error(`run exited ${String(r.code)} between kills`);
     }
-    expect(killed).toBeGreaterThan(0);
+    expect(killed).toBeGreaterThanOrEqual(Math.ceil(KILLS / 2));
     const last = await runCli(args, env);
     expect([0, 4]).toContain(last.code);
 
@@ -71,5 +74,6 @@ describe('crash and resume', () => {
     expect(checkFiles(state, out)).toBeGreaterThanOrEqual(JOBS - uncertain.length);
     expect(findFiles(out, (n) => n.endsWith('.part'))).toEqual([]);
     expect(integrity(state)).toBe('ok');
+    console.log(`crash test: ${killed} runs killed, ${finishedEarly} finished before their kill, ${uncertain.length} job(s) uncertain, ${serverTasks.size} tasks for ${JOBS} jobs`);
   }, 600_000);
 });
