@@ -1,6 +1,6 @@
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { EXIT } from '../errors.js';
+import { EXIT, ManifestError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import type { ReportData } from '../report/types.js';
 import { Store, nowIso, type JobState } from '../store/index.js';
@@ -58,6 +58,7 @@ export const UPLOAD_REUSE_MS = 66 * 3600 * 1000;
 export async function runEngine(o: RunOptions): Promise<RunOutcome> {
   const t0 = Date.now();
   const emit = o.events.emit;
+  if (!existsSync(o.manifestPath)) throw new ManifestError([{ job: null, where: o.manifestPath, path: '', message: 'manifest file not found' }]);
   const manifest = await openManifest(o.manifestPath);
   const store = Store.openForWrite(o.statePath);
   try {
