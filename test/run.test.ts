@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { Store } from '../src/store/index.js';
 import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
+import { solidPng } from './helpers/png.js';
 import { tempDir } from './helpers/tmp.js';
 import { checkFiles, findFiles, integrity, readJobs } from './helpers/verify.js';
 
@@ -309,5 +310,22 @@ describe('genbatch run against the sandbox', () => {
     }
     const after = await run(manifest, w.out);
     expect(after.code).toBe(0);
+  });
+
+  it('keeps the upload limit with its own window: 8 distinct images, no 429 from the service', async () => {
+    const w = work();
+    const lines = ['jobs:'];
+    for (let i = 0; i < 8; i++) {
+      writeFileSync(join(w.dir, `p${i}.png`), solidPng(16, 16, [i * 30, 100, 200 - i * 20]));
+      lines.push(`  - id: p${i}`, '    model: alpha-image-2-edit', '    input:', `      prompt: "edit ${i}"`, `      image_urls: ["p${i}.png"]`);
+    }
+    const manifest = join(w.dir, 'lim.yaml');
+    writeFileSync(manifest, lines.join('\n') + '\n');
+    const up0 = sb.stats().uploads;
+    const r = await run(manifest, w.out, ['--concurrency', '8']);
+    expect(r.code).toBe(0);
+    const up1 = sb.stats().uploads;
+    expect(up1.accepted - up0.accepted).toBe(8);
+    expect(up1.refused - up0.refused).toBe(0);
   });
 });

@@ -142,3 +142,11 @@ export function flushed(stream: NodeJS.WritableStream = process.stdout): Promise
     if (!stream.write('', () => resolve())) stream.once('drain', () => resolve());
   });
 }
+
+/** A reader that goes away (`genbatch status | head`) is not an error: later writes are dropped. */
+export function ignoreBrokenPipe(stream: NodeJS.WritableStream = process.stdout): void {
+  if (stream.listenerCount('error') > 0) return;
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+  });
+}

@@ -1,11 +1,12 @@
 import { resolve } from 'node:path';
 import { buildReportData } from '../../engine/index.js';
 import { writeReports } from '../../report/index.js';
-import { flushed } from '../progress.js';
+import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { openStateForRead } from './state-file.js';
 
 /** `genbatch report [manifest|--state PATH] [--out DIR]`: rewrite the four reports from the state file. */
 export default async function report(manifest: string | undefined, opts: { state?: string; out?: string }): Promise<number> {
+  ignoreBrokenPipe();
   const { store, runs } = openStateForRead(manifest, opts.state);
   try {
     for (const run of runs) {

@@ -7,7 +7,7 @@ import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../
 import { UsageError } from '../../errors.js';
 import { loadPrices } from '../../pricing/index.js';
 import { writeReports } from '../../report/index.js';
-import { attachProgress, flushed } from '../progress.js';
+import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
 
 /**
  * `genbatch run <manifest>`: the checkpointed pipeline. Rerunning the same
@@ -47,6 +47,7 @@ export function defaultOutDir(manifest: string): string {
 }
 
 export default async function run(manifest: string, flags: RunFlags): Promise<number> {
+  ignoreBrokenPipe();
   if (flags.callbackUrl && !flags.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
   if (flags.concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${flags.concurrency}`);
   const outDir = resolve(flags.out ?? defaultOutDir(manifest));
@@ -74,7 +75,9 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
     baseUrl,
     apiKey,
     policy: { baseMs: 1000 * timeScale, maxMs: Math.max(50, 60_000 * timeScale), maxAttempts: 10, jitter: 'full' },
-    uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 60_000 * timeScale }),
+    // 5 uploads per 60 s per key; the window is taken 2% longer (+20 ms) so clock skew and
+    // request latency never make the service see a sixth upload inside its minute.
+    uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 61_200 * timeScale + 20 }),
     statusRatePerSec: 10 / timeScale,
     onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
   });

@@ -1,9 +1,10 @@
 import { JOB_STATES } from '../../store/index.js';
-import { flushed } from '../progress.js';
+import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { openStateForRead } from './state-file.js';
 
 /** `genbatch status [manifest|--state PATH] [--json] [--jobs]`: jobs by state (and each job on request). Reads only; safe during a run. */
 export default async function status(manifest: string | undefined, opts: { state?: string; json?: boolean; jobs?: boolean }): Promise<number> {
+  ignoreBrokenPipe();
   const { store, runs } = openStateForRead(manifest, opts.state);
   try {
     const out: unknown[] = [];
