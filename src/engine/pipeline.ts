@@ -443,7 +443,8 @@ export class Pipeline {
       this.downloadsLoaded = true;
       for (const row of this.store.jobsIn('downloading')) this.downloadHeap.push({ at: row.expires_at ?? 0, id: row.id });
     }
-    while (this.downloading.size < this.opts.concurrency) {
+    // Downloads wait on the disk (fsync) more than on the network: twice the submit slots.
+    while (this.downloading.size < this.opts.concurrency * 2) {
       const next = this.downloadHeap.pop();
       if (!next) break;
       const row = this.store.getJob(next.id);

@@ -25,7 +25,7 @@ export interface RunOptions {
   download: DownloadPort;
   baseUrl: string;
   sandbox: boolean;
-  /** Submits and downloads in flight at once. */
+  /** Submits in flight at once (downloads: twice as many). */
   concurrency: number;
   /** Tasks waited on at once (default 50 x concurrency, at least 500). */
   maxActive?: number;
