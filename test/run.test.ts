@@ -2,6 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { findModel } from '../src/models/index.js';
 import { Store } from '../src/store/index.js';
 import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { solidPng } from './helpers/png.js';
@@ -16,7 +17,9 @@ const cleanups: Array<() => void> = [];
 
 beforeAll(async () => {
   ensureBuilt();
-  sb = await startSandbox({ port: 0, keys: { [KEY]: 100_000, 'sk-poor-key': 10 }, timeScale: Number(SCALE), seed: 7 });
+  // sk-402-key affords two and a half kontext-pro images at the sandbox's price for that model.
+  const kontext = findModel('kontext-pro')?.sandboxCredits ?? 4;
+  sb = await startSandbox({ port: 0, keys: { [KEY]: 100_000, 'sk-poor-key': 10, 'sk-402-key': kontext * 2.5 }, timeScale: Number(SCALE), seed: 7 });
 }, 120_000);
 afterAll(async () => {
   await sb?.close();
@@ -137,12 +140,12 @@ describe('genbatch run against the sandbox', () => {
     const manifest = join(w.dir, 'k.yaml');
     writeFileSync(manifest, lines.join('\n') + '\n');
     const total0 = sb.stats().tasks_total;
-    const r = await run(manifest, w.out, ['--concurrency', '1'], 'sk-poor-key');
+    const r = await run(manifest, w.out, ['--concurrency', '1'], 'sk-402-key');
     expect(r.code).toBe(4);
     expect(r.stderr).toContain('402');
     const jobs = readJobs(w.state);
     const withTask = jobs.filter((j) => j.task_id !== null);
-    expect(withTask.length).toBeGreaterThan(0);
+    expect(withTask.length).toBe(2);
     expect(withTask.every((j) => j.state === 'done')).toBe(true);
     expect(jobs.filter((j) => j.state === 'pending').length).toBe(8 - withTask.length);
     expect(sb.stats().tasks_total - total0).toBe(withTask.length);
