@@ -131,3 +131,10 @@ const ev = Object.fromEntries(r.stdout.trim().split('\n').map((l) => JSON.parse(
 console.log(`resume of a ${BIG}-job state with nothing to do: exit ${r.exit}, wall ${fmt(r.wall_s)} s (target <= 2 s), CPU ${fmt(r.user_s + r.sys_s)} s, peak RSS ${fmt(r.max_rss_mb, 0)} MB`);
 console.log(`  of which: manifest re-read, checked and matched against the state ${fmt((ev.synced - ev.start) / 1000)} s; ready to submit after ${fmt((ev.estimate - ev.start) / 1000)} s; four reports rewritten ${fmt((ev.finish - ev.estimate) / 1000)} s`);
 if (r.exit !== 0) console.log(r.stderr.slice(0, 2000));
+
+// ---- 5b: the same command again: nothing changed, so the reports are left as they are ----
+const r2 = await measured(['run', big, '--out', bigOut, '--base-url', 'http://127.0.0.1:9', '--json'], { GENBATCH_API_KEY: 'sk-unused' });
+const ev2 = Object.fromEntries(r2.stdout.trim().split('\n').map((l) => JSON.parse(l)).map((e) => [e.type, e]));
+console.log(
+  `second resume (reports already written, nothing changed): exit ${r2.exit}, wall ${fmt(r2.wall_s)} s (target <= 2 s), CPU ${fmt(r2.user_s + r2.sys_s)} s, peak RSS ${fmt(r2.max_rss_mb, 0)} MB, reports rewritten: ${ev2.reports?.written}`,
+);

@@ -31,6 +31,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   let credits = 0;
   let bars: { multi: cliProgress.MultiBar; submitted: cliProgress.SingleBar; done: cliProgress.SingleBar; failed: cliProgress.SingleBar } | null = null;
   let timer: NodeJS.Timeout | null = null;
+  let reportsLine: string | null = null;
 
   const line = (): string => {
     if (!counts) return '';
@@ -62,6 +63,9 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         out.write(`genbatch: ${e.jobs} jobs (${e.new} new, ${e.changed} changed, ${e.unchanged} unchanged${e.skipped ? `, ${e.skipped} removed from the manifest` : ''})\n`);
         break;
       }
+      case 'reports':
+        reportsLine = e.written ? `reports: ${e.out_dir}/report.{json,csv,md,html}` : 'nothing changed: the reports are as they were (genbatch report rewrites them)';
+        break;
       case 'listening':
         out.write(`genbatch: callback receiver on ${e.address}; the service calls ${e.public_url} (plus a secret path); a slow poll stays as the fallback\n`);
         break;
@@ -123,6 +127,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         const c = e.counts;
         const parts = (Object.keys(c) as JobState[]).filter((k) => c[k] > 0).map((k) => `${c[k]} ${k}`);
         out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${parts.join(', ') || 'no jobs'}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
+        if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
         break;
       }
       default:

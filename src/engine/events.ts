@@ -27,6 +27,8 @@ export type EngineEvent =
   | { type: 'retry'; what: string; attempt: number; delay_ms: number; error: string }
   | { type: 'warning'; message: string }
   | { type: 'stopping'; reason: StopReason }
+  /** written: false when the run changed nothing and the four reports already exist (`genbatch report` rewrites them). */
+  | { type: 'reports'; out_dir: string; written: boolean }
   | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null };
 
 /** Why new submissions stopped early. */

@@ -67,7 +67,12 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const userPrices = { ...(manifest.pricing ?? {}), ...(o.userPrices ?? {}) };
     const hasUserPrices = Object.keys(userPrices).length > 0;
     store.openRun(o.manifestPath, o.outDir, o.baseUrl, o.sandbox, hasUserPrices);
-    await prepare(store, manifest, hasUserPrices ? userPrices : null, emit);
+    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit);
+    // Count state changes made by this run: a run that changed nothing leaves the reports as they are.
+    let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length;
+    const offChanges = o.events.on((e) => {
+      if (e.type === 'job') changes++;
+    });
     if (o.uncertain === 'resubmit') {
       for (const row of [...store.jobsIn('uncertain')]) {
         store.transition(row.id, 'uncertain', 'pending', { last_error: `resubmitted (--uncertain=resubmit) after: ${row.last_error ?? 'unknown outcome'}` });
@@ -125,10 +130,17 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     store.setRunFields({ balance_after: balanceAfter, finished_at: nowIso() });
     const counts = store.counts();
     const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason);
-    try {
-      await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000));
-    } catch (err) {
-      emit({ type: 'warning', message: `could not write the reports: ${errorText(err)}` });
+    offChanges();
+    const reportFiles = ['report.json', 'report.csv', 'report.md', 'report.html'].map((f) => join(o.outDir, f));
+    if (changes === 0 && reportFiles.every((f) => existsSync(f))) {
+      emit({ type: 'reports', out_dir: o.outDir, written: false });
+    } else {
+      try {
+        await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000));
+        emit({ type: 'reports', out_dir: o.outDir, written: true });
+      } catch (err) {
+        emit({ type: 'warning', message: `could not write the reports: ${errorText(err)}` });
+      }
     }
     emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: pipeline.statusRequests, balance_after: balanceAfter });
     return { exitCode, counts, statusRequests: pipeline.statusRequests };

@@ -92,6 +92,13 @@ export interface JobPatch {
 
 const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'finished_at', 'expires_at', 'last_error', 'result', 'spec_hash', 'spec', 'model', 'kind', 'where', 'estimated_credits'] as const;
 
+interface KnownJob {
+  state: JobState;
+  spec_hash: string;
+  w: string;
+  c: number | null;
+}
+
 export interface JobInput {
   id: string;
   model: string;
@@ -115,6 +122,8 @@ export class Store {
   private generation = 0;
   private seq = 0;
   private readonly stmts = new Map<string, Database.Statement>();
+  /** During a sync: the ids the manifest named. */
+  private seen: Set<string> | null = null;
 
   private constructor(db: Database.Database, path: string) {
     this.db = db;
@@ -195,8 +204,7 @@ export class Store {
     })();
     const run = this.stmt('SELECT * FROM runs WHERE manifest = ?').get(abs) as RunRow;
     this.useRun(run);
-    // The ids seen by the current sync (a temporary table: cheaper than touching every unchanged row).
-    this.db.exec('CREATE TEMP TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY) WITHOUT ROWID; DELETE FROM temp.seen;');
+
     const max = this.stmt('SELECT MAX(seq) AS m FROM jobs WHERE run_id = ?').get(run.id) as { m: number | null };
     this.seq = max.m ?? 0;
     return run;
@@ -232,14 +240,16 @@ export class Store {
 
   /** Start the transaction that holds a whole manifest sync (committed only when every job is valid). */
   beginSync(): void {
-    this.db.exec('DELETE FROM temp.seen');
     this.db.exec('BEGIN IMMEDIATE');
+    // The ids the manifest names (to find removed jobs afterwards); the store is read one job at a time.
+    this.seen = new Set();
   }
   commitSync(): void {
     this.db.exec('COMMIT');
   }
   rollbackSync(): void {
     if (this.db.inTransaction) this.db.exec('ROLLBACK');
+    this.seen = null;
   }
 
   /**
@@ -248,10 +258,9 @@ export class Store {
    * the new spec; one in flight keeps running the spec it was sent with.
    */
   syncJob(job: JobInput): SyncResult {
-    this.stmt('INSERT OR IGNORE INTO temp.seen (id) VALUES (?)').run(job.id);
-    const row = this.stmt('SELECT state, spec_hash, "where" AS w, estimated_credits AS c FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, job.id) as
-      | { state: JobState; spec_hash: string; w: string; c: number | null }
-      | undefined;
+    this.seen?.add(job.id);
+    const row = this.stmt('SELECT state, spec_hash, "where" AS w, estimated_credits AS c FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, job.id) as KnownJob | undefined;
+    if (row && row.spec_hash === job.specHash && row.state !== 'skipped' && row.w === job.where && row.c === job.estimatedCredits) return 'unchanged';
     const now = nowIso();
     if (!row) {
       this.stmt(
@@ -295,10 +304,16 @@ export class Store {
    * credits, so they are never forgotten silently). Returns how many.
    */
   skipRemoved(): number {
-    return this.stmt(`UPDATE jobs SET state = 'skipped', updated_at = ? WHERE run_id = ? AND state IN ('pending', 'failed', 'expired') AND id NOT IN (SELECT id FROM temp.seen)`).run(
-      nowIso(),
-      this.runId,
-    ).changes;
+    const seen = this.seen;
+    if (!seen) return 0;
+    const gone = (this.stmt(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('pending', 'failed', 'expired')`).all(this.runId) as { id: string }[]).filter((r) => !seen.has(r.id));
+    const now = nowIso();
+    const skip = this.stmt(`UPDATE jobs SET state = 'skipped', updated_at = ? WHERE run_id = ? AND id = ? AND state IN ('pending', 'failed', 'expired')`);
+    this.db.transaction(() => {
+      for (const r of gone) skip.run(now, this.runId, r.id);
+    })();
+    this.seen = null;
+    return gone.length;
   }
 
   /** After a crash between intent and response: every `submitting` job becomes `uncertain`. */
