@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -61,9 +61,12 @@ describe('genbatch run against the sandbox', () => {
     const report = JSON.parse(readFileSync(join(w.out, 'report.json'), 'utf8')) as { summary: { counts: Record<string, number> } };
     expect(report.summary.counts.done).toBe(6);
 
-    // Resume after completion: nothing submitted again.
+    // Resume after completion: nothing submitted again, the reports left as they are.
+    const reportTime = statSync(join(w.out, 'report.json')).mtimeMs;
     const again = await run(manifest, w.out);
     expect(again.code).toBe(0);
+    expect(again.stdout).toContain('nothing changed');
+    expect(statSync(join(w.out, 'report.json')).mtimeMs).toBe(reportTime);
     expect(sb.stats().tasks_total - before).toBe(6);
     expect(readJobs(w.state).map((j) => j.task_id)).toEqual(jobs.map((j) => j.task_id));
 
@@ -75,6 +78,7 @@ describe('genbatch run against the sandbox', () => {
     expect(sb.stats().tasks_total - before).toBe(7);
     const after = readJobs(w.state);
     expect(after.filter((j, i) => j.task_id !== jobs[i]!.task_id).map((j) => j.id)).toEqual(['img-0003']);
+    expect(statSync(join(w.out, 'report.json')).mtimeMs).toBeGreaterThan(reportTime);
     expect(integrity(w.state)).toBe('ok');
     expect(findFiles(w.out, (n) => n.endsWith('.part'))).toEqual([]);
   });
