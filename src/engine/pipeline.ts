@@ -1,14 +1,13 @@
-import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { basename, join, relative } from 'node:path';
 import { AmbiguousSubmitError, ApiError, GenbatchError, NetworkError, UnsafeResultError } from '../errors.js';
 import { findModel } from '../models/index.js';
 import { nowIso, type JobPatch, type JobRow, type JobState, type Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
-import { writeFileAtomic } from './files.js';
+import { fetchJob } from './fetch.js';
+import { GroupCommit } from './group-commit.js';
+import { Uploader } from './uploads.js';
 import type { DownloadPort, ServicePort, TaskView } from './ports.js';
 import { MinHeap } from './heap.js';
-import { extractResults, getAtPath, setAtPath, sha256Hex } from './results.js';
+import { extractResults, getAtPath, setAtPath } from './results.js';
 import type { StoredSpec } from './spec.js';
 
 /**
@@ -63,9 +62,7 @@ export class Pipeline {
   private readonly due = new MinHeap<{ at: number; id: string }>();
   private timer: NodeJS.Timeout | null = null;
   private timerAt = Infinity;
-  private durableBatch: Array<{ fn: () => void; done: (err: unknown) => void }> = [];
   private wakeUp: (() => void) | null = null;
-  private readonly uploadsInFlight = new Map<string, Promise<string>>();
   /** Jobs that became uncertain in this run: with callbacks on, a late callback may still adopt them. */
   private readonly uncertainHere = new Set<string>();
   private graceUntil = 0;
@@ -74,12 +71,18 @@ export class Pipeline {
   /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
   submitsSent = 0;
 
+  private readonly group: GroupCommit;
+  private readonly uploader: Uploader;
+
   constructor(
     private readonly store: Store,
     private readonly service: ServicePort,
     private readonly download: DownloadPort,
     private readonly opts: PipelineOptions,
-  ) {}
+  ) {
+    this.group = new GroupCommit(store);
+    this.uploader = new Uploader(store, service, { baseUrl: opts.baseUrl, maxAgeMs: opts.uploadMaxAgeMs, signal: opts.signal, emit: opts.emit });
+  }
 
   private get rand(): number {
     return (this.opts.random ?? Math.random)();
@@ -112,41 +115,8 @@ export class Pipeline {
     this.due.push({ at, id });
   }
 
-  /**
-   * Commit `fn` with synchronous=FULL. Calls made in the same turn of the event
-   * loop share one transaction and one fsync (group commit); the promise
-   * settles after the fsync, so no POST is sent before its intent is on disk.
-   */
-  private commitDurable(fn: () => void): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.durableBatch.push({ fn, done: (err) => (err === null ? resolve() : reject(err)) });
-      if (this.durableBatch.length === 1) setImmediate(() => this.flushDurable());
-    });
-  }
-
-  private flushDurable(): void {
-    const batch = this.durableBatch;
-    this.durableBatch = [];
-    const errors = new Map<number, unknown>();
-    try {
-      this.store.durable(() => {
-        batch.forEach((b, i) => {
-          try {
-            b.fn();
-          } catch (err) {
-            errors.set(i, err);
-          }
-        });
-      });
-    } catch (err) {
-      for (const b of batch) b.done(err);
-      return;
-    }
-    batch.forEach((b, i) => b.done(errors.has(i) ? errors.get(i) : null));
-  }
-
   private async moveDurable(id: string, from: JobState, to: JobState, patch: JobPatch): Promise<void> {
-    await this.commitDurable(() => this.store.transition(id, from, to, patch));
+    await this.group.commit(() => this.store.transition(id, from, to, patch));
     this.opts.emit({ type: 'job', id, from, to, task_id: patch.task_id ?? null, error: patch.last_error ?? null });
   }
 
@@ -269,7 +239,7 @@ export class Pipeline {
       for (const ref of spec.refs) {
         const value = ref.data ? getAtPath(input, ref.path) : ref.file;
         if (typeof value !== 'string') throw new GenbatchError('GB_INPUT_CHANGED', `no image at ${ref.path}`);
-        setAtPath(input, ref.path, await this.uploadRef(value, ref.sha256, ref.data === true));
+        setAtPath(input, ref.path, await this.uploader.url(value, ref.sha256, ref.data === true));
       }
     } catch (err) {
       if (this.opts.signal.aborted) return;
@@ -321,35 +291,6 @@ export class Pipeline {
       this.move(id, 'submitting', 'uncertain', { last_error: errorText(err) });
       this.uncertainHere.add(id);
     }
-  }
-
-  /** Upload a local file (stream endpoint) or a Data URL (base64 endpoint) once per content; reuse earlier uploads. */
-  private uploadRef(fileOrData: string, sha: string, isData: boolean): Promise<string> {
-    const shown = isData ? `data URL (${fileOrData.length} characters)` : fileOrData;
-    const known = this.store.findUpload(this.opts.baseUrl, sha, this.opts.uploadMaxAgeMs);
-    if (known) {
-      this.opts.emit({ type: 'upload', file: shown, sha256: sha, url: known, reused: true });
-      return Promise.resolve(known);
-    }
-    let p = this.uploadsInFlight.get(sha);
-    if (!p) {
-      p = (async () => {
-        let res: { file_url: string };
-        if (isData) {
-          res = await this.service.uploadBase64(fileOrData, { signal: this.opts.signal });
-        } else {
-          // The content may have changed since validation: upload only bytes whose hash we recorded.
-          const now = await hashFile(fileOrData);
-          if (now !== sha) throw new GenbatchError('GB_INPUT_CHANGED', `${fileOrData} changed since the manifest was checked; rerun`);
-          res = await this.service.uploadStream(fileOrData, { fileName: basename(fileOrData), signal: this.opts.signal });
-        }
-        this.store.recordUpload(this.opts.baseUrl, sha, res.file_url);
-        this.opts.emit({ type: 'upload', file: shown, sha256: sha, url: res.file_url, reused: false });
-        return res.file_url;
-      })().finally(() => this.uploadsInFlight.delete(sha));
-      this.uploadsInFlight.set(sha, p);
-    }
-    return p;
   }
 
   // ---- polls ----
@@ -460,32 +401,10 @@ export class Pipeline {
     return Infinity;
   }
 
-  private jobDir(id: string): string {
-    return join(this.opts.outDir, this.download.sanitizeName(id));
-  }
-
   private async downloadJob(row: JobRow): Promise<void> {
-    const jobDir = this.jobDir(row.id);
-    const task = JSON.parse(row.result ?? '{}') as TaskView;
-    const model = findModel(row.model);
-    let texts: Map<number, string> | null = null;
     try {
-      for (const f of this.store.filesOf(row.id)) {
-        if (f.state === 'done') continue;
-        if (this.opts.signal.aborted) return;
-        if (f.url === null) {
-          texts ??= new Map(extractResults(task, model?.resultEndpoint ?? 'status', row.model).texts.map((t) => [t.idx, t.text]));
-          const text = texts.get(f.idx) ?? '';
-          const name = this.download.sanitizeName(f.name);
-          await writeFileAtomic(join(jobDir, name), text);
-          this.store.fileDone(row.id, f.idx, { path: relative(this.opts.outDir, join(jobDir, name)), size: Buffer.byteLength(text), sha256: sha256Hex(text), content_type: 'text/plain' });
-          continue;
-        }
-        const got = await this.download.downloadFile({ url: f.url, dir: jobDir, name: f.name, expectedSize: f.expected_size ?? undefined, signal: this.opts.signal });
-        const rel = relative(this.opts.outDir, got.path);
-        this.store.fileDone(row.id, f.idx, { path: rel, size: got.size, sha256: got.sha256, content_type: got.contentType });
-        this.opts.emit({ type: 'file', id: row.id, path: rel, size: got.size, sha256: got.sha256 });
-      }
+      const finished = await fetchJob(row, { store: this.store, download: this.download, outDir: this.opts.outDir, signal: this.opts.signal, emit: this.opts.emit });
+      if (finished) this.move(row.id, 'downloading', 'done', {});
     } catch (err) {
       if (this.opts.signal.aborted) return;
       if (this.download.isGone(err)) {
@@ -497,32 +416,10 @@ export class Pipeline {
         this.store.noteError(row.id, `download failed: ${errorText(err)}`);
         this.opts.emit({ type: 'warning', message: `job ${row.id}: download failed (${errorText(err)}); left for the next run` });
       }
-      return;
     }
-    const files = this.store.filesOf(row.id);
-    const result = {
-      job_id: row.id,
-      task_id: row.task_id,
-      model: row.model,
-      input: row.submitted_input ? (JSON.parse(row.submitted_input) as unknown) : null,
-      finished_at: row.finished_at,
-      files: files.map((f) => ({ name: f.name, path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.content_type, url: f.url })),
-    };
-    await writeFileAtomic(join(jobDir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
-    this.move(row.id, 'downloading', 'done', {});
   }
 }
 
 export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-export function hashFile(file: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const h = createHash('sha256');
-    createReadStream(file)
-      .on('data', (c) => h.update(c))
-      .on('error', reject)
-      .on('end', () => resolve(h.digest('hex')));
-  });
 }

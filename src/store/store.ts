@@ -5,112 +5,14 @@ import { StateError, TransitionError } from '../errors.js';
 import { Lease, type LeaseOptions } from './lease.js';
 import { openDatabase } from './schema.js';
 import { FINAL_STATES, TRANSITIONS, type JobState } from './states.js';
+import { PATCH_COLUMNS, type FileRow, type JobInput, type JobPatch, type JobRow, type KnownJob, type RunRow, type SummaryRow, type SyncResult } from './types.js';
+
+export type { FileRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult } from './types.js';
 
 /**
  * The state file: runs, jobs, files, uploads and the writer lease.
  * A job's state changes only through transition(). The API key is never stored.
  */
-
-export interface JobRow {
-  id: string;
-  seq: number;
-  model: string;
-  kind: string;
-  where: string;
-  spec_hash: string;
-  /** JSON: {model, input, callback_url?} as in the manifest (local paths). */
-  spec: string;
-  /** JSON: the input actually sent (uploaded URLs in place of local paths). */
-  submitted_input: string | null;
-  state: JobState;
-  task_id: string | null;
-  attempts: number;
-  created_at: string;
-  updated_at: string;
-  submitted_at: string | null;
-  finished_at: string | null;
-  /** ms since epoch: when the results stop being downloadable. */
-  expires_at: number | null;
-  last_error: string | null;
-  /** JSON: the service's Task as last read. */
-  result: string | null;
-  estimated_credits: number | null;
-}
-
-/** The columns of a job that reports and status need (not the large spec, input and result). */
-export type SummaryRow = Pick<JobRow, 'id' | 'model' | 'kind' | 'where' | 'state' | 'task_id' | 'attempts' | 'submitted_at' | 'finished_at' | 'last_error' | 'estimated_credits'>;
-
-export interface FileRow {
-  job_id: string;
-  idx: number;
-  name: string;
-  /** Null for text results written locally. */
-  url: string | null;
-  type: string;
-  content_type: string | null;
-  expected_size: number | null;
-  /** Path relative to the output folder once on disk. */
-  path: string | null;
-  size: number | null;
-  sha256: string | null;
-  expires_at: number | null;
-  state: 'pending' | 'done';
-}
-
-export interface RunRow {
-  id: number;
-  manifest: string;
-  out_dir: string;
-  base_url: string | null;
-  sandbox: number;
-  started_at: string | null;
-  finished_at: string | null;
-  balance_before: number | null;
-  balance_after: number | null;
-  user_prices: number;
-  generation: number;
-}
-
-/** Columns a transition may set besides the state. */
-export interface JobPatch {
-  task_id?: string | null;
-  /** Add this many to attempts. */
-  attemptsInc?: number;
-  submitted_input?: string | null;
-  submitted_at?: string | null;
-  finished_at?: string | null;
-  expires_at?: number | null;
-  last_error?: string | null;
-  result?: string | null;
-  spec_hash?: string;
-  spec?: string;
-  model?: string;
-  kind?: string;
-  where?: string;
-  estimated_credits?: number | null;
-}
-
-const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'finished_at', 'expires_at', 'last_error', 'result', 'spec_hash', 'spec', 'model', 'kind', 'where', 'estimated_credits'] as const;
-
-interface KnownJob {
-  state: JobState;
-  spec_hash: string;
-  w: string;
-  c: number | null;
-}
-
-export interface JobInput {
-  id: string;
-  model: string;
-  kind: string;
-  where: string;
-  specHash: string;
-  spec: string;
-  estimatedCredits: number | null;
-}
-
-/** What syncJob did with one manifest job. */
-export type SyncResult = 'new' | 'unchanged' | 'changed' | 'updated';
 
 export const nowIso = (): string => new Date().toISOString();
 

@@ -1,0 +1,62 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { basename } from 'node:path';
+import { GenbatchError } from '../errors.js';
+import type { Store } from '../store/index.js';
+import type { EngineEvent } from './events.js';
+import type { ServicePort } from './ports.js';
+
+/**
+ * Uploads of job images: a local file through the stream endpoint, a Data URL
+ * through the base64 endpoint. One upload per content (sha256) at a time; an
+ * earlier upload to the same service is reused while younger than `maxAgeMs`,
+ * across jobs and runs. The 5-per-minute limit is the client's (UploadLimiter).
+ */
+export class Uploader {
+  private readonly inFlight = new Map<string, Promise<string>>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly service: ServicePort,
+    private readonly o: { baseUrl: string; maxAgeMs: number; signal: AbortSignal; emit: (e: EngineEvent) => void },
+  ) {}
+
+  /** The service URL for this file or Data URL (`sha` as recorded at validation). */
+  url(fileOrData: string, sha: string, isData: boolean): Promise<string> {
+    const shown = isData ? `data URL (${fileOrData.length} characters)` : fileOrData;
+    const known = this.store.findUpload(this.o.baseUrl, sha, this.o.maxAgeMs);
+    if (known) {
+      this.o.emit({ type: 'upload', file: shown, sha256: sha, url: known, reused: true });
+      return Promise.resolve(known);
+    }
+    let p = this.inFlight.get(sha);
+    if (!p) {
+      p = (async () => {
+        let res: { file_url: string };
+        if (isData) {
+          res = await this.service.uploadBase64(fileOrData, { signal: this.o.signal });
+        } else {
+          // The content may have changed since validation: upload only bytes whose hash we recorded.
+          const now = await hashFile(fileOrData);
+          if (now !== sha) throw new GenbatchError('GB_INPUT_CHANGED', `${fileOrData} changed since the manifest was checked; rerun`);
+          res = await this.service.uploadStream(fileOrData, { fileName: basename(fileOrData), signal: this.o.signal });
+        }
+        this.store.recordUpload(this.o.baseUrl, sha, res.file_url);
+        this.o.emit({ type: 'upload', file: shown, sha256: sha, url: res.file_url, reused: false });
+        return res.file_url;
+      })().finally(() => this.inFlight.delete(sha));
+      this.inFlight.set(sha, p);
+    }
+    return p;
+  }
+}
+
+export function hashFile(file: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const h = createHash('sha256');
+    createReadStream(file)
+      .on('data', (c) => h.update(c))
+      .on('error', reject)
+      .on('end', () => resolve(h.digest('hex')));
+  });
+}
