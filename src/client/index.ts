@@ -16,4 +16,6 @@ export {
 } from './schemas.js';
 export type { MusicFile, MusicTask, ResultFile, SubmitResult, Task, TaskStatus, UploadRecord } from './schemas.js';
 export { serviceConfigFromEnv } from './config.js';
+export { ChatClient, parseSse, wireRequest, MESSAGES_DEFAULT_MAX_TOKENS } from './chat.js';
+export type { ChatAnswer, ChatClientOptions, ChatMessage, ChatRequest, ChatUsage, SseEvent } from './chat.js';
 export type { ServiceConfig } from './config.js';

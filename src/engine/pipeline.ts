@@ -2,6 +2,7 @@ import { AmbiguousSubmitError, ApiError, GenbatchError, NetworkError, UnsafeResu
 import { findModel } from '../models/index.js';
 import { nowIso, type JobPatch, type JobRow, type JobState, type Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
+import { runChatJob } from './chat.js';
 import { fetchJob } from './fetch.js';
 import { GroupCommit } from './group-commit.js';
 import { Uploader } from './uploads.js';
@@ -233,6 +234,20 @@ export class Pipeline {
   }
 
   private async submitJob(row: JobRow): Promise<void> {
+    if (row.kind === 'chat') {
+      // A chat call: intent, call, answer written, done (src/engine/chat.ts); it counts as a request sent.
+      this.submitsSent++;
+      return runChatJob(row, {
+        store: this.store,
+        chat: this.service.chat?.bind(this.service),
+        outDir: this.opts.outDir,
+        signal: this.opts.signal,
+        emit: this.opts.emit,
+        commit: (fn) => this.group.commit(fn),
+        stop: (reason) => this.stop(reason),
+        sanitizeName: (name) => this.download.sanitizeName(name),
+      });
+    }
     const spec = JSON.parse(row.spec) as StoredSpec;
     const input = structuredClone(spec.input);
     try {

@@ -4,6 +4,8 @@
  * downloadFile; retries live in the client (one retry layer), never here.
  */
 
+import type { ChatAnswer, ChatRequest } from '../client/chat.js';
+
 export type TaskStatus = 'not_started' | 'running' | 'finished' | 'failed';
 
 export interface TaskView {
@@ -28,6 +30,8 @@ export interface ServicePort {
   uploadStream(file: string, opts: { fileName: string; signal?: AbortSignal }): Promise<{ file_url: string }>;
   /** A Data URL (`data:<mime>;base64,...`) through the base64 upload endpoint. */
   uploadBase64(dataUrl: string, opts: { signal?: AbortSignal }): Promise<{ file_url: string }>;
+  /** One chat call through its protocol, retried by the client (src/client/chat.ts); absent: chat jobs fail. */
+  chat?(req: ChatRequest, opts: { signal?: AbortSignal; onTry?: (tryNumber: number) => void }): Promise<ChatAnswer>;
 }
 
 export interface DownloadResult {

@@ -51,10 +51,6 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
         problems.push(...job.problems);
         continue;
       }
-      if (job.kind === 'chat') {
-        problems.push({ job: job.id, where: job.where, path: 'model', message: 'chat jobs are not supported by run yet' });
-        continue;
-      }
       if (seen.has(job.id)) {
         problems.push({ job: job.id, where: job.where, path: 'id', message: 'the same job id is used twice' });
         continue;
@@ -75,6 +71,7 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
       refs.push(...dataUrlRefs(job));
       const spec: StoredSpec = { model: job.model, input: job.input, refs };
       if (job.callback_url !== undefined) spec.callback_url = job.callback_url;
+      if (job.kind === 'chat' && job.protocol !== undefined) spec.protocol = job.protocol;
       const specJson = canonicalJson(spec);
       const price = priceJob(job, userPrices);
       const r = store.syncJob({ id: job.id, model: job.model, kind: job.kind, where: job.where, specHash: sha256Hex(specJson), spec: specJson, estimatedCredits: price.credits });

@@ -3,6 +3,7 @@ import { findModel } from '../models/index.js';
 import type { Store, SummaryRow } from '../store/index.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
+import { chatReportFields, chatSummary } from './chat.js';
 
 /** Build the report writers' input from the state file (run() and `genbatch report`). */
 export function buildReportData(store: Store, wallSeconds: number | null = null): ReportData {
@@ -12,6 +13,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null)
   const started = run.started_at ?? new Date().toISOString();
   const finished = run.finished_at ?? new Date().toISOString();
   const charged = run.balance_before !== null && run.balance_after !== null ? run.balance_before - run.balance_after : null;
+  const chat = chatSummary(store);
   return {
     summary: {
       manifest: run.manifest,
@@ -30,6 +32,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null)
         charged,
         user_prices: run.user_prices === 1,
       },
+      ...(chat ? { chat } : {}),
     },
     jobs: () => mapJobs(store),
   };
@@ -41,13 +44,15 @@ function* mapJobs(store: Store): Iterable<ReportJob> {
 
 function reportJob(store: Store, row: SummaryRow): ReportJob {
   const files: ReportFile[] = [];
-  const texts: Record<string, string> = {};
+  let texts: Record<string, string> = {};
   for (const f of store.filesOf(row.id)) {
     if (f.state !== 'done' || f.path === null) continue;
     files.push({ path: f.path, size: f.size ?? 0, sha256: f.sha256 ?? '', type: f.type, contentType: f.content_type });
     if (f.url === null) texts[f.name] = '';
   }
-  if (Object.keys(texts).length > 0) fillTexts(row, store.resultOf(row.id), texts);
+  let usage: ReportJob['usage'] = null;
+  if (row.kind === 'chat') ({ texts, usage } = chatReportFields(store.resultOf(row.id)));
+  else if (Object.keys(texts).length > 0) fillTexts(row, store.resultOf(row.id), texts);
   return {
     id: row.id,
     model: row.model,
@@ -59,6 +64,7 @@ function reportJob(store: Store, row: SummaryRow): ReportJob {
     estimated_credits: row.estimated_credits,
     files,
     texts,
+    ...(row.kind === 'chat' ? { usage } : {}),
     submitted_at: row.submitted_at,
     finished_at: row.finished_at,
   };

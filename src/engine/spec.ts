@@ -3,6 +3,8 @@ export interface StoredSpec {
   model: string;
   input: Record<string, unknown>;
   callback_url?: string;
+  /** Chat jobs: the wire protocol (as given, or the one the model's group picks). */
+  protocol?: string;
   /**
    * Images to upload before the submit, and the input path each replaces:
    * a local file (`file`, its sha256 at validation; stream upload) or a Data URL

@@ -54,6 +54,8 @@ export interface ReportSummary {
     /** True when any price came from the user (--prices or the manifest's pricing block). */
     user_prices: boolean;
   };
+  /** Chat jobs (absent when the run has none): calls repeated (attempts beyond the first) and tokens used. */
+  chat?: { jobs: number; done: number; repeated_calls: number; input_tokens: number; output_tokens: number };
 }
 
 export interface ReportData {

@@ -32,7 +32,8 @@ export type JobState = (typeof JOB_STATES)[number];
 export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
   pending: ['submitting', 'skipped', 'failed'],
   // failed: 400; uncertain: ambiguous outcome or a crash after the intent; pending: definitely not created.
-  submitting: ['submitted', 'failed', 'uncertain', 'pending'],
+  // done: a chat call answered (no task to wait on).
+  submitting: ['submitted', 'failed', 'uncertain', 'pending', 'done'],
   // downloading: finished; failed: task failed or unknown to the service; expired: results gone.
   submitted: ['downloading', 'failed', 'expired'],
   downloading: ['done', 'expired', 'failed'],

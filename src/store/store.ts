@@ -218,10 +218,18 @@ export class Store {
     return gone.length;
   }
 
-  /** After a crash between intent and response: every `submitting` job becomes `uncertain`. */
+  /** After a crash between intent and response: every `submitting` job becomes `uncertain` (a chat job: `pending`). Returns the uncertain ones. */
   recoverSubmitting(): string[] {
-    const ids = (this.stmt(`SELECT id FROM jobs WHERE run_id = ? AND state = 'submitting'`).all(this.runId) as { id: string }[]).map((r) => r.id);
-    for (const id of ids) this.transition(id, 'submitting', 'uncertain', { last_error: 'the run stopped after the submit was sent and before its answer arrived; the task may exist' });
+    const rows = this.stmt(`SELECT id, kind FROM jobs WHERE run_id = ? AND state = 'submitting'`).all(this.runId) as { id: string; kind: string }[];
+    const ids: string[] = [];
+    for (const r of rows) {
+      // A chat call has no task id: nothing may exist to find later, so the call is simply made again.
+      if (r.kind === 'chat') this.transition(r.id, 'submitting', 'pending', { last_error: 'the run stopped during the chat call; the call is made again' });
+      else {
+        this.transition(r.id, 'submitting', 'uncertain', { last_error: 'the run stopped after the submit was sent and before its answer arrived; the task may exist' });
+        ids.push(r.id);
+      }
+    }
     return ids;
   }
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { basename, dirname, extname, join, resolve } from 'node:path';
-import { ServiceClient, UploadLimiter, serviceConfigFromEnv, withRetry } from '../../client/index.js';
+import { ChatClient, ServiceClient, UploadLimiter, serviceConfigFromEnv, withRetry } from '../../client/index.js';
 import { cleanupPartials, downloadFile, isGone, sanitizeName } from '../../download/index.js';
 import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
 import { UsageError } from '../../errors.js';
@@ -81,7 +81,15 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
     statusRatePerSec: 10 / timeScale,
     onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
   });
+  // Chat calls: same key, base URL and retry policy; retried like a GET (src/client/chat.ts).
+  const chatClient = new ChatClient({
+    baseUrl,
+    apiKey,
+    policy: client.policy,
+    onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
+  });
   const service: ServicePort = {
+    chat: (req, o) => chatClient.call(req, o),
     submit: (body) => client.submit(body),
     status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
     musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
@@ -145,6 +153,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
     process.removeListener('SIGTERM', onSignal);
     stopProgress();
     await client.close();
+    await chatClient.close();
     await sandbox?.close();
     await flushed(process.stdout);
     await flushed(process.stderr);
