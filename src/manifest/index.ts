@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
+import type { JobLinks } from '../graph/collect.js';
+import { hasRef } from '../graph/refs.js';
 import { findModel, isRemoteRef } from '../models/index.js';
 import { csvJobs } from './csv.js';
 import { JobBuilder, valuesAt, type ManifestJob } from './job.js';
@@ -17,6 +19,7 @@ import { readYaml } from './yaml.js';
  */
 
 export type { ManifestJob } from './job.js';
+export type { JobLinks } from '../graph/collect.js';
 export { ID_PATTERN, deriveId } from './job.js';
 export { manifestJsonSchema, manifestJsonSchemaText } from './schema.js';
 
@@ -41,6 +44,13 @@ export interface Manifest {
    * `problems` filled) so callers can report all of them. Each call starts over.
    */
   jobs(): AsyncIterable<ManifestJob>;
+  /**
+   * The job graph after a full iteration of `jobs()`: the links (parents and
+   * for_each) of every job that has any. Its problems (unknown ids, cycles,
+   * unknown fields, for_each over a non-list) are added to `problems` at the
+   * end of the iteration.
+   */
+  readonly links: ReadonlyMap<string, JobLinks>;
 }
 
 /** Open a YAML (.yaml/.yml), CSV (.csv) or TSV (.tsv) manifest. Never throws for manifest content: see `problems`. */
@@ -48,6 +58,15 @@ export async function openManifest(path: string): Promise<Manifest> {
   const abs = resolve(path);
   const dir = dirname(abs);
   let sourceProblems: Problem[] = [];
+  let links: ReadonlyMap<string, JobLinks> = new Map();
+  // Graph problems need every id: they are checked after the last job.
+  async function* withGraph(source: (b: JobBuilder) => AsyncIterable<ManifestJob>): AsyncGenerator<ManifestJob> {
+    const builder = new JobBuilder(dir);
+    yield* source(builder);
+    const g = builder.graph.finish();
+    sourceProblems.push(...g.problems);
+    links = g.links;
+  }
   if (isTablePath(path)) {
     return {
       path,
@@ -57,9 +76,12 @@ export async function openManifest(path: string): Promise<Manifest> {
       get problems() {
         return sourceProblems;
       },
+      get links() {
+        return links;
+      },
       async *jobs() {
         sourceProblems = [];
-        yield* csvJobs(abs, path, new JobBuilder(dir), sourceProblems);
+        yield* withGraph((b) => csvJobs(abs, path, b, sourceProblems));
       },
     };
   }
@@ -82,9 +104,12 @@ export async function openManifest(path: string): Promise<Manifest> {
     get problems() {
       return sourceProblems;
     },
+    get links() {
+      return links;
+    },
     async *jobs() {
       sourceProblems = [...fixed];
-      if (yaml) yield* yaml.jobs(new JobBuilder(dir), sourceProblems);
+      if (yaml) yield* withGraph((b) => yaml.jobs(b, sourceProblems));
     },
   };
 }
@@ -100,7 +125,7 @@ export function localImageRefs(job: ManifestJob): Array<{ path: string; file: st
   const out: Array<{ path: string; file: string }> = [];
   for (const field of spec.imageFields) {
     for (const [path, value] of valuesAt(job.input, field, 'input')) {
-      if (typeof value === 'string' && value !== '' && !isRemoteRef(value)) {
+      if (typeof value === 'string' && value !== '' && !isRemoteRef(value) && !hasRef(value)) {
         out.push({ path, file: isAbsolute(value) ? value : resolve(job.dir, value) });
       }
     }

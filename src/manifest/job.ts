@@ -3,6 +3,9 @@ import { isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
 import { findModel, isRemoteRef, listModels, checkSubmit, type ModelSpec } from '../models/index.js';
 import { CHAT_MODELS, checkChatJob, findChatModel, isChatModelId } from '../models/chat.js';
+import { GraphCollector, stripBraces } from '../graph/collect.js';
+import { inRefField, placeholderInput, restoreRefs } from '../graph/placeholders.js';
+import { hasRef, parseRef } from '../graph/refs.js';
 import { FileChecks } from './files.js';
 import { isPlainObject } from './template.js';
 
@@ -24,6 +27,14 @@ export interface ManifestJob {
   dir: string;
   /** Every problem found in this job; empty when the job is valid. */
   problems: Problem[];
+  /** `needs:` as written: ids of jobs that must be done first (order without data). */
+  needs?: string[];
+  /** `for_each:` as written (`${{ jobs.<id>.<list> }}`): this entry makes one job per item once that job is done. */
+  for_each?: string;
+  /** For a for_each job: how many children it makes when that is documented before the parent runs. */
+  fanout?: { count: number | null; basis: string };
+  /** True when the job holds references, `needs` or `for_each` (it takes part in the job graph). */
+  graph?: boolean;
 }
 
 /** A job as read from a source, before checks. */
@@ -33,6 +44,8 @@ export interface RawJob {
   input: unknown;
   callback_url: unknown;
   protocol: unknown;
+  needs?: unknown;
+  for_each?: unknown;
   where: string;
   /** Position of a field path such as `input.size` (falls back to `where`). */
   locate(path: string): string;
@@ -50,10 +63,46 @@ const CALLBACK_MAX = 2048;
 export class JobBuilder {
   private readonly ids = new Map<string, string>();
   private readonly files = new FileChecks();
+  /** The job graph (references, needs, for_each), checked once every job was read. */
+  readonly graph = new GraphCollector();
 
   constructor(readonly dir: string) {}
 
   async build(raw: RawJob): Promise<ManifestJob> {
+    const job = await this.buildJob(raw);
+    const graphed = job.graph === true;
+    this.graph.add(job, graphed ? { where: job.where, locate: raw.locate, input: job.input, needs: job.needs ?? [], forEach: job.for_each ?? null } : null);
+    return job;
+  }
+
+  /** needs / for_each as written: checked, and recorded on the job. */
+  private graphKeys(raw: RawJob, job: ManifestJob, add: (path: string, message: string) => void): void {
+    if (raw.needs !== undefined) {
+      const list = typeof raw.needs === 'string' ? [raw.needs] : raw.needs;
+      if (!Array.isArray(list) || list.some((x) => typeof x !== 'string' || x === '')) add('needs', 'must be a list of job ids');
+      else job.needs = list as string[];
+    }
+    if (raw.for_each !== undefined) {
+      if (typeof raw.for_each !== 'string' || !/^\s*\$\{\{[^{}]*\}\}\s*$/.test(raw.for_each)) add('for_each', 'must be one reference to a list, e.g. ${{ jobs.song.audio }}');
+      else {
+        job.for_each = raw.for_each.trim();
+        job.fanout = this.graph.fanoutCount(job.for_each);
+        if (job.id.length > 120) add('id', 'a for_each job id must be at most 120 characters (its children are named <id>.<index>)');
+      }
+    }
+    job.graph = job.needs !== undefined || job.for_each !== undefined || hasRef(raw.input);
+  }
+
+  /** The shape of one item of this job's for_each list, when known already. */
+  private itemShape(job: ManifestJob) {
+    if (job.for_each === undefined) return null;
+    const parsed = parseRef(stripBraces(job.for_each), this.graph.ids);
+    if (!('ref' in parsed) || parsed.ref.scope !== 'jobs') return null;
+    const s = this.graph.shapeOf(parsed.ref, null);
+    return s?.type === 'list' ? s.item : null;
+  }
+
+  private async buildJob(raw: RawJob): Promise<ManifestJob> {
     const problems: Problem[] = [];
     const inputObj = isPlainObject(raw.input) ? raw.input : {};
     const model = typeof raw.model === 'string' ? raw.model : '';
@@ -69,6 +118,13 @@ export class JobBuilder {
     const job: ManifestJob = { id, model, kind: 'submit', input: inputObj, where: raw.where, dir: this.dir, problems };
     if (callback !== undefined) job.callback_url = callback;
     if (protocol !== undefined) job.protocol = protocol;
+    this.graphKeys(raw, job, add);
+    const itemShape = this.itemShape(job);
+    const ph = placeholderInput(inputObj, (ref) => this.graph.shapeOf(ref, itemShape), this.graph.ids);
+    const checkedInput = ph.refs.length > 0 ? ph.input : (raw.input ?? {});
+    const keep = (c: { input?: Record<string, unknown> | null | undefined }) => {
+      if (c.input) job.input = ph.refs.length > 0 ? restoreRefs(c.input, inputObj, ph.refs) : c.input;
+    };
 
     if (raw.model === undefined || raw.model === '') {
       add('model', 'is required (a model id; see `genbatch models`)');
@@ -82,18 +138,18 @@ export class JobBuilder {
     if (spec) {
       if (protocol !== undefined) add('protocol', 'applies only to chat models; this is a submit model');
       if (callback !== undefined) checkCallback(callback, add);
-      const check = checkSubmit({ model, input: raw.input ?? {}, ...(callback !== undefined ? { callback_url: callback } : {}) });
-      for (const iss of check.issues) if (iss.path !== 'callback_url') add(iss.path, iss.message);
-      if (check.input) job.input = check.input;
+      const check = checkSubmit({ model, input: checkedInput, ...(callback !== undefined ? { callback_url: callback } : {}) });
+      for (const iss of check.issues) if (iss.path !== 'callback_url' && !inRefField(iss.path, ph.refs)) add(iss.path, iss.message);
+      keep(check);
       if (spec.imageFields.length > 0 || spec.urlOnlyFields.length > 0) await this.checkFiles(spec, inputObj, add, new Set(check.issues.map((i) => i.path)));
       return job;
     }
     if (findChatModel(model) || protocol !== undefined) {
       job.kind = 'chat';
       if (callback !== undefined) add('callback_url', 'applies only to submit models; chat answers come back in the response');
-      const check = checkChatJob({ model, input: raw.input ?? {}, ...(protocol !== undefined ? { protocol } : {}) });
-      for (const iss of check.issues) add(iss.path, iss.message);
-      if (check.input) job.input = check.input;
+      const check = checkChatJob({ model, input: checkedInput, ...(protocol !== undefined ? { protocol } : {}) });
+      for (const iss of check.issues) if (!inRefField(iss.path, ph.refs)) add(iss.path, iss.message);
+      keep(check);
       if (check.protocol) job.protocol = check.protocol;
       return job;
     }
@@ -113,7 +169,7 @@ export class JobBuilder {
       else this.ids.set(id, raw.where);
       return id;
     }
-    const base = deriveId({ model, input: raw.input, callback_url: raw.callback_url, protocol: raw.protocol });
+    const base = deriveId({ model, input: raw.input, callback_url: raw.callback_url, protocol: raw.protocol, needs: raw.needs, for_each: raw.for_each });
     let id = base;
     for (let n = 2; this.ids.has(id); n++) id = `${base}-${n}`;
     this.ids.set(id, raw.where);
@@ -123,14 +179,14 @@ export class JobBuilder {
   private async checkFiles(spec: ModelSpec, input: Record<string, unknown>, add: (path: string, message: string) => void, reported: Set<string>): Promise<void> {
     for (const field of spec.imageFields) {
       for (const [path, value] of valuesAt(input, field, 'input')) {
-        if (typeof value !== 'string' || value === '' || isRemoteRef(value) || reported.has(path)) continue;
+        if (typeof value !== 'string' || value === '' || isRemoteRef(value) || reported.has(path) || hasRef(value)) continue;
         const problem = await this.files.checkImage(isAbsolute(value) ? value : resolve(this.dir, value));
         if (problem) add(path, problem.replace(/^local file \S+/, `local file ${JSON.stringify(value)}`));
       }
     }
     for (const field of spec.urlOnlyFields) {
       for (const [path, value] of valuesAt(input, field, 'input')) {
-        if (typeof value !== 'string' || isRemoteRef(value) || reported.has(path)) continue;
+        if (typeof value !== 'string' || isRemoteRef(value) || reported.has(path) || hasRef(value)) continue;
         add(path, `${JSON.stringify(value)} is a local path; this field takes only an http(s) URL (the service cannot take a local file here: put it somewhere public first)`);
       }
     }

@@ -6,9 +6,6 @@ import { z } from 'zod';
  * own keys and feeds the committed JSON Schema (manifests/genbatch.schema.json).
  */
 
-/** Job keys reserved for job graphs (a later release): rejected with their own message. */
-export const RESERVED_JOB_KEYS = ['needs', 'for_each'] as const;
-
 const str = (what: string) => z.string({ error: `must be a string (${what})` });
 
 const input = z
@@ -63,6 +60,12 @@ export const jobSchema = z
     {
       id: str('a job id').describe('Stable job id: letters, digits, ".", "_", "-", at most 128 characters; may use {{variables}}. Derived from the job content when omitted'),
       ...jobFields,
+      needs: z
+        .union([str('a job id'), z.array(str('a job id'), { error: 'must be a list of job ids' })], { error: 'must be a list of job ids' })
+        .describe('Ids of jobs that must be done before this one starts (order without data; references ${{ jobs.<id>.<field> }} add their job by themselves)'),
+      for_each: str('a reference such as ${{ jobs.song.audio }}')
+        .regex(/^\s*\$\{\{[^{}]*\}\}\s*$/, { error: 'must be one reference to a list, e.g. ${{ jobs.song.audio }}' })
+        .describe('One job per item of another job\'s list output, made once that job is done; inside, ${{ item }}, ${{ item.<field> }} and ${{ index }} (0-based); children are named <id>.<index>'),
       rows: rowsSchema,
       glob: globSchema,
       matrix: matrixSchema,

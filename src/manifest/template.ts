@@ -1,7 +1,8 @@
 /**
  * `{{name}}` templates in manifest string fields. A variable comes from a rows
  * source (a column, or `row`), a glob source (`path`, `name`, `ext`, `index`)
- * or a matrix key. There is no escape for a literal `{{`.
+ * or a matrix key. There is no escape for a literal `{{`. `${{ ... }}` is not a
+ * template: it is a job reference (src/graph), left as written here.
  *
  * A string that is exactly one template (`"{{size}}"`) takes the variable's
  * value with its type (a matrix number stays a number); a text variable there
@@ -10,7 +11,7 @@
  * Templates inside longer text are replaced by the value's text.
  */
 
-const TEMPLATE = /\{\{\s*([^{}]*?)\s*\}\}/g;
+const TEMPLATE = /(?<!\$)\{\{\s*([^{}]*?)\s*\}\}/g;
 const WHOLE = /^\{\{\s*([^{}]*?)\s*\}\}$/;
 
 /** A variable's value: text from a table or a path, or any YAML value from a matrix. */

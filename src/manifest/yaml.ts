@@ -6,7 +6,7 @@ import type { Problem } from '../errors.js';
 import { findModel, joinPath } from '../models/index.js';
 import { splitPath, typedCell } from './coerce.js';
 import { nearest, type JobBuilder, type ManifestJob } from './job.js';
-import { RESERVED_JOB_KEYS, headSchema, jobSchema } from './schema.js';
+import { headSchema, jobSchema } from './schema.js';
 import { splitJobs } from './yaml-split.js';
 import { readTable } from './table.js';
 import { ABSENT, deepMerge, fill, isPlainObject, templateNames, type Vars } from './template.js';
@@ -20,10 +20,10 @@ import { ABSENT, deepMerge, fill, isPlainObject, templateNames, type Vars } from
 const KEYS = {
   manifest: ['budget', 'pricing', 'defaults', 'jobs'],
   defaults: ['model', 'input', 'callback_url', 'protocol'],
-  job: ['id', 'model', 'input', 'callback_url', 'protocol', 'rows', 'glob', 'matrix'],
+  job: ['id', 'model', 'input', 'callback_url', 'protocol', 'needs', 'for_each', 'rows', 'glob', 'matrix'],
   rows: ['file', 'limit'],
 } as const;
-const JOB_FIELDS = ['id', 'model', 'input', 'callback_url', 'protocol'] as const;
+const JOB_FIELDS = ['id', 'model', 'input', 'callback_url', 'protocol', 'needs', 'for_each'] as const;
 const GLOB_VARS = ['path', 'name', 'ext', 'index'];
 
 type Path = Array<string | number>;
@@ -274,6 +274,8 @@ async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
       input: fields.input === undefined ? undefined : fill(fields.input, vars, 'input', typed),
       callback_url: orUndefined(fill(fields.callback_url, vars, 'callback_url', (_p, t) => t)),
       protocol: orUndefined(fill(fields.protocol, vars, 'protocol', (_p, t) => t)),
+      needs: orUndefined(fill(fields.needs, vars, 'needs', (_p, t) => t)),
+      for_each: orUndefined(fill(fields.for_each, vars, 'for_each', (_p, t) => t)),
       where: entryWhere + suffix,
       locate: (path) => fieldWhere(path, suffix),
     });
@@ -355,7 +357,6 @@ function literalId(entry: unknown): string | null {
 }
 
 function unknownKeyMessage(key: string, allowed: readonly string[]): string {
-  if ((RESERVED_JOB_KEYS as readonly string[]).includes(key)) return `job graphs are not supported yet ("${key}" is reserved for them)`;
   const near = nearest(key, [...allowed]);
   return `unknown key "${key}"${near ? ` (did you mean "${near}"?)` : ''}${allowed.length > 0 ? `; allowed keys: ${allowed.join(', ')}` : ''}`;
 }

@@ -1,0 +1,231 @@
+import type { Problem } from '../errors.js';
+import { describe, documentedCount, outputShape, shapeAt, type Shape } from './outputs.js';
+import { findRefs, parseRef, refText, type Ref, type Step } from './refs.js';
+
+/**
+ * The job graph of a manifest, collected while its jobs stream by and checked
+ * once every id is known: unknown job ids, cycles, references to fields a
+ * model never returns, `for_each` over a non-list, item/index outside a
+ * `for_each` job. Only jobs that take part in a graph keep a node; every job
+ * keeps its id, model and kind (small).
+ */
+
+export interface ForEach {
+  /** The job whose output is iterated. */
+  parent: string;
+  path: Step[];
+  expr: string;
+}
+
+/** The links of one job, final after the whole manifest was read. */
+export interface JobLinks {
+  /** Jobs that must be done before this one runs (references and `needs`). */
+  parents: string[];
+  forEach: ForEach | null;
+}
+
+interface Known {
+  model: string;
+  kind: string;
+  input: Record<string, unknown> | null;
+  forEach: boolean;
+}
+
+interface Node {
+  id: string;
+  where: string;
+  locate(path: string): string;
+  input: Record<string, unknown>;
+  needs: string[];
+  forEach: string | null;
+}
+
+export interface GraphResult {
+  problems: Problem[];
+  /** Links of every job that has any; jobs without links are absent. */
+  links: Map<string, JobLinks>;
+}
+
+export class GraphCollector {
+  private readonly known = new Map<string, Known>();
+  readonly ids = new Set<string>();
+  private readonly nodes: Node[] = [];
+
+  /** Record a built job (every job, valid or not). `input` is kept only for jobs that may be iterated over. */
+  add(job: { id: string; model: string; kind: string; input: Record<string, unknown> }, node: Omit<Node, 'id'> | null): void {
+    this.ids.add(job.id);
+    this.known.set(job.id, { model: job.model, kind: job.kind, input: null, forEach: node?.forEach != null });
+    if (node) this.nodes.push({ id: job.id, ...node });
+    const k = this.known.get(job.id);
+    if (k && (k.kind === 'chat' || documentedCount(job.model, job.kind, job.input, 'items') !== null)) k.input = job.input;
+  }
+
+  /** The model and kind of a job already read, or undefined. */
+  info(id: string): { model: string; kind: string; forEach: boolean } | undefined {
+    return this.known.get(id);
+  }
+
+  /** The shape a reference gives, when its job was read already; null when unknown yet. */
+  shapeOf(ref: Ref, forEachItem: Shape | null): Shape | null {
+    if (ref.scope === 'index') return { type: 'number' };
+    if (ref.scope === 'item') {
+      if (!forEachItem) return null;
+      const s = shapeAt(forEachItem, ref.path);
+      return 'shape' in s ? s.shape : null;
+    }
+    const k = this.known.get(ref.job);
+    if (!k || k.forEach) return null;
+    const root = outputShape(k.model, k.kind);
+    if (!root) return null;
+    const s = shapeAt(root, ref.path);
+    return 'shape' in s ? s.shape : null;
+  }
+
+  /** How many children a `for_each` over `expr` makes, when the count is documented before the parent runs. */
+  fanoutCount(expr: string): { count: number | null; basis: string } {
+    const parsed = parseRef(stripBraces(expr), this.ids);
+    if (!('ref' in parsed) || parsed.ref.scope !== 'jobs') return { count: null, basis: 'unknown count' };
+    const ref = parsed.ref;
+    const k = this.known.get(ref.job);
+    const field = typeof ref.path[0] === 'string' ? ref.path[0] : '';
+    if (!k) return { count: null, basis: `children unknown until ${ref.job} runs (it is listed later in the manifest)` };
+    const n = ref.path.length === 1 && k.input ? documentedCount(k.model, k.kind, k.input, field) : null;
+    if (n === null) return { count: null, basis: `children unknown until ${ref.job} runs (${k.model} documents no count for ${field || 'this list'})` };
+    return { count: n, basis: `${n} children: the documented count of ${ref.job}.${field} (${k.model})` };
+  }
+
+  finish(): GraphResult {
+    const problems: Problem[] = [];
+    const links = new Map<string, JobLinks>();
+    for (const n of this.nodes) {
+      const add = (path: string, message: string) => problems.push({ job: n.id, where: n.locate(path), path, message });
+      const parents = new Set<string>();
+      let forEach: ForEach | null = null;
+      let itemShape: Shape | null = null;
+      if (n.forEach !== null) {
+        const parsed = parseRef(stripBraces(n.forEach), this.ids);
+        if (!('ref' in parsed)) add('for_each', parsed.error);
+        else if (parsed.ref.scope !== 'jobs') add('for_each', `must reference another job's list (\${{ jobs.<id>.<field> }}), not ${refText(parsed.ref)}`);
+        else {
+          const target = this.checkJobRef(n.id, parsed.ref, 'for_each', add);
+          if (target) {
+            parents.add(parsed.ref.job);
+            if (target.type !== 'list' && target.type !== 'any') add('for_each', `\${{ ${stripBraces(n.forEach)} }} is ${describe(target)}, not a list: for_each needs a list (e.g. audio, files, lines)`);
+            else {
+              itemShape = target.type === 'list' ? target.item : { type: 'any' };
+              forEach = { parent: parsed.ref.job, path: parsed.ref.path, expr: stripBraces(n.forEach) };
+            }
+          }
+        }
+      }
+      for (const r of findRefs(n.input, 'input', this.ids)) {
+        if (!r.ref) {
+          add(r.field, `reference \${{ ${r.expr} }}: ${r.error ?? 'cannot be read'}`);
+          continue;
+        }
+        if (r.ref.scope !== 'jobs') {
+          if (n.forEach === null) add(r.field, `\${{ ${r.expr} }} is only defined inside a for_each job`);
+          else if (r.ref.scope === 'item' && itemShape) {
+            const s = shapeAt(itemShape, r.ref.path);
+            if ('error' in s) add(r.field, `\${{ ${r.expr} }}: the items of ${forEach ? `jobs.${forEach.parent}${pathOf(forEach.path)}` : 'for_each'}: ${s.error}`);
+          }
+          continue;
+        }
+        if (this.checkJobRef(n.id, r.ref, r.field, add, r.expr)) parents.add(r.ref.job);
+      }
+      n.needs.forEach((p, i) => {
+        if (p === n.id) add(`needs[${i}]`, `a job cannot need itself (cycle: ${n.id} -> ${n.id})`);
+        else if (!this.known.has(p)) add(`needs[${i}]`, unknownJob(p, this.ids));
+        else if (this.known.get(p)?.forEach) add(`needs[${i}]`, `${p} is a for_each job; waiting for all of its children is not supported (need its parent instead)`);
+        else parents.add(p);
+      });
+      parents.delete(n.id);
+      links.set(n.id, { parents: [...parents], forEach });
+    }
+    for (const cycle of findCycles(links)) {
+      const first = cycle[0]!;
+      const node = this.nodes.find((x) => x.id === first);
+      problems.push({ job: first, where: node?.where ?? '', path: 'needs', message: `jobs form a cycle: ${[...cycle, first].join(' -> ')} (each waits for the next)` });
+    }
+    return { problems, links };
+  }
+
+  private checkJobRef(self: string, ref: Extract<Ref, { scope: 'jobs' }>, field: string, add: (path: string, message: string) => void, expr = refText(ref)): Shape | null {
+    if (ref.job === self) {
+      add(field, `\${{ ${expr} }}: a job cannot reference itself (cycle: ${self} -> ${self})`);
+      return null;
+    }
+    const k = this.known.get(ref.job);
+    if (!k) {
+      add(field, `\${{ ${expr} }}: ${unknownJob(ref.job, this.ids)}`);
+      return null;
+    }
+    if (k.forEach) {
+      add(field, `\${{ ${expr} }}: ${ref.job} is a for_each job (one job per item); its children cannot be referenced`);
+      return null;
+    }
+    const root = outputShape(k.model, k.kind);
+    if (!root) return { type: 'any' };
+    const s = shapeAt(root, ref.path);
+    if ('error' in s) {
+      add(field, `\${{ ${expr} }}: ${k.kind === 'chat' ? 'chat' : k.model} jobs never return that: ${s.error}`);
+      return null;
+    }
+    return s.shape;
+  }
+}
+
+function pathOf(path: Step[]): string {
+  return path.map((s) => (typeof s === 'number' ? `[${s}]` : `.${s}`)).join('');
+}
+
+/** `${{ x }}` -> `x`; other text as it is. */
+export function stripBraces(expr: string): string {
+  const m = /^\s*\$\{\{\s*([^{}]*?)\s*\}\}\s*$/.exec(expr);
+  return (m ? m[1]! : expr).trim();
+}
+
+function unknownJob(id: string, ids: ReadonlySet<string>): string {
+  let near: string | null = null;
+  let best = Math.max(2, Math.floor(id.length / 4)) + 1;
+  for (const c of ids) {
+    const d = distance(id.toLowerCase(), c.toLowerCase());
+    if (d < best) {
+      best = d;
+      near = c;
+    }
+  }
+  return `no job with id "${id}" in this manifest${near !== null ? ` (did you mean "${near}"?)` : ''}`;
+}
+
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
+}
+
+/** Every cycle (as a list of ids in order), each reported once. */
+export function findCycles(links: ReadonlyMap<string, JobLinks>): string[][] {
+  const color = new Map<string, 1 | 2>();
+  const cycles: string[][] = [];
+  const stack: string[] = [];
+  const visit = (id: string): void => {
+    color.set(id, 1);
+    stack.push(id);
+    for (const p of links.get(id)?.parents ?? []) {
+      const c = color.get(p);
+      if (c === 1) {
+        const from = stack.indexOf(p);
+        cycles.push(stack.slice(from));
+      } else if (c === undefined) visit(p);
+    }
+    stack.pop();
+    color.set(id, 2);
+  };
+  for (const id of links.keys()) if (!color.has(id)) visit(id);
+  return cycles;
+}
