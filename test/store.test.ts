@@ -30,7 +30,7 @@ describe('store', () => {
     store.syncJob(job('a'));
     store.transition('a', 'pending', 'submitting', { attemptsInc: 1 });
     expect(() => store.transition('a', 'pending', 'submitting')).toThrow(TransitionError);
-    expect(() => store.transition('a', 'submitting', 'done')).toThrow(/not an allowed state change/);
+    expect(() => store.transition('a', 'submitting', 'downloading')).toThrow(/not an allowed state change/);
     store.transition('a', 'submitting', 'submitted', { task_id: 't1' });
     const row = store.getJob('a')!;
     expect(row.state).toBe('submitted');
