@@ -1,10 +1,11 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, rename } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { ChatAnswer, ChatMessage, ChatRequest } from '../client/chat.js';
 import { ApiError, BadResponseError, GenbatchError } from '../errors.js';
 import { checkChatJob, isChatProtocol, type ChatProtocol } from '../models/chat.js';
 import { nowIso, type JobPatch, type JobRow, type JobState, type Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
-import { writeFileAtomic } from './files.js';
 import { sha256Hex } from './results.js';
 import type { StoredSpec } from './spec.js';
 
@@ -116,18 +117,22 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
     { idx: 1, name: CHAT_RAW_FILE, type: 'json', content_type: 'application/json', data: rawText },
   ];
   try {
-    for (const f of files) await writeFileAtomic(join(jobDir, f.name), f.data);
+    await writeFilesAtomic(jobDir, files);
   } catch (err) {
     move('submitting', 'pending', { attemptsInc: calls - 1, last_error: `could not write the answer: ${errorText(err)}` });
     return;
   }
   const result: ChatResult = { kind: 'chat', text: answer.text, usage: answer.usage, protocol: req.protocol, model: req.model, stream: req.stream, calls };
-  move('submitting', 'done', { attemptsInc: calls - 1, result: JSON.stringify(result), finished_at: nowIso() }, () => {
-    d.store.addFiles(row.id, files.map((f) => ({ idx: f.idx, name: f.name, url: null, type: f.type, content_type: f.content_type, expected_size: null, expires_at: null })));
-    for (const f of files) {
-      d.store.fileDone(row.id, f.idx, { path: relative(d.outDir, join(jobDir, f.name)), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data), content_type: f.content_type });
-    }
-  });
+  // Grouped with the other commits of this turn (one transaction, one fsync for many jobs).
+  await d.commit(() =>
+    d.store.transition(row.id, 'submitting', 'done', { attemptsInc: calls - 1, result: JSON.stringify(result), finished_at: nowIso() }, () => {
+      d.store.addFiles(row.id, files.map((f) => ({ idx: f.idx, name: f.name, url: null, type: f.type, content_type: f.content_type, expected_size: null, expires_at: null })));
+      for (const f of files) {
+        d.store.fileDone(row.id, f.idx, { path: relative(d.outDir, join(jobDir, f.name)), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data), content_type: f.content_type });
+      }
+    }),
+  );
+  d.emit({ type: 'job', id: row.id, from: 'submitting', to: 'done', task_id: null, error: null });
   for (const f of files) d.emit({ type: 'file', id: row.id, path: relative(d.outDir, join(jobDir, f.name)), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data) });
 }
 
@@ -139,6 +144,25 @@ export function chatReportFields(result: string | null): { texts: Record<string,
     return { texts: typeof r.text === 'string' ? { [CHAT_TEXT_FILE]: r.text } : {}, usage: r.usage ?? null };
   } catch {
     return { texts: {}, usage: null };
+  }
+}
+
+/**
+ * The same safe write as engine/files.ts writeFileAtomic (temp file named like the
+ * downloader's, fsync, rename), for several files of one folder: one mkdir for all.
+ */
+async function writeFilesAtomic(dir: string, files: ReadonlyArray<{ name: string; data: string }>): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  for (const f of files) {
+    const tmp = join(dir, `.${f.name}.${randomBytes(6).toString('hex')}.part`);
+    const fh = await open(tmp, 'w');
+    try {
+      await fh.writeFile(f.data);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, join(dir, f.name));
   }
 }
 

@@ -69,6 +69,8 @@ const ccChunk = z.looseObject({
 const outputItems = z.array(z.looseObject({ type: z.string(), content: z.array(z.looseObject({ type: z.string(), text: z.string().optional() })).optional() }));
 const respUsage = z.looseObject({ input_tokens: num, output_tokens: num }).nullish();
 const respJson = z.looseObject({ status: z.string().optional(), output: outputItems, usage: respUsage, error: z.looseObject({ message: z.string() }).nullish() });
+const respDelta = z.looseObject({ delta: z.string() });
+const respDone = z.looseObject({ response: respJson });
 
 function responsesText(output: z.infer<typeof outputItems>): string {
   let text = '';
@@ -82,6 +84,9 @@ const msgJson = z.looseObject({
   content: z.array(z.looseObject({ type: z.string(), text: z.string().optional() })),
   usage: z.looseObject({ input_tokens: num, output_tokens: num }),
 });
+const msgStart = z.looseObject({ message: z.looseObject({ usage: z.looseObject({ input_tokens: num, output_tokens: num.optional() }) }) });
+const msgDelta = z.looseObject({ delta: z.looseObject({ type: z.string(), text: z.string().optional() }) });
+const msgEnd = z.looseObject({ usage: z.looseObject({ output_tokens: num, input_tokens: num.nullish() }) });
 
 const ANTHROPIC_STATUS: Readonly<Record<string, number>> = {
   invalid_request_error: 400,
@@ -212,10 +217,10 @@ export function readStream(protocol: ChatProtocol, body: string, what: string): 
       case 'responses': {
         const type = typeof data === 'object' && data !== null && 'type' in data ? data.type : ev.event;
         if (type === 'error') throw streamError(protocol, typeof data === 'object' && data !== null && 'error' in data ? data : { error: data }, what);
-        if (type === 'response.output_text.delta') text += check(z.looseObject({ delta: z.string() }), data, what).delta;
+        if (type === 'response.output_text.delta') text += check(respDelta, data, what).delta;
         if (type === 'response.failed') throw new ApiError(500, 'server_error', `${what}: response failed in the stream`);
         if (type === 'response.completed' || type === 'response.incomplete') {
-          const r = check(z.looseObject({ response: respJson }), data, what).response;
+          const r = check(respDone, data, what).response;
           text = responsesText(r.output) || text;
           usage = usageOf(r.usage?.input_tokens, r.usage?.output_tokens);
           complete = true;
@@ -225,13 +230,13 @@ export function readStream(protocol: ChatProtocol, body: string, what: string): 
       case 'messages': {
         if (ev.event === 'error') throw streamError(protocol, data, what);
         if (ev.event === 'message_start') {
-          const m = check(z.looseObject({ message: z.looseObject({ usage: z.looseObject({ input_tokens: num, output_tokens: num.optional() }) }) }), data, what).message;
+          const m = check(msgStart, data, what).message;
           usage = usageOf(m.usage.input_tokens, m.usage.output_tokens);
         } else if (ev.event === 'content_block_delta') {
-          const d = check(z.looseObject({ delta: z.looseObject({ type: z.string(), text: z.string().optional() }) }), data, what).delta;
+          const d = check(msgDelta, data, what).delta;
           if (d.type === 'text_delta') text += d.text ?? '';
         } else if (ev.event === 'message_delta') {
-          const u = check(z.looseObject({ usage: z.looseObject({ output_tokens: num, input_tokens: num.nullish() }) }), data, what).usage;
+          const u = check(msgEnd, data, what).usage;
           usage = usageOf(u.input_tokens ?? usage.input_tokens, u.output_tokens);
         } else if (ev.event === 'message_stop') {
           complete = true;
