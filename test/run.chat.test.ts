@@ -6,7 +6,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { countTokens, replyText } from '../src/sandbox/chat/reply.js';
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
-import { checkFiles, integrity, readJobs } from './helpers/verify.js';
+import { checkFiles, findFiles, integrity, readJobs } from './helpers/verify.js';
 
 /**
  * Chat jobs in `genbatch run`, against the real sandbox (in this process) and
@@ -156,6 +156,11 @@ describe('chat jobs in genbatch run', () => {
     expect(readJobs(w.state).map((j) => j.attempts)).toEqual(Array(11).fill(1));
     expect(statSync(join(w.out, 'gemini-stream', 'response.txt')).mtimeMs).toBe(mtime);
     expect(integrity(w.state)).toBe('ok');
+    // The key is in no file of the output folder (state file included) and in no output.
+    const all = findFiles(w.out, () => true);
+    expect(all.length).toBeGreaterThan(20);
+    for (const f of all) expect(readFileSync(f).includes(KEY), f).toBe(false);
+    expect(r.stdout + again.stdout).not.toContain(KEY);
   }, 120_000);
 
   it('retries a 429, an error in the middle of a stream and a cut stream; attempts and the report count the repeats', async () => {
