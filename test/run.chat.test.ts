@@ -206,6 +206,23 @@ describe('chat jobs in genbatch run', () => {
     expect(readFileSync(join(c.out, 'cut', 'response.txt'), 'utf8')).toBe(expected('vendorb/verse-4.5', 'Cut me'));
   }, 120_000);
 
+  it('manifests/chat-captions.yaml validates and runs with --sandbox: 100 captions, every one the sandbox reply to its row', async () => {
+    const w = work();
+    const v = await runCli(['validate', 'manifests/chat-captions.yaml']);
+    expect(v.code).toBe(0);
+    expect(v.stdout).toContain('100 jobs, all valid');
+    const r = await runCli(['run', 'manifests/chat-captions.yaml', '--sandbox', '--out', w.out]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const jobs = readJobs(w.state);
+    expect(jobs.length).toBe(100);
+    expect(jobs.every((j) => j.state === 'done')).toBe(true);
+    const rep = report(w.out);
+    expect(rep.summary.chat).toMatchObject({ jobs: 100, done: 100 });
+    // Row 1 of PartiPrompts: "bond", category Abstract; the template filled it.
+    for (const id of ['caption-messages-1', 'caption-gemini-1']) expect(rep.jobs.find((j) => j.id === id)!.texts['response.txt']).toMatch(/^Echo: Caption an image of \(Abstract\): bond /);
+  }, 120_000);
+
   it('a crash during a call: the next run makes the call again (no uncertain state); a 400 fails the job', async () => {
     const w = work();
     const manifest = join(w.dir, 'crash.yaml');
