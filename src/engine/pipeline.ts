@@ -4,6 +4,7 @@ import { nowIso, type JobPatch, type JobRow, type JobState, type Store } from '.
 import type { EngineEvent, StopReason } from './events.js';
 import { runChatJob } from './chat.js';
 import { fetchJob } from './fetch.js';
+import { ParentOutputs, expandForEach, resolveInput } from './graph.js';
 import { GroupCommit } from './group-commit.js';
 import { Uploader } from './uploads.js';
 import type { DownloadPort, ServicePort, TaskView } from './ports.js';
@@ -68,6 +69,11 @@ export class Pipeline {
   private readonly uncertainHere = new Set<string>();
   private graceUntil = 0;
   stopReason: StopReason | null = null;
+  /** The run has job-graph links: readiness, references and for_each children apply. */
+  private graphOn = false;
+  /** Jobs handed to submitJob and not finished with it (a rescan must not hand them out again). */
+  private readonly claimed = new Set<string>();
+  private readonly parents: ParentOutputs;
   statusRequests = 0;
   /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
   submitsSent = 0;
@@ -82,6 +88,7 @@ export class Pipeline {
     private readonly opts: PipelineOptions,
   ) {
     this.group = new GroupCommit(store);
+    this.parents = new ParentOutputs(store);
     this.uploader = new Uploader(store, service, { baseUrl: opts.baseUrl, maxAgeMs: opts.uploadMaxAgeMs, signal: opts.signal, emit: opts.emit });
   }
 
@@ -119,6 +126,47 @@ export class Pipeline {
   private async moveDurable(id: string, from: JobState, to: JobState, patch: JobPatch): Promise<void> {
     await this.group.commit(() => this.store.transition(id, from, to, patch));
     this.opts.emit({ type: 'job', id, from, to, task_id: patch.task_id ?? null, error: patch.last_error ?? null });
+    this.emitGraphSkips();
+  }
+
+  // ---- job graph (src/engine/graph.ts, src/store/graph.ts) ----
+
+  /** Descendants skipped by the store because a parent ended without results. */
+  private emitGraphSkips(): void {
+    for (const s of this.store.graph.drainSkipped()) this.opts.emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', task_id: null, error: s.reason });
+  }
+
+  /** A job became done: jobs waiting for it may be ready now, so pending jobs are read again from the start. */
+  private rescanPending(): void {
+    if (!this.graphOn) return;
+    this.buffer = [];
+    this.cursor = 0;
+    this.pendingExhausted = false;
+  }
+
+  /**
+   * Graph work for a pending row about to be submitted; true when it was
+   * handled here: skipped since it was read, or a for_each job (its children are made now).
+   */
+  private graphStep(row: JobRow): boolean {
+    const cur = this.store.getJob(row.id);
+    if (!cur || cur.state !== 'pending') return true;
+    if (row.kind !== 'fanout') return false;
+    const r = expandForEach(this.store, this.parents, cur);
+    if ('error' in r) this.move(row.id, 'pending', 'failed', { last_error: r.error });
+    else this.opts.emit({ type: 'job', id: row.id, from: 'pending', to: 'done', task_id: null, error: null });
+    return true;
+  }
+
+  /** The row with its references filled (and the input checked again), or null when the job failed. */
+  private withRefs(row: JobRow): JobRow | null {
+    const spec = JSON.parse(row.spec) as StoredSpec;
+    const r = resolveInput(this.parents, row, spec);
+    if ('error' in r) {
+      this.move(row.id, 'pending', 'failed', { last_error: r.error });
+      return null;
+    }
+    return r.input === spec.input ? row : { ...row, spec: JSON.stringify({ ...spec, input: r.input }) };
   }
 
   private stop(reason: StopReason): void {
@@ -130,9 +178,11 @@ export class Pipeline {
   private move(id: string, from: JobState, to: JobState, patch: Parameters<Store['transition']>[3] = {}, also?: () => void): void {
     this.store.transition(id, from, to, patch, also);
     this.opts.emit({ type: 'job', id, from, to, task_id: patch.task_id ?? null, error: patch.last_error ?? null });
+    this.emitGraphSkips();
   }
 
   async run(): Promise<void> {
+    this.graphOn = this.store.graph.any();
     // Resume: tasks already at the service are polled again (spread over one poll interval).
     for (const row of this.store.jobsIn('submitted')) {
       if (!row.task_id) continue;
@@ -223,17 +273,23 @@ export class Pipeline {
         this.cursor = this.buffer[this.buffer.length - 1]!.seq;
       }
       const row = this.buffer.shift()!;
+      if (this.graphOn && (this.claimed.has(row.id) || this.graphStep(row))) continue;
+      this.claimed.add(row.id);
       this.submitsInFlight++;
       void this.submitJob(row)
         .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `job ${row.id}: ${errorText(err)}` }))
         .finally(() => {
           this.submitsInFlight--;
+          this.claimed.delete(row.id);
+          if (row.kind === 'chat') this.rescanPending();
           this.wake();
         });
     }
   }
 
-  private async submitJob(row: JobRow): Promise<void> {
+  private async submitJob(queued: JobRow): Promise<void> {
+    const row = this.graphOn ? this.withRefs(queued) : queued;
+    if (!row) return;
     if (row.kind === 'chat') {
       // A chat call: intent, call, answer written, done (src/engine/chat.ts); it counts as a request sent.
       this.submitsSent++;
@@ -293,6 +349,9 @@ export class Pipeline {
     if (err instanceof AmbiguousSubmitError) {
       this.move(id, 'submitting', 'uncertain', { last_error: err.message });
       this.uncertainHere.add(id);
+    } else if (err instanceof ApiError && err.status === 409) {
+      // What the job asks for already exists (a music video or persona for that track, ...): an outcome, not a retry.
+      this.move(id, 'submitting', 'exists', { last_error: err.message });
     } else if (err instanceof ApiError && err.status === 402) {
       this.move(id, 'submitting', 'pending', { last_error: err.message });
       this.stop('insufficient-credits');
@@ -419,7 +478,10 @@ export class Pipeline {
   private async downloadJob(row: JobRow): Promise<void> {
     try {
       const finished = await fetchJob(row, { store: this.store, download: this.download, outDir: this.opts.outDir, signal: this.opts.signal, emit: this.opts.emit });
-      if (finished) this.move(row.id, 'downloading', 'done', {});
+      if (finished) {
+        this.move(row.id, 'downloading', 'done', {});
+        this.rescanPending();
+      }
     } catch (err) {
       if (this.opts.signal.aborted) return;
       if (this.download.isGone(err)) {

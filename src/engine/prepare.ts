@@ -72,9 +72,12 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
       const spec: StoredSpec = { model: job.model, input: job.input, refs };
       if (job.callback_url !== undefined) spec.callback_url = job.callback_url;
       if (job.kind === 'chat' && job.protocol !== undefined) spec.protocol = job.protocol;
+      // A for_each job is stored as kind `fanout`: its children are made when its list is known.
+      if (job.for_each !== undefined) spec.forEach = { expr: job.for_each, childKind: job.kind, childCredits: priceJob({ ...job, fanout: undefined }, userPrices).credits };
       const specJson = canonicalJson(spec);
       const price = priceJob(job, userPrices);
-      const r = store.syncJob({ id: job.id, model: job.model, kind: job.kind, where: job.where, specHash: sha256Hex(specJson), spec: specJson, estimatedCredits: price.credits });
+      const kind = job.for_each !== undefined ? 'fanout' : job.kind;
+      const r = store.syncJob({ id: job.id, model: job.model, kind, where: job.where, specHash: sha256Hex(specJson), spec: specJson, estimatedCredits: price.credits });
       if (r === 'new') out.new++;
       else if (r === 'unchanged') out.unchanged++;
       else out.changed++;
@@ -82,6 +85,7 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
     problems.unshift(...manifest.problems);
     if (problems.length > 0) throw new ManifestError(problems);
     if (out.jobs === 0) throw new ManifestError([{ job: null, where: manifest.path, path: 'jobs', message: 'the manifest has no jobs' }]);
+    store.graph.setManifestLinks(manifest.links);
     store.commitSync();
   } catch (err) {
     store.rollbackSync();

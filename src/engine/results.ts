@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { UnsafeResultError } from '../errors.js';
-import { musicResultTexts, musicResultUrls } from '../models/music/results.js';
+import { lrc } from '../graph/lrc.js';
+import { musicResultTexts, musicResultUrls, parseTimestampedLyrics } from '../models/music/results.js';
 import type { TaskView } from './ports.js';
 
 /**
@@ -94,6 +95,9 @@ export function extractResults(task: TaskView, endpoint: 'status' | 'music', wor
     for (const t of musicResultTexts(workflow, item)) {
       const ext = t.name === 'timestamped-lyrics' && t.text.trimStart().startsWith('{') ? 'json' : 'txt';
       texts.push({ idx: idx++, name: namer.unique(`${t.name}${n}.${ext}`), text: t.text });
+      // Timestamped lyrics also as an LRC file, the format music players read.
+      const timed = t.name === 'timestamped-lyrics' ? parseTimestampedLyrics(t.text) : null;
+      if (timed) texts.push({ idx: idx++, name: namer.unique(`lyrics${n}.lrc`), text: lrc(timed.aligned_words) });
     }
     // Descriptive fields of tracks (title, tags, prompt, audio_id) are kept as one JSON text per item.
     const meta: Record<string, unknown> = {};

@@ -79,6 +79,9 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
         emit({ type: 'job', id: row.id, from: 'uncertain', to: 'pending' });
       }
     }
+    // Job graph: pending jobs whose parent ended without results become skipped, naming why.
+    store.graph.settle();
+    for (const s of store.graph.drainSkipped()) emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', error: s.reason });
     checkLimits(store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes });
     // The balance is read only when there is something to submit.
     const anyPending = store.counts().pending > 0;

@@ -11,4 +11,9 @@ export interface StoredSpec {
    * written in the input (`data: true`, sha256 of the text; base64 upload).
    */
   refs: Array<{ path: string; file: string; sha256: string; data?: true }>;
+  /**
+   * A for_each job (row kind `fanout`): the list it iterates (job and path), the
+   * kind of the children it makes (submit or chat) and the price of one child.
+   */
+  forEach?: { expr: string; childKind: string; childCredits: number | null };
 }

@@ -1,9 +1,9 @@
 /**
  * Timestamped lyrics as an LRC file (`[mm:ss.xx]line`), the format music
- * players read. Words are grouped into lines: a section marker such as
- * [Verse] or [Chorus] starts a new line (the marker itself is dropped), a word
- * ending in a line break ends its line, and a pause of more than 1.5 s or a
- * line of 10 words ends it too. Each line takes the start time of its first word.
+ * players read. Words are grouped into lines: a line break inside a word
+ * (the lyric's own lines) ends a line, section markers such as [Verse] are
+ * dropped, and a pause of more than 5 s or a line of 12 words ends a line too.
+ * Each line takes the start time of its first word.
  */
 
 export interface TimedWord {
@@ -12,30 +12,29 @@ export interface TimedWord {
   end_s: number;
 }
 
-const MARKER = /^\s*\[[^\]]*\]\s*$/;
-const MAX_WORDS = 10;
-const PAUSE_S = 1.5;
+const MAX_WORDS = 12;
+const PAUSE_S = 5;
 
 export function lrc(words: readonly TimedWord[]): string {
   const lines: Array<{ at: number; text: string[] }> = [];
   let cur: { at: number; text: string[] } | null = null;
-  let lastEnd = 0;
+  let lastEnd = -Infinity;
   const close = () => {
     if (cur && cur.text.length > 0) lines.push(cur);
     cur = null;
   };
   for (const w of words) {
-    const raw = w.word;
-    const marker = raw.replace(/\[[^\]]*\]/g, '').trim();
-    if (MARKER.test(raw) || (raw.includes('[') && marker === '')) {
-      close();
-      continue;
-    }
-    if (cur && (w.start_s - lastEnd > PAUSE_S || cur.text.length >= MAX_WORDS)) close();
-    cur ??= { at: w.start_s, text: [] };
-    cur.text.push(marker.replace(/\s+/g, ' '));
+    // A word may carry the lyric's own line breaks and section markers ("low\n[Chorus]\nHarbour").
+    const parts = w.word.split(/\r?\n/);
+    parts.forEach((part, i) => {
+      if (i > 0) close();
+      const text = part.replace(/\[[^\]]*\]/g, ' ').replace(/\s+/g, ' ').trim();
+      if (text === '') return;
+      if (cur && (w.start_s - lastEnd > PAUSE_S || cur.text.length >= MAX_WORDS)) close();
+      cur ??= { at: w.start_s, text: [] };
+      cur.text.push(text);
+    });
     lastEnd = w.end_s;
-    if (/[\r\n]\s*$/.test(raw)) close();
   }
   close();
   return lines.map((l) => `[${stamp(l.at)}]${l.text.join(' ')}`).join('\n') + (lines.length > 0 ? '\n' : '');

@@ -59,7 +59,14 @@ export async function loadPrices(file: string): Promise<UserPrices> {
 }
 
 /** The price of one (valid) job. */
-export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input'>, userPrices: UserPrices | null): JobPrice {
+export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fanout'>, userPrices: UserPrices | null): JobPrice {
+  // A for_each job: the price of one child times the documented count, or unknown when the count is not known before its parent runs.
+  if (job.fanout) {
+    const one = priceJob({ model: job.model, kind: job.kind, input: job.input }, userPrices);
+    if (one.credits === null) return { ...one, basis: `${one.basis}; for_each: ${job.fanout.basis}` };
+    if (job.fanout.count === null) return { credits: null, basis: `for_each: ${job.fanout.basis} (${one.credits} credits each)`, source: 'unknown' };
+    return { credits: round(one.credits * job.fanout.count), basis: `for_each: ${job.fanout.basis}, ${one.basis} each`, source: one.source };
+  }
   const spec = job.kind === 'submit' ? findModel(job.model) : undefined;
   let why = job.kind === 'chat' ? 'the contract gives no chat prices' : `unknown model ${job.model}`;
   if (spec) {

@@ -70,6 +70,14 @@ CREATE TABLE IF NOT EXISTS files (
   state TEXT NOT NULL,
   PRIMARY KEY (run_id, job_id, idx)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS job_links (
+  run_id INTEGER NOT NULL,
+  job_id TEXT NOT NULL,
+  parent_id TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  PRIMARY KEY (run_id, job_id, parent_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS job_links_by_parent ON job_links (run_id, parent_id);
 CREATE TABLE IF NOT EXISTS uploads (
   base_url TEXT NOT NULL,
   sha256 TEXT NOT NULL,

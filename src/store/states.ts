@@ -12,7 +12,10 @@
  *   failed      the service refused the job (400) or the task failed
  *   uncertain   a submit whose outcome is unknown; never resubmitted blindly
  *   expired     the results were gone (past their 24 h validity) before we got them
- *   skipped     no longer in the manifest (removed since an earlier run; was pending, failed or expired)
+ *   skipped     no longer in the manifest (removed since an earlier run; was pending, failed or expired),
+ *               or a job-graph parent ended without results (last_error: "skipped because job <id> ...")
+ *   exists      the service answered 409: what this job asks for already exists (a music video or
+ *               persona for that track, a once-per-track conversion); nothing was created
  */
 export const JOB_STATES = [
   'pending',
@@ -24,16 +27,19 @@ export const JOB_STATES = [
   'uncertain',
   'expired',
   'skipped',
+  'exists',
 ] as const;
 
 export type JobState = (typeof JOB_STATES)[number];
 
 /** from -> allowed targets. */
 export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
-  pending: ['submitting', 'skipped', 'failed'],
+  // done: a for_each job (kind fanout) made its children; skipped: removed, or a graph parent ended without results.
+  pending: ['submitting', 'skipped', 'failed', 'done'],
   // failed: 400; uncertain: ambiguous outcome or a crash after the intent; pending: definitely not created.
   // done: a chat call answered (no task to wait on).
-  submitting: ['submitted', 'failed', 'uncertain', 'pending', 'done'],
+  // exists: 409, what the job asks for already exists.
+  submitting: ['submitted', 'failed', 'uncertain', 'pending', 'done', 'exists'],
   // downloading: finished; failed: task failed or unknown to the service; expired: results gone.
   submitted: ['downloading', 'failed', 'expired'],
   downloading: ['done', 'expired', 'failed'],
@@ -42,12 +48,16 @@ export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
   failed: ['pending', 'skipped'],
   expired: ['pending', 'skipped'],
   skipped: ['pending'],
+  exists: ['pending', 'skipped'],
   // pending: --uncertain=resubmit; submitted: a late callback adopted the orphaned task.
   uncertain: ['pending', 'submitted'],
 };
 
 /** States a run does not work on any more. */
-export const FINAL_STATES: readonly JobState[] = ['done', 'failed', 'expired', 'skipped'];
+export const FINAL_STATES: readonly JobState[] = ['done', 'failed', 'expired', 'skipped', 'exists'];
+
+/** States of a job-graph parent that end its pending descendants (they become skipped, naming why). */
+export const PARENT_FAILED_STATES: readonly JobState[] = ['failed', 'expired', 'uncertain', 'skipped', 'exists'];
 
 /** States in which a task exists (or may exist) at the service and work remains. */
 export const ACTIVE_STATES: readonly JobState[] = ['submitting', 'submitted', 'downloading'];

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { StateError, TransitionError } from '../errors.js';
+import { GraphLinks } from './graph.js';
 import { Lease, type LeaseOptions } from './lease.js';
 import { openDatabase } from './schema.js';
 import { FINAL_STATES, TRANSITIONS, type JobState } from './states.js';
@@ -26,10 +27,20 @@ export class Store {
   private readonly stmts = new Map<string, Database.Statement>();
   /** During a sync: the ids the manifest named. */
   private seen: Set<string> | null = null;
+  /** The job graph: links, readiness, skipping descendants, for_each children (src/store/graph.ts). */
+  readonly graph: GraphLinks;
 
   private constructor(db: Database.Database, path: string) {
     this.db = db;
     this.path = path;
+    this.graph = new GraphLinks({
+      db,
+      runId: () => this.runId,
+      generation: () => this.generation,
+      nextSeq: () => ++this.seq,
+      stmt: (sql) => this.stmt(sql),
+      move: (id, from, to, patch) => this.guardedMove(id, from, to, patch),
+    });
   }
 
   /** Open (creating when needed) a state file for writing and take its lease. */
@@ -208,7 +219,8 @@ export class Store {
   skipRemoved(): number {
     const seen = this.seen;
     if (!seen) return 0;
-    const gone = (this.stmt(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('pending', 'failed', 'expired')`).all(this.runId) as { id: string }[]).filter((r) => !seen.has(r.id));
+    const children = this.graph.childrenOf(seen);
+    const gone = (this.stmt(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('pending', 'failed', 'expired')`).all(this.runId) as { id: string }[]).filter((r) => !seen.has(r.id) && !children.has(r.id));
     const now = nowIso();
     const skip = this.stmt(`UPDATE jobs SET state = 'skipped', updated_at = ? WHERE run_id = ? AND id = ? AND state IN ('pending', 'failed', 'expired')`);
     this.db.transaction(() => {
@@ -237,10 +249,23 @@ export class Store {
 
   /**
    * Move a job from `from` to `to`, setting `patch`, in one transaction guarded
-   * by `WHERE state = from`. `also` runs inside the same transaction.
+   * by `WHERE state = from`. `also` runs inside the same transaction, and so
+   * does the job graph's part: a job that ends without results (failed,
+   * expired, uncertain, skipped, exists) makes its pending descendants skipped.
    * Throws TransitionError when the change is not allowed or the job was not in `from`.
    */
   transition(jobId: string, from: JobState, to: JobState, patch: JobPatch = {}, also?: () => void): void {
+    const run = () => {
+      this.guardedMove(jobId, from, to, patch);
+      also?.();
+      this.graph.afterMove(jobId, to, patch.last_error);
+    };
+    if (this.db.inTransaction) run();
+    else this.db.transaction(run)();
+  }
+
+  /** The guarded UPDATE of one job's state (no graph effects); the caller holds the transaction. */
+  private guardedMove(jobId: string, from: JobState, to: JobState, patch: JobPatch): void {
     if (!TRANSITIONS[from].includes(to)) throw new TransitionError(`job ${jobId}: ${from} -> ${to} is not an allowed state change`);
     const sets = ['state = ?', 'updated_at = ?'];
     const values: unknown[] = [to, nowIso()];
@@ -255,16 +280,11 @@ export class Store {
       values.push(patch.attemptsInc);
     }
     const sql = `UPDATE jobs SET ${sets.join(', ')} WHERE run_id = ? AND id = ? AND state = ?`;
-    const run = () => {
-      const res = this.stmt(sql).run(...values, this.runId, jobId, from);
-      if (res.changes !== 1) {
-        const cur = this.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as { state: string } | undefined;
-        throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur ? cur.state : 'no such job'}`);
-      }
-      also?.();
-    };
-    if (this.db.inTransaction) run();
-    else this.db.transaction(run)();
+    const res = this.stmt(sql).run(...values, this.runId, jobId, from);
+    if (res.changes !== 1) {
+      const cur = this.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as { state: string } | undefined;
+      throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur ? cur.state : 'no such job'}`);
+    }
   }
 
   /** Set last_error without changing the state. */
@@ -284,9 +304,16 @@ export class Store {
     return this.stmt('SELECT * FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as JobRow | undefined;
   }
 
-  /** Up to `limit` pending jobs after sequence number `afterSeq`, in manifest order. */
+  /**
+   * Up to `limit` ready pending jobs after sequence number `afterSeq`, in
+   * manifest order: a job with graph parents is ready when every parent is done.
+   */
   nextPending(afterSeq: number, limit: number): JobRow[] {
-    return this.stmt(`SELECT * FROM jobs WHERE run_id = ? AND state = 'pending' AND seq > ? ORDER BY seq LIMIT ?`).all(this.runId, afterSeq, limit) as JobRow[];
+    return this.stmt(
+      `SELECT * FROM jobs j WHERE run_id = ? AND state = 'pending' AND seq > ?
+         AND NOT EXISTS (SELECT 1 FROM job_links l JOIN jobs p ON p.run_id = l.run_id AND p.id = l.parent_id WHERE l.run_id = j.run_id AND l.job_id = j.id AND l.kind != 'child' AND p.state != 'done')
+       ORDER BY seq LIMIT ?`,
+    ).all(this.runId, afterSeq, limit) as JobRow[];
   }
 
   /** Jobs in one state, in manifest order (iterated lazily). */
@@ -309,14 +336,14 @@ export class Store {
   }
 
   counts(): Record<JobState, number> {
-    const out = { pending: 0, submitting: 0, submitted: 0, downloading: 0, done: 0, failed: 0, uncertain: 0, expired: 0, skipped: 0 } as Record<JobState, number>;
+    const out = { pending: 0, submitting: 0, submitted: 0, downloading: 0, done: 0, failed: 0, uncertain: 0, expired: 0, skipped: 0, exists: 0 } as Record<JobState, number>;
     for (const r of this.stmt('SELECT state, COUNT(*) AS n FROM jobs WHERE run_id = ? GROUP BY state').all(this.runId) as { state: JobState; n: number }[]) out[r.state] = r.n;
     return out;
   }
 
   estimate(): { known: number; unknown: number } {
     const r = this.stmt(
-      `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped'`,
+      `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done')`,
     ).get(this.runId) as { known: number; unknown: number | null };
     return { known: r.known, unknown: r.unknown ?? 0 };
   }

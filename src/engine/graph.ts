@@ -1,0 +1,116 @@
+import { outputsOf } from '../graph/outputs.js';
+import { stripBraces } from '../graph/collect.js';
+import { hasRef, parseRef, pathText, refText, substitute, valueAt, type Ref } from '../graph/refs.js';
+import { checkSubmit, findModel } from '../models/index.js';
+import type { ChildInput, JobRow, Store } from '../store/index.js';
+import { canonicalJson, sha256Hex } from './results.js';
+import type { StoredSpec } from './spec.js';
+
+/**
+ * The job graph at run time: references resolved from the parents' stored
+ * results just before a submit (and the input checked again in full), and
+ * for_each jobs turned into their children once their list is known.
+ */
+
+class RefError extends Error {}
+
+/** The outputs of a finished parent job (cached per run: a done job's result does not change). */
+export class ParentOutputs {
+  private readonly cache = new Map<string, Record<string, unknown>>();
+  constructor(private readonly store: Store) {}
+
+  get(id: string): Record<string, unknown> {
+    const hit = this.cache.get(id);
+    if (hit) return hit;
+    const row = this.store.getJob(id);
+    if (!row) throw new RefError(`job ${id} is not in the state file`);
+    if (row.state !== 'done') throw new RefError(`job ${id} is ${row.state}, not done`);
+    const out = outputsOf(row.model, row.kind, row.result);
+    this.cache.set(id, out);
+    return out;
+  }
+
+  /** The value of a `jobs.*` reference; throws RefError when the result has none. */
+  value(ref: Extract<Ref, { scope: 'jobs' }>): unknown {
+    const outputs = this.get(ref.job);
+    let v: unknown;
+    try {
+      v = valueAt(outputs, ref.path);
+    } catch (err) {
+      throw new RefError(`\${{ ${refText(ref)} }}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    if (v === undefined || v === null) throw new RefError(`\${{ ${refText(ref)} }} has no value in the result of ${ref.job}${listHint(outputs, ref)}`);
+    return v;
+  }
+}
+
+function listHint(outputs: Record<string, unknown>, ref: Extract<Ref, { scope: 'jobs' }>): string {
+  const i = ref.path.findIndex((s) => typeof s === 'number');
+  if (i < 0) return '';
+  const list = valueAt(outputs, ref.path.slice(0, i));
+  return Array.isArray(list) ? ` (jobs.${ref.job}${pathText(ref.path.slice(0, i))} has ${list.length} item(s))` : '';
+}
+
+/**
+ * The input to send for a job whose spec holds references: every reference
+ * replaced by its value, then the model's checks run on the result. Returns
+ * the checked input, or the reason the job cannot be sent (it then fails).
+ */
+export function resolveInput(parents: ParentOutputs, row: Pick<JobRow, 'id' | 'kind'>, spec: StoredSpec): { input: Record<string, unknown> } | { error: string } {
+  if (!hasRef(spec.input)) return { input: spec.input };
+  let input: Record<string, unknown>;
+  try {
+    input = substitute(spec.input, (ref) => {
+      if (ref.scope !== 'jobs') throw new RefError(`\${{ ${refText(ref)} }} was not filled when the for_each job made this job`);
+      return parents.value(ref);
+    }) as Record<string, unknown>;
+  } catch (err) {
+    if (err instanceof RefError) return { error: `reference: ${err.message}` };
+    return { error: `reference: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  if (row.kind === 'chat' || !findModel(spec.model)) return { input };
+  const check = checkSubmit({ model: spec.model, input });
+  if (!check.input) return { error: `input after filling references does not fit ${spec.model}: ${check.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}` };
+  return { input: check.input };
+}
+
+/**
+ * Make the children of a for_each job (its row is ready: every parent done).
+ * Children are `<id>.<index>` (index 0-based), with `${{ item }}`,
+ * `${{ item.<path> }}` and `${{ index }}` filled; `${{ jobs.* }}` references stay
+ * for the submit. Returns the new children's ids, or an error (the job fails).
+ */
+export function expandForEach(store: Store, parents: ParentOutputs, row: JobRow): { made: string[]; count: number } | { error: string } {
+  const spec = JSON.parse(row.spec) as StoredSpec;
+  const fe = spec.forEach;
+  if (!fe) return { error: 'for_each job without its list (state file from another version?)' };
+  const inherited = store.graph.parentsOf(row.id);
+  const parsed = parseRef(stripBraces(fe.expr), new Set(inherited));
+  if (!('ref' in parsed) || parsed.ref.scope !== 'jobs') return { error: `for_each ${fe.expr}: not a job reference` };
+  let list: unknown;
+  try {
+    list = valueAt(parents.get(parsed.ref.job), parsed.ref.path);
+  } catch (err) {
+    return { error: `for_each ${fe.expr}: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  if (!Array.isArray(list)) return { error: `for_each ${fe.expr}: the result holds no list there` };
+  const children: ChildInput[] = list.map((item: unknown, index) => {
+    const input = substitute(spec.input, (ref) => (ref.scope === 'index' ? index : ref.scope === 'item' ? (ref.path.length === 0 ? item : valueAt(item, ref.path)) : undefined)) as Record<string, unknown>;
+    const childSpec: StoredSpec = { model: spec.model, input, refs: [] };
+    if (spec.callback_url !== undefined) childSpec.callback_url = spec.callback_url;
+    if (spec.protocol !== undefined) childSpec.protocol = spec.protocol;
+    const json = canonicalJson(childSpec);
+    return {
+      id: `${row.id}.${index}`,
+      model: spec.model,
+      kind: fe.childKind,
+      where: `${row.where}, item ${index}`,
+      specHash: sha256Hex(json),
+      spec: json,
+      estimatedCredits: fe.childCredits,
+      parents: inherited,
+    };
+  });
+  const made = store.graph.expand(row.id, children, `${children.length} job(s) from ${fe.expr}`);
+  return { made, count: children.length };
+}

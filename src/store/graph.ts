@@ -1,0 +1,143 @@
+import type Database from 'better-sqlite3';
+import { PARENT_FAILED_STATES, type JobState } from './states.js';
+import type { JobInput, JobPatch } from './types.js';
+
+/**
+ * The job graph in the state file: table `job_links` (job_id, parent_id, kind).
+ *   needs      written from the manifest at each sync: job_id waits for parent_id (references and `needs:`)
+ *   inherited  a for_each child waits for the parents of its for_each job (written once, with the child)
+ *   child      job_id was made by the for_each job parent_id (so it is not "removed from the manifest")
+ *
+ * A pending job is ready when every parent (needs, inherited) is done. When a
+ * job ends without results (PARENT_FAILED_STATES), its pending descendants
+ * become skipped in the same transaction, with the reason naming the first job.
+ * Children are inserted with their derived ids (INSERT OR IGNORE) in one
+ * transaction with their for_each job's pending -> done: never made twice.
+ */
+
+export interface ChildInput extends JobInput {
+  /** Jobs the child waits for (the parents of its for_each job). */
+  parents: string[];
+}
+
+export interface GraphHost {
+  readonly db: Database.Database;
+  runId(): number;
+  generation(): number;
+  nextSeq(): number;
+  stmt(sql: string): Database.Statement;
+  /** The guarded state change without graph effects. */
+  move(jobId: string, from: JobState, to: JobState, patch: JobPatch): void;
+}
+
+/** Text that starts the last_error of a job skipped because of a parent. */
+export const GRAPH_SKIP_PREFIX = 'skipped because job ';
+
+export class GraphLinks {
+  /** Jobs skipped by the graph since the last drain (for events). */
+  private skippedNow: Array<{ id: string; reason: string }> = [];
+
+  constructor(private readonly h: GraphHost) {}
+
+  /** True when this run has any links (the pipeline then re-reads a job's state before submitting it). */
+  any(): boolean {
+    return this.h.stmt('SELECT 1 FROM job_links WHERE run_id = ? LIMIT 1').get(this.h.runId()) !== undefined;
+  }
+
+  /** Replace every `needs` link of the run (inside the sync transaction). */
+  setManifestLinks(links: ReadonlyMap<string, { parents: readonly string[] }>): void {
+    const run = this.h.runId();
+    this.h.stmt(`DELETE FROM job_links WHERE run_id = ? AND kind = 'needs'`).run(run);
+    const ins = this.h.stmt(`INSERT OR IGNORE INTO job_links (run_id, job_id, parent_id, kind) VALUES (?, ?, ?, 'needs')`);
+    for (const [id, l] of links) for (const p of l.parents) ins.run(run, id, p);
+  }
+
+  /** Parents a job waits for. */
+  parentsOf(jobId: string): string[] {
+    return (this.h.stmt(`SELECT parent_id FROM job_links WHERE run_id = ? AND job_id = ? AND kind != 'child'`).all(this.h.runId(), jobId) as { parent_id: string }[]).map((r) => r.parent_id);
+  }
+
+  /** Ids made by for_each jobs the manifest still names (they are not "removed"). */
+  childrenOf(templates: ReadonlySet<string>): Set<string> {
+    const out = new Set<string>();
+    for (const r of this.h.stmt(`SELECT job_id, parent_id FROM job_links WHERE run_id = ? AND kind = 'child'`).all(this.h.runId()) as { job_id: string; parent_id: string }[]) {
+      if (templates.has(r.parent_id)) out.add(r.job_id);
+    }
+    return out;
+  }
+
+  /**
+   * The for_each job `templateId` made its children: insert them (derived ids,
+   * INSERT OR IGNORE), link them, and move it pending -> done, in one transaction.
+   * Returns the ids of children that were new.
+   */
+  expand(templateId: string, children: readonly ChildInput[], note: string): string[] {
+    const run = this.h.runId();
+    const made: string[] = [];
+    this.h.db.transaction(() => {
+      const now = new Date().toISOString();
+      const ins = this.h.stmt(
+        'INSERT OR IGNORE INTO jobs (run_id, id, seq, model, kind, "where", spec_hash, spec, state, created_at, updated_at, estimated_credits, generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      );
+      const link = this.h.stmt('INSERT OR IGNORE INTO job_links (run_id, job_id, parent_id, kind) VALUES (?, ?, ?, ?)');
+      for (const c of children) {
+        const r = ins.run(run, c.id, this.h.nextSeq(), c.model, c.kind, c.where, c.specHash, c.spec, 'pending', now, now, c.estimatedCredits, this.h.generation());
+        if (r.changes === 1) made.push(c.id);
+        link.run(run, c.id, templateId, 'child');
+        for (const p of c.parents) link.run(run, c.id, p, 'inherited');
+      }
+      this.h.move(templateId, 'pending', 'done', { last_error: null, result: JSON.stringify({ children: children.map((c) => c.id), note }) });
+    })();
+    return made;
+  }
+
+  /**
+   * After `jobId` moved to `to`: when `to` ends it without results, every
+   * pending descendant becomes skipped with the reason. Runs inside the caller's transaction.
+   */
+  afterMove(jobId: string, to: JobState, lastError: string | null | undefined): void {
+    if (!PARENT_FAILED_STATES.includes(to)) return;
+    const why = lastError ? `: ${lastError.startsWith(GRAPH_SKIP_PREFIX) ? lastError.slice(GRAPH_SKIP_PREFIX.length) : lastError}` : '';
+    const reason = `${GRAPH_SKIP_PREFIX}${jobId} is ${to}${why}`.slice(0, 2000);
+    const children = this.h.stmt(`SELECT job_id FROM job_links WHERE run_id = ? AND parent_id = ? AND kind != 'child'`);
+    const state = this.h.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?');
+    const queue = [jobId];
+    const seen = new Set(queue);
+    while (queue.length > 0) {
+      const id = queue.shift()!;
+      for (const r of children.all(this.h.runId(), id) as { job_id: string }[]) {
+        if (seen.has(r.job_id)) continue;
+        seen.add(r.job_id);
+        const cur = state.get(this.h.runId(), r.job_id) as { state: JobState } | undefined;
+        if (cur?.state !== 'pending') continue;
+        this.h.move(r.job_id, 'pending', 'skipped', { last_error: reason });
+        this.skippedNow.push({ id: r.job_id, reason });
+        queue.push(r.job_id);
+      }
+    }
+  }
+
+  /**
+   * At the start of a run: pending jobs whose parent ended without results
+   * become skipped (a resumed run re-reads them as pending from the manifest).
+   */
+  settle(): void {
+    const rows = this.h
+      .stmt(
+        `SELECT DISTINCT p.id AS id, p.state AS state, p.last_error AS err FROM job_links l JOIN jobs p ON p.run_id = l.run_id AND p.id = l.parent_id
+         JOIN jobs c ON c.run_id = l.run_id AND c.id = l.job_id
+         WHERE l.run_id = ? AND l.kind != 'child' AND c.state = 'pending' AND p.state IN (${PARENT_FAILED_STATES.map(() => '?').join(', ')})`,
+      )
+      .all(this.h.runId(), ...PARENT_FAILED_STATES) as { id: string; state: JobState; err: string | null }[];
+    if (rows.length === 0) return;
+    this.h.db.transaction(() => {
+      for (const r of rows) this.afterMove(r.id, r.state, r.err);
+    })();
+  }
+
+  drainSkipped(): Array<{ id: string; reason: string }> {
+    const out = this.skippedNow;
+    this.skippedNow = [];
+    return out;
+  }
+}
