@@ -86,13 +86,51 @@ describe('chat client on the wire', () => {
     const tries: number[] = [];
     await c.call(req('gemini', 'vendorc/lumen-2.5-pro'), { onTry: (n) => tries.push(n) });
     expect(tries).toEqual([1, 2, 3]);
+    // Anthropic's 529 overloaded is retried too.
+    answers.push({ status: 529, body: '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}' });
+    expect((await c.call(req('messages', 'vendorb/verse-4'))).text).toBe('ok');
     answers.push({ status: 400, body: JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: `bad key ${KEY} echoed` } }) });
     const err = await c.call(req('messages', 'vendorb/verse-4')).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ApiError);
     expect((err as ApiError).status).toBe(400);
     expect((err as ApiError).message).toContain('bad key');
     expect((err as ApiError).message).not.toContain(KEY);
-    expect(seen.length).toBe(4);
+    expect(seen.length).toBe(6);
     await c.close();
+  });
+});
+
+describe('chat answers: SSE framing, terminators and errors', () => {
+  it('reads CRLF framing and comments; a stream without its terminator is a network error (retried)', async () => {
+    const { readStream, parseSse } = await import('../src/client/chat/parse.js');
+    const { NetworkError } = await import('../src/errors.js');
+    expect(parseSse(': comment\r\ndata: {"a":1}\r\n\r\nevent: x\r\ndata: 2\r\n\r\n')).toEqual([
+      { event: null, data: '{"a":1}' },
+      { event: 'x', data: '2' },
+    ]);
+    const chunk = (text: string, finish?: string) => `data: ${JSON.stringify({ candidates: [{ content: { parts: [{ text }] }, ...(finish ? { finishReason: finish } : {}) }], usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 2 } })}\r\n\r\n`;
+    expect(readStream('gemini', chunk('Hel') + chunk('lo', 'STOP'), 'w')).toMatchObject({ text: 'Hello', usage: { input_tokens: 3, output_tokens: 2 } });
+    const cut = () => readStream('gemini', chunk('Hel'), 'w');
+    expect(cut).toThrow(NetworkError);
+    expect(cut).toThrow(/finishReason/);
+    const cc = 'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"}}]}\n\n';
+    expect(() => readStream('chat-completions', cc, 'w')).toThrow(/\[DONE\]/);
+    expect(readStream('chat-completions', cc + 'data: [DONE]\n\n', 'w').text).toBe('Hi');
+  });
+
+  it('error events keep the protocol status: a Gemini 503 chunk, an Anthropic overloaded event, an OpenAI error chunk', async () => {
+    const { readStream } = await import('../src/client/chat/parse.js');
+    const status = (f: () => unknown) => {
+      try {
+        f();
+      } catch (err) {
+        return err instanceof ApiError ? err.status : -1;
+      }
+      return 0;
+    };
+    expect(status(() => readStream('gemini', 'data: {"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}\n\n', 'w'))).toBe(503);
+    expect(status(() => readStream('messages', 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n', 'w'))).toBe(529);
+    expect(status(() => readStream('chat-completions', 'data: {"error":{"message":"boom","type":"server_error","param":null,"code":null}}\n\n', 'w'))).toBe(500);
+    expect(status(() => readStream('responses', 'event: error\ndata: {"type":"error","code":"server_error","message":"boom","param":null,"sequence_number":3}\n\n', 'w'))).toBe(500);
   });
 });

@@ -19,7 +19,7 @@ export { wireRequest, MESSAGES_DEFAULT_MAX_TOKENS } from './chat/wire.js';
  * GET (429, 500, 502, 503, 504, network errors before or after sending, an
  * error event or a cut inside a stream). The cost of a repeat is one more
  * call (and its tokens). Other 4xx answers (400, 401, 402, 404) are not
- * retried. The key is sent only in the protocol's key header and is redacted
+ * retried. Anthropic's 529 "overloaded" (HTTP or in a stream) is read as 503. The key is sent only in the protocol's key header and is redacted
  * from every message.
  */
 
@@ -66,7 +66,7 @@ export class ChatClient {
     return withRetry(
       (n) => {
         opts.onTry?.(n);
-        return this.#once(req, wire, what, opts.signal);
+        return this.#once(req, wire, what, opts.signal).catch(overloadedAsUnavailable);
       },
       {
         policy: this.policy,
@@ -124,4 +124,10 @@ export class ChatClient {
   async close(): Promise<void> {
     await this.#ownAgent?.close();
   }
+}
+
+/** Anthropic's 529 overloaded means "unavailable, try again": read as 503 so the retry layer retries it. */
+function overloadedAsUnavailable(err: unknown): never {
+  if (err instanceof ApiError && err.status === 529) throw new ApiError(503, err.type, `${err.message} (HTTP 529 overloaded)`, err.retryAfterMs);
+  throw err;
 }
