@@ -14,6 +14,14 @@ const MAX_NUMBERED = 999;
 /** Temporary files: `.<name>.<12 hex>.part`, in the target folder. */
 const PART_RE = /^\..+\.[0-9a-f]{12}\.part$/;
 
+/** 12 hex for a temporary name: 6 random per process, then a counter (cheaper than randomBytes per file; opened with `wx` anyway). */
+const TMP_PREFIX = randomBytes(3).toString('hex');
+let tmpCounter = 0;
+export function tmpSuffix(): string {
+  tmpCounter = (tmpCounter + 1) % 0x1000000;
+  return TMP_PREFIX + tmpCounter.toString(16).padStart(6, '0');
+}
+
 export interface DownloadOptions {
   url: string;
   /** Target folder (created when missing). The caller keeps it inside the output folder (see safeJoin). */
@@ -27,6 +35,13 @@ export interface DownloadOptions {
   signal?: AbortSignal;
   /** undici dispatcher (Agent, Pool with timeouts...). Default: undici's global dispatcher. */
   dispatcher?: Dispatcher;
+  /** `dir` exists already (the caller made it): no mkdir. */
+  dirExists?: boolean;
+  /**
+   * The caller fsyncs `dir` once after its last file (fsyncDir) and records the
+   * files only after that; default false: the folder is fsynced here after the rename.
+   */
+  deferDirSync?: boolean;
 }
 
 export interface DownloadResult {
@@ -104,7 +119,8 @@ async function removeQuietly(path: string): Promise<void> {
   await unlink(path).catch(() => undefined);
 }
 
-async function fsyncDir(dir: string): Promise<void> {
+/** fsync a folder, so the names linked or renamed into it survive a power loss. */
+export async function fsyncDir(dir: string): Promise<void> {
   const fh = await open(dir, 'r');
   try {
     await fh.sync();
@@ -181,7 +197,7 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
   const startUrl = parseHttpUrl(opts.url);
   const name = sanitizeName(opts.name, 'file');
   safeJoin(opts.dir, name); // the cleaned name is a plain segment; this double-checks it
-  await mkdir(opts.dir, { recursive: true });
+  if (!opts.dirExists) await mkdir(opts.dir, { recursive: true });
 
   const { url, res } = await get(startUrl, opts);
   const where = shown(url);
@@ -199,10 +215,11 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
     await refuse(`Content-Length ${declared} differs from file_size ${expected}`);
   }
 
-  const tmp = safeJoin(opts.dir, `.${name}.${randomBytes(6).toString('hex')}.part`);
+  const tmp = safeJoin(opts.dir, `.${name}.${tmpSuffix()}.part`);
   const hash = createHash('sha256');
   let size = 0;
   let fh: FileHandle;
+  let tmpGone = false;
   try {
     fh = await open(tmp, 'wx', 0o644);
   } catch (err) {
@@ -238,10 +255,11 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
       await fh.close();
     }
     const sha256 = hash.digest('hex');
-    const placed = await place(tmp, opts.dir, name, size, sha256);
+    const placed = await place(tmp, opts.dir, name, size, sha256, opts.deferDirSync === true);
+    tmpGone = !placed.reused; // linked and unlinked, or renamed
     return { ...placed, size, sha256, contentType };
   } finally {
-    await removeQuietly(tmp); // gone already when it was linked and unlinked, or renamed
+    if (!tmpGone) await removeQuietly(tmp);
   }
 }
 
@@ -250,23 +268,21 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
  * when `name` holds different content; reuses a candidate that already holds
  * the same content. Never replaces an existing file.
  */
-async function place(tmp: string, dir: string, name: string, size: number, sha256: string): Promise<Pick<DownloadResult, 'path' | 'name' | 'reused' | 'renamed'>> {
+async function place(tmp: string, dir: string, name: string, size: number, sha256: string, deferDirSync: boolean): Promise<Pick<DownloadResult, 'path' | 'name' | 'reused' | 'renamed'>> {
   for (let n = 1; n <= MAX_NUMBERED; n++) {
     const candidate = n === 1 ? name : numberedName(name, n);
     const path = safeJoin(dir, candidate);
+    // The link is tried first (the usual case: a free name); a taken name is then compared.
+    if (await linkNoReplace(tmp, path)) {
+      if (!deferDirSync) await fsyncDir(dir);
+      return { path, name: candidate, reused: false, renamed: n > 1 };
+    }
     const existing = await lstat(path).catch((err: { code?: string }) => {
       if (err.code === 'ENOENT') return null;
       throw err;
     });
-    if (existing) {
-      if (existing.isFile() && existing.size === size && (await sha256OfFile(path)) === sha256) {
-        return { path, name: candidate, reused: true, renamed: n > 1 };
-      }
-      continue;
-    }
-    if (await linkNoReplace(tmp, path)) {
-      await fsyncDir(dir);
-      return { path, name: candidate, reused: false, renamed: n > 1 };
+    if (existing && existing.isFile() && existing.size === size && (await sha256OfFile(path)) === sha256) {
+      return { path, name: candidate, reused: true, renamed: n > 1 };
     }
   }
   throw new UnsafeResultError(`file name: "${name}" and ${MAX_NUMBERED - 1} numbered variants are all taken in ${dir}`);

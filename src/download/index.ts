@@ -2,6 +2,8 @@
 export { sanitizeName, safeJoin, nameFromUrl, numberedName, MAX_NAME_BYTES } from './names.js';
 export {
   downloadFile,
+  fsyncDir,
+  tmpSuffix,
   cleanupPartials,
   verifyFile,
   isGone,

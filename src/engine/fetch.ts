@@ -1,41 +1,76 @@
+import { mkdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { findModel } from '../models/index.js';
-import type { JobRow, Store } from '../store/index.js';
+import type { FileRow, JobRow, Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import { writeFileAtomic } from './files.js';
 import type { DownloadPort, TaskView } from './ports.js';
 import { extractResults, sha256Hex } from './results.js';
 
+type Got = { path: string; size: number; sha256: string; content_type: string | null };
+
 /**
  * Put one finished job's results on disk: every recorded file not yet done
- * (downloaded to a temporary file, size-checked, hashed, fsynced, renamed),
- * text results written the same way, then `result.json`. Each finished file is
- * recorded at once, so a resumed job fetches only what is missing. Throws what
- * the downloader throws; the caller decides the job's state.
- * Returns false when stopped by the signal before the end.
+ * (downloaded to a temporary file, size-checked, hashed, fsynced, moved into
+ * place), text results written the same way, then `result.json`; then ONE
+ * fsync of the job's folder for all of them. The files are recorded as done
+ * only after that fsync, all in one transaction: the function returned here,
+ * which the caller runs inside the job's `downloading -> done` transition.
+ * When a file fails or the signal stops the job midway, the files already on
+ * disk are fsynced and recorded before returning or throwing, so a resumed job
+ * fetches only what is missing (only a hard crash midway loses those records;
+ * the resumed job then finds identical files in place and reuses them).
+ * Throws what the downloader throws; the caller decides the job's state.
+ * Returns null when stopped by the signal before the end.
  */
 export async function fetchJob(
   row: JobRow,
   c: { store: Store; download: DownloadPort; outDir: string; signal: AbortSignal; emit: (e: EngineEvent) => void },
-): Promise<boolean> {
+): Promise<(() => void) | null> {
   const jobDir = join(c.outDir, c.download.sanitizeName(row.id));
-  const task = JSON.parse(row.result ?? '{}') as TaskView;
+  const files = c.store.filesOf(row.id);
+  const done: Array<{ idx: number; got: Got; text: boolean }> = [];
+  /** fsync the folder, then record what is on disk (in the caller's transaction, or in one of its own). */
+  const settle = async (): Promise<() => void> => {
+    if (done.length > 0) await c.download.syncDir(jobDir);
+    for (const d of done) if (!d.text) c.emit({ type: 'file', id: row.id, path: d.got.path, size: d.got.size, sha256: d.got.sha256 });
+    return () => {
+      for (const d of done) c.store.fileDone(row.id, d.idx, d.got);
+    };
+  };
+  const recordNow = async (): Promise<void> => {
+    if (done.length === 0) return;
+    const record = await settle();
+    c.store.db.transaction(record)();
+  };
+
+  await mkdir(jobDir, { recursive: true });
   let texts: Map<number, string> | null = null;
-  for (const f of c.store.filesOf(row.id)) {
-    if (f.state === 'done') continue;
-    if (c.signal.aborted) return false;
-    if (f.url === null) {
-      texts ??= new Map(extractResults(task, findModel(row.model)?.resultEndpoint ?? 'status', row.model).texts.map((t) => [t.idx, t.text]));
-      const text = texts.get(f.idx) ?? '';
-      const name = c.download.sanitizeName(f.name);
-      await writeFileAtomic(join(jobDir, name), text);
-      c.store.fileDone(row.id, f.idx, { path: relative(c.outDir, join(jobDir, name)), size: Buffer.byteLength(text), sha256: sha256Hex(text), content_type: 'text/plain' });
-      continue;
+  try {
+    for (const f of files) {
+      if (f.state === 'done') continue;
+      if (c.signal.aborted) {
+        await recordNow();
+        return null;
+      }
+      let got: Got;
+      if (f.url === null) {
+        texts ??= new Map(extractResults(JSON.parse(row.result ?? '{}') as TaskView, findModel(row.model)?.resultEndpoint ?? 'status', row.model).texts.map((t) => [t.idx, t.text]));
+        const text = texts.get(f.idx) ?? '';
+        const name = c.download.sanitizeName(f.name);
+        await writeFileAtomic(join(jobDir, name), text, { dirExists: true });
+        got = { path: relative(c.outDir, join(jobDir, name)), size: Buffer.byteLength(text), sha256: sha256Hex(text), content_type: 'text/plain' };
+        done.push({ idx: f.idx, got, text: true });
+      } else {
+        const d = await c.download.downloadFile({ url: f.url, dir: jobDir, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, dirExists: true, deferDirSync: true });
+        got = { path: relative(c.outDir, d.path), size: d.size, sha256: d.sha256, content_type: d.contentType };
+        done.push({ idx: f.idx, got, text: false });
+      }
+      Object.assign(f, got, { content_type: got.content_type ?? f.content_type, state: 'done' } satisfies Partial<FileRow>);
     }
-    const got = await c.download.downloadFile({ url: f.url, dir: jobDir, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal });
-    const rel = relative(c.outDir, got.path);
-    c.store.fileDone(row.id, f.idx, { path: rel, size: got.size, sha256: got.sha256, content_type: got.contentType });
-    c.emit({ type: 'file', id: row.id, path: rel, size: got.size, sha256: got.sha256 });
+  } catch (err) {
+    await recordNow().catch(() => undefined); // the download error is the one that matters
+    throw err;
   }
   const result = {
     job_id: row.id,
@@ -43,8 +78,10 @@ export async function fetchJob(
     model: row.model,
     input: row.submitted_input ? (JSON.parse(row.submitted_input) as unknown) : null,
     finished_at: row.finished_at,
-    files: c.store.filesOf(row.id).map((f) => ({ name: f.name, path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.content_type, url: f.url })),
+    files: files.map((f) => ({ name: f.name, path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.content_type, url: f.url })),
   };
-  await writeFileAtomic(join(jobDir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
-  return true;
+  await writeFileAtomic(join(jobDir, 'result.json'), JSON.stringify(result, null, 2) + '\n', { dirExists: true });
+  // One folder fsync covers every file above and result.json.
+  if (done.length === 0) await c.download.syncDir(jobDir);
+  return settle();
 }

@@ -1,13 +1,17 @@
-import { randomBytes } from 'node:crypto';
 import { mkdir, open, rename } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { tmpSuffix } from '../download/index.js';
 
-/** Write a small file atomically: temp file in the same folder, fsync (off the main thread), rename. */
-export async function writeFileAtomic(path: string, data: string): Promise<void> {
+/**
+ * Write a small file atomically: temp file in the same folder, fsync (off the main thread), rename.
+ * The folder itself is not fsynced: callers that record the file as done fsync it once (fsyncDir) first.
+ * `dirExists`: the caller made the folder already (no mkdir).
+ */
+export async function writeFileAtomic(path: string, data: string, o: { dirExists?: boolean } = {}): Promise<void> {
   const dir = dirname(path);
-  await mkdir(dir, { recursive: true });
+  if (!o.dirExists) await mkdir(dir, { recursive: true });
   // Same temporary name pattern as the downloader, so cleanupPartials removes leftovers of both.
-  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}.part`);
+  const tmp = join(dir, `.${basename(path)}.${tmpSuffix()}.part`);
   const fh = await open(tmp, 'w');
   try {
     await fh.writeFile(data);

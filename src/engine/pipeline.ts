@@ -478,8 +478,9 @@ export class Pipeline {
   private async downloadJob(row: JobRow): Promise<void> {
     try {
       const finished = await fetchJob(row, { store: this.store, download: this.download, outDir: this.opts.outDir, signal: this.opts.signal, emit: this.opts.emit });
+      // The files are recorded in the same transaction as the state change (one per job).
       if (finished) {
-        this.move(row.id, 'downloading', 'done', {});
+        this.move(row.id, 'downloading', 'done', {}, finished);
         this.rescanPending();
       }
     } catch (err) {

@@ -42,7 +42,10 @@ export interface DownloadResult {
 }
 
 export interface DownloadPort {
-  downloadFile(opts: { url: string; dir: string; name: string; expectedSize?: number; signal?: AbortSignal }): Promise<DownloadResult>;
+  /** `deferDirSync`: the folder is not fsynced after the rename; the caller calls syncDir once before recording the files. */
+  downloadFile(opts: { url: string; dir: string; name: string; expectedSize?: number; signal?: AbortSignal; dirExists?: boolean; deferDirSync?: boolean }): Promise<DownloadResult>;
+  /** fsync a folder (names renamed into it survive a power loss). */
+  syncDir(dir: string): Promise<void>;
   /** True when the error says the file is gone for good (404/410 past its validity). */
   isGone(err: unknown): boolean;
   /** Remove leftover temporary files in a folder. */

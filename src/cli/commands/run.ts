@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { ChatClient, ServiceClient, UploadLimiter, serviceConfigFromEnv, withRetry } from '../../client/index.js';
-import { cleanupPartials, downloadFile, isGone, sanitizeName } from '../../download/index.js';
+import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../../download/index.js';
 import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
 import { UsageError } from '../../errors.js';
 import { loadPrices } from '../../pricing/index.js';
@@ -108,6 +108,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       }),
     isGone,
     cleanupPartials: (dir) => cleanupPartials(dir),
+    syncDir: (dir) => fsyncDir(dir),
     sanitizeName: (name) => sanitizeName(name, 'job'),
   };
 
