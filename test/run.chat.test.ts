@@ -81,6 +81,22 @@ function storedResult(state: string, id: string): { text: string; usage: { input
   }
 }
 
+/** Wait until a job of the state file is in `want` (the file may not exist yet). */
+async function waitForState(state: string, id: string, want: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    let now: string | undefined;
+    try {
+      now = readJobs(state).find((j) => j.id === id)?.state;
+    } catch {
+      now = undefined; // the state file is not created yet
+    }
+    if (now === want) return;
+    if (Date.now() > deadline) throw new Error(`job ${id} never reached ${want}`);
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
 describe('chat jobs in genbatch run', () => {
   it('runs media and chat jobs (4 protocols, stream on and off, a rows template) to done; texts match; resume does nothing', async () => {
     const w = work();
@@ -206,6 +222,24 @@ describe('chat jobs in genbatch run', () => {
     expect(readFileSync(join(c.out, 'cut', 'response.txt'), 'utf8')).toBe(expected('vendorb/verse-4.5', 'Cut me'));
   }, 120_000);
 
+  it('SIGINT during a call: the job goes back to pending (exit 130); the next run makes the call again', async () => {
+    const w = work();
+    const manifest = join(w.dir, 'sigint.yaml');
+    writeFileSync(manifest, ['jobs:', chatJob('waiting', 'vendora/chat-5', 'responses', true, 'Wait for it'), ''].join('\n'));
+    sb.script('chat', ['slow']);
+    const child = spawnCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--yes'], { GENBATCH_API_KEY: KEY });
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    await waitForState(w.state, 'waiting', 'submitting');
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(readJobs(w.state)[0]).toMatchObject({ state: 'pending', attempts: 1 });
+    expect(readJobs(w.state)[0]!.last_error).toContain('stopped during the chat call');
+    const r = await run(manifest, w.out);
+    expect(r.code).toBe(0);
+    expect(readJobs(w.state)[0]).toMatchObject({ state: 'done', attempts: 2 });
+    expect(readFileSync(join(w.out, 'waiting', 'response.txt'), 'utf8')).toBe(expected('vendora/chat-5', 'Wait for it'));
+  }, 60_000);
+
   it('manifests/chat-captions.yaml validates and runs with --sandbox: 100 captions, every one the sandbox reply to its row', async () => {
     const w = work();
     const v = await runCli(['validate', 'manifests/chat-captions.yaml']);
@@ -231,18 +265,7 @@ describe('chat jobs in genbatch run', () => {
     const child = spawnCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--yes', '--concurrency', '1'], { GENBATCH_API_KEY: KEY });
     const exited = new Promise<void>((resolve) => child.on('close', () => resolve()));
     // Kill -9 once the intent of the slow call is committed.
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      let state: string | undefined;
-      try {
-        state = readJobs(w.state).find((j) => j.id === 'slow')?.state;
-      } catch {
-        state = undefined; // the state file is not created yet
-      }
-      if (state === 'submitting') break;
-      if (Date.now() > deadline) throw new Error('the slow job never reached submitting');
-      await new Promise((res) => setTimeout(res, 20));
-    }
+    await waitForState(w.state, 'slow', 'submitting');
     child.kill('SIGKILL');
     await exited;
     expect(readJobs(w.state).find((j) => j.id === 'slow')).toMatchObject({ state: 'submitting', attempts: 1 });
