@@ -4,10 +4,10 @@
 import type { ReportSummary } from './types.js';
 
 /** Display order of job states; states not listed here follow, alphabetically. */
-const STATE_ORDER = ['done', 'failed', 'uncertain', 'expired', 'skipped', 'pending', 'submitting', 'submitted', 'downloading'];
+const STATE_ORDER = ['done', 'failed', 'uncertain', 'expired', 'exists', 'skipped', 'pending', 'submitting', 'submitted', 'downloading'];
 
 /** States a reader must look at: listed with their errors in report.md and report.html. */
-export const PROBLEM_STATES: readonly string[] = ['failed', 'uncertain', 'expired'];
+export const PROBLEM_STATES: readonly string[] = ['failed', 'uncertain', 'expired', 'exists', 'skipped'];
 
 /** [state, count] pairs with count > 0, in display order. */
 export function orderedCounts(counts: Record<string, number>): Array<[string, number]> {
