@@ -8,6 +8,7 @@ import { priceJob } from '../pricing/index.js';
 import type { Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import { canonicalJson, sha256Hex } from './results.js';
+import { clearKey, manifestPrint, matchingKey, pricesHash, saveKey } from './sync-key.js';
 import type { StoredSpec } from './spec.js';
 
 /**
@@ -36,14 +37,40 @@ class FileHashes {
     this.cache.set(file, { size: st.size, mtimeMs: st.mtimeMs, sha });
     return sha;
   }
+  /** Every file hashed so far, with its sha256. */
+  files(): Array<{ file: string; sha256: string }> {
+    return [...this.cache].map(([file, h]) => ({ file, sha256: h.sha }));
+  }
 }
 
 export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void): Promise<PrepareResult> {
-  const problems: Problem[] = [];
-  const hashes = new FileHashes();
-  const seen = new Set<string>();
   const out: PrepareResult = { jobs: 0, new: 0, changed: 0, unchanged: 0, skipped: 0, recoveredUncertain: [] };
+  // Read (and hashed) before the jobs are: see sync-key.ts.
+  const print = manifestPrint(manifest.path);
+  const prices = pricesHash(userPrices);
+  const known = matchingKey(store, print, prices);
+  if (known) {
+    // Same manifest bytes, local files, prices and genbatch as the last committed sync: every job is unchanged.
+    out.jobs = known.jobs;
+    out.unchanged = known.jobs;
+  } else {
+    const hashes = new FileHashes();
+    await syncAll(store, manifest, userPrices, out, hashes);
+    saveKey(store, print, prices, hashes.files(), out.jobs);
+  }
+  out.recoveredUncertain = store.recoverSubmitting();
+  emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped, counts: store.counts() });
+  if (out.recoveredUncertain.length > 0) emit({ type: 'recovered', uncertain: out.recoveredUncertain });
+  return out;
+}
+
+/** Check every job of the manifest and record the valid ones (one transaction), then skip removed jobs. */
+async function syncAll(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, out: PrepareResult, hashes: FileHashes): Promise<void> {
+  const problems: Problem[] = [];
+  const seen = new Set<string>();
   store.beginSync();
+  // Inside the sync's transaction: a sync that commits never leaves the previous key behind.
+  clearKey(store);
   try {
     for await (const job of manifest.jobs()) {
       out.jobs++;
@@ -92,10 +119,6 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
     throw err;
   }
   out.skipped = store.skipRemoved();
-  out.recoveredUncertain = store.recoverSubmitting();
-  emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped, counts: store.counts() });
-  if (out.recoveredUncertain.length > 0) emit({ type: 'recovered', uncertain: out.recoveredUncertain });
-  return out;
 }
 
 /** Data URLs written in a job's image fields: uploaded through the base64 endpoint before the submit. */

@@ -402,6 +402,25 @@ export class Store {
     );
   }
 
+  // ---- small named values (meta table) ----
+
+  /** A value stored under `key` (e.g. what the last manifest sync depended on), or null. */
+  getMeta(key: string): string | null {
+    const r = this.stmt('SELECT value FROM meta WHERE key = ?').get(key) as { value: string } | undefined;
+    return r?.value ?? null;
+  }
+
+  /** Store `value` under `key`; null removes it. */
+  setMeta(key: string, value: string | null): void {
+    if (value === null) this.stmt('DELETE FROM meta WHERE key = ?').run(key);
+    else this.stmt('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value').run(key, value);
+  }
+
+  /** The id of the run in use (openRun/useRun). */
+  get currentRunId(): number {
+    return this.runId;
+  }
+
   integrityCheck(): string {
     return String(this.db.pragma('integrity_check', { simple: true }));
   }
