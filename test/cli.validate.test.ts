@@ -80,8 +80,9 @@ describe('genbatch validate on broken manifests', () => {
       ['m01-size', 'm02-quality', 'm03-blank-prompt', 'm04-n', 'm04-n', 'm05-refs-on-base', 'm06-edit-without-refs', 'm07-unknown-model', 'm08-no-model', 'm09-flash-extra', 'm10-missing-file', 'm11-not-an-image', 'm12-too-many', 'm13-duration', 'm14-audio-bool', 'm15-local-audio', 'm16-callback', 'm17-typo', 'm18-graph', 'm19-chat'],
     );
     const fields = parsed.map((m) => m?.[4]);
-    expect(fields).toEqual(expect.arrayContaining(['input.size', 'input.quality', 'input.prompt', 'input.n', 'input.image_urls', 'model', 'input.seed', 'input.image_urls[0]', 'input.duration', 'input.audio', 'input.upload_url', 'callback_url', 'inptu', 'needs', 'input.messages', 'id']));
+    expect(fields).toEqual(expect.arrayContaining(['input.size', 'input.quality', 'input.prompt', 'input.n', 'input.image_urls', 'model', 'input.seed', 'input.image_urls[0]', 'input.duration', 'input.audio', 'input.upload_url', 'callback_url', 'inptu', 'needs[0]', 'input.messages', 'id']));
     expect(r.stderr).toContain('input.size: custom size 4000x2000 has a longest edge over 3840');
+    expect(r.stderr).toContain('needs[0]: no job with id "m01-sise" in this manifest (did you mean "m01-size"?)');
   });
 
   it('--json prints {valid, jobs, problems} and keeps the exit code', async () => {

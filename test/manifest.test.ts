@@ -211,13 +211,13 @@ describe('manifest-level problems', () => {
     expect(formatProblem(r.problems[0]!)).toMatch(new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\d+: YAML syntax: `));
   });
 
-  it('reports duplicate keys, unknown keys (with a suggestion), reserved graph keys and wrong types, all at once', async () => {
+  it('reports duplicate keys, unknown keys (with a suggestion), graph keys of the wrong type and wrong types, all at once', async () => {
     const p = write('m.yaml', 'budjet: 5\njobs:\n  - id: a\n    model: alpha-image-2\n    inptu: {prompt: x}\n  - id: b\n    for_each: [1]\n    model: alpha-image-2\n    input: {prompt: y}\n  - model: 7\n    input: {prompt: y}\n');
     const r = await validateManifest(p);
     expect(r.problems.map(formatProblem)).toEqual([
       `${p}:1 budjet: unknown key "budjet" (did you mean "budget"?); allowed keys: budget, pricing, defaults, jobs`,
-      `job a (${p}:5) inptu: unknown key "inptu" (did you mean "input"?); allowed keys: id, model, input, callback_url, protocol, rows, glob, matrix`,
-      `job b (${p}:7) for_each: job graphs are not supported yet ("for_each" is reserved for them)`,
+      `job a (${p}:5) inptu: unknown key "inptu" (did you mean "input"?); allowed keys: id, model, input, callback_url, protocol, needs, for_each, rows, glob, matrix`,
+      `job b (${p}:7) for_each: must be a string (a reference such as \${{ jobs.song.audio }})`,
       `${p}:10 jobs[2].model: must be a string (a model id)`,
     ]);
   });
