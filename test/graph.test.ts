@@ -180,8 +180,9 @@ ${SONG}  - id: wav
     model: convert-to-wav
     input: {task_id: "\${{ jobs.song.task_id }}", audio_id: "\${{ item.audio_id }}"}
   - id: caption
-    model: openai/gpt-4o
-    input: {messages: [{role: user, content: "three prompts"}]}
+    model: vendorb/verse-4.5-fast
+    protocol: messages
+    input: {max_tokens: 100, messages: [{role: user, content: "three prompts"}]}
   - id: pics
     for_each: \${{ jobs.caption.lines }}
     model: alpha-image-2
@@ -194,6 +195,6 @@ ${SONG}  - id: wav
     expect(wav.basis).toContain('2 children: the documented count of song.audio (generate-music)');
     const pics = est.jobs!.find((j) => j.id === 'pics')!;
     expect(pics.credits).toBeNull();
-    expect(pics.basis).toContain('children unknown until caption runs');
+    expect(pics.basis).toContain('children unknown until caption runs (a chat answer has no documented number of lines)');
   });
 });

@@ -90,7 +90,7 @@ export class GraphCollector {
     const field = typeof ref.path[0] === 'string' ? ref.path[0] : '';
     if (!k) return { count: null, basis: `children unknown until ${ref.job} runs (it is listed later in the manifest)` };
     const n = ref.path.length === 1 && k.input ? documentedCount(k.model, k.kind, k.input, field) : null;
-    if (n === null) return { count: null, basis: `children unknown until ${ref.job} runs (${k.model} documents no count for ${field || 'this list'})` };
+    if (n === null) return { count: null, basis: `children unknown until ${ref.job} runs (${k.kind === 'chat' ? `a chat answer has no documented number of ${field || 'items'}` : `${k.model} documents no count for ${field || 'this list'}`})` };
     return { count: n, basis: `${n} children: the documented count of ${ref.job}.${field} (${k.model})` };
   }
 

@@ -64,7 +64,7 @@ export const jobSchema = z
         .union([str('a job id'), z.array(str('a job id'), { error: 'must be a list of job ids' })], { error: 'must be a list of job ids' })
         .describe('Ids of jobs that must be done before this one starts (order without data; references ${{ jobs.<id>.<field> }} add their job by themselves)'),
       for_each: str('a reference such as ${{ jobs.song.audio }}')
-        .regex(/^\s*\$\{\{[^{}]*\}\}\s*$/, { error: 'must be one reference to a list, e.g. ${{ jobs.song.audio }}' })
+        .regex(/^\s*\$\{\{.*\}\}\s*$/s, { error: 'must be one reference to a list, e.g. ${{ jobs.song.audio }}' })
         .describe('One job per item of another job\'s list output, made once that job is done; inside, ${{ item }}, ${{ item.<field> }} and ${{ index }} (0-based); children are named <id>.<index>'),
       rows: rowsSchema,
       glob: globSchema,
