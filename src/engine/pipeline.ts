@@ -136,11 +136,14 @@ export class Pipeline {
     for (const s of this.store.graph.drainSkipped()) this.opts.emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', task_id: null, error: s.reason });
   }
 
-  /** A job became done: jobs waiting for it may be ready now, so pending jobs are read again from the start. */
-  private rescanPending(): void {
+  /** `id` became done: jobs waiting for it may be ready now, so pending jobs are read again from the first of them. */
+  private rescanPending(id: string): void {
     if (!this.graphOn) return;
+    const first = this.store.graph.firstPendingChild(id);
+    if (first === null) return;
+    // Rows read but not handed out yet are read again too.
+    this.cursor = Math.min(this.cursor, first - 1, (this.buffer[0]?.seq ?? Infinity) - 1);
     this.buffer = [];
-    this.cursor = 0;
     this.pendingExhausted = false;
   }
 
@@ -281,7 +284,7 @@ export class Pipeline {
         .finally(() => {
           this.submitsInFlight--;
           this.claimed.delete(row.id);
-          if (row.kind === 'chat') this.rescanPending();
+          if (row.kind === 'chat') this.rescanPending(row.id);
           this.wake();
         });
     }
@@ -481,7 +484,7 @@ export class Pipeline {
       // The files are recorded in the same transaction as the state change (one per job).
       if (finished) {
         this.move(row.id, 'downloading', 'done', {}, finished);
-        this.rescanPending();
+        this.rescanPending(row.id);
       }
     } catch (err) {
       if (this.opts.signal.aborted) return;

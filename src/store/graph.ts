@@ -52,6 +52,14 @@ export class GraphLinks {
     for (const [id, l] of links) for (const p of l.parents) ins.run(run, id, p);
   }
 
+  /** The smallest seq of the pending jobs waiting for `parentId`, or null (where a rescan of pending jobs starts). */
+  firstPendingChild(parentId: string): number | null {
+    const r = this.h
+      .stmt(`SELECT MIN(j.seq) AS m FROM job_links l JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind != 'child' AND j.state = 'pending'`)
+      .get(this.h.runId(), parentId) as { m: number | null } | undefined;
+    return r?.m ?? null;
+  }
+
   /** Parents a job waits for. */
   parentsOf(jobId: string): string[] {
     return (this.h.stmt(`SELECT parent_id FROM job_links WHERE run_id = ? AND job_id = ? AND kind != 'child'`).all(this.h.runId(), jobId) as { parent_id: string }[]).map((r) => r.parent_id);
