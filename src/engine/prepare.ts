@@ -46,7 +46,7 @@ class FileHashes {
 export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void): Promise<PrepareResult> {
   const out: PrepareResult = { jobs: 0, new: 0, changed: 0, unchanged: 0, skipped: 0, recoveredUncertain: [] };
   // Read (and hashed) before the jobs are: see sync-key.ts.
-  const print = manifestPrint(manifest.path);
+  const print = await manifestPrint(manifest.path);
   const prices = pricesHash(userPrices);
   const known = matchingKey(store, print, prices);
   if (known) {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { createReadStream, readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Store } from '../store/index.js';
 import { canonicalJson, sha256Hex } from './results.js';
@@ -53,14 +53,22 @@ export interface ManifestPrint {
   selfContained: boolean;
 }
 
-/** Size, mtime and sha256 of the manifest file, read before its jobs are; null when unreadable. */
-export function manifestPrint(manifestPath: string): ManifestPrint | null {
+/**
+ * Size, mtime and sha256 of the manifest file, read before its jobs are; null
+ * when unreadable. Streamed (a 100,000-row table is never held whole for this).
+ */
+export async function manifestPrint(manifestPath: string): Promise<ManifestPrint | null> {
   try {
     const st = statSync(manifestPath);
-    const bytes = readFileSync(manifestPath);
     const table = ['.csv', '.tsv', '.tab'].includes(extname(manifestPath).toLowerCase());
-    const selfContained = table || !/^[\s-]*(rows|glob)\s*:/m.test(bytes.toString('utf8'));
-    return { manifestPath, size: st.size, mtimeMs: st.mtimeMs, sha256: createHash('sha256').update(bytes).digest('hex'), selfContained };
+    const hash = createHash('sha256');
+    let sources = false;
+    for await (const chunk of createReadStream(manifestPath, { highWaterMark: 1 << 20 })) {
+      hash.update(chunk as Buffer);
+      // YAML: read whole by the manifest reader anyway; a source key may straddle chunks, so test the whole text below.
+    }
+    if (!table) sources = /^[\s-]*(rows|glob)\s*:/m.test(readFileSync(manifestPath, 'utf8'));
+    return { manifestPath, size: st.size, mtimeMs: st.mtimeMs, sha256: hash.digest('hex'), selfContained: table || !sources };
   } catch {
     return null;
   }
