@@ -3,6 +3,9 @@
  * time (at rate 1) + every advance made through `advance()` or
  * `POST /__sandbox/clock`. All task times, expiries and callbacks use it.
  */
+/** The clock never moves further than this past its start (100 years): far enough for any test, and dates stay printable. */
+export const MAX_ADVANCE_S = 100 * 365.25 * 24 * 3600;
+
 export class Clock {
   private readonly realStart = performance.now();
   private readonly epochStart: number;
@@ -18,9 +21,18 @@ export class Clock {
     return this.epochStart + (performance.now() - this.realStart) + this.offsetMs;
   }
 
-  /** Move the clock forward by `seconds` (>= 0) and wake whoever waits on it. */
+  /** Why advancing by `seconds` is refused (negative, not finite, or past 100 years from the start), or null. */
+  advanceProblem(seconds: number): string | null {
+    if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds < 0) return `must be a non-negative number of seconds, got ${String(seconds)}`;
+    const room = MAX_ADVANCE_S - (this.now() - this.epochStart) / 1000;
+    if (seconds > room) return `must keep the clock within 100 years of its start: at most ${Math.floor(room)} more seconds, got ${seconds}`;
+    return null;
+  }
+
+  /** Move the clock forward by `seconds` (>= 0, keeping it within 100 years of its start) and wake whoever waits on it. */
   advance(seconds: number): void {
-    if (!Number.isFinite(seconds) || seconds < 0) throw new RangeError(`advance expects a non-negative number of seconds, got ${seconds}`);
+    const problem = this.advanceProblem(seconds);
+    if (problem) throw new RangeError(`advance: ${problem}`);
     this.offsetMs += seconds * 1000;
     for (const fn of this.listeners) fn();
   }

@@ -46,7 +46,9 @@ export function adminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   app.post('/__sandbox/clock', { config }, async (req, reply) => {
     const body: unknown = req.body;
     const s = isObject(body) ? body.advance_s : undefined;
-    if (typeof s !== 'number' || !Number.isFinite(s) || s < 0) return sendError(reply, 400, 'advance_s: must be a non-negative number of seconds');
+    if (typeof s !== 'number') return sendError(reply, 400, 'advance_s: must be a non-negative number of seconds');
+    const problem = ctx.clock.advanceProblem(s);
+    if (problem) return sendError(reply, 400, `advance_s: ${problem}`);
     ctx.clock.advance(s);
     return clockSnapshot(ctx);
   });
