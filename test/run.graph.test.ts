@@ -60,6 +60,9 @@ ${song('good', 'a calm harbour song')}${song('bad', 'a song with unsafe-output i
     needs: [video-b]
     model: alpha-image-2
     input: {prompt: "after the second video"}
+  - id: bad-size
+    model: alpha-image-2
+    input: {prompt: "a square poster", size: "\${{ jobs.good.audio[0].title }}"}
   - id: free
     model: alpha-image-2
     input: {prompt: "an unrelated lighthouse"}
@@ -96,12 +99,15 @@ describe('job graphs in a run', () => {
       'video-a': 'done',
       'video-b': 'exists',
       'after-b': 'skipped',
+      'bad-size': 'failed',
       free: 'done',
     });
     expect(jobs.get('bad')!.last_error).toContain('content policy');
     for (const id of ['bad-wav', 'bad-cover', 'bad-poster']) expect(jobs.get(id)!.last_error).toMatch(/^skipped because job bad is failed: content policy/);
     expect(jobs.get('video-b')!.last_error).toContain('a music video already exists');
     expect(jobs.get('after-b')!.last_error).toMatch(/^skipped because job video-b is exists: .*a music video already exists/);
+    // A referenced value that breaks the model's rules fails that job at submit time, naming the field.
+    expect(jobs.get('bad-size')!.last_error).toMatch(/^input after filling references does not fit alpha-image-2: input\.size: /);
     // Tasks: good, bad, 2 wav, video-a, free; video-b was refused (409, nothing created); skipped jobs sent nothing.
     expect(sb.stats().tasks_total - before).toBe(6);
     expect(checkFiles(state, out)).toBeGreaterThan(0);
