@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
 
@@ -51,5 +53,40 @@ describe('clock bounds', () => {
     expect(s.status).toBe(200);
     expect(s.body.data.created_time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
     expect((await call(sb, 'GET', '/__sandbox/clock', null)).status).toBe(200);
+  });
+});
+
+const PNG_BYTES = readFileSync(join(import.meta.dirname, 'fixtures/manifest/ref.png'));
+const GIF_BYTES = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
+
+const upload = (sb: Sandbox, key: string, bytes: Buffer, fields: Record<string, string> = {}) =>
+  call(sb, 'POST', '/api/common/upload/base64', key, { base64_data: bytes.toString('base64'), ...fields });
+
+describe('upload names', () => {
+  it("never replaces another key's upload: 409 conflict_error, and the first file stays", async () => {
+    const sb = await sandbox();
+    const a = await upload(sb, 'k1', PNG_BYTES, { file_name: 'ref.png', upload_path: 'shared' });
+    expect(a.status).toBe(200);
+    const b = await upload(sb, 'k2', PNG_BYTES, { file_name: 'ref.png', upload_path: 'shared' });
+    expect(b.status).toBe(409);
+    expect(b.body.error).toEqual({ type: 'conflict_error', message: expect.stringContaining('temp/shared/ref.png is already used by an upload of another API key') });
+    const again = await upload(sb, 'k1', PNG_BYTES, { file_name: 'ref.png', upload_path: 'shared' });
+    expect(again.status).toBe(200);
+    const served = await fetch(a.body.data.file_url as string);
+    expect(Buffer.from(await served.arrayBuffer()).equals(PNG_BYTES)).toBe(true);
+    sb.clock.advance(73 * 3600);
+    expect((await upload(sb, 'k2', PNG_BYTES, { file_name: 'ref.png', upload_path: 'shared' })).status).toBe(200);
+  });
+
+  it('corrects a file_name extension to the detected type', async () => {
+    const sb = await sandbox();
+    const g = await upload(sb, 'k1', GIF_BYTES, { file_name: 'ref.png' });
+    expect(g.status).toBe(200);
+    expect(g.body.data).toMatchObject({ file_name: 'ref.gif', content_type: 'image/gif', file_url: `${sb.url}/temp/ref.gif` });
+    const res = await fetch(g.body.data.file_url as string);
+    expect(res.headers.get('content-type')).toBe('image/gif');
+    expect((await fetch(`${sb.url}/temp/ref.png`)).status).toBe(404);
+    const p = await upload(sb, 'k1', PNG_BYTES, { file_name: 'photo.PNG' });
+    expect(p.body.data.file_name).toBe('photo.PNG');
   });
 });

@@ -47,6 +47,8 @@ export interface StoredUpload {
   contentType: string;
   /** Virtual epoch ms after which the file is gone. */
   expiresAt: number;
+  /** Hash of the key that uploaded it (another key may not replace it). */
+  owner?: string;
 }
 
 export function render(spec: RenderSpec): Buffer {
@@ -190,10 +192,15 @@ export class FileStore {
     };
   }
 
-  /** Store uploaded bytes under `relPath` (e.g. `temp/<upload_path>/<name>`); returns its URL. */
-  putUpload(relPath: string, bytes: Buffer, contentType: string, expiresAt: number): string {
+  /**
+   * Store uploaded bytes under `relPath` (e.g. `temp/<upload_path>/<name>`); returns its URL.
+   * `owner` (a key hash): an unexpired upload of another owner at that path is never replaced: returns null.
+   */
+  putUpload(relPath: string, bytes: Buffer, contentType: string, expiresAt: number, owner?: string, now = 0): string | null {
     const path = relPath.replace(/^\/+/, '');
-    this.uploads.set(path, { bytes, contentType, expiresAt });
+    const old = this.uploads.get(path);
+    if (old && old.owner !== owner && now < old.expiresAt) return null;
+    this.uploads.set(path, owner === undefined ? { bytes, contentType, expiresAt } : { bytes, contentType, expiresAt, owner });
     return `${this.base()}/${path.split('/').map(encodeURIComponent).join('/')}`;
   }
 

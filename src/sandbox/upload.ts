@@ -26,6 +26,11 @@ import { download } from './uploads/remote.js';
  * minute scaled by timeScale), then 429 rate_limit_error with Retry-After;
  * at most 20 MiB per image (413 content_too_long_error, sandbox choice);
  * upload/url gives up after 10 s x timeScale, at least 1 s (408 timeout_error).
+ * Names: a path is never shared between keys: an upload to a path that holds
+ * another key's unexpired upload is refused with 409 conflict_error (the
+ * contract's `temp/<path>` rule leaves no room for a per-key folder); the same
+ * key re-uploading a path replaces its own file. A `file_name` whose extension
+ * is not the detected type's is corrected (`ref.png` holding a GIF: `ref.gif`).
  * Errors: 400 validation_error for missing or invalid fields, 400
  * file_format_error for data that is not a usable image, 422 for a stream
  * upload without `file`. Stats: every upload request answered with an error
@@ -65,14 +70,17 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   const limit = new UploadRateLimit(UPLOADS_PER_WINDOW, UPLOAD_WINDOW_MS * ctx.options.timeScale);
   const timeoutMs = Math.max(1000, 10_000 * ctx.options.timeScale);
 
-  async function store(input: UploadInput) {
+  async function store(input: UploadInput, owner: string) {
     const type = await detectImage(input.bytes, input.field);
     const folder = cleanUploadPath(input.uploadPath, input.uploadPathField);
     const now = ctx.now();
     const name = cleanFileName(input.fileName, input.fileNameField, type.ext) ?? generatedName(now, type.ext);
     const dir = folder ? `temp/${folder}` : 'temp';
     const expiresAt = now + UPLOAD_TTL_MS;
-    const url = ctx.files.putUpload(`${dir}/${name}`, input.bytes, type.mime, expiresAt);
+    const url = ctx.files.putUpload(`${dir}/${name}`, input.bytes, type.mime, expiresAt, owner, now);
+    if (url === null) {
+      throw new Refused(409, 'conflict_error', `${input.fileNameField}: ${dir}/${name} is already used by an upload of another API key; choose another file_name or upload_path`);
+    }
     return {
       code: 200,
       data: { file_url: url, download_url: url, file_name: name, file_size: input.bytes.length, content_type: type.mime, upload_path: dir, expires_at: isoNoZone(expiresAt) },
@@ -93,7 +101,7 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
       return sendError(reply, 429, `upload rate limit: at most ${UPLOADS_PER_WINDOW} uploads per minute per API key; retry after ${Math.ceil(waitMs / 1000)} s`, 'error', 'rate_limit_error');
     }
     try {
-      const body = await store(await read(req));
+      const body = await store(await read(req), account.hash);
       ctx.stats.uploads.accepted++;
       return body;
     } catch (err) {

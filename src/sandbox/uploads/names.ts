@@ -7,7 +7,8 @@ import { invalid } from './refused.js';
  * anything else is refused with validation_error. A given `file_name` is
  * sanitised, not refused: only its last path segment is kept, other characters
  * become `_`, leading dots are dropped, at most 200 characters; a name with no
- * extension gets the detected one. Without a name: `{timestamp}_{random}_{extension}`
+ * extension, or an extension that is not the detected type's, gets the detected one
+ * (`ref.png` holding a GIF is stored as `ref.gif`; `.jpeg`/`.jpe` count as `jpg`). Without a name: `{timestamp}_{random}_{extension}`
  * as the contract writes it (epoch ms on the sandbox clock, 8 hex characters,
  * the extension word, e.g. `1767225600000_3fa2b9c1_png`).
  */
@@ -33,7 +34,10 @@ export function cleanFileName(value: unknown, field: string, ext: string): strin
   const last = value.split(/[/\\]/).pop() ?? '';
   const safe = last.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '').slice(0, 200);
   if (safe === '' || /^_*$/.test(safe)) return null;
-  return /\.[A-Za-z0-9]+$/.test(safe) ? safe : `${safe}.${ext}`;
+  const m = /^(.+)\.([A-Za-z0-9]+)$/.exec(safe);
+  if (!m?.[1] || !m[2]) return `${safe}.${ext}`;
+  const given = m[2].toLowerCase();
+  return given === ext || (ext === 'jpg' && (given === 'jpeg' || given === 'jpe')) ? safe : `${m[1]}.${ext}`;
 }
 
 export function generatedName(nowMs: number, ext: string): string {
