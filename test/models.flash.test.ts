@@ -13,6 +13,23 @@ describe('flash text-to-image', () => {
     const r = checkSubmit({ model: M, input: { prompt: '   ' } });
     expect(r.issues).toEqual([{ path: 'input.prompt', message: 'must contain at least one non-whitespace character', type: 'validation_error' }]);
   });
+  it('an empty prompt is one mistake with one message', () => {
+    const r = checkSubmit({ model: M, input: { prompt: '' } });
+    expect(r.issues).toEqual([{ path: 'input.prompt', message: 'must not be empty', type: 'validation_error' }]);
+  });
+  it('every catalogued prompt helper reports an empty prompt once', () => {
+    const cases: Array<[string, Record<string, unknown>]> = [
+      ['alpha-image-2', {}],
+      ['imagine-video-1.5', {}],
+      ['vidmodel2.5-text-to-video', {}],
+      ['boost-music-style', {}],
+    ];
+    for (const [model, rest] of cases) {
+      const field = model === 'boost-music-style' ? 'content' : 'prompt';
+      const r = checkSubmit({ model, input: { ...rest, [field]: '' } });
+      expect(r.issues, model).toEqual([{ path: `input.${field}`, message: 'must not be empty', type: 'validation_error' }]);
+    }
+  });
   it('rejects a 5001-character prompt as content_too_long_error', () => {
     const r = checkSubmit({ model: M, input: { prompt: 'x'.repeat(5001) } });
     expect(r.issues[0]).toMatchObject({ path: 'input.prompt', type: 'content_too_long_error' });

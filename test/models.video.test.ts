@@ -286,7 +286,9 @@ describe('imagine-video-1.5 (the Grok-style video 1.5 model; id chosen)', () => 
     ok(M, { prompt: 'x'.repeat(4096) });
     const r = checkSubmit({ model: M, input: { prompt: 'x'.repeat(4097) } });
     expect(r.issues[0]).toMatchObject({ path: 'input.prompt', type: 'content_too_long_error', message: 'must be at most 4096 characters' });
-    bad(M, {}, 'input.prompt', /string/);
+    const missing = checkSubmit({ model: M, input: {} });
+    expect(missing.issues).toEqual([{ path: 'input.prompt', message: 'is required', type: 'validation_error' }]);
+    bad(M, { prompt: 3 }, 'input.prompt', /^must be a string$/);
   });
   it('duration 1 to 15', () => {
     ok(M, { prompt: 'p', duration: 1 });

@@ -8,8 +8,8 @@ import { z } from 'zod';
 /** A prompt of 1..max characters with at least one non-whitespace character. */
 export function prompt(max: number) {
   return z
-    .string({ error: 'must be a string' })
-    .min(1, { error: 'must not be empty' })
+    .string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') })
+    .min(1, { error: 'must not be empty', abort: true })
     .max(max, { error: `must be at most ${max} characters` })
     .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' })
     .describe(`Prompt, 1 to ${max} characters`);
@@ -68,7 +68,7 @@ export function isRemoteRef(s: string): boolean {
 export function promptText() {
   return z
     .string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') })
-    .min(1, { error: 'must not be empty' })
+    .min(1, { error: 'must not be empty', abort: true })
     .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' })
     .describe('Prompt (length limit not shown by the contract)');
 }

@@ -21,7 +21,7 @@ export const SANDBOX_IMAGE_CREDITS = 4;
 export function requiredPrompt(max?: number) {
   const base = z
     .string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') })
-    .min(1, { error: 'must not be empty' });
+    .min(1, { error: 'must not be empty', abort: true });
   const limited = max === undefined ? base : base.max(max, { error: `must be at most ${max} characters` });
   return limited
     .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' })

@@ -19,7 +19,7 @@ export type Sink = Pick<z.core.$RefinementCtx<Raw>, 'addIssue'>;
 export function requiredText(what = 'a string') {
   return z
     .string({ error: (iss) => (iss.input === undefined ? 'is required' : `must be ${what}`) })
-    .min(1, { error: 'must not be empty' })
+    .min(1, { error: 'must not be empty', abort: true })
     .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' });
 }
 
