@@ -234,12 +234,15 @@ describe('videoh', () => {
 describe('motion-1.6', () => {
   const S = 'motion-1.6/standard';
   const P = 'motion-1.6/pro';
-  it('requires prompt and duration (5 or 10, chosen)', () => {
+  it('requires prompt and duration (whole seconds 1 to 60: values not shown, cap chosen)', () => {
     for (const M of [S, P]) {
-      ok(M, { prompt: 'p', duration: 5 });
+      for (const duration of [1, 5, 7, 10, 60]) ok(M, { prompt: 'p', duration });
       bad(M, { duration: 5 }, 'input.prompt', /is required/);
       bad(M, { prompt: 'p' }, 'input.duration', /is required/);
-      bad(M, { prompt: 'p', duration: 7 }, 'input.duration', /not one of 5, 10/);
+      bad(M, { prompt: 'p', duration: 0 }, 'input.duration', /at least 1 second/);
+      bad(M, { prompt: 'p', duration: 61 }, 'input.duration', /at most 60 seconds/);
+      bad(M, { prompt: 'p', duration: 7.5 }, 'input.duration', /whole number/);
+      bad(M, { prompt: 'p', duration: '5' }, 'input.duration', /must be a number/);
     }
   });
   it('infers text-to-video, image-to-video and elements', () => {
@@ -272,6 +275,8 @@ describe('motion-1.6', () => {
     expect(price(S, { prompt: 'p', duration: 10, image_urls: [IMG] }).credits).toBe(90);
     expect(price(P, { prompt: 'p', duration: 5, start_image_url: IMG }).credits).toBe(75);
     expect(price(P, { prompt: 'p', duration: 10 })).toEqual({ credits: 150, basis: 'pro: 15 credits per second x 10 s' });
+    expect(price(S, { prompt: 'p', duration: 7 }).credits).toBe(63);
+    expect(price(P, { prompt: 'p', duration: 60 }).credits).toBe(900);
   });
 });
 

@@ -13,7 +13,8 @@ import type { ModelSpec } from './types.js';
 type Tier = 'standard' | 'pro';
 export type MotionWorkflow = 'text-to-video' | 'image-to-video' | 'elements';
 
-const DURATIONS = [5, 10] as const;
+/** Duration bounds, chosen (the contract gives no values): whole seconds 1 to 60, which keeps a typo's cost bounded (60 s pro = 900 credits). */
+export const MOTION_MAX_SECONDS = 60;
 const RATE: Record<Tier, number> = { standard: 9, pro: 15 };
 
 /** Supported input fields per workflow and tier, from the contract's table. */
@@ -44,9 +45,10 @@ function motionInput(tier: Tier) {
       prompt: promptText(),
       duration: z
         .number({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a number') })
-        .int({ error: 'must be an integer' })
-        .refine((d) => (DURATIONS as readonly number[]).includes(d), { error: (iss) => `${String(iss.input)} is not one of ${DURATIONS.join(', ')}` })
-        .describe('Seconds, required: 5 or 10 (allowed values chosen; not shown)'),
+        .int({ error: 'must be a whole number of seconds' })
+        .min(1, { error: 'must be at least 1 second' })
+        .max(MOTION_MAX_SECONDS, { error: `must be at most ${MOTION_MAX_SECONDS} seconds (cap chosen by genbatch; the contract gives no values)` })
+        .describe(`Seconds, required: a whole number 1 to ${MOTION_MAX_SECONDS} (allowed values not shown; cap chosen)`),
       aspect_ratio: ratioString.optional().describe('Such as 16:9 (allowed values not shown); not for standard image-to-video'),
       negative_prompt: z.string({ error: 'must be a string' }).optional(),
       cfg_scale: z.number({ error: 'must be a number' }).finite({ error: 'must be a finite number' }).optional().describe('Range not shown; not with image_urls'),
@@ -104,7 +106,7 @@ function motionSpec(tier: Tier): ModelSpec {
     resultEndpoint: 'status',
     outputCount: () => 1,
     choices: [
-      'duration values not shown: 5 or 10 seconds accepted',
+      `duration values not shown: any whole number of seconds from 1 to ${MOTION_MAX_SECONDS} (the cap bounds a typo's cost; no shown video model goes past 15 s)`,
       'aspect_ratio values not shown: any W:H ratio string accepted',
       'cfg_scale range not shown: any finite number accepted',
       'end_image_url rule beyond "requires start_image_url, pro only" not shown: nothing further enforced',
