@@ -17,7 +17,7 @@ import { checkFiles, findFiles, integrity, readJobs } from './helpers/verify.js'
  * created exactly once.
  */
 const SCALE = '0.01';
-const KILLS = 2;
+const KILLS = process.env.GENBATCH_SLOW === '1' ? 12 : 2;
 const MANIFEST = join(ROOT, 'manifests', 'music-chain.yaml');
 
 let sb: SandboxProcess;
@@ -63,7 +63,7 @@ describe('music chain: crash and resume', () => {
     let killed = 0;
     const kills: number[] = [];
     for (let i = 0; i < KILLS; i++) {
-      const ms = 300 + Math.floor(Math.random() * 1500);
+      const ms = 300 + Math.floor(Math.random() * (KILLS > 2 ? 700 : 1500));
       kills.push(ms);
       const r = await killAfter(ms, args, env);
       if (r.signal === 'SIGKILL') killed++;
