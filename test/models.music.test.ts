@@ -176,6 +176,14 @@ describe('upload workflows', () => {
     expect(issuesOf(M, { upload_url: URL, default_param_flag: false })).toEqual([]);
     expectOne(M, { upload_url: URL, default_param_flag: false, prompt: 'words' }, 'input.prompt', 'must be left empty when default_param_flag is false');
   });
+  it('upload-and-extend-audio: flag false takes only upload_url (with instrumental and mv, chosen); every other parameter is rejected', () => {
+    const M = 'upload-and-extend-audio';
+    expect(issuesOf(M, { upload_url: URL, default_param_flag: false, instrumental: true, mv: 'V5' })).toEqual([]);
+    const others = { persona_id: 'p1', negative_tags: 'metal', vocal_gender: 'f', style_weight: 0.5, weirdness_constraint: 0.5, audio_weight: 0.5, style: 's', title: 't', continue_at: 3 };
+    const issues = issuesOf(M, { upload_url: URL, default_param_flag: false, ...others });
+    expect(issues.map((i) => i.path).sort()).toEqual(Object.keys(others).map((k) => `input.${k}`).sort());
+    for (const i of issues) expect(i.message).toContain('must be left empty when default_param_flag is false');
+  });
   it('add-instrumental: upload_url, title, tags, negative_tags required; model V4_5PLUS default or V5', () => {
     const M = 'add-instrumental';
     const r = check(M, { upload_url: URL, title: 't', tags: 'lofi', negative_tags: 'metal' });

@@ -66,7 +66,11 @@ export const uploadAndCoverAudio = musicSpec({
   choices: [UPLOAD_CHOICE, `mv defaults to ${DEFAULT_MV}; instrumental defaults to false`, `variations per task: ${TRACK_VARIATIONS}`],
 });
 
-const uploadExtendOwn = ['prompt', 'style', 'title', 'continue_at'] as const;
+/**
+ * default_param_flag false: the contract says "only upload_url". Choice: instrumental (it decides whether
+ * lyrics are generated) and mv (the version, defaulted) stay allowed; every other parameter must be left empty.
+ */
+const uploadExtendOnlyUrl = ['prompt', 'style', 'title', 'continue_at', 'persona_id', 'negative_tags', 'vocal_gender', 'style_weight', 'weirdness_constraint', 'audio_weight'] as const;
 
 const uploadExtendInput = musicInput(
   {
@@ -89,7 +93,7 @@ const uploadExtendInput = musicInput(
       if (v.instrumental === false) requireWhen(ctx, v, 'prompt', 'when default_param_flag is true and instrumental is false');
       versionLimits(ctx, v, versionOf(v), { prompt: 'prompt', style: 'style', title: 'title' });
     } else if (v.default_param_flag === false) {
-      for (const key of uploadExtendOwn) emptyWhen(ctx, v, key, 'when default_param_flag is false (only upload_url is used)');
+      for (const key of uploadExtendOnlyUrl) emptyWhen(ctx, v, key, 'when default_param_flag is false (only upload_url is used, with instrumental and mv)');
     }
   },
 );
@@ -104,7 +108,11 @@ export const uploadAndExtendAudio = musicSpec({
   count: TRACK_VARIATIONS,
   typicalSeconds: [30, 120],
   sandboxCredits: 12,
-  choices: [UPLOAD_CHOICE, 'default_param_flag false: prompt, style, title and continue_at must be left empty', `variations per task: ${TRACK_VARIATIONS}`],
+  choices: [
+    UPLOAD_CHOICE,
+    'default_param_flag false (contract: only upload_url): instrumental and mv allowed; prompt, style, title, continue_at, persona_id, negative_tags, vocal_gender and the weights must be left empty',
+    `variations per task: ${TRACK_VARIATIONS}`,
+  ],
 });
 
 const weights = {
