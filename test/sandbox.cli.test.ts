@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 
@@ -76,5 +77,35 @@ describe('genbatch sandbox', () => {
     );
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('teapot');
+  });
+});
+
+describe('genbatch sandbox startup errors', () => {
+  const run = (args: string[]) =>
+    new Promise<{ code: number; stderr: string }>((resolve) =>
+      execFile(process.execPath, [join(ROOT, 'bin/genbatch.js'), 'sandbox', ...args], { cwd: ROOT, timeout: 20_000 }, (err, _o, stderr) =>
+        resolve({ code: err && typeof err.code === 'number' ? err.code : 0, stderr }),
+      ),
+    );
+
+  it('answers exit 2 with a plain message for a busy port, a bad port and a bad host', async () => {
+    const busy = createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', () => r()));
+    const port = (busy.address() as AddressInfo).port;
+    try {
+      const inUse = await run(['--port', String(port)]);
+      expect(inUse.code).toBe(2);
+      expect(inUse.stderr).toContain('already in use');
+      expect(inUse.stderr).not.toContain('internal error');
+    } finally {
+      busy.close();
+    }
+    const bad = await run(['--port', '99999']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--port expects an integer from 0 to 65535');
+    const host = await run(['--port', '0', '--host', '999.1.1.1']);
+    expect(host.code).toBe(2);
+    expect(host.stderr).toContain('999.1.1.1');
+    expect(host.stderr).not.toContain('internal error');
   });
 });

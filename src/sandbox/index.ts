@@ -1,3 +1,4 @@
+import { UsageError } from '../errors.js';
 import { SandboxContext } from './context.js';
 import type { FaultEndpoint, ScriptStep } from './faults.js';
 import { resolveOptions, type SandboxOptions } from './options.js';
@@ -32,11 +33,40 @@ export interface Sandbox {
   close(): Promise<void>;
 }
 
+/** Why the server could not listen, as a UsageError (exit 2) with plain words; other errors unchanged. */
+function listenError(err: unknown, host: string, port: number): unknown {
+  const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : '';
+  const where = `${host}:${port}`;
+  switch (code) {
+    case 'EADDRINUSE':
+      return new UsageError(`cannot listen on ${where}: the port is already in use (choose another --port, or 0 for any free port)`);
+    case 'EACCES':
+    case 'EPERM':
+      return new UsageError(`cannot listen on ${where}: permission denied (ports below 1024 need privileges; choose another --port)`);
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'EAI_NONAME':
+      return new UsageError(`cannot listen on ${where}: host "${host}" is not a valid address or name of this machine`);
+    case 'EADDRNOTAVAIL':
+      return new UsageError(`cannot listen on ${where}: address ${host} does not belong to this machine`);
+    case 'ERR_SOCKET_BAD_PORT':
+      return new UsageError(`cannot listen on ${where}: port must be an integer from 0 to 65535`);
+    default:
+      return err;
+  }
+}
+
 export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
   const o = resolveOptions(options);
   const ctx = new SandboxContext(o);
   const app = buildServer(ctx);
-  await app.listen({ port: o.port, host: o.host });
+  try {
+    await app.listen({ port: o.port, host: o.host });
+  } catch (err) {
+    ctx.close();
+    await app.close().catch(() => undefined);
+    throw listenError(err, o.host, o.port);
+  }
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : o.port;
   const host = o.host.includes(':') ? `[${o.host}]` : o.host === '0.0.0.0' ? '127.0.0.1' : o.host;

@@ -83,8 +83,10 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
   const seeded = o.seed !== undefined;
   const seed = seeded ? (o.seed as number) >>> 0 : randomBytes(4).readUInt32LE(0);
   const timeScale = positive('timeScale', o.timeScale, 1);
+  const port = o.port ?? 0;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`port expects an integer from 0 to 65535, got ${String(port)}`);
   return {
-    port: o.port ?? 0,
+    port,
     host: o.host ?? '127.0.0.1',
     keys,
     timeScale,

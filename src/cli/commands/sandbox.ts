@@ -14,6 +14,7 @@ interface SandboxFlags {
 
 /** `genbatch sandbox`: serve the sandbox until SIGINT or SIGTERM; prints the base URL and the keys. */
 export default async function sandbox(opts: SandboxFlags): Promise<number> {
+  if (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535) throw new UsageError(`--port expects an integer from 0 to 65535, got ${opts.port}`);
   if (opts.failureRate > 1) throw new UsageError(`--failure-rate expects a number from 0 to 1, got ${opts.failureRate}`);
   const sb = await startSandbox({
     port: opts.port,
