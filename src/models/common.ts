@@ -5,7 +5,18 @@ import { z } from 'zod';
  * reach users as `job <id> (<file>:<line>) input.<field>: <message>`.
  */
 
-/** A prompt of 1..max characters with at least one non-whitespace character. */
+/**
+ * Length in characters as the contract counts them: Unicode code points, so an
+ * emoji is one character (not two UTF-16 units). Every character limit uses this
+ * count: hand-written checks call it, and zod 4's string min/max count code points too.
+ */
+export function charCount(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
+/** A prompt of 1..max characters (code points) with at least one non-whitespace character. */
 export function prompt(max: number) {
   return z
     .string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') })

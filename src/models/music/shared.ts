@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { oneOf, weight01 } from '../common.js';
+import { charCount, oneOf, weight01 } from '../common.js';
 import type { ModelKind, ModelSpec } from '../types.js';
 import { ADD_MODEL_VERSIONS, DEFAULT_MV, MUSIC_VERSIONS, TEXT_LIMITS, type MusicVersion, type TextLimits } from './limits.js';
 
@@ -87,11 +87,13 @@ export function emptyWhen(ctx: Sink, v: Raw, key: string, when: string): void {
   if (present(v, key)) ctx.addIssue({ code: 'custom', path: [key], message: `must be left empty ${when}`, input: v[key] });
 }
 
-/** A string over `max` characters: a too_big issue (content_too_long_error). */
+/** A string over `max` characters (code points, as charCount): a too_big issue (content_too_long_error). */
 export function maxChars(ctx: Sink, v: Raw, key: string, max: number, why: string): void {
   const x = v[key];
-  if (typeof x === 'string' && x.length > max) {
-    ctx.addIssue({ code: 'too_big', origin: 'string', maximum: max, inclusive: true, path: [key], input: x, message: `must be at most ${max} characters ${why} (got ${x.length})` });
+  if (typeof x !== 'string' || x.length <= max) return; // a code point is 1 or 2 units: within max units is within max characters
+  const chars = charCount(x);
+  if (chars > max) {
+    ctx.addIssue({ code: 'too_big', origin: 'string', maximum: max, inclusive: true, path: [key], input: x, message: `must be at most ${max} characters ${why} (got ${chars})` });
   }
 }
 
