@@ -108,6 +108,15 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
           timer.unref();
         }
         break;
+      case 'children':
+        // A for_each job made new pending jobs.
+        if (counts) counts.pending += e.ids.length;
+        total += e.ids.length;
+        bars?.submitted.setTotal(total);
+        bars?.done.setTotal(total);
+        bars?.failed.setTotal(total);
+        update();
+        break;
       case 'upload':
         if (!e.reused) uploads++;
         update();

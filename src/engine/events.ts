@@ -22,6 +22,8 @@ export type EngineEvent =
     }
   | { type: 'upload'; file: string; sha256: string; url: string; reused: boolean }
   | { type: 'job'; id: string; from: JobState; to: JobState; task_id?: string | null; error?: string | null }
+  /** A for_each job made its children (new pending jobs `<id>.<index>`). */
+  | { type: 'children'; id: string; ids: string[] }
   | { type: 'progress'; id: string; task_id: string; status: string; progress: number | null }
   | { type: 'file'; id: string; path: string; size: number; sha256: string }
   | { type: 'retry'; what: string; attempt: number; delay_ms: number; error: string }

@@ -157,7 +157,10 @@ export class Pipeline {
     if (row.kind !== 'fanout') return false;
     const r = expandForEach(this.store, this.parents, cur);
     if ('error' in r) this.move(row.id, 'pending', 'failed', { last_error: r.error });
-    else this.opts.emit({ type: 'job', id: row.id, from: 'pending', to: 'done', task_id: null, error: null });
+    else {
+      if (r.made.length > 0) this.opts.emit({ type: 'children', id: row.id, ids: r.made });
+      this.opts.emit({ type: 'job', id: row.id, from: 'pending', to: 'done', task_id: null, error: null });
+    }
     return true;
   }
 
