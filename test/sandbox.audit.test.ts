@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
@@ -88,5 +89,33 @@ describe('upload names', () => {
     expect((await fetch(`${sb.url}/temp/ref.png`)).status).toBe(404);
     const p = await upload(sb, 'k1', PNG_BYTES, { file_name: 'photo.PNG' });
     expect(p.body.data.file_name).toBe('photo.PNG');
+  });
+});
+
+describe('public URL', () => {
+  it('builds file and upload URLs from publicUrl', async () => {
+    const sb = await sandbox({ publicUrl: 'https://sandbox.example.com:8443/' });
+    expect(sb.url).toBe('https://sandbox.example.com:8443');
+    expect(sb.localUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const local = { ...sb, url: sb.localUrl };
+    const s = await call(local, 'POST', '/api/generate/submit', 'k1', { model: FLASH, input: { prompt: 'a fox' } });
+    sb.clock.advance(120);
+    const st = await call(local, 'GET', `/api/generate/status/${s.body.data.task_id}`, 'k1');
+    expect(st.body.data.files[0].file_url).toMatch(/^https:\/\/sandbox\.example\.com:8443\/files\//);
+    const u = await upload(local, 'k1', PNG_BYTES, { file_name: 'p.png' });
+    expect(u.body.data.file_url).toBe('https://sandbox.example.com:8443/temp/p.png');
+    await expect(startSandbox({ publicUrl: 'ftp://x' })).rejects.toThrow(/http or https/);
+    await expect(startSandbox({ publicUrl: 'https://x.example/prefix' })).rejects.toThrow(/origin/);
+  });
+
+  it('with a wildcard host and no publicUrl, uses an external address of this machine', async () => {
+    const sb = await sandbox({ host: '0.0.0.0' });
+    const port = new URL(sb.localUrl).port;
+    expect(sb.localUrl).toBe(`http://127.0.0.1:${port}`);
+    const external = Object.values(networkInterfaces()).flatMap((l) => l ?? []).find((a) => !a.internal && a.family === 'IPv4');
+    expect(sb.url).toBe(`http://${external?.address ?? '127.0.0.1'}:${port}`);
+    const u = await upload({ ...sb, url: sb.localUrl }, 'k1', PNG_BYTES, { file_name: 'w.png' });
+    expect(u.body.data.file_url).toBe(`${sb.url}/temp/w.png`);
+    expect((await fetch(u.body.data.file_url as string)).status).toBe(200);
   });
 });

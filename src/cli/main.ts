@@ -108,6 +108,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('start the local sandbox service and serve until stopped')
     .option('--port <n>', 'port', int('--port'), 8787)
     .option('--host <host>', 'host', '127.0.0.1')
+    .option('--public-url <url>', 'base of file and upload URLs, e.g. https://sandbox.example.com (default: from the bound address)')
     .option('--keys <list>', 'key=credits,key2=credits (default: one generated key with 10000 credits)')
     .option('--time-scale <s>', 'multiply every duration (0.01: a 60 s task takes 0.6 s)', num('--time-scale'), 1)
     .option('--seed <n>', 'seed for every random draw', int('--seed'))

@@ -1,3 +1,4 @@
+import { networkInterfaces } from 'node:os';
 import { UsageError } from '../errors.js';
 import { SandboxContext } from './context.js';
 import type { FaultEndpoint, ScriptStep } from './faults.js';
@@ -19,8 +20,13 @@ export { parseKeys } from './options.js';
 export { keyHash } from './accounts.js';
 
 export interface Sandbox {
-  /** Base URL, e.g. http://127.0.0.1:41234 (no trailing slash). */
+  /**
+   * Base URL of file and upload URLs, e.g. http://127.0.0.1:41234 (no trailing slash):
+   * `publicUrl` when given, else built from the bound address (see publicBase).
+   */
   url: string;
+  /** Where this machine reaches the server: http://<host>:<port>, 127.0.0.1 (or [::1]) for a wildcard host. */
+  localUrl: string;
   /** The API keys it accepts, in option order. */
   keys: string[];
   /** The virtual clock: `advance(seconds)` moves it forward; `now()` is virtual epoch ms. */
@@ -31,6 +37,29 @@ export interface Sandbox {
   script(endpoint: FaultEndpoint | '*', steps: ScriptStep[]): void;
   /** Stop serving, stop callbacks. */
   close(): Promise<void>;
+}
+
+function wildcard(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]' || host === '::0';
+}
+
+function urlHost(host: string): string {
+  const h = host.replace(/^\[|\]$/g, '');
+  return h.includes(':') ? `[${h}]` : h;
+}
+
+/**
+ * The base of file URLs when no publicUrl is given: the bound host; for a wildcard
+ * host (0.0.0.0, ::), the first non-internal address of this machine (IPv4 first,
+ * or IPv6 for ::), so other machines can fetch the files; 127.0.0.1 when it has none.
+ */
+export function publicBase(host: string, port: number): string {
+  if (!wildcard(host)) return `http://${urlHost(host)}:${port}`;
+  const addrs = Object.values(networkInterfaces()).flatMap((l) => l ?? []).filter((a) => !a.internal);
+  const v4 = addrs.find((a) => a.family === 'IPv4');
+  const v6 = host.includes(':') ? addrs.find((a) => a.family === 'IPv6' && !a.address.startsWith('fe80')) : undefined;
+  const pick = v4?.address ?? v6?.address ?? '127.0.0.1';
+  return `http://${urlHost(pick)}:${port}`;
 }
 
 /** Why the server could not listen, as a UsageError (exit 2) with plain words; other errors unchanged. */
@@ -69,11 +98,12 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   }
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : o.port;
-  const host = o.host.includes(':') ? `[${o.host}]` : o.host === '0.0.0.0' ? '127.0.0.1' : o.host;
-  ctx.baseUrl = `http://${host}:${port}`;
+  ctx.baseUrl = o.publicUrl ?? publicBase(o.host, port);
+  const localUrl = `http://${urlHost(wildcard(o.host) ? (o.host.includes(':') ? '::1' : '127.0.0.1') : o.host)}:${port}`;
   let closed: Promise<void> | null = null;
   return {
     url: ctx.baseUrl,
+    localUrl,
     keys: ctx.accounts.keys(),
     clock: { advance: (s) => ctx.clock.advance(s), now: () => ctx.now() },
     stats: () => statsSnapshot(ctx),

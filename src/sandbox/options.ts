@@ -8,6 +8,12 @@ export interface SandboxOptions {
   port?: number;
   /** Host to bind; default 127.0.0.1. */
   host?: string;
+  /**
+   * Base URL that clients use to reach the sandbox (put in file_url and upload URLs), e.g.
+   * `https://sandbox.example.com` behind a proxy: http or https, an origin only (no path, query
+   * or credentials). Default: from the bound address (see publicBase in index.ts).
+   */
+  publicUrl?: string;
   /** API keys and their starting credits, e.g. `{ k1: 1000 }`. Default: one generated key with 10000 credits. */
   keys?: Record<string, number>;
   /** Multiplies every duration (task times, callback retry delays); 0.01 makes a 60 s task take 0.6 s. Default 1. */
@@ -42,6 +48,7 @@ export interface SandboxOptions {
 export interface ResolvedOptions {
   port: number;
   host: string;
+  publicUrl: string | null;
   keys: Record<string, number>;
   timeScale: number;
   seed: number;
@@ -73,6 +80,21 @@ function positive(name: string, v: number | undefined, dflt: number): number {
   return v;
 }
 
+/** A public base URL: http(s) origin only; returned without a trailing slash. */
+function checkPublicUrl(v: string): string {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new UsageError(`publicUrl expects an absolute http or https URL, got "${v}"`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError(`publicUrl must be http or https, got "${v}"`);
+  if (u.username || u.password || u.search || u.hash || (u.pathname !== '/' && u.pathname !== '')) {
+    throw new UsageError(`publicUrl must be an origin such as https://sandbox.example.com:8443 (no path, query or credentials), got "${v}"`);
+  }
+  return u.origin;
+}
+
 export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
   let keys = o.keys;
   if (!keys || Object.keys(keys).length === 0) keys = { [`sk-sandbox-${randomBytes(12).toString('hex')}`]: DEFAULT_CREDITS };
@@ -88,6 +110,7 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
   return {
     port,
     host: o.host ?? '127.0.0.1',
+    publicUrl: o.publicUrl === undefined ? null : checkPublicUrl(o.publicUrl),
     keys,
     timeScale,
     seed,

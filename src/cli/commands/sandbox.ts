@@ -4,6 +4,7 @@ import { parseKeys, startSandbox } from '../../sandbox/index.js';
 interface SandboxFlags {
   port: number;
   host: string;
+  publicUrl?: string;
   keys?: string;
   timeScale: number;
   seed?: number;
@@ -19,6 +20,7 @@ export default async function sandbox(opts: SandboxFlags): Promise<number> {
   const sb = await startSandbox({
     port: opts.port,
     host: opts.host,
+    ...(opts.publicUrl !== undefined ? { publicUrl: opts.publicUrl } : {}),
     ...(opts.keys !== undefined ? { keys: parseKeys(opts.keys) } : {}),
     timeScale: opts.timeScale,
     ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
@@ -26,9 +28,10 @@ export default async function sandbox(opts: SandboxFlags): Promise<number> {
     failureRate: opts.failureRate,
     allowLoopback: opts.allowLoopback === true,
   });
-  process.stdout.write(`genbatch sandbox listening on ${sb.url}\n`);
+  process.stdout.write(`genbatch sandbox listening on ${sb.localUrl}\n`);
+  if (sb.url !== sb.localUrl) process.stdout.write(`file URLs: ${sb.url}\n`);
   for (const key of sb.keys) process.stdout.write(`key: ${key}\n`);
-  process.stdout.write(`try: curl -s -H "Authorization: Bearer ${sb.keys[0] ?? ''}" ${sb.url}/api/user/balance\n`);
+  process.stdout.write(`try: curl -s -H "Authorization: Bearer ${sb.keys[0] ?? ''}" ${sb.localUrl}/api/user/balance\n`);
   process.stdout.write('press Ctrl+C to stop\n');
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGINT', () => resolve('SIGINT'));
