@@ -35,7 +35,7 @@ function inputOf(out: string, id: string): Record<string, unknown> {
 }
 
 describe('chat to image', () => {
-  it('one image job per line of a chat answer, the line as its prompt; the whole answer embedded in another prompt', async () => {
+  it('one image job per line of a chat answer, the line as its prompt; the whole answer embedded in an image prompt and in another chat job', async () => {
     const manifest = join(t.dir, 'c2i.yaml');
     writeFileSync(
       manifest,
@@ -53,6 +53,12 @@ describe('chat to image', () => {
   - id: poster
     model: alpha-image-2
     input: {prompt: "A poster of: \${{ jobs.caption.text }}"}
+  - id: refine
+    model: vendorb/verse-4.5-fast
+    protocol: messages
+    input:
+      max_tokens: 200
+      messages: [{role: user, content: "Shorter: \${{ jobs.caption.text }}"}]
 `,
     );
     const out = join(t.dir, 'out');
@@ -63,11 +69,13 @@ describe('chat to image', () => {
     const lines = answer.split('\n').map((l) => l.trim().replace(/^\d+\.\s+/, '')).filter((l) => l !== '');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain('a red fox in snow');
-    expect(jobs.map((j) => j.id)).toEqual(['caption', 'pics', 'poster', ...lines.map((_, i) => `pics.${i}`)]);
+    expect(jobs.map((j) => j.id)).toEqual(['caption', 'pics', 'poster', 'refine', ...lines.map((_, i) => `pics.${i}`)]);
     expect(jobs.every((j) => j.state === 'done')).toBe(true);
     lines.forEach((line, i) => expect(inputOf(out, `pics.${i}`).prompt).toBe(`${line} (picture ${i})`));
     expect(inputOf(out, 'pics.0').prompt).toMatch(/^Echo: 1\. a red fox in snow 2\. a blue owl at night .* \(picture 0\)$/);
     expect(inputOf(out, 'poster').prompt).toBe(`A poster of: ${answer.trim()}`);
+    // A chat job fed by another chat job's answer.
+    expect(readFileSync(join(out, 'refine', 'response.txt'), 'utf8')).toContain('Shorter: Echo: 1. a red fox in snow');
     expect(checkFiles(join(out, 'state.db'), out)).toBeGreaterThanOrEqual(lines.length + 1);
   }, 120_000);
 
