@@ -52,9 +52,9 @@ describe('estimate', () => {
     expect(est.total_credits).toBe(6 + 2 + 6 + 43.5);
     expect(est.user_supplied_credits).toBe(6);
     expect(est.unknown_price_jobs).toEqual(['d']);
-    expect(est.per_model['alpha-image-2']).toEqual({ jobs: 2, credits: 8, unknown_jobs: 0, user_jobs: 0 });
-    expect(est.per_model['dream-4']).toEqual({ jobs: 1, credits: 6, unknown_jobs: 0, user_jobs: 1 });
-    expect(est.per_model['kontext-pro']).toEqual({ jobs: 1, credits: 0, unknown_jobs: 1, user_jobs: 0 });
+    expect(est.per_model['alpha-image-2']).toEqual({ jobs: 2, credits: 8, known_jobs: 2, unknown_jobs: 0, user_jobs: 0 });
+    expect(est.per_model['dream-4']).toEqual({ jobs: 1, credits: 6, known_jobs: 1, unknown_jobs: 0, user_jobs: 1 });
+    expect(est.per_model['kontext-pro']).toEqual({ jobs: 1, credits: null, known_jobs: 0, unknown_jobs: 1, user_jobs: 0 });
     expect(est.jobs?.map((j) => [j.id, j.credits, j.source])).toEqual([
       ['a', 6, 'contract'],
       ['b', 2, 'contract'],
@@ -62,6 +62,41 @@ describe('estimate', () => {
       ['d', null, 'unknown'],
       ['e', 43.5, 'contract'],
     ]);
+  });
+
+  it('per model: credits null when every job is unknown, the known sum (with counts) when only some are', async () => {
+    const jobs = [
+      job('dream-4', { prompt: 'x' }, 'submit', 'a'),
+      job('dream-4', { prompt: 'x' }, 'submit', 'b'),
+      job('kontext-pro', { prompt: 'x' }, 'submit', 'c'),
+      job('vendora/chat-5', { messages: [] }, 'chat', 'd'),
+    ];
+    const est = await estimate(jobs, null);
+    expect(est.per_model['dream-4']).toEqual({ jobs: 2, credits: null, known_jobs: 0, unknown_jobs: 2, user_jobs: 0 });
+    expect(est.per_model['vendora/chat-5']?.credits).toBeNull();
+    expect(JSON.parse(JSON.stringify(est.per_model))['kontext-pro'].credits).toBeNull();
+    const mixed = await estimate([job('alpha-image-2', { prompt: 'x' }, 'submit', 'e'), ...jobs], { 'kontext-pro': 3 });
+    expect(mixed.per_model['kontext-pro']).toEqual({ jobs: 1, credits: 3, known_jobs: 1, unknown_jobs: 0, user_jobs: 1 });
+    expect(mixed.per_model['dream-4']?.credits).toBeNull();
+    expect(mixed.total_credits).toBe(5);
+  });
+
+  it('rejects a non-finite or absurd user price naming the model, instead of a null (Infinity) total', async () => {
+    const jobs = [job('dream-4', { prompt: 'x', n: 15 }, 'submit', 'a')];
+    await expect(estimate(jobs, { 'dream-4': 1e308 })).rejects.toThrow(/dream-4: must be at most 1,000,000,000 credits per unit \(got 1e\+308\)/);
+    await expect(estimate(jobs, { 'dream-4': Number.POSITIVE_INFINITY })).rejects.toThrow(/dream-4: must be a finite number/);
+    await expect(estimate(jobs, { 'kontext-pro': Number.NaN })).rejects.toThrow(UsageError);
+    expect(() => priceJob(jobs[0] as ManifestJob, { 'dream-4': 2e9 })).toThrow(/user-supplied price for dream-4 must be at most/);
+    const est = await estimate(jobs, { 'dream-4': 1e9 });
+    expect(est.total_credits).toBe(1.5e10);
+    expect(est.unknown_price_jobs).toEqual([]);
+  });
+
+  it('rejects an absurd price in a manifest pricing: block', async () => {
+    const p = join(dir, 'huge.yaml');
+    writeFileSync(p, 'pricing: {dream-4: 1e308}\njobs:\n  - {id: a, model: dream-4, input: {prompt: x, n: 15}}\n');
+    const m = await openManifest(p);
+    await expect(estimate(m.jobs(), m.pricing)).rejects.toThrow(/dream-4: must be at most/);
   });
 
   it('keeps no per-job list unless asked, and does not price invalid jobs', async () => {
@@ -99,5 +134,9 @@ describe('loadPrices', () => {
     await expect(loadPrices(join(dir, 'bad.yaml'))).rejects.toThrow(/not valid YAML or JSON/);
     writeFileSync(join(dir, 'neg.yaml'), 'dream-4: -1\nkontext-pro: cheap\n');
     await expect(loadPrices(join(dir, 'neg.yaml'))).rejects.toThrow(/dream-4: must be at least 0; kontext-pro: must be a number of credits/);
+    writeFileSync(join(dir, 'huge.yaml'), 'dream-4: 1e308\nkontext-pro: .inf\nalpha-image-2: 1000000001\n');
+    await expect(loadPrices(join(dir, 'huge.yaml'))).rejects.toThrow(/dream-4: must be at most 1,000,000,000 credits per unit; kontext-pro: must be .*; alpha-image-2: must be at most/);
+    writeFileSync(join(dir, 'max.yaml'), 'dream-4: 1000000000\n');
+    expect(await loadPrices(join(dir, 'max.yaml'))).toEqual({ 'dream-4': 1e9 });
   });
 });

@@ -32,9 +32,42 @@ export interface JobPrice {
 /** Model id -> credits. */
 export type UserPrices = Record<string, number>;
 
-const pricesFile = z.record(z.string().min(1), z.number({ error: 'must be a number of credits' }).finite().min(0, { error: 'must be at least 0' }), {
+/**
+ * Largest user-supplied price, credits per unit (per image, or per request). Choice: no real price comes
+ * near it, so a bigger value is a typo (or 1e308, whose products overflow to Infinity); rejected at load.
+ */
+export const MAX_USER_PRICE = 1e9;
+
+const priceValue = z
+  .number({ error: 'must be a number of credits' })
+  .finite({ error: 'must be a finite number of credits' })
+  .min(0, { error: 'must be at least 0' })
+  .max(MAX_USER_PRICE, { error: `must be at most ${MAX_USER_PRICE.toLocaleString('en-US')} credits per unit` });
+
+const pricesFile = z.record(z.string().min(1), priceValue, {
   error: 'must be a mapping of model id -> credits',
 });
+
+/** Why a user-supplied price is unusable (not a finite number from 0 to MAX_USER_PRICE), or null when it is fine. */
+function priceProblem(value: unknown): string | null {
+  if (typeof value !== 'number' || !Number.isFinite(value)) return `must be a finite number of credits (got ${String(value)})`;
+  if (value < 0) return `must be at least 0 (got ${value})`;
+  if (value > MAX_USER_PRICE) return `must be at most ${MAX_USER_PRICE.toLocaleString('en-US')} credits per unit (got ${value})`;
+  return null;
+}
+
+/**
+ * Check user-supplied prices from any source (a prices file, a manifest's pricing: block, both merged):
+ * a usage error naming every bad model. estimate() runs it; callers may run it earlier with their own label.
+ */
+export function checkUserPrices(prices: UserPrices | null, label = 'user-supplied prices'): void {
+  if (prices === null) return;
+  const bad = Object.entries(prices).flatMap(([model, value]) => {
+    const problem = priceProblem(value);
+    return problem === null ? [] : [`${model}: ${problem}`];
+  });
+  if (bad.length > 0) throw new UsageError(`${label}: ${bad.join('; ')}`);
+}
 
 /** Read a prices file (YAML or JSON): `model id: credits`. A bad file is a usage error naming the entry. */
 export async function loadPrices(file: string): Promise<UserPrices> {
@@ -76,6 +109,8 @@ export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fa
   }
   const user = userPrices && Object.hasOwn(userPrices, job.model) ? userPrices[job.model] : undefined;
   if (user !== undefined) {
+    const problem = priceProblem(user);
+    if (problem !== null) throw new UsageError(`user-supplied price for ${job.model} ${problem}`);
     const count = spec?.kind === 'image' ? (spec.outputCount?.(job.input) ?? null) : null;
     if (count !== null) {
       return { credits: round(user * count), basis: `user-supplied: ${user} credits per image x ${count}`, source: 'user' };
@@ -87,9 +122,11 @@ export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fa
 
 export interface ModelTotal {
   jobs: number;
-  /** Sum of known credits. */
-  credits: number;
-  /** Jobs of this model whose price is unknown. */
+  /** Sum of the known credits; null when no job of the model has a known price (never 0 for unknown). */
+  credits: number | null;
+  /** Jobs of this model whose price is known (counted in credits). */
+  known_jobs: number;
+  /** Jobs of this model whose price is unknown (not in credits). */
   unknown_jobs: number;
   /** Jobs priced from user-supplied prices. */
   user_jobs: number;
@@ -138,6 +175,7 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
     problems: [],
     invalid_jobs: 0,
   };
+  checkUserPrices(userPrices);
   for await (const job of jobs) {
     out.jobs_count++;
     if (job.problems.length > 0) {
@@ -146,13 +184,14 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
       continue;
     }
     const price = priceJob(job, userPrices);
-    const m = (out.per_model[job.model] ??= { jobs: 0, credits: 0, unknown_jobs: 0, user_jobs: 0 });
+    const m = (out.per_model[job.model] ??= { jobs: 0, credits: null, known_jobs: 0, unknown_jobs: 0, user_jobs: 0 });
     m.jobs++;
     if (price.credits === null) {
       m.unknown_jobs++;
       out.unknown_price_jobs.push(job.id);
     } else {
-      m.credits += price.credits;
+      m.known_jobs++;
+      m.credits = (m.credits ?? 0) + price.credits;
       out.total_credits += price.credits;
       if (price.source === 'user') {
         m.user_jobs++;
@@ -165,7 +204,7 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
   }
   out.total_credits = round(out.total_credits);
   out.user_supplied_credits = round(out.user_supplied_credits);
-  for (const m of Object.values(out.per_model)) m.credits = round(m.credits);
+  for (const m of Object.values(out.per_model)) if (m.credits !== null) m.credits = round(m.credits);
   return out;
 }
 
