@@ -3,7 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { UsageError, type Problem } from '../errors.js';
 import type { ManifestJob } from '../manifest/index.js';
-import { findModel } from '../models/index.js';
+import { findChatModel, findModel } from '../models/index.js';
 
 /**
  * Credits per job, per model and in total.
@@ -89,6 +89,22 @@ export async function loadPrices(file: string): Promise<UserPrices> {
     throw new UsageError(`--prices ${file}: ${lines.join('; ')}`);
   }
   return parsed.data;
+}
+
+/**
+ * User-price entries that name no known model: not in the catalogue (submit models, music workflows,
+ * catalogued chat models) and not the model of any job priced (`usedModels`, e.g. Object.keys(per_model),
+ * which covers uncatalogued `<vendor>/<model>` chat ids). Such an entry is never used: likely a typo.
+ */
+export function unknownPriceModels(prices: UserPrices | null, usedModels: Iterable<string>): string[] {
+  if (prices === null) return [];
+  const used = new Set(usedModels);
+  return Object.keys(prices).filter((m) => !used.has(m) && findModel(m) === undefined && findChatModel(m) === undefined);
+}
+
+/** The stderr warning for an entry unknownPriceModels returns. */
+export function unknownPriceWarning(model: string): string {
+  return `warning: the user-supplied price for "${model}" names no known model (not in the catalogue, and no job uses it): it is ignored; check the spelling (genbatch models lists the ids)`;
 }
 
 /** The price of one (valid) job. */

@@ -1,7 +1,7 @@
 import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../../client/index.js';
 import { EXIT, UsageError } from '../../errors.js';
 import { openManifest } from '../../manifest/index.js';
-import { estimate, loadPrices, type Estimate, type JobEstimate, type UserPrices } from '../../pricing/index.js';
+import { estimate, loadPrices, unknownPriceModels, unknownPriceWarning, type Estimate, type JobEstimate, type UserPrices } from '../../pricing/index.js';
 import { write, writeProblems } from './validate.js';
 
 /**
@@ -58,6 +58,8 @@ export default async function estimateCommand(manifestPath: string, opts: Option
     const t = est.per_model[m];
     return t !== undefined && t.user_jobs === 0 && t.unknown_jobs === 0;
   });
+  const unknownModels = unknownPriceModels(userPrices, Object.keys(est.per_model));
+  for (const m of unknownModels) await write(process.stderr, `genbatch: ${unknownPriceWarning(m)}\n`);
 
   if (opts.json) {
     await write(
@@ -71,6 +73,7 @@ export default async function estimateCommand(manifestPath: string, opts: Option
         within_budget: manifest.budget === null ? null : !overBudget,
         user_supplied_credits: est.user_supplied_credits,
         user_prices_unused: unusedUserPrices,
+        user_prices_unknown_models: unknownModels,
         jobs_count: est.jobs_count,
         per_model: est.per_model,
         jobs: (est.jobs ?? []).map((j) => ({ id: j.id, model: j.model, credits: j.credits, source: j.source, basis: j.basis })),
