@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -117,5 +118,45 @@ describe('public URL', () => {
     const u = await upload({ ...sb, url: sb.localUrl }, 'k1', PNG_BYTES, { file_name: 'w.png' });
     expect(u.body.data.file_url).toBe(`${sb.url}/temp/w.png`);
     expect((await fetch(u.body.data.file_url as string)).status).toBe(200);
+  });
+});
+
+/** A GET with huge headers, over a raw socket-level request (fetch would refuse nothing, but keep it plain). */
+function bigHeaders(sb: Sandbox, path: string): Promise<{ status: number; body: Json }> {
+  const u = new URL(sb.url);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: u.hostname, port: u.port, path, headers: { authorization: 'Bearer k1', 'x-big': 'a'.repeat(20_000) } }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Json }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('framework errors in the contract shape', () => {
+  it('answers bad percent-encoding, long, unicode ids and huge headers as {detail} or {code, error}', async () => {
+    const sb = await sandbox();
+    const bad = await call(sb, 'GET', '/api/generate/status/%ff', 'k1');
+    expect(bad.status).toBe(404);
+    expect(bad.body).toEqual({ detail: expect.stringContaining('not found') });
+    const file = await call(sb, 'GET', '/files/%ff/x.png', null);
+    expect(file.status).toBe(400);
+    expect(file.body).toEqual({ code: 400, error: { type: 'validation_error', message: expect.stringContaining('percent-encoded') } });
+    for (const n of [150, 600, 5000]) {
+      const long = await call(sb, 'GET', `/api/generate/status/${'a'.repeat(n)}`, 'k1');
+      expect(long.status).toBe(404);
+      expect(Object.keys(long.body)).toEqual(['detail']);
+      expect(long.body.detail.length).toBeLessThan(140);
+    }
+    const uni = await call(sb, 'GET', `/api/generate/status/${encodeURIComponent('задача✓')}`, 'k1');
+    expect(uni).toMatchObject({ status: 404, body: { detail: 'task задача✓ not found' } });
+    const d = await call(sb, 'GET', `/api/generate/detail/music?task_id=${'b'.repeat(3000)}`, 'k1');
+    expect(d.status).toBe(404);
+    expect(d.body.detail.length).toBeLessThan(140);
+    expect(await bigHeaders(sb, '/api/generate/status/abc')).toEqual({ status: 431, body: { detail: expect.stringContaining('headers') } });
+    expect(await bigHeaders(sb, '/api/user/balance')).toEqual({ status: 431, body: { code: 431, error: { type: 'validation_error', message: expect.stringContaining('16 KiB') } } });
+    expect((await call(sb, 'GET', '/api/user/balance', 'k1')).status).toBe(200);
   });
 });

@@ -37,8 +37,13 @@ export const ERROR_TYPES: Readonly<Record<number, string>> = {
   503: 'service_error',
 };
 
+/** The error body of a status in a style. */
+export function errorBody(status: number, message: string, style: ErrorStyle = 'error', type?: string): Record<string, unknown> {
+  return style === 'detail' ? { detail: message } : { code: status, error: { message, type: type ?? ERROR_TYPES[status] ?? 'internal_error' } };
+}
+
 export function sendError(reply: FastifyReply, status: number, message: string, style: ErrorStyle = 'error', type?: string): FastifyReply {
-  const body = style === 'detail' ? { detail: message } : { code: status, error: { message, type: type ?? ERROR_TYPES[status] ?? 'internal_error' } };
+  const body = errorBody(status, message, style, type);
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 

@@ -2,6 +2,7 @@ import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chatRoutes } from './chat.js';
 import type { SandboxContext } from './context.js';
+import { clientErrorHandler, clipPath, frameworkAnswer, MAX_PARAM_LENGTH } from './framework.js';
 import { FAULT_ENDPOINTS, isAfterKind, type FaultEndpoint } from './faults.js';
 import { drop, sendError, setFault, type ErrorStyle } from './http.js';
 import { accountRoutes } from './routes/account.js';
@@ -30,7 +31,21 @@ function styleOf(endpoint: string | undefined): ErrorStyle {
 }
 
 export function buildServer(ctx: SandboxContext): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 32 * 1024 * 1024, keepAliveTimeout: 30_000, return503OnClosing: false });
+  const app = Fastify({
+    logger: false,
+    bodyLimit: 32 * 1024 * 1024,
+    keepAliveTimeout: 30_000,
+    return503OnClosing: false,
+    maxParamLength: MAX_PARAM_LENGTH,
+    frameworkErrors: (err, req, reply) => {
+      const a = frameworkAnswer(err.code, req.raw.url ?? '');
+      const body = JSON.stringify(a.body);
+      reply.hijack();
+      reply.raw.writeHead(a.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+      reply.raw.end(body);
+    },
+    clientErrorHandler,
+  });
 
   app.addHook('onRequest', async (req, reply) => {
     const endpoint = req.routeOptions.config.endpoint ?? 'other';
@@ -61,7 +76,7 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     return sendError(reply, 500, 'internal error', style);
   });
 
-  app.setNotFoundHandler((req, reply) => sendError(reply, 404, `no endpoint ${req.method} ${req.url.split('?')[0]}`));
+  app.setNotFoundHandler((req, reply) => sendError(reply, 404, `no endpoint ${req.method} ${clipPath(req.url)}`));
 
   generateRoutes(app, ctx);
   accountRoutes(app, ctx);

@@ -4,6 +4,7 @@ import { checkSubmit, findModel, type ModelSpec } from '../../models/index.js';
 import { isoNoZone } from '../clock.js';
 import type { SandboxContext } from '../context.js';
 import { extensionFor } from '../extensions.js';
+import { clip } from '../framework.js';
 import { authenticate, authMessage, drop, faultOf, isObject, sendError, type ErrorStyle } from '../http.js';
 import { callbackUrlProblem } from '../net.js';
 import { Rng, mixSeed } from '../rng.js';
@@ -91,7 +92,7 @@ export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void 
     const task = ownTask(ctx, req, reply, id);
     if (!task) return reply;
     if (task.spec.resultEndpoint !== 'music') {
-      return sendError(reply, 404, `task ${id} is not a music task; read it at /api/generate/status/${id}`, 'detail');
+      return sendError(reply, 404, `task ${clip(id)} is not a music task; read it at /api/generate/status/${clip(id)}`, 'detail');
     }
     return { code: 200, data: ctx.taskData(task) };
   });
@@ -106,11 +107,11 @@ function ownTask(ctx: SandboxContext, req: FastifyRequest, reply: FastifyReply, 
   }
   const task = ctx.tasks.get(id);
   if (!task) {
-    sendError(reply, 404, `task ${id} not found`, 'detail');
+    sendError(reply, 404, `task ${clip(id)} not found`, 'detail');
     return null;
   }
   if (task.account !== account) {
-    sendError(reply, 403, `task ${id} belongs to another user`, 'detail');
+    sendError(reply, 403, `task ${clip(id)} belongs to another user`, 'detail');
     return null;
   }
   return task;
