@@ -27,7 +27,8 @@ export interface JobLinks {
 interface Known {
   model: string;
   kind: string;
-  input: Record<string, unknown> | null;
+  /** The documented item count of its list outputs (ModelSpec.outputCount), or null. */
+  count: number | null;
   forEach: boolean;
 }
 
@@ -46,18 +47,26 @@ export interface GraphResult {
   links: Map<string, JobLinks>;
 }
 
+/** List outputs whose length is the documented count (n images, music variations, covers, lyrics). */
+const COUNTED_LISTS = new Set(['audio', 'lyrics', 'covers', 'files', 'items']);
+
 export class GraphCollector {
   private readonly known = new Map<string, Known>();
   readonly ids = new Set<string>();
   private readonly nodes: Node[] = [];
 
-  /** Record a built job (every job, valid or not). `input` is kept only for jobs that may be iterated over. */
+  /** One shared record per (model, kind, count, for_each): a 100,000-job manifest keeps a handful. */
+  private readonly shared = new Map<string, Known>();
+
+  /** Record a built job (every job, valid or not); only its id, model, kind and documented count are kept. */
   add(job: { id: string; model: string; kind: string; input: Record<string, unknown> }, node: Omit<Node, 'id'> | null): void {
     this.ids.add(job.id);
-    this.known.set(job.id, { model: job.model, kind: job.kind, input: null, forEach: node?.forEach != null });
+    const info: Known = { model: job.model, kind: job.kind, count: documentedCount(job.model, job.kind, job.input, 'items'), forEach: node?.forEach != null };
+    const key = `${info.model}\u0000${info.kind}\u0000${info.count}\u0000${info.forEach}`;
+    let one = this.shared.get(key);
+    if (!one) this.shared.set(key, (one = info));
+    this.known.set(job.id, one);
     if (node) this.nodes.push({ id: job.id, ...node });
-    const k = this.known.get(job.id);
-    if (k && (k.kind === 'chat' || documentedCount(job.model, job.kind, job.input, 'items') !== null)) k.input = job.input;
   }
 
   /** The model and kind of a job already read, or undefined. */
@@ -89,7 +98,7 @@ export class GraphCollector {
     const k = this.known.get(ref.job);
     const field = typeof ref.path[0] === 'string' ? ref.path[0] : '';
     if (!k) return { count: null, basis: `children unknown until ${ref.job} runs (it is listed later in the manifest)` };
-    const n = ref.path.length === 1 && k.input ? documentedCount(k.model, k.kind, k.input, field) : null;
+    const n = ref.path.length === 1 && COUNTED_LISTS.has(field) ? k.count : null;
     if (n === null) return { count: null, basis: `children unknown until ${ref.job} runs (${k.kind === 'chat' ? `a chat answer has no documented number of ${field || 'items'}` : `${k.model} documents no count for ${field || 'this list'}`})` };
     return { count: n, basis: `${n} children: the documented count of ${ref.job}.${field} (${k.model})` };
   }
