@@ -160,3 +160,18 @@ describe('framework errors in the contract shape', () => {
     expect((await call(sb, 'GET', '/api/user/balance', 'k1')).status).toBe(200);
   });
 });
+
+describe('hidden loopback addresses', () => {
+  it('upload/url and submit refuse IPv6 forms of loopback', async () => {
+    const sb = await sandbox();
+    for (const host of ['[::127.0.0.1]', '[::7f00:1]', '[64:ff9b::7f00:1]', '[2002:7f00:1::]']) {
+      const u = await call(sb, 'POST', '/api/common/upload/url', 'k1', { file_url: `http://${host}:9/x.png` });
+      expect(u.status, host).toBe(400);
+      expect(u.body.error.message, host).toContain('private');
+      const s = await call(sb, 'POST', '/api/generate/submit', 'k2', { model: FLASH, input: { prompt: 'a fox' }, callback_url: `https://${host}/cb` });
+      expect(s.status, host).toBe(400);
+      expect(s.body.error.message, host).toMatch(/^callback_url: /);
+      sb.clock.advance(61);
+    }
+  });
+});

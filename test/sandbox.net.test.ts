@@ -33,3 +33,17 @@ describe('sandbox address checks', () => {
     expect(callbackUrlProblem('https://10.0.0.1/cb', true)).toMatch(/publicly reachable/);
   });
 });
+
+describe('IPv6 forms that hide an IPv4 address', () => {
+  it('refuses IPv4-compatible, mapped (hex), NAT64, 6to4 and other special IPv6 ranges, as the URL parser writes them', () => {
+    const hosts = ['[::127.0.0.1]', '[::7f00:1]', '[::ffff:7f00:1]', '[2002:7f00:1::]', '[2002:a00:1::1]', '[64:ff9b::7f00:1]', '[64:ff9b::a9fe:a9fe]', '[64:ff9b:1::1]', '[2001::1]', '[2001:db8::1]', '[100::1]', '[::8.8.8.8]', '[ff02::1]', '[fec0::1]'];
+    for (const h of hosts) expect(isPrivateHost(new URL(`https://${h}/`).hostname), h).toBe(true);
+    for (const h of ['[2002:808:808::1]', '[64:ff9b::808:808]', '[::ffff:808:808]', '[2606:4700::1111]']) expect(isPrivateHost(new URL(`https://${h}/`).hostname), h).toBe(false);
+    expect(callbackUrlProblem('https://[::127.0.0.1]/cb', false)).toMatch(/publicly reachable/);
+    expect(callbackUrlProblem('https://[64:ff9b::7f00:1]/cb', false)).toMatch(/publicly reachable/);
+    expect(callbackUrlProblem('https://[2002:7f00:1::]/cb', false)).toMatch(/publicly reachable/);
+    expect(isLoopbackHost('[::127.0.0.1]')).toBe(true);
+    expect(isLoopbackHost('[::7f00:1]')).toBe(true);
+    expect(isLoopbackHost('[2002:7f00:1::]')).toBe(false);
+  });
+});
