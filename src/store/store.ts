@@ -5,6 +5,7 @@ import { StateError, TransitionError } from '../errors.js';
 import { GraphLinks } from './graph.js';
 import { Lease, type LeaseOptions } from './lease.js';
 import { openDatabase } from './schema.js';
+import { WalSync } from './wal-sync.js';
 import { FINAL_STATES, TRANSITIONS, type JobState } from './states.js';
 import { PATCH_COLUMNS, type FileRow, type JobInput, type JobPatch, type JobRow, type KnownJob, type RunRow, type SummaryRow, type SyncResult } from './types.js';
 
@@ -24,6 +25,7 @@ export class Store {
   private runId = 0;
   private generation = 0;
   private seq = 0;
+  private wal: WalSync | null | undefined;
   private readonly stmts = new Map<string, Database.Statement>();
   /** During a sync: the ids the manifest named. */
   private seen: Set<string> | null = null;
@@ -75,6 +77,7 @@ export class Store {
     if (!this.db.open) return;
     this.lease?.release();
     this.db.close();
+    this.wal?.close();
   }
 
   private stmt(sql: string): Database.Statement {
@@ -84,6 +87,32 @@ export class Store {
       this.stmts.set(sql, s);
     }
     return s;
+  }
+
+  /**
+   * Run fn in one transaction (synchronous=NORMAL: written to the WAL, not yet
+   * synced). Pair with syncWal() to make it durable without blocking the event loop.
+   */
+  commitNormal<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  /** True when the state file is in WAL mode (then commitNormal + syncWal can replace durable). */
+  get walMode(): boolean {
+    if (this.wal === undefined) {
+      const mode = String(this.db.pragma('journal_mode', { simple: true })).toLowerCase();
+      this.wal = mode === 'wal' ? new WalSync(this.path + '-wal') : null;
+    }
+    return this.wal !== null;
+  }
+
+  /**
+   * fsync the WAL on the thread pool: every commit made so far becomes as
+   * durable as under synchronous=FULL. Only in WAL mode (see walMode).
+   */
+  async syncWal(): Promise<void> {
+    if (!this.walMode || !this.wal) throw new StateError('syncWal: the state file is not in WAL mode');
+    await this.wal.sync();
   }
 
   /**
