@@ -135,3 +135,41 @@ describe('sandbox callbacks', () => {
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/^callback_url: must be an HTTPS URL/);
   });
 });
+
+describe('callback delivery checks the resolved addresses', () => {
+  it('sends nothing when the host resolves to a refused address, delivers when every address is allowed', async () => {
+    const rx = await receiver([200]);
+    const port = new URL(rx.url).port;
+    const table: Record<string, string[]> = { localhost: ['127.0.0.1', '10.1.2.3'] };
+    const sb = await sandbox({ resolveHost: async (host) => table[host] ?? [] });
+    await submit(sb, `http://localhost:${port}/hook`);
+    sb.clock.advance(120);
+    await vi.waitFor(() => expect(sb.stats().callbacks.failed).toBeGreaterThanOrEqual(1));
+    sb.clock.advance(60);
+    await vi.waitFor(() => expect(sb.stats().callbacks.abandoned).toBe(1));
+    expect(rx.got).toHaveLength(0);
+    expect(sb.stats().callbacks.delivered).toBe(0);
+    table.localhost = ['127.0.0.1'];
+    await submit(sb, `http://localhost:${port}/hook`);
+    sb.clock.advance(120);
+    await vi.waitFor(() => expect(sb.stats().callbacks.delivered).toBe(1));
+    expect(rx.got).toHaveLength(1);
+  });
+
+  it('refuses a public-looking name that resolves to loopback without allowLoopback (upload/url and callbacks)', async () => {
+    const rx = await receiver([200]);
+    const port = new URL(rx.url).port;
+    const sb = await sandbox({ allowLoopback: false, resolveHost: async () => ['127.0.0.1'] });
+    const res = await fetch(`${sb.url}/api/common/upload/url`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer k1', 'content-type': 'application/json' },
+      body: JSON.stringify({ file_url: `http://127.0.0.1.nip.io:${port}/x.png` }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain('resolves to 127.0.0.1');
+    await submit(sb, `https://127.0.0.1.nip.io:${port}/hook`);
+    sb.clock.advance(120);
+    await vi.waitFor(() => expect(sb.stats().callbacks.failed).toBeGreaterThanOrEqual(1));
+    expect(rx.got).toHaveLength(0);
+  });
+});

@@ -1,3 +1,4 @@
+import { fetch, type Dispatcher } from 'undici';
 import type { Clock } from './clock.js';
 import type { Scheduler } from './scheduler.js';
 import type { Stats } from './stats.js';
@@ -20,7 +21,9 @@ interface Attempt {
 /**
  * Completion callbacks: POST the status body as JSON to the task's callback_url
  * when it reaches finished or failed. A 2xx answer is success; otherwise (or
- * no answer within the timeout) retried after 1, 2, 4 s x timeScale.
+ * no answer within the timeout) retried after 1, 2, 4 s x timeScale. The host is
+ * resolved at each attempt and every address checked (guard.ts): a name that resolves
+ * to a private address gets no request; the attempt counts as failed.
  */
 export class Callbacks {
   private readonly inflight = new Set<AbortController>();
@@ -31,13 +34,15 @@ export class Callbacks {
   private readonly stats: Stats;
   private readonly timeScale: number;
   private readonly timeoutMs: number;
+  private readonly dispatcher: Dispatcher | undefined;
 
-  constructor(scheduler: Scheduler, clock: Clock, stats: Stats, o: { timeScale: number; timeoutMs: number }) {
+  constructor(scheduler: Scheduler, clock: Clock, stats: Stats, o: { timeScale: number; timeoutMs: number; dispatcher?: Dispatcher }) {
     this.scheduler = scheduler;
     this.clock = clock;
     this.stats = stats;
     this.timeScale = o.timeScale;
     this.timeoutMs = o.timeoutMs;
+    this.dispatcher = o.dispatcher;
   }
 
   /**
@@ -76,6 +81,7 @@ export class Callbacks {
         body: payload,
         redirect: 'manual',
         signal: ac.signal,
+        ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
       });
       ok = res.status >= 200 && res.status < 300;
       await res.body?.cancel().catch(() => undefined);

@@ -1,7 +1,9 @@
 import { Accounts } from './accounts.js';
 import { Callbacks } from './callbacks.js';
 import { Clock, isoNoZone } from './clock.js';
+import type { Agent } from 'undici';
 import { extensionFor } from './extensions.js';
+import { guardedAgent } from './guard.js';
 import { Faults } from './faults.js';
 import { FileStore } from './files.js';
 import type { ResolvedOptions } from './options.js';
@@ -30,6 +32,8 @@ export class SandboxContext {
   readonly callbacks: Callbacks;
   /** Source of per-task seeds (and task ids when seeded). */
   readonly rng: Rng;
+  /** Dispatcher of outgoing requests (callbacks, upload/url): connects only to allowed addresses. */
+  readonly outgoing: Agent;
 
   constructor(options: ResolvedOptions) {
     this.options = options;
@@ -38,9 +42,11 @@ export class SandboxContext {
     this.files = new FileStore(() => this.baseUrl);
     this.faults = new Faults(options.faults, new Rng(mixSeed(options.seed, 0xfa17)));
     this.scheduler = new Scheduler(this.clock);
+    this.outgoing = guardedAgent(options.resolveHost, options.allowLoopback);
     this.callbacks = new Callbacks(this.scheduler, this.clock, this.stats, {
       timeScale: options.timeScale,
       timeoutMs: options.callbackTimeoutMs,
+      dispatcher: this.outgoing,
     });
     this.rng = new Rng(options.seed);
   }
@@ -80,5 +86,6 @@ export class SandboxContext {
   close(): void {
     this.scheduler.close();
     this.callbacks.close();
+    void this.outgoing.destroy().catch(() => undefined);
   }
 }

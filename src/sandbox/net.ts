@@ -3,8 +3,9 @@ import { isIP } from 'node:net';
 /**
  * Address checks for callback URLs (and remote upload URLs): which hosts are
  * loopback, and which are private or internal (refused unless loopback is allowed).
- * Names are judged by their text only (no DNS lookup): IP literals by range,
- * `localhost`, and internal-looking names (no dot, .local, .internal, .lan, .home.arpa).
+ * These judge the text of a URL's host (at submit: IP literals by range,
+ * `localhost`, internal-looking names: no dot, .local, .internal, .lan, .home.arpa);
+ * outgoing requests then check every address a name resolves to (guard.ts).
  */
 
 function v4(host: string): number[] | null {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { UsageError } from '../errors.js';
 import { parseFaults, type FaultRule } from './faults.js';
+import { systemResolver } from './guard.js';
 
 /** Options of startSandbox() and `genbatch sandbox`. Every field is optional. */
 export interface SandboxOptions {
@@ -42,6 +43,11 @@ export interface SandboxOptions {
   clockStart?: number;
   /** How long a callback receiver may take to answer, in real ms. Default 10000 x timeScale, at least 1000. */
   callbackTimeoutMs?: number;
+  /**
+   * How host names of callback and upload/url URLs are resolved (every address is checked before
+   * connecting). Default: the system resolver. Tests pass a fixed table here.
+   */
+  resolveHost?: (host: string) => Promise<string[]>;
 }
 
 /** Options with every default applied. */
@@ -64,6 +70,7 @@ export interface ResolvedOptions {
   imageEdge: number;
   clockStart: number;
   callbackTimeoutMs: number;
+  resolveHost: (host: string) => Promise<string[]>;
 }
 
 export const DEFAULT_CREDITS = 10000;
@@ -126,6 +133,7 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
     imageEdge: Math.max(8, Math.round(positive('imageEdge', o.imageEdge, 128))),
     clockStart: o.clockStart ?? Date.now(),
     callbackTimeoutMs: positive('callbackTimeoutMs', o.callbackTimeoutMs, Math.max(1000, 10000 * timeScale)),
+    resolveHost: o.resolveHost ?? systemResolver,
   };
 }
 

@@ -138,7 +138,13 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
       if (url === undefined || url === null || url === '') throw invalid('file_url: is required (a public http or https URL)');
       if (Array.isArray(url)) throw invalid('file_url: one image per request (got an array)');
       if (typeof url !== 'string') throw invalid('file_url: must be a string URL');
-      const bytes = await download('file_url', url, { allowLoopback: ctx.options.allowLoopback, timeoutMs, maxBytes: MAX_UPLOAD_BYTES });
+      const bytes = await download('file_url', url, {
+        allowLoopback: ctx.options.allowLoopback,
+        timeoutMs,
+        maxBytes: MAX_UPLOAD_BYTES,
+        resolveHost: ctx.options.resolveHost,
+        dispatcher: ctx.outgoing,
+      });
       const path = first(body, ['upload_path', 'uploadPath']);
       const name = first(body, ['file_name', 'fileName']);
       return { bytes, field: 'file_url', uploadPath: path.value, uploadPathField: path.field, fileName: name.value, fileNameField: name.field };

@@ -1,6 +1,7 @@
-import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { isLoopbackHost, isPrivateHost } from '../net.js';
+import { fetch, type Dispatcher } from 'undici';
+import { addressAllowed, refusedAddress, type HostResolver } from '../guard.js';
+import { isLoopbackHost } from '../net.js';
 import { invalid, Refused } from './refused.js';
 
 /**
@@ -16,22 +17,25 @@ export interface DownloadOptions {
   allowLoopback: boolean;
   timeoutMs: number;
   maxBytes: number;
+  /** Resolves host names (checked here for a clear message, and again at connect by `dispatcher`). */
+  resolveHost: HostResolver;
+  /** Connects only to allowed addresses (guard.ts guardedAgent). */
+  dispatcher: Dispatcher;
 }
 
 const MAX_REDIRECTS = 3;
 
 function allowed(host: string, o: DownloadOptions): boolean {
-  if (o.allowLoopback && isLoopbackHost(host)) return true;
-  return !isPrivateHost(host);
+  return addressAllowed(host, o.allowLoopback);
 }
 
 /** Resolve a name, giving up when `signal` aborts (a resolver can hang longer than the download limit). */
-function resolve(host: string, signal: AbortSignal): Promise<Array<{ address: string }>> {
+function resolve(host: string, o: DownloadOptions, signal: AbortSignal): Promise<string[]> {
   return new Promise((ok, fail) => {
     const onAbort = () => fail(new Error('aborted'));
     if (signal.aborted) return onAbort();
     signal.addEventListener('abort', onAbort, { once: true });
-    lookup(host, { all: true }).then(ok, fail).finally(() => signal.removeEventListener('abort', onAbort));
+    o.resolveHost(host).then(ok, fail).finally(() => signal.removeEventListener('abort', onAbort));
   });
 }
 
@@ -39,15 +43,15 @@ async function checkHost(field: string, u: URL, o: DownloadOptions, signal: Abor
   const host = u.hostname.replace(/^\[|\]$/g, '');
   if (!allowed(host, o)) throw invalid(`${field}: ${host} is a private, loopback, link-local or internal address; only public hosts are fetched`);
   if (isIP(host) !== 0 || (o.allowLoopback && isLoopbackHost(host))) return;
-  let addresses: Array<{ address: string }>;
+  let addresses: string[];
   try {
-    addresses = await resolve(host, signal);
+    addresses = await resolve(host, o, signal);
   } catch {
     if (signal.aborted) throw new Refused(408, 'timeout_error', `${field}: the host ${host} was not resolved within ${o.timeoutMs} ms`);
     throw invalid(`${field}: host ${host} could not be resolved`);
   }
-  const bad = addresses.find((a) => !allowed(a.address, o));
-  if (bad) throw invalid(`${field}: ${host} resolves to ${bad.address}, a private or internal address; only public hosts are fetched`);
+  const bad = refusedAddress(addresses, o.allowLoopback);
+  if (bad) throw invalid(`${field}: ${host} resolves to ${bad}, a private or internal address; only public hosts are fetched`);
 }
 
 function parse(field: string, url: string): URL {
@@ -62,7 +66,7 @@ function parse(field: string, url: string): URL {
   return u;
 }
 
-async function readCapped(field: string, res: Response, maxBytes: number): Promise<Buffer> {
+async function readCapped(field: string, res: { headers: { get(name: string): string | null }; body: ReadableStream<Uint8Array> | null }, maxBytes: number): Promise<Buffer> {
   const declared = Number(res.headers.get('content-length'));
   if (Number.isFinite(declared) && declared > maxBytes) throw new Refused(413, 'content_too_long_error', `${field}: the remote file is ${declared} bytes; the limit is ${maxBytes}`);
   const chunks: Buffer[] = [];
@@ -90,9 +94,9 @@ export async function download(field: string, url: string, o: DownloadOptions): 
     let u = parse(field, url);
     for (let hop = 0; ; hop++) {
       await checkHost(field, u, o, ac.signal);
-      let res: Response;
+      let res: Awaited<ReturnType<typeof fetch>>;
       try {
-        res = await fetch(u, { redirect: 'manual', signal: ac.signal, headers: { 'user-agent': 'genbatch-sandbox-upload' } });
+        res = await fetch(u, { redirect: 'manual', signal: ac.signal, headers: { 'user-agent': 'genbatch-sandbox-upload' }, dispatcher: o.dispatcher });
       } catch (err) {
         if (ac.signal.aborted) throw new Refused(408, 'timeout_error', `${field}: the download did not finish within ${o.timeoutMs} ms`);
         const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : String(err);
