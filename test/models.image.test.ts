@@ -30,8 +30,12 @@ function parsed(model: string, input: Input): Input {
 function price(model: string, input: Input) {
   return getModel(model).price(parsed(model, input));
 }
+/** The inferred workflow, which must be one of the spec's listed workflows. */
 function workflow(model: string, input: Input): string {
-  return getModel(model).workflow(parsed(model, input));
+  const spec = getModel(model);
+  const w = spec.workflow(parsed(model, input));
+  expect(spec.workflows).toContain(w);
+  return w;
 }
 
 describe('alpha-image-2 and alpha-image-2-edit: fields', () => {

@@ -25,8 +25,12 @@ function price(model: string, input: Record<string, unknown>) {
   return getModel(model).price(ok(model, input));
 }
 
+/** The inferred workflow, which must be one of the spec's listed workflows. */
 function workflow(model: string, input: Record<string, unknown>): string {
-  return getModel(model).workflow(ok(model, input));
+  const spec = getModel(model);
+  const w = spec.workflow(ok(model, input));
+  expect(spec.workflows).toContain(w);
+  return w;
 }
 
 const VIDEO_IDS = [

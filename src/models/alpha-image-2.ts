@@ -124,6 +124,8 @@ function price(input: Record<string, unknown>): PriceQuote {
   return { credits, basis: `${quality} quality, billed at ${resolution}: ${credits} credits (${rule})` };
 }
 
+const PRICE_BASIS = 'quality x billed resolution table, 2 to 48 credits per image, billed resolution by rules 1-4 (contract)';
+
 const CHOICES = [
   'resolution omitted with a preset size: processed and billed as 1K (the contract gives no default)',
   'custom size format: WIDTHxHEIGHT with a lowercase x and positive integers without leading zeros',
@@ -137,7 +139,9 @@ export const alphaImage2: ModelSpec = {
   kind: 'image',
   summary: 'Text-to-image, one image per request, priced by quality and billed resolution (2 to 48 credits)',
   input: inputSchema(false),
+  workflows: ['text-to-image'],
   workflow: () => 'text-to-image',
+  priceBasis: PRICE_BASIS,
   price,
   imageFields: [],
   urlOnlyFields: [],
@@ -153,7 +157,9 @@ export const alphaImage2Edit: ModelSpec = {
   kind: 'image',
   summary: 'Edit with reference images (image_urls required), one image per request, priced as alpha-image-2',
   input: inputSchema(true),
+  workflows: ['edit'],
   workflow: () => 'edit',
+  priceBasis: PRICE_BASIS,
   price,
   imageFields: ['image_urls[]'],
   urlOnlyFields: [],

@@ -14,7 +14,10 @@ const VIDEO = {
   typicalSeconds: [90, 300],
   resultEndpoint: 'status',
   outputCount: () => 1,
+  priceBasis: 'unknown: the contract gives no price; a user-supplied price is per request',
 } satisfies Partial<ModelSpec>;
+
+const FIRST_FRAME_WORKFLOWS: readonly string[] = ['text-to-video', 'image-to-video'];
 
 const noPrice = (id: string) => () => ({ credits: null, basis: `the contract gives no price for ${id}` });
 
@@ -44,6 +47,7 @@ export const clip23: ModelSpec = {
   family: 'clip',
   summary: 'Text- or first-frame image-to-video, 6 or 10 s, 768p or 1080p (1080p: 6 s only)',
   input: clip23Input,
+  workflows: FIRST_FRAME_WORKFLOWS,
   workflow: firstFrameWorkflow,
   price: noPrice('clip-2.3'),
   imageFields: ['start_image_url'],
@@ -88,6 +92,7 @@ export const clip02: ModelSpec = {
   family: 'clip',
   summary: 'Text- or image-to-video, 768P or 512P, 6 or 10 s, optional end frame and prompt optimizer',
   input: clip02Input([6, 10], ['768P', '512P']),
+  workflows: FIRST_FRAME_WORKFLOWS,
   workflow: firstFrameWorkflow,
   price: noPrice('clip-02'),
   imageFields: ['start_image_url', 'end_image_url'],
@@ -101,6 +106,7 @@ export const clip02Pro: ModelSpec = {
   family: 'clip',
   summary: 'Text- or image-to-video at 1080P, 6 s, optional end frame and prompt optimizer',
   input: clip02Input([6], ['1080P']),
+  workflows: FIRST_FRAME_WORKFLOWS,
   workflow: firstFrameWorkflow,
   price: noPrice('clip-02-pro'),
   imageFields: ['start_image_url', 'end_image_url'],
@@ -120,6 +126,7 @@ export const clipgen2: ModelSpec = {
     duration: z.number({ error: 'must be a number' }).int({ error: 'must be an integer' }).min(1, { error: 'must be at least 1' }).optional().describe('Seconds, a positive integer (allowed values not shown)'),
     aspect_ratio: ratioString.optional().describe('Such as 16:9 (allowed values not shown)'),
   }),
+  workflows: ['text-to-video'],
   workflow: () => 'text-to-video',
   price: noPrice('clipgen-2'),
   imageFields: [],

@@ -107,6 +107,12 @@ export function unpriced(model: string, count: number): PriceQuote {
   return { credits: null, basis: `the contract gives no price for ${model}; a per-image price applies to ${per} (multiply by ${count})` };
 }
 
+/** priceBasis of an image model the contract does not price. */
+export const UNPRICED_IMAGE_BASIS = 'unknown: the contract gives no price; a user-supplied price is per image, times the image count';
+
+/** Workflows of a model with optional reference images (textOrImage). */
+export const TEXT_OR_IMAGE: readonly string[] = ['text-to-image', 'image-to-image'];
+
 /** Total credits for a per-image price (a user-supplied price, say) and the spec's output count. */
 export function perImageTotal(perImageCredits: number, count: number): number {
   return perImageCredits * count;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { oneOf } from './common.js';
-import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, imageList, requiredPrompt, textOrImage, unpriced } from './image-common.js';
+import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, TEXT_OR_IMAGE, UNPRICED_IMAGE_BASIS, imageList, requiredPrompt, textOrImage, unpriced } from './image-common.js';
 import type { ModelSpec } from './types.js';
 
 /**
@@ -20,7 +20,9 @@ export const imagineImage: ModelSpec = {
     size: oneOf(SIZES, 'size').optional().describe(`Aspect ratio, optional: ${SIZES.join(', ')}`),
     image_urls: imageList({ min: 1, max: 1, formats: ['jpeg', 'png', 'webp'] }).optional().describe('Image-to-image: exactly one JPEG, PNG or WebP URL of at most 10.0 MB'),
   }),
+  workflows: TEXT_OR_IMAGE,
   workflow: textOrImage,
+  priceBasis: UNPRICED_IMAGE_BASIS,
   price: () => unpriced('imagine-image', 1),
   imageFields: ['image_urls[]'],
   urlOnlyFields: [],

@@ -18,6 +18,7 @@ import type { FieldIssue, ModelSpec } from './types.js';
 
 export type { FieldIssue, ModelKind, ModelSpec, PriceQuote, ResultEndpoint } from './types.js';
 export { isRemoteRef } from './common.js';
+export { inputFields, type FieldInfo, type InputFields } from './fields.js';
 
 /** Every family module, in catalogue order. Add a family here and nowhere else. */
 const FAMILIES: ReadonlyArray<{ specs: ModelSpec[] }> = [flash, alphaImage2, dream4, dream5Lite, kontext, imagineImage, otherImage, vidmodel, clip, videoh, motion, video15, imagineVideo, music];

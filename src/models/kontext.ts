@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { oneOf } from './common.js';
-import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, imageList, refused, requiredPrompt, unpriced } from './image-common.js';
+import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, UNPRICED_IMAGE_BASIS, imageList, refused, requiredPrompt, unpriced } from './image-common.js';
 import type { ModelSpec } from './types.js';
 
 /**
@@ -38,7 +38,9 @@ function spec(base: 'kontext-pro' | 'kontext-max', edit: boolean): ModelSpec {
     kind: 'image',
     summary: edit ? 'Edit of one reference image (the first of image_urls)' : 'Text-to-image, 7 aspect ratios, png or jpg',
     input: inputSchema(base, edit),
+    workflows: [edit ? 'edit' : 'text-to-image'],
     workflow: () => (edit ? 'edit' : 'text-to-image'),
+    priceBasis: UNPRICED_IMAGE_BASIS,
     price: () => unpriced(id, 1),
     imageFields: edit ? ['image_urls[]'] : [],
     urlOnlyFields: [],

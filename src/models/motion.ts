@@ -94,7 +94,9 @@ function motionSpec(tier: Tier): ModelSpec {
     kind: 'video',
     summary: `Text-to-video, image-to-video${tier === 'pro' ? ' (with optional end frame)' : ''} or elements (1 to 4 images); ${rate} credits per second`,
     input: motionInput(tier),
+    workflows: ['text-to-video', 'image-to-video', 'elements'] satisfies MotionWorkflow[],
     workflow: motionWorkflow,
+    priceBasis: `${rate} credits per second x duration (contract)`,
     price: (i) => {
       const duration = typeof i.duration === 'number' ? i.duration : null;
       if (duration === null) return { credits: null, basis: `${rate} credits per second, but duration is missing` };

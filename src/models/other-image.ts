@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, imageCount, imageList, refused, requiredPrompt, textOrImage, unpriced } from './image-common.js';
+import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, TEXT_OR_IMAGE, UNPRICED_IMAGE_BASIS, imageCount, imageList, refused, requiredPrompt, textOrImage, unpriced } from './image-common.js';
 import type { ModelSpec } from './types.js';
 
 /**
@@ -77,7 +77,9 @@ function spec(entry: Entry): ModelSpec {
     kind: 'image',
     summary: entry.summary,
     input: inputSchema(entry),
+    workflows: entry.mode === 'edit' ? ['edit'] : entry.mode === 'text' ? ['text-to-image'] : TEXT_OR_IMAGE,
     workflow: entry.mode === 'edit' ? () => 'edit' : entry.mode === 'text' ? () => 'text-to-image' : textOrImage,
+    priceBasis: UNPRICED_IMAGE_BASIS,
     price: (input) => unpriced(entry.id, imageCount(input)),
     imageFields: entry.mode === 'text' ? [] : ['image_urls[]'],
     urlOnlyFields: [],

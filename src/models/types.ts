@@ -34,8 +34,15 @@ export interface ModelSpec {
   input: z.ZodType<Record<string, unknown>>;
   /** Reject unknown fields at the body root too (the contract says so for the flash model). */
   strictRoot?: boolean;
+  /** Every value workflow() can return, in the order `genbatch models` lists them. */
+  workflows: readonly string[];
   /** Workflow inferred from the fields present in a valid input, e.g. "image-to-video". */
   workflow(input: Record<string, unknown>): string;
+  /**
+   * How this model is priced, in one line for `genbatch models`, ending with its source:
+   * "(contract)" for a price the contract gives, or starting "unknown:" when it gives none.
+   */
+  priceBasis: string;
   /** Price of one submission of a valid input, per the contract's tables. */
   price(input: Record<string, unknown>): PriceQuote;
   /**

@@ -71,7 +71,9 @@ export const videoh: ModelSpec = {
   kind: 'video',
   summary: 'Text-, image-, reference-to-video and video-edit, chosen from the fields present; 720p or 1080p, 3 to 15 s',
   input,
+  workflows: ['text-to-video', 'image-to-video', 'reference-to-video', 'video-edit'] satisfies VideohWorkflow[],
   workflow: videohWorkflow,
+  priceBasis: 'unknown: the contract gives no price (billing depends on workflow, resolution and billable duration); a user-supplied price is per request',
   price: (i) => ({
     credits: null,
     basis: `the contract gives no price for videoh (billing depends on workflow, resolution and billable duration; ${videohWorkflow(i)})`,

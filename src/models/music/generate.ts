@@ -19,6 +19,12 @@ import {
 
 /** generate-music, extend-music and replace-section: workflows that make tracks from text. */
 
+/** Workflows chosen by custom_mode (generate-music, upload-and-cover-audio). */
+export const CUSTOM_MODE_WORKFLOW = { values: ['custom mode', 'non-custom mode'], of: (input: Record<string, unknown>) => (input.custom_mode === true ? 'custom mode' : 'non-custom mode') };
+
+/** Workflows chosen by default_param_flag (extend-music, upload-and-extend-audio). */
+export const PARAM_FLAG_WORKFLOW = { values: ['new parameters', 'original parameters'], of: (input: Record<string, unknown>) => (input.default_param_flag === true ? 'new parameters' : 'original parameters') };
+
 /** Variations per generate-music / extend task. Choice: the contract says "several"; 2. */
 export const TRACK_VARIATIONS = 2;
 
@@ -54,7 +60,7 @@ export const generateMusic = musicSpec({
   kind: 'music',
   summary: `Music from a description (non-custom) or from lyrics, style and title (custom); ${TRACK_VARIATIONS} variations`,
   input: generateInput,
-  workflow: (input) => (input.custom_mode === true ? 'custom mode' : 'non-custom mode'),
+  workflow: CUSTOM_MODE_WORKFLOW,
   count: TRACK_VARIATIONS,
   typicalSeconds: [30, 120],
   sandboxCredits: 12,
@@ -94,7 +100,7 @@ export const extendMusic = musicSpec({
   kind: 'music',
   summary: 'Extend a generated track from continue_at, with new or the original parameters',
   input: extendInput,
-  workflow: (input) => (input.default_param_flag === true ? 'new parameters' : 'original parameters'),
+  workflow: PARAM_FLAG_WORKFLOW,
   count: TRACK_VARIATIONS,
   typicalSeconds: [30, 120],
   sandboxCredits: 12,

@@ -118,7 +118,8 @@ export function musicSpec(
     kind: Extract<ModelKind, 'music' | 'audio' | 'lyrics'>;
     count: number | ((input: Raw) => number);
     urlOnlyFields?: string[];
-    workflow?: (input: Raw) => string;
+    /** Values of workflow(); with no workflow function, the one workflow is the id. */
+    workflow?: { values: readonly string[]; of: (input: Raw) => string };
     choices?: string[];
   },
 ): ModelSpec {
@@ -126,7 +127,9 @@ export function musicSpec(
   return {
     ...rest,
     family: 'music',
-    workflow: workflow ?? (() => parts.id),
+    workflows: workflow?.values ?? [parts.id],
+    workflow: workflow?.of ?? (() => parts.id),
+    priceBasis: 'unknown: the contract gives no price for music workflows; a user-supplied price is per request',
     price: () => ({ credits: null, basis: 'the contract gives no price for music workflows' }),
     imageFields: [],
     urlOnlyFields: urlOnlyFields ?? [],

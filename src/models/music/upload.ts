@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { oneOf, weight01 } from '../common.js';
 import { DEFAULT_MV, NON_CUSTOM_PROMPT_MAX } from './limits.js';
-import { TRACK_VARIATIONS } from './generate.js';
+import { CUSTOM_MODE_WORKFLOW, PARAM_FLAG_WORKFLOW, TRACK_VARIATIONS } from './generate.js';
 import {
   addModelField,
   audioUrlField,
@@ -58,7 +58,7 @@ export const uploadAndCoverAudio = musicSpec({
   kind: 'music',
   summary: 'Cover an uploaded track (at most 8 minutes; 1 minute for V4_5ALL) in a new style',
   input: coverInput,
-  workflow: (input) => (input.custom_mode === true ? 'custom mode' : 'non-custom mode'),
+  workflow: CUSTOM_MODE_WORKFLOW,
   urlOnlyFields: ['upload_url'],
   count: TRACK_VARIATIONS,
   typicalSeconds: [30, 120],
@@ -103,7 +103,7 @@ export const uploadAndExtendAudio = musicSpec({
   kind: 'music',
   summary: 'Extend an uploaded track (at most 8 minutes; 1 minute for V4_5ALL)',
   input: uploadExtendInput,
-  workflow: (input) => (input.default_param_flag === true ? 'new parameters' : 'original parameters'),
+  workflow: PARAM_FLAG_WORKFLOW,
   urlOnlyFields: ['upload_url'],
   count: TRACK_VARIATIONS,
   typicalSeconds: [30, 120],
