@@ -175,3 +175,25 @@ describe('hidden loopback addresses', () => {
     }
   });
 });
+
+describe('auth before the body', () => {
+  it('answers 401 to a missing or unknown key whatever the body', async () => {
+    const sb = await sandbox();
+    for (const key of [null, 'nope']) {
+      const bad = await call(sb, 'POST', '/api/generate/submit', key, '{not json');
+      expect(bad.status).toBe(401);
+      expect(bad.body.error.type).toBe('authentication_error');
+      const noType = await call(sb, 'POST', '/api/generate/submit', key, 'x', { 'content-type': 'application/x-weird' });
+      expect(noType.status).toBe(401);
+      const up = await call(sb, 'POST', '/api/common/upload/base64', key, '{not json');
+      expect(up.status).toBe(401);
+      const stream = await call(sb, 'POST', '/api/common/upload/stream', key, '--x\r\n', { 'content-type': 'multipart/form-data; boundary=zzz' });
+      expect(stream.status).toBe(401);
+    }
+    const lite = await call(sb, 'POST', '/api/generate/submit', null, { model: 'dream-5.0-lite', input: { prompt: 'p' } });
+    expect(lite).toMatchObject({ status: 401, body: { detail: expect.stringContaining('missing API key') } });
+    expect(sb.stats().uploads.refused).toBe(4);
+    const ok = await call(sb, 'POST', '/api/generate/submit', 'k1', '{not json');
+    expect(ok.status).toBe(400);
+  });
+});

@@ -63,6 +63,17 @@ export function authMessage(req: FastifyRequest): string {
   return requestKey(req.headers) === null ? AUTH_MISSING : AUTH_INVALID;
 }
 
+const unauthenticated = new WeakSet<object>();
+
+/** Remember that a request carries no valid key (submit decides its 401 style once the body is read). */
+export function markUnauthenticated(req: FastifyRequest): void {
+  unauthenticated.add(req.raw);
+}
+
+export function isUnauthenticated(req: FastifyRequest): boolean {
+  return unauthenticated.has(req.raw);
+}
+
 const faultOfRequest = new WeakMap<object, Fault>();
 
 /** Remember a fault that the handler itself applies (submit *-after, file truncate). */

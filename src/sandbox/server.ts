@@ -4,7 +4,8 @@ import { chatRoutes } from './chat.js';
 import type { SandboxContext } from './context.js';
 import { clientErrorHandler, clipPath, frameworkAnswer, MAX_PARAM_LENGTH } from './framework.js';
 import { FAULT_ENDPOINTS, isAfterKind, type FaultEndpoint } from './faults.js';
-import { drop, sendError, setFault, type ErrorStyle } from './http.js';
+import { requestKey } from './accounts.js';
+import { authMessage, drop, isUnauthenticated, markUnauthenticated, sendError, setFault, type ErrorStyle } from './http.js';
 import { accountRoutes } from './routes/account.js';
 import { adminRoutes } from './routes/admin.js';
 import { fileRoutes } from './routes/files.js';
@@ -18,6 +19,8 @@ import { uploadRoutes } from './upload.js';
  */
 
 const DETAIL_ENDPOINTS = new Set(['status', 'detail']);
+/** Endpoints whose key is checked in onRequest, before the body is parsed. */
+const AUTH_ENDPOINTS = new Set(['submit', 'status', 'detail', 'balance', 'upload']);
 const FAULT_STATUS: Readonly<Record<string, number>> = { '429': 429, '500': 500, '502': 502, '503': 503 };
 const FAULT_MESSAGE: Readonly<Record<number, string>> = {
   429: 'rate limit exceeded, retry later',
@@ -50,25 +53,29 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
   app.addHook('onRequest', async (req, reply) => {
     const endpoint = req.routeOptions.config.endpoint ?? 'other';
     ctx.stats.request(endpoint);
-    if (!(FAULT_ENDPOINTS as readonly string[]).includes(endpoint)) return;
-    const fault = ctx.faults.draw(endpoint as FaultEndpoint);
-    if (!fault) return;
-    if (fault.kind === 'slow') {
-      await sleep(fault.delayMs ?? ctx.options.slowMs);
-      return;
+    const fault = (FAULT_ENDPOINTS as readonly string[]).includes(endpoint) ? ctx.faults.draw(endpoint as FaultEndpoint) : null;
+    if (fault?.kind === 'slow') await sleep(fault.delayMs ?? ctx.options.slowMs);
+    else if (fault && (isAfterKind(fault.kind) || fault.kind === 'truncate')) setFault(req, fault);
+    else if (fault?.kind === 'drop') return drop(req, reply);
+    else if (fault) {
+      const status = FAULT_STATUS[fault.kind] ?? 500;
+      if (status === 429) reply.header('retry-after', String(Math.ceil(ctx.options.retryAfterS)));
+      return sendError(reply, status, FAULT_MESSAGE[status] ?? 'internal error', styleOf(endpoint));
     }
-    if (isAfterKind(fault.kind) || fault.kind === 'truncate') {
-      setFault(req, fault);
-      return;
-    }
-    if (fault.kind === 'drop') return drop(req, reply);
-    const status = FAULT_STATUS[fault.kind] ?? 500;
-    if (status === 429) reply.header('retry-after', String(Math.ceil(ctx.options.retryAfterS)));
-    return sendError(reply, status, FAULT_MESSAGE[status] ?? 'internal error', styleOf(endpoint));
+    // The key is checked before the body is read: an unauthenticated request gets 401 whatever its body.
+    // Submit waits for its body when it can (dream-5.0-lite answers {detail}), but a body that
+    // cannot be read is then a 401 too (see the error handler).
+    if (!AUTH_ENDPOINTS.has(endpoint) || !req.url.startsWith('/api/')) return;
+    const key = requestKey(req.headers);
+    if (key !== null && ctx.accounts.get(key)) return;
+    if (endpoint === 'submit') return markUnauthenticated(req);
+    if (endpoint === 'upload') ctx.stats.uploads.refused++;
+    return sendError(reply, 401, authMessage(req), styleOf(endpoint));
   });
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const style = styleOf(req.routeOptions.config?.endpoint);
+    if (isUnauthenticated(req)) return sendError(reply, 401, authMessage(req), style);
     const status = err.statusCode ?? 500;
     if (status === 413) return sendError(reply, 413, 'body: request body is too large', style);
     if (status === 415) return sendError(reply, 415, `body: unsupported content type ${String(req.headers['content-type'] ?? '(none)')}; send application/json`, style);
