@@ -3,7 +3,7 @@ import { request } from 'node:http';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
+import { parseFaults, startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
 
 /** Gaps found by the sandbox audit (issue 3), one describe per gap. */
 
@@ -195,5 +195,19 @@ describe('auth before the body', () => {
     expect(sb.stats().uploads.refused).toBe(4);
     const ok = await call(sb, 'POST', '/api/generate/submit', 'k1', '{not json');
     expect(ok.status).toBe(400);
+  });
+});
+
+describe('scripted faults follow the --faults rules', () => {
+  it('refuses a kind that cannot happen on the endpoint, as parseFaults does', async () => {
+    const sb = await sandbox();
+    const bad = await call(sb, 'POST', '/__sandbox/faults', null, { endpoint: 'submit', steps: ['truncate'] });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toContain('truncate cannot happen on submit');
+    expect((await call(sb, 'POST', '/__sandbox/faults', null, { endpoint: 'status', steps: ['500-after'] })).status).toBe(400);
+    expect(() => sb.script('balance', ['drop-after'])).toThrow(/cannot happen on balance/);
+    expect(() => parseFaults('submit:truncate=0.1')).toThrow(/cannot happen on submit/);
+    expect((await call(sb, 'POST', '/__sandbox/faults', null, { endpoint: 'file', steps: ['truncate'] })).status).toBe(200);
+    expect((await call(sb, 'POST', '/__sandbox/faults', null, { endpoint: '*', steps: ['truncate'] })).status).toBe(200);
   });
 });

@@ -65,7 +65,7 @@ export function parseFaults(spec: string): FaultRule[] {
     if (!Number.isFinite(rate) || rate < 0 || rate > 1) throw new UsageError(`--faults: rate in "${item}" must be from 0 to 1`);
     if (delay !== undefined && kind !== 'slow') throw new UsageError(`--faults: "/ms" is only for slow, in "${item}"`);
     if (endpoint !== '*' && !applies(kind as FaultKind, endpoint as FaultEndpoint)) {
-      throw new UsageError(`--faults: kind ${kind} cannot happen on ${endpoint} (truncate is for file, *-after for submit)`);
+      throw new UsageError(`--faults: kind ${kind} cannot happen on ${endpoint} (truncate is for file, *-after for submit and chat)`);
     }
     const rule: FaultRule = { endpoint: endpoint as FaultEndpoint | '*', kind: kind as FaultKind, rate };
     if (delay !== undefined) rule.delayMs = Number(delay);
@@ -90,6 +90,10 @@ export class Faults {
   script(endpoint: FaultEndpoint | '*', steps: ScriptStep[]): void {
     for (const s of steps) {
       if (s !== 'ok' && !(FAULT_KINDS as readonly string[]).includes(s)) throw new UsageError(`script: "${String(s)}" is not ok or a fault kind`);
+      // The same rule as --faults: a kind that cannot happen on the endpoint is refused (a `*` step waits for one where it can).
+      if (s !== 'ok' && endpoint !== '*' && !applies(s, endpoint)) {
+        throw new UsageError(`script: kind ${s} cannot happen on ${endpoint} (truncate is for file, *-after for submit and chat)`);
+      }
     }
     const q = this.scripts.get(endpoint) ?? [];
     q.push(...steps);
