@@ -211,3 +211,12 @@ describe('scripted faults follow the --faults rules', () => {
     expect((await call(sb, 'POST', '/__sandbox/faults', null, { endpoint: '*', steps: ['truncate'] })).status).toBe(200);
   });
 });
+
+describe('music detail query', () => {
+  it('refuses a repeated task_id as not a single value', async () => {
+    const sb = await sandbox();
+    const r = await call(sb, 'GET', '/api/generate/detail/music?task_id=a&task_id=b', 'k1');
+    expect(r).toMatchObject({ status: 400, body: { detail: 'task_id: must be a single value (got 2)' } });
+    expect((await call(sb, 'GET', '/api/generate/detail/music?task_id=a&task_id=b', null)).status).toBe(401);
+  });
+});

@@ -83,8 +83,12 @@ export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void 
     return { code: 200, data: ctx.taskData(task) };
   });
 
-  app.get<{ Querystring: { task_id?: string } }>('/api/generate/detail/music', { config: { endpoint: 'detail' } }, async (req, reply) => {
+  app.get<{ Querystring: { task_id?: string | string[] } }>('/api/generate/detail/music', { config: { endpoint: 'detail' } }, async (req, reply) => {
     const id = req.query.task_id;
+    if (Array.isArray(id)) {
+      if (!authenticate(ctx, req)) return sendError(reply, 401, authMessage(req), 'detail');
+      return sendError(reply, 400, `task_id: must be a single value (got ${id.length})`, 'detail');
+    }
     if (typeof id !== 'string' || id === '') {
       if (!authenticate(ctx, req)) return sendError(reply, 401, authMessage(req), 'detail');
       return sendError(reply, 400, 'task_id: is required (query parameter)', 'detail');
