@@ -220,3 +220,18 @@ describe('music detail query', () => {
     expect((await call(sb, 'GET', '/api/generate/detail/music?task_id=a&task_id=b', null)).status).toBe(401);
   });
 });
+
+describe('prototype keys in a body', () => {
+  it('names a __proto__ or constructor.prototype field instead of calling the JSON invalid', async () => {
+    const sb = await sandbox();
+    const a = await call(sb, 'POST', '/api/generate/submit', 'k1', `{"model":"${FLASH}","input":{"prompt":"p","__proto__":{"polluted":1}}}`);
+    expect(a).toMatchObject({ status: 400, body: { error: { type: 'validation_error', message: expect.stringMatching(/^input\.__proto__: this field name is not allowed/) } } });
+    const b = await call(sb, 'POST', '/api/generate/submit', 'k1', `{"model":"${FLASH}","input":{"prompt":"p","refs":[{"constructor":{"prototype":{"x":1}}}]}}`);
+    expect(b.body.error.message).toMatch(/^input\.refs\[0\]\.constructor\.prototype: /);
+    const lite = await call(sb, 'POST', '/api/generate/submit', 'k1', '{"model":"dream-5.0-lite","input":{"__proto__":{}}}');
+    expect(lite).toMatchObject({ status: 400, body: { detail: expect.stringContaining('input.__proto__') } });
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    const c = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: FLASH, input: { prompt: 'a constructor of ships' } });
+    expect(c.status).toBe(200);
+  });
+});

@@ -67,3 +67,27 @@ export function clientErrorHandler(err: Error & { code?: string; rawPacket?: unk
   }
   socket.destroy();
 }
+
+/**
+ * The path of the first `__proto__` key, or `constructor` key holding a `prototype`, in a
+ * parsed JSON body (fastify is told to keep them as plain own keys, `onProtoPoisoning:
+ * 'ignore'`, so that the answer can name the field instead of "not valid JSON"); null when none.
+ */
+export function poisonedKey(body: unknown): string | null {
+  const stack: Array<{ value: unknown; path: string }> = [{ value: body, path: '' }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop() as { value: unknown; path: string };
+    if (typeof value !== 'object' || value === null) continue;
+    if (Array.isArray(value)) {
+      value.forEach((v, i) => stack.push({ value: v, path: `${path}[${i}]` }));
+      continue;
+    }
+    for (const [k, v] of Object.entries(value)) {
+      const p = path ? `${path}.${k}` : k;
+      if (k === '__proto__') return p;
+      if (k === 'constructor' && typeof v === 'object' && v !== null && Object.hasOwn(v, 'prototype')) return `${p}.prototype`;
+      stack.push({ value: v, path: p });
+    }
+  }
+  return null;
+}

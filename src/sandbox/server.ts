@@ -2,14 +2,14 @@ import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chatRoutes } from './chat.js';
 import type { SandboxContext } from './context.js';
-import { clientErrorHandler, clipPath, frameworkAnswer, MAX_PARAM_LENGTH } from './framework.js';
+import { clientErrorHandler, clipPath, frameworkAnswer, MAX_PARAM_LENGTH, poisonedKey } from './framework.js';
 import { FAULT_ENDPOINTS, isAfterKind, type FaultEndpoint } from './faults.js';
 import { requestKey } from './accounts.js';
 import { authMessage, drop, isUnauthenticated, markUnauthenticated, sendError, setFault, type ErrorStyle } from './http.js';
 import { accountRoutes } from './routes/account.js';
 import { adminRoutes } from './routes/admin.js';
 import { fileRoutes } from './routes/files.js';
-import { generateRoutes } from './routes/generate.js';
+import { generateRoutes, submitStyle } from './routes/generate.js';
 import { uploadRoutes } from './upload.js';
 
 /**
@@ -40,6 +40,8 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     keepAliveTimeout: 30_000,
     return503OnClosing: false,
     maxParamLength: MAX_PARAM_LENGTH,
+    onProtoPoisoning: 'ignore',
+    onConstructorPoisoning: 'ignore',
     frameworkErrors: (err, req, reply) => {
       const a = frameworkAnswer(err.code, req.raw.url ?? '');
       const body = JSON.stringify(a.body);
@@ -71,6 +73,16 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     if (endpoint === 'submit') return markUnauthenticated(req);
     if (endpoint === 'upload') ctx.stats.uploads.refused++;
     return sendError(reply, 401, authMessage(req), styleOf(endpoint));
+  });
+
+  // `__proto__` and `constructor.prototype` keys are parsed as plain own keys (no prototype is
+  // touched), then refused here naming the field, before any handler sees the body.
+  app.addHook('preValidation', async (req, reply) => {
+    const key = poisonedKey(req.body);
+    if (key === null) return;
+    const endpoint = req.routeOptions.config.endpoint;
+    const style = endpoint === 'submit' ? submitStyle(req.body) : styleOf(endpoint);
+    return sendError(reply, 400, `${key}: this field name is not allowed (__proto__ and constructor.prototype are refused)`, style);
   });
 
   app.setErrorHandler((err: FastifyError, req, reply) => {

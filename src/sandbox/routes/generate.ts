@@ -22,7 +22,8 @@ const DETAIL_STYLE_FAMILIES = new Set(['dream-5.0-lite']);
 export const FAILURE_MESSAGE = 'generation failed: the model returned an error (sandbox failure rate)';
 export const POLICY_MESSAGE = 'content policy violation: the generated output was flagged and withheld';
 
-function submitStyle(body: unknown): ErrorStyle {
+/** The error style of a submit: `{detail}` for the families that show it, else `{code, error}`. */
+export function submitStyle(body: unknown): ErrorStyle {
   const spec = isObject(body) && typeof body.model === 'string' ? findModel(body.model) : undefined;
   return spec && DETAIL_STYLE_FAMILIES.has(spec.family) ? 'detail' : 'error';
 }
