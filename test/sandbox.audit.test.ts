@@ -235,3 +235,22 @@ describe('prototype keys in a body', () => {
     expect(c.status).toBe(200);
   });
 });
+
+describe('image format without output_format', () => {
+  it('is drawn once per task: every file of an n-image task has the same format', async () => {
+    const sb = await sandbox({ keys: { k1: 100_000, k2: 10 } });
+    const formats = new Set<string>();
+    for (let t = 0; t < 6; t++) {
+      const s = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: 'dream-5.0-lite', input: { prompt: `harbour ${t}`, n: 6 } });
+      expect(s.status).toBe(200);
+      sb.clock.advance(120);
+      const st = await call(sb, 'GET', `/api/generate/status/${s.body.data.task_id}`, 'k1');
+      const files = st.body.data.files as Array<{ format: string }>;
+      expect(files).toHaveLength(6);
+      const per = new Set(files.map((f) => f.format));
+      expect(per.size).toBe(1);
+      formats.add([...per][0] ?? '');
+    }
+    expect(formats.size).toBe(2);
+  });
+});

@@ -86,13 +86,14 @@ export function genericResult(task: TaskRecord, files: FileStore, imageEdge: num
   const blobs: Blob[] = [];
   const entries: FileEntry[] = [];
   const kind: ModelKind = task.spec.kind;
+  // Without output_format the image format is drawn once per task: every file of a task shares it.
+  const format = kind === 'image' ? imageFormat(task.input, rng) : 'png';
   for (let i = 0; i < n; i++) {
     const seed = mixSeed(task.seed, i + 1);
     const base = `${task.id}-${i + 1}`;
     if (kind === 'image') {
       const nominal = imageSize(task.input);
       const served = servedSize(nominal.width, nominal.height, imageEdge);
-      const format = imageFormat(task.input, rng);
       const b = blob(`${base}.${format === 'png' ? 'png' : 'jpg'}`, format, { type: format, ...served, seed });
       blobs.push(b);
       entries.push(files.entry(task, b, 'image', { metadata: { width: nominal.width, height: nominal.height, served_width: served.width, served_height: served.height } }));
