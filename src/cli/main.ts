@@ -145,7 +145,39 @@ function flushed(stream: NodeJS.WriteStream): Promise<void> {
   return new Promise((resolve) => stream.write('', () => resolve()));
 }
 
+/**
+ * A reader that closes early (`genbatch validate big.csv 2>&1 | head -1`) is not a failure:
+ * from the first EPIPE on, output to that stream is dropped quietly (writes still call back,
+ * without an error) and the command finishes with its own exit code. Other stream errors still throw.
+ */
+function dropOutputAfterEpipe(stream: NodeJS.WriteStream): void {
+  let closed = false;
+  const isEpipe = (err: unknown) => err instanceof Error && (err as NodeJS.ErrnoException).code === 'EPIPE';
+  stream.on('error', (err) => {
+    if (isEpipe(err) || closed) closed = true;
+    else throw err;
+  });
+  const write = stream.write.bind(stream) as (chunk: unknown, encoding: BufferEncoding | undefined, cb: (err?: Error | null) => void) => boolean;
+  const patched = (chunk: unknown, encodingOrCb?: BufferEncoding | ((err?: Error | null) => void), cb?: (err?: Error | null) => void): boolean => {
+    const done = typeof encodingOrCb === 'function' ? encodingOrCb : cb;
+    const encoding = typeof encodingOrCb === 'string' ? encodingOrCb : undefined;
+    if (closed) {
+      if (done) process.nextTick(done);
+      return true;
+    }
+    return write(chunk, encoding, (err) => {
+      if (err && (isEpipe(err) || closed)) {
+        closed = true;
+        done?.();
+      } else done?.(err);
+    });
+  };
+  stream.write = patched as typeof stream.write;
+}
+
 // Run when executed as the entry point.
+dropOutputAfterEpipe(process.stdout);
+dropOutputAfterEpipe(process.stderr);
 const code = await main(process.argv);
 process.exitCode = code;
 await Promise.all([flushed(process.stdout), flushed(process.stderr)]);

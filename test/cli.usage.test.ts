@@ -1,0 +1,130 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBuilt, genbatch, ROOT } from './fixtures/manifest/cli.js';
+
+/** Command-line usage as a user meets it (the built CLI in child processes): help, usage errors, a reader closing early. */
+
+let dir: string;
+beforeAll(() => {
+  ensureBuilt();
+  const stale = [['src/cli/main.ts', 'dist/cli/main.js'], ['src/cli/commands/models.ts', 'dist/cli/commands/models.js']].some(
+    ([src, out]) => !existsSync(join(ROOT, out)) || statSync(join(ROOT, src)).mtimeMs > statSync(join(ROOT, out)).mtimeMs,
+  );
+  if (stale) spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', ROOT], { encoding: 'utf8' });
+  dir = mkdtempSync(join(tmpdir(), 'genbatch-usage-'));
+}, 180_000);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Every command with its positional arguments (a valid count) as declared in src/cli/main.ts. */
+const COMMANDS: Array<{ name: string; args: string[]; required: boolean }> = [
+  { name: 'validate', args: ['m.yaml'], required: true },
+  { name: 'estimate', args: ['m.yaml'], required: true },
+  { name: 'models', args: [], required: false },
+  { name: 'run', args: ['m.yaml'], required: true },
+  { name: 'status', args: ['m.yaml'], required: false },
+  { name: 'report', args: ['m.yaml'], required: false },
+  { name: 'balance', args: [], required: false },
+  { name: 'sandbox', args: [], required: false },
+];
+
+describe('usage', () => {
+  it('--help on the program and on every command exits 0 and prints its usage on stdout', async () => {
+    const root = await genbatch(['--help']);
+    expect(root.code).toBe(0);
+    expect(root.stdout).toContain('Usage: genbatch [options] [command]');
+    for (const c of COMMANDS) expect(root.stdout).toContain(`\n  ${c.name} `);
+    const runs = await Promise.all(COMMANDS.map((c) => genbatch([c.name, '--help'])));
+    runs.forEach((r, i) => {
+      const name = COMMANDS[i]?.name ?? '';
+      expect(r.code, name).toBe(0);
+      expect(r.stdout, name).toMatch(new RegExp(`^Usage: genbatch ${name} \\[options\\]`));
+      expect(r.stdout, name).toContain('-h, --help');
+      expect(r.stderr, name).toBe('');
+    });
+  });
+
+  it('an unknown option exits 2 with the message on stderr, for every command', async () => {
+    const runs = await Promise.all(COMMANDS.map((c) => genbatch([c.name, ...c.args, '--bogus'])));
+    runs.forEach((r, i) => {
+      const name = COMMANDS[i]?.name ?? '';
+      expect(r.code, name).toBe(2);
+      expect(r.stderr, name).toContain("error: unknown option '--bogus'");
+      expect(r.stdout, name).toBe('');
+    });
+  });
+
+  it('a missing argument exits 2 naming it', async () => {
+    const required = COMMANDS.filter((c) => c.required);
+    const runs = await Promise.all(required.map((c) => genbatch([c.name])));
+    runs.forEach((r, i) => {
+      const name = required[i]?.name ?? '';
+      expect(r.code, name).toBe(2);
+      expect(r.stderr, name).toContain("error: missing required argument 'manifest'");
+    });
+  });
+
+  it('too many arguments exit 2, for every command', async () => {
+    const runs = await Promise.all(COMMANDS.map((c) => genbatch([c.name, ...c.args, 'extra'])));
+    runs.forEach((r, i) => {
+      const name = COMMANDS[i]?.name ?? '';
+      expect(r.code, name).toBe(2);
+      expect(r.stderr, name).toContain(`error: too many arguments for '${name}'`);
+    });
+  });
+
+  it('an unknown command, a bad option value and a bad choice exit 2', async () => {
+    const [unknown, value, choice] = await Promise.all([
+      genbatch(['frobnicate']),
+      genbatch(['run', 'm.yaml', '--concurrency', 'many']),
+      genbatch(['run', 'm.yaml', '--uncertain', 'guess']),
+    ]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("error: unknown command 'frobnicate'");
+    expect(value.code).toBe(2);
+    expect(value.stderr).toContain('--concurrency expects a non-negative integer, got "many"');
+    expect(choice.code).toBe(2);
+    expect(choice.stderr).toContain('Allowed choices are skip, resubmit');
+  });
+});
+
+/** Run the CLI, close `which` after its first chunk (as `| head -1` does), and give the exit code and the other stream. */
+function closeEarly(args: string[], which: 'stdout' | 'stderr'): Promise<{ code: number | null; signal: NodeJS.Signals | null; other: string; first: string }> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, [join(ROOT, 'bin/genbatch.js'), ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', NO_COLOR: '1' } });
+    let first = '';
+    let other = '';
+    const closing = child[which];
+    closing.once('data', (chunk: Buffer) => {
+      first = chunk.toString('utf8').split('\n')[0] ?? '';
+      closing.destroy();
+    });
+    (which === 'stdout' ? child.stderr : child.stdout).on('data', (chunk: Buffer) => (other += chunk.toString('utf8')));
+    child.on('close', (code, signal) => done({ code, signal, other, first }));
+  });
+}
+
+describe('a reader that closes early (| head -1)', () => {
+  it('closed stdout: estimate --json keeps its own exit code (0), no EPIPE crash', async () => {
+    const rows = ['id,model,input.prompt', ...Array.from({ length: 20_000 }, (_, i) => `j${i},alpha-image-2,a lighthouse number ${i}`)];
+    const csv = join(dir, 'big.csv');
+    writeFileSync(csv, rows.join('\n') + '\n');
+    const r = await closeEarly(['estimate', '--offline', '--json', csv], 'stdout');
+    expect(r.first.startsWith('{"total_credits":40000')).toBe(true);
+    expect(r.signal).toBeNull();
+    expect(r.other).not.toContain('EPIPE');
+    expect(r.code).toBe(0);
+  });
+
+  it('closed stderr: validate with 20,000 problems keeps its own exit code (2), not 1', async () => {
+    const rows = ['id,model,input.prompt', ...Array.from({ length: 20_000 }, (_, i) => `j${i},alpha-image-2,`)];
+    const csv = join(dir, 'bad.csv');
+    writeFileSync(csv, rows.join('\n') + '\n');
+    const r = await closeEarly(['validate', csv], 'stderr');
+    expect(r.first).toMatch(/^job j0 \(.*bad\.csv:row 1\) input\.prompt: is required$/);
+    expect(r.signal).toBeNull();
+    expect(r.code).toBe(2);
+  });
+});
