@@ -254,3 +254,14 @@ describe('image format without output_format', () => {
     expect(formats.size).toBe(2);
   });
 });
+
+describe('submit body limit', () => {
+  it('answers 413 content_too_long_error above 1 MiB, naming the limit', async () => {
+    const sb = await sandbox();
+    const big = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: FLASH, input: { prompt: 'p', filler: 'x'.repeat(1024 * 1024) } });
+    expect(big).toMatchObject({ status: 413, body: { error: { type: 'content_too_long_error', message: 'body: the request body is larger than the limit of 1048576 bytes' } } });
+    const nearly = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: FLASH, input: { prompt: 'x'.repeat(900 * 1024) } });
+    expect(nearly.status).toBe(400);
+    expect(nearly.body.error.type).toBe('content_too_long_error');
+  });
+});

@@ -89,7 +89,7 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     const style = styleOf(req.routeOptions.config?.endpoint);
     if (isUnauthenticated(req)) return sendError(reply, 401, authMessage(req), style);
     const status = err.statusCode ?? 500;
-    if (status === 413) return sendError(reply, 413, 'body: request body is too large', style);
+    if (status === 413) return sendError(reply, 413, `body: the request body is larger than the limit of ${req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit ?? 0} bytes`, style);
     if (status === 415) return sendError(reply, 415, `body: unsupported content type ${String(req.headers['content-type'] ?? '(none)')}; send application/json`, style);
     if (status >= 400 && status < 500) return sendError(reply, status, `body: ${err.message}`, style);
     return sendError(reply, 500, 'internal error', style);

@@ -19,6 +19,13 @@ import { planTask, startsRunning, type TaskRecord } from '../tasks.js';
 /** Families whose validation and authentication failures answer `{detail}` (the contract shows it for dream-5.0-lite). */
 const DETAIL_STYLE_FAMILIES = new Set(['dream-5.0-lite']);
 
+/**
+ * Largest submit body, 1 MiB (sandbox choice: the contract shows no limit). Prompts are far
+ * shorter (the catalogue caps each string) and images travel as URLs (upload them first);
+ * a larger body is 413 content_too_long_error.
+ */
+export const SUBMIT_BODY_LIMIT = 1024 * 1024;
+
 export const FAILURE_MESSAGE = 'generation failed: the model returned an error (sandbox failure rate)';
 export const POLICY_MESSAGE = 'content policy violation: the generated output was flagged and withheld';
 
@@ -32,7 +39,7 @@ export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void 
   const banned = bannedMatcher(ctx.options.bannedWords);
   const policy = bannedMatcher(ctx.options.policyWords);
 
-  app.post('/api/generate/submit', { config: { endpoint: 'submit' } }, async (req, reply) => {
+  app.post('/api/generate/submit', { config: { endpoint: 'submit' }, bodyLimit: SUBMIT_BODY_LIMIT }, async (req, reply) => {
     const body: unknown = req.body;
     const style = submitStyle(body);
     const account = authenticate(ctx, req);
