@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { request } from 'node:http';
+import { createServer, request, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -263,5 +264,85 @@ describe('submit body limit', () => {
     const nearly = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: FLASH, input: { prompt: 'x'.repeat(900 * 1024) } });
     expect(nearly.status).toBe(400);
     expect(nearly.body.error.type).toBe('content_too_long_error');
+  });
+});
+
+describe('upload rate limit and time scale', () => {
+  it('scales the window and its Retry-After by timeScale (0.05: about 3 s)', async () => {
+    const sb = await sandbox({ timeScale: 0.05 });
+    for (let i = 0; i < 5; i++) expect((await upload(sb, 'k1', PNG_BYTES)).status).toBe(200);
+    const sixth = await upload(sb, 'k1', PNG_BYTES);
+    expect(sixth.status).toBe(429);
+    expect(Number(sixth.headers.get('retry-after'))).toBe(3);
+    sb.clock.advance(3);
+    expect((await upload(sb, 'k1', PNG_BYTES)).status).toBe(200);
+  });
+
+  it('has no upload limit at time scale 0', async () => {
+    const sb = await sandbox({ timeScale: 0 });
+    for (let i = 0; i < 8; i++) expect((await upload(sb, 'k1', PNG_BYTES)).status).toBe(200);
+  });
+});
+
+/** A local HTTP server answering each path with a handler. */
+async function remote(routes: Record<string, (res: ServerResponse, port: number) => void>): Promise<{ base: string; hits: string[]; close(): void }> {
+  const hits: string[] = [];
+  const server = createServer((req, res) => {
+    hits.push(req.url ?? '');
+    const h = routes[req.url ?? ''];
+    if (h) h(res, (server.address() as AddressInfo).port);
+    else res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits, close: () => server.close() };
+}
+
+describe('upload/url redirects', () => {
+  it('refuses a redirect to a private host and more than 3 redirects', async () => {
+    const r = await remote({
+      '/to-private': (res) => res.writeHead(302, { location: 'http://10.0.0.1/x.png' }).end(),
+      '/to-hidden': (res) => res.writeHead(302, { location: 'http://[::ffff:a00:1]/x.png' }).end(),
+      '/r1': (res) => res.writeHead(302, { location: '/r2' }).end(),
+      '/r2': (res) => res.writeHead(302, { location: '/r3' }).end(),
+      '/r3': (res) => res.writeHead(302, { location: '/r4' }).end(),
+      '/r4': (res) => res.writeHead(302, { location: '/png' }).end(),
+      '/s1': (res) => res.writeHead(301, { location: '/png' }).end(),
+      '/png': (res) => res.writeHead(200, { 'content-type': 'image/png' }).end(PNG_BYTES),
+    });
+    try {
+      const sb = await sandbox({ allowLoopback: true, keys: { k1: 1, k2: 1 } });
+      const priv = await call(sb, 'POST', '/api/common/upload/url', 'k1', { file_url: `${r.base}/to-private` });
+      expect(priv).toMatchObject({ status: 400, body: { error: { type: 'validation_error', message: expect.stringContaining('10.0.0.1 is a private') } } });
+      const hidden = await call(sb, 'POST', '/api/common/upload/url', 'k1', { file_url: `${r.base}/to-hidden` });
+      expect(hidden.status).toBe(400);
+      const many = await call(sb, 'POST', '/api/common/upload/url', 'k1', { file_url: `${r.base}/r1` });
+      expect(many).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining('more than 3 redirects') } } });
+      expect(r.hits).not.toContain('/png');
+      const one = await call(sb, 'POST', '/api/common/upload/url', 'k2', { file_url: `${r.base}/s1` });
+      expect(one.status).toBe(200);
+    } finally {
+      r.close();
+    }
+  });
+});
+
+describe('submit content types', () => {
+  it('answers 415 without a content type or with a non-JSON one, 400 for malformed JSON', async () => {
+    const sb = await sandbox();
+    const u = new URL(sb.url);
+    const none = await new Promise<{ status: number; body: Json }>((resolve, reject) => {
+      const req = request({ host: u.hostname, port: u.port, path: '/api/generate/submit', method: 'POST', headers: { authorization: 'Bearer k1', 'content-length': '2' } }, (res) => {
+        let t = '';
+        res.on('data', (c: Buffer) => (t += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(t) as Json }));
+      });
+      req.on('error', reject);
+      req.end('{}');
+    });
+    expect(none).toMatchObject({ status: 415, body: { error: { message: expect.stringContaining('(none)') } } });
+    const xml = await call(sb, 'POST', '/api/generate/submit', 'k1', '<a/>', { 'content-type': 'application/xml' });
+    expect(xml).toMatchObject({ status: 415, body: { error: { message: expect.stringContaining('application/xml') } } });
+    const bad = await call(sb, 'POST', '/api/generate/submit', 'k1', '{"model":');
+    expect(bad).toMatchObject({ status: 400, body: { error: { type: 'validation_error', message: expect.stringContaining('body: ') } } });
   });
 });
