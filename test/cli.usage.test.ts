@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -126,5 +127,31 @@ describe('a reader that closes early (| head -1)', () => {
     expect(r.first).toMatch(/^job j0 \(.*bad\.csv:row 1\) input\.prompt: is required$/);
     expect(r.signal).toBeNull();
     expect(r.code).toBe(2);
+  });
+});
+
+describe('engines', () => {
+  /** semver comes with fastify (a dependency); only `satisfies` is used. */
+  const semver = createRequire(import.meta.url)('semver') as { satisfies(version: string, range: string): boolean };
+  const enginesOf = (file: string): string => {
+    const json = JSON.parse(readFileSync(join(ROOT, file), 'utf8')) as { engines?: { node?: string } };
+    return json.engines?.node ?? '*';
+  };
+
+  it('package.json engines.node is exactly the Node versions every dependency (tests included) supports', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
+    const names = [...Object.keys(pkg.dependencies), ...Object.keys(pkg.devDependencies), 'vite'];
+    const ranges = names.map((n) => [n, enginesOf(`node_modules/${n}/package.json`)] as const);
+    const ours = enginesOf('package.json');
+    const versions = ['18.20.0', '20.0.0', '20.18.1', '20.19.0', '20.20.2', '21.7.0', '22.11.0', '22.12.0', '23.11.0', '24.0.0', '25.2.0', '26.1.0', '27.0.0'];
+    for (const v of versions) {
+      const all = ranges.every(([, r]) => semver.satisfies(v, r));
+      expect(semver.satisfies(v, ours), `node ${v}: ours ${ours}; ${ranges.filter(([, r]) => !semver.satisfies(v, r)).map(([n, r]) => `${n} ${r}`).join(', ')}`).toBe(all);
+    }
+    expect(semver.satisfies(process.versions.node, ours)).toBe(true);
+  });
+
+  it('the README states the same range', () => {
+    expect(readFileSync(join(ROOT, 'README.md'), 'utf8')).toContain('Requires Node.js 20.19+, 22.12+ or 24 to 26');
   });
 });
