@@ -109,3 +109,34 @@ describe('genbatch sandbox startup errors', () => {
     expect(host.stderr).not.toContain('internal error');
   });
 });
+
+describe('genbatch sandbox --faults', () => {
+  it('injects the faults of its spec', async () => {
+    const child = spawn(process.execPath, [join(ROOT, 'bin/genbatch.js'), 'sandbox', '--port', '0', '--keys', 'k=10', '--seed', '1', '--faults', 'balance:503=1,status:429=1'], { cwd: ROOT });
+    let stdout = '';
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stdout.on('data', (c: Buffer) => {
+          stdout += c.toString();
+          const m = /listening on (http:\/\/\S+)/.exec(stdout);
+          if (m?.[1] && stdout.includes('key: k')) resolve(m[1]);
+        });
+        child.once('exit', (code) => reject(new Error(`exited ${String(code)}`)));
+      });
+      const b = await fetch(`${url}/api/user/balance`, { headers: { authorization: 'Bearer k' } });
+      expect(b.status).toBe(503);
+      expect(await b.json()).toEqual({ code: 503, error: { message: 'service unavailable', type: 'service_error' } });
+      const s = await fetch(`${url}/api/generate/status/abc`, { headers: { authorization: 'Bearer k' } });
+      expect(s.status).toBe(429);
+      expect(s.headers.get('retry-after')).toBe('1');
+      expect(await s.json()).toEqual({ detail: 'rate limit exceeded, retry later' });
+      const stats = (await (await fetch(`${url}/__sandbox/stats`)).json()) as { faults_injected: Record<string, number> };
+      expect(stats.faults_injected).toEqual({ 'balance:503': 1, 'status:429': 1 });
+    } finally {
+      await new Promise((resolve) => {
+        child.once('exit', resolve);
+        child.kill('SIGTERM');
+      });
+    }
+  });
+});
