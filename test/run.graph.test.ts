@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { ensureBuilt, runCli } from './helpers/cli.js';
+import { ROOT, ensureBuilt, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { checkFiles, readJobs } from './helpers/verify.js';
 
@@ -124,5 +124,27 @@ describe('job graphs in a run', () => {
     expect(again.code, again.stderr).toBe(1);
     expect(Object.fromEntries(readJobs(state).map((j) => [j.id, j.state]))).toEqual(states);
     expect(sb.stats().tasks_total - before).toBe(6);
+  }, 120_000);
+
+  it('a for_each job with a local image: each child sends the uploaded URL (uploaded once) and its own item', async () => {
+    const manifest = join(t.dir, 'edit.yaml');
+    writeFileSync(
+      manifest,
+      `jobs:
+${song('tune', 'a calm tune')}  - id: covers
+    for_each: \${{ jobs.tune.audio }}
+    model: alpha-image-2-edit
+    input:
+      prompt: "A cover for \${{ item.title }}, variation \${{ index }}"
+      image_urls: [${join(ROOT, 'manifests', 'assets', 'ref.png')}]
+`,
+    );
+    const out = join(t.dir, 'edit-out');
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes'], { GENBATCH_API_KEY: KEY });
+    expect(r.code, r.stderr).toBe(0);
+    const inputs = [0, 1].map((i) => (JSON.parse(readFileSync(join(out, `covers.${i}`, 'result.json'), 'utf8')) as { input: { prompt: string; image_urls: string[] } }).input);
+    expect(inputs[0]!.image_urls[0]).toMatch(/^http:\/\/.*\/temp\//);
+    expect(inputs[1]!.image_urls).toEqual(inputs[0]!.image_urls);
+    expect(inputs.map((x) => x.prompt)).toEqual([expect.stringMatching(/, variation 0$/), expect.stringMatching(/, variation 1$/)]);
   }, 120_000);
 });

@@ -96,7 +96,8 @@ export function expandForEach(store: Store, parents: ParentOutputs, row: JobRow)
   if (!Array.isArray(list)) return { error: `for_each ${fe.expr}: the result holds no list there` };
   const children: ChildInput[] = list.map((item: unknown, index) => {
     const input = substitute(spec.input, (ref) => (ref.scope === 'index' ? index : ref.scope === 'item' ? (ref.path.length === 0 ? item : valueAt(item, ref.path)) : undefined)) as Record<string, unknown>;
-    const childSpec: StoredSpec = { model: spec.model, input, refs: [] };
+    // Local images of the for_each job are uploaded for each child (once per content: uploads are reused).
+    const childSpec: StoredSpec = { model: spec.model, input, refs: spec.refs };
     if (spec.callback_url !== undefined) childSpec.callback_url = spec.callback_url;
     if (spec.protocol !== undefined) childSpec.protocol = spec.protocol;
     const json = canonicalJson(childSpec);
