@@ -7,6 +7,8 @@
 // Usage: npm run build && node bench/run.js [--jobs 1000] [--big 100000] [--scale 0.01]
 //          [--only run|big] [--prof DIR]   (--prof: node --cpu-prof of every measured child into DIR;
 //                                           summarise with node bench/prof-summary.mjs DIR/<file>)
+//          [--repeat N] (the run N times, the least CPU reported)
+// The per-job parts alone (client calls, state changes, file writes): node bench/run.parts.mjs
 import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
 import { join, resolve } from 'node:path';
