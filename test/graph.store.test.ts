@@ -112,4 +112,28 @@ describe('job graph in the store', () => {
     expect(store.skipRemoved()).toBe(2);
     expect(store.getJob('t.0')!.state).toBe('skipped');
   });
+
+  it('a finished job whose spec changed makes its descendants again: finished ones reset, for_each children removed', () => {
+    const store = fresh();
+    chain(store);
+    for (const id of ['a', 'b', 'c']) finish(store, id);
+    store.graph.expand('t', [child('t.0', ['a']), child('t.1', ['a'])], '2 job(s)');
+    finish(store, 't.0');
+    store.transition('t.1', 'pending', 'submitting');
+    store.transition('t.1', 'submitting', 'submitted', { task_id: 'in-flight' });
+    store.beginSync();
+    expect(store.syncJob({ ...job('a'), specHash: 'h2' })).toBe('changed');
+    for (const id of ['b', 'c', 'x']) expect(store.syncJob(job(id))).toBe('unchanged');
+    store.commitSync();
+    const rows = Object.fromEntries([...store.allJobs()].map((r) => [r.id, [r.state, r.task_id, r.last_error]]));
+    expect(rows).toEqual({
+      a: ['pending', null, null],
+      b: ['pending', null, 'made again: job a changed'],
+      c: ['pending', null, 'made again: job a changed'],
+      x: ['pending', null, null],
+      t: ['pending', null, 'made again: job a changed'],
+      // In flight: it finishes what it was sent with; the finished child is removed (made again from the new list).
+      't.1': ['submitted', 'in-flight', null],
+    });
+  });
 });

@@ -146,5 +146,16 @@ ${song('tune', 'a calm tune')}  - id: covers
     expect(inputs[0]!.image_urls[0]).toMatch(/^http:\/\/.*\/temp\//);
     expect(inputs[1]!.image_urls).toEqual(inputs[0]!.image_urls);
     expect(inputs.map((x) => x.prompt)).toEqual([expect.stringMatching(/, variation 0$/), expect.stringMatching(/, variation 1$/)]);
+
+    // The parent changes: it runs again, and so do the children made from its results (new tasks, nothing else).
+    const before = readJobs(join(out, 'state.db'));
+    const tasks = sb.stats().tasks_total;
+    writeFileSync(manifest, readFileSync(manifest, 'utf8').replace('a calm tune', 'a bright tune'));
+    const again = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes'], { GENBATCH_API_KEY: KEY });
+    expect(again.code, again.stderr).toBe(0);
+    const after = readJobs(join(out, 'state.db'));
+    expect(after.map((j) => [j.id, j.state])).toEqual([['tune', 'done'], ['covers', 'done'], ['covers.0', 'done'], ['covers.1', 'done']]);
+    for (const id of ['tune', 'covers.0', 'covers.1']) expect(after.find((j) => j.id === id)!.task_id).not.toBe(before.find((j) => j.id === id)!.task_id);
+    expect(sb.stats().tasks_total - tasks).toBe(3);
   }, 120_000);
 });

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { PARENT_FAILED_STATES, type JobState } from './states.js';
+import { FINAL_STATES, PARENT_FAILED_STATES, type JobState } from './states.js';
 import type { JobInput, JobPatch } from './types.js';
 
 /**
@@ -141,6 +141,59 @@ export class GraphLinks {
     this.h.db.transaction(() => {
       for (const r of rows) this.afterMove(r.id, r.state, r.err);
     })();
+  }
+
+  /**
+   * A finished job's spec changed (it goes back to pending): what was made
+   * from its results is made again. Its for_each children that are not in
+   * flight are removed (made again from the new list), and every finished
+   * descendant goes back to pending with its results cleared. Descendants in
+   * flight finish what they were sent with. Runs inside the sync transaction.
+   * Returns how many jobs were reset or removed.
+   */
+  rerunDescendants(jobId: string): number {
+    const run = this.h.runId();
+    let n = this.dropChildren(jobId);
+    const dependents = this.h.stmt(`SELECT job_id FROM job_links WHERE run_id = ? AND parent_id = ? AND kind != 'child'`);
+    const get = this.h.stmt('SELECT state, kind FROM jobs WHERE run_id = ? AND id = ?');
+    const clear = this.h.stmt(
+      `UPDATE jobs SET task_id = NULL, submitted_input = NULL, submitted_at = NULL, finished_at = NULL, expires_at = NULL, result = NULL WHERE run_id = ? AND id = ?`,
+    );
+    const files = this.h.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?');
+    const queue = [jobId];
+    const seen = new Set(queue);
+    while (queue.length > 0) {
+      const id = queue.shift()!;
+      for (const r of dependents.all(run, id) as { job_id: string }[]) {
+        if (seen.has(r.job_id)) continue;
+        seen.add(r.job_id);
+        const row = get.get(run, r.job_id) as { state: JobState; kind: string } | undefined;
+        if (!row) continue;
+        if (FINAL_STATES.includes(row.state)) {
+          this.h.move(r.job_id, row.state, 'pending', { last_error: `made again: job ${jobId} changed` });
+          clear.run(run, r.job_id);
+          files.run(run, r.job_id);
+          n++;
+        } else if (row.state !== 'pending') continue;
+        if (row.kind === 'fanout') n += this.dropChildren(r.job_id);
+        queue.push(r.job_id);
+      }
+    }
+    return n;
+  }
+
+  /** Remove the for_each children of `templateId` that are not in flight (with their files and links). */
+  private dropChildren(templateId: string): number {
+    const run = this.h.runId();
+    const kids = this.h
+      .stmt(`SELECT j.id AS id FROM job_links l JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind = 'child' AND j.state IN ('pending', ${FINAL_STATES.map(() => '?').join(', ')})`)
+      .all(run, templateId, ...FINAL_STATES) as { id: string }[];
+    for (const k of kids) {
+      this.h.stmt('DELETE FROM jobs WHERE run_id = ? AND id = ?').run(run, k.id);
+      this.h.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(run, k.id);
+      this.h.stmt('DELETE FROM job_links WHERE run_id = ? AND job_id = ?').run(run, k.id);
+    }
+    return kids.length;
   }
 
   drainSkipped(): Array<{ id: string; reason: string }> {

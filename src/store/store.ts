@@ -233,6 +233,8 @@ export class Store {
         `UPDATE jobs SET state = 'pending', spec_hash = ?, spec = ?, model = ?, kind = ?, "where" = ?, estimated_credits = ?, generation = ?, task_id = NULL, submitted_input = NULL, submitted_at = NULL, finished_at = NULL, expires_at = NULL, result = NULL, last_error = NULL, updated_at = ? WHERE run_id = ? AND id = ?`,
       ).run(job.specHash, job.spec, job.model, job.kind, job.where, job.estimatedCredits, this.generation, now, this.runId, job.id);
       this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, job.id);
+      // Job graph: what was made from its old results is made again.
+      if (finished) this.graph.rerunDescendants(job.id);
       return finished ? 'changed' : 'updated';
     }
     // In flight (submitting, submitted, downloading, uncertain): it finishes the spec it was sent with.
