@@ -39,7 +39,7 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     bodyLimit: 32 * 1024 * 1024,
     keepAliveTimeout: 30_000,
     return503OnClosing: false,
-    maxParamLength: MAX_PARAM_LENGTH,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     onProtoPoisoning: 'ignore',
     onConstructorPoisoning: 'ignore',
     frameworkErrors: (err, req, reply) => {
