@@ -67,6 +67,13 @@ describe('character limits count code points', () => {
     tooLong('boost-music-style', { content: emoji(1001) }, 'input.content', 1000);
   });
 
+  it('replace-section callback_url: at most 2048 characters', () => {
+    const section = { task_id: 't', audio_id: 'a', prompt: 'p', tags: 'pop', title: 'T', infill_start_s: 0, infill_end_s: 5 };
+    const prefix = 'https://hooks.example.com/';
+    expect(issues('replace-section', { ...section, callback_url: prefix + emoji(2048 - prefix.length) })).toEqual([]);
+    expect(issues('replace-section', { ...section, callback_url: prefix + emoji(2049 - prefix.length) })[0]?.path).toBe('input.callback_url');
+  });
+
   it('create-music-video author and domain_name: 50 characters', () => {
     const base = { task_id: 't', audio_id: 'a' };
     expect(issues('create-music-video', { ...base, author: emoji(50), domain_name: emoji(50) })).toEqual([]);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { charCount } from '../common.js';
 import { DEFAULT_MV, GENERATE_MUSIC_TITLE_MAX, NON_CUSTOM_PROMPT_MAX, TEXT_LIMITS } from './limits.js';
 import {
   emptyWhen,
@@ -126,7 +127,7 @@ const replaceInput = musicInput(
     full_lyrics: optionalText.describe('Lyrics of the whole track after the edit'),
     callback_url: z
       .string({ error: 'must be a string URL' })
-      .refine((s) => /^https:\/\//i.test(s) && s.length <= 2048, { error: 'must be an https URL of at most 2048 characters' })
+      .refine((s) => /^https:\/\//i.test(s) && charCount(s) <= 2048, { error: 'must be an https URL of at most 2048 characters' })
       .optional(),
   },
   (v, ctx) => {
