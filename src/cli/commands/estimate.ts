@@ -1,7 +1,7 @@
 import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../../client/index.js';
 import { EXIT, UsageError } from '../../errors.js';
 import { openManifest } from '../../manifest/index.js';
-import { estimate, loadPrices, unknownPriceModels, unknownPriceWarning, type Estimate, type JobEstimate, type UserPrices } from '../../pricing/index.js';
+import { checkUserPrices, estimate, loadPrices, unknownPriceModels, unknownPriceWarning, type Estimate, type JobEstimate, type UserPrices } from '../../pricing/index.js';
 import { write, writeProblems } from './validate.js';
 
 /**
@@ -28,6 +28,7 @@ export default async function estimateCommand(manifestPath: string, opts: Option
   const config: ServiceConfig | null = opts.offline ? null : configOrHint(opts.baseUrl);
   const fileP = opts.prices ? await loadPrices(opts.prices) : null;
   const manifest = await openManifest(manifestPath);
+  checkUserPrices(manifest.pricing, `${manifestPath}: pricing`);
   const userPrices: UserPrices | null = manifest.pricing || fileP ? { ...(manifest.pricing ?? {}), ...(fileP ?? {}) } : null;
 
   const shown: JobEstimate[] = [];
