@@ -1,6 +1,4 @@
-import { outputsOf } from '../graph/outputs.js';
-import { stripBraces } from '../graph/collect.js';
-import { hasRef, parseRef, pathText, refText, substitute, valueAt, type Ref } from '../graph/refs.js';
+import { hasRef, outputsOf, parseRef, pathText, refText, stripBraces, substitute, valueAt, type Ref } from '../graph/index.js';
 import { checkSubmit, findModel } from '../models/index.js';
 import type { ChildInput, JobRow, Store } from '../store/index.js';
 import { canonicalJson, sha256Hex } from './results.js';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { UnsafeResultError } from '../errors.js';
-import { lrc } from '../graph/lrc.js';
+import { lrc } from '../graph/index.js';
 import { musicResultTexts, musicResultUrls, parseTimestampedLyrics } from '../models/music/results.js';
 import type { TaskView } from './ports.js';
 

@@ -1,8 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
-import type { JobLinks } from '../graph/collect.js';
-import { hasRef } from '../graph/refs.js';
+import { hasRef, type JobLinks } from '../graph/index.js';
 import { findModel, isRemoteRef } from '../models/index.js';
 import { csvJobs } from './csv.js';
 import { JobBuilder, valuesAt, type ManifestJob } from './job.js';
@@ -19,7 +18,7 @@ import { readYaml } from './yaml.js';
  */
 
 export type { ManifestJob } from './job.js';
-export type { JobLinks } from '../graph/collect.js';
+export type { JobLinks } from '../graph/index.js';
 export { ID_PATTERN, deriveId } from './job.js';
 export { manifestJsonSchema, manifestJsonSchemaText } from './schema.js';
 

@@ -3,9 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
 import { findModel, isRemoteRef, listModels, checkSubmit, type ModelSpec } from '../models/index.js';
 import { CHAT_MODELS, checkChatJob, findChatModel, isChatModelId } from '../models/chat.js';
-import { GraphCollector, stripBraces } from '../graph/collect.js';
-import { inRefField, placeholderInput, restoreRefs } from '../graph/placeholders.js';
-import { hasRef, parseRef } from '../graph/refs.js';
+import { GraphCollector, hasRef, inRefField, parseRef, placeholderInput, restoreRefs, stripBraces } from '../graph/index.js';
 import { FileChecks } from './files.js';
 import { isPlainObject } from './template.js';
 
