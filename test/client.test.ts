@@ -339,15 +339,24 @@ describe('uploads', () => {
     expect(s.calls).toHaveLength(1);
   });
 
-  it('retries an upload 429 (nothing stored) but not a 500', async () => {
+  it('retries an upload like a GET: 429, 500, 502 and a dropped connection, then the answer', async () => {
     const s = await serve([json(429, { detail: 'rate' }), ok(record)]);
     await client(s.url).uploadUrl('https://img.example/a.png');
     expect(s.calls).toHaveLength(2);
-    const s2 = await serve([serverError(500), ok(record)]);
-    const err = await failure(client(s2.url).uploadUrl('https://img.example/a.png'));
+    const s2 = await serve([serverError(500), serverError(502), drop, ok(record)]);
+    const r = await client(s2.url).uploadStream(PNG, { fileName: 'ref.png' });
+    expect(r).toEqual(record);
+    expect(s2.calls).toHaveLength(4);
+    // The multipart body is built again for each try: the last one carries the whole file.
+    expect(s2.calls[3]?.body.includes(PNG)).toBe(true);
+  });
+
+  it('an upload 500 on every try fails with the 500 once the tries are used up (never an uncertain submit)', async () => {
+    const s = await serve([serverError(500)]);
+    const err = await failure(client(s.url).uploadUrl('https://img.example/a.png'));
     expect(err).toMatchObject({ status: 500 });
     expect(err).not.toBeInstanceOf(AmbiguousSubmitError);
-    expect(s2.calls).toHaveLength(1);
+    expect(s.calls).toHaveLength(FAST.maxAttempts);
   });
 });
 

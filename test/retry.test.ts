@@ -61,6 +61,8 @@ describe('decide: by class and status only', () => {
   ] as const)('%s: GET %s, POST %s', (err, get, post) => {
     expect(decide(err, 'GET')).toBe(get);
     expect(decide(err, 'POST')).toBe(post);
+    // An upload is retried like a GET: a second temporary copy is harmless.
+    expect(decide(err, 'UPLOAD')).toBe(get);
   });
 });
 

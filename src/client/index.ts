@@ -2,7 +2,7 @@
 export { ServiceClient, parseBalance } from './service.js';
 export type { CallOptions, ServiceClientOptions, SubmitRequest, UploadOptions } from './service.js';
 export { checkPolicy, DEFAULT_POLICY, decide, delay, sleep, withRetry } from './retry.js';
-export type { RetryDecision, RetryInfo, RetryOptions, RetryPolicy } from './retry.js';
+export type { RetryDecision, RetryInfo, RetryMethod, RetryOptions, RetryPolicy } from './retry.js';
 export { TokenBucket, UploadLimiter } from './limiters.js';
 export { retryAfterMs, redact } from './http.js';
 export {

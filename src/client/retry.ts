@@ -4,20 +4,29 @@ import { AmbiguousSubmitError, ApiError, BadResponseError, GenbatchError, Networ
  * The one retry layer of genbatch. Decisions are made only from the error's
  * class and HTTP status, never from message text.
  *
- * | error                        | GET   | POST submit          | POST upload |
- * |------------------------------|-------|----------------------|-------------|
- * | ApiError 429                 | retry | retry                | retry       |
- * | ApiError 503                 | retry | retry (see below)    | retry       |
- * | ApiError 500, 502, 504       | retry | AmbiguousSubmitError | fail        |
- * | NetworkError sent=false      | retry | retry                | retry       |
- * | NetworkError sent=true       | retry | AmbiguousSubmitError | fail        |
- * | BadResponseError (HTTP 2xx)  | fail  | AmbiguousSubmitError | fail        |
- * | anything else (4xx, ...)     | fail  | fail                 | fail        |
+ * | error                        | GET   | POST submit          | POST upload (UPLOAD) |
+ * |------------------------------|-------|----------------------|----------------------|
+ * | ApiError 429                 | retry | retry                | retry                |
+ * | ApiError 503                 | retry | retry (see below)    | retry                |
+ * | ApiError 500, 502, 504       | retry | AmbiguousSubmitError | retry                |
+ * | NetworkError sent=false      | retry | retry                | retry                |
+ * | NetworkError sent=true       | retry | AmbiguousSubmitError | retry                |
+ * | BadResponseError (HTTP 2xx)  | fail  | AmbiguousSubmitError | fail                 |
+ * | anything else (4xx, ...)     | fail  | fail                 | fail                 |
  *
  * Choice (503 on a POST): the contract names 503 "service unavailable" and
  * tells clients to retry it; a service that is unavailable refuses work before
  * creating any, so a 503 is read as "nothing was created" and retried.
+ *
+ * Choice (uploads retried like a GET): an upload that may have been stored
+ * costs nothing and creates no task; the worst a retry can do is store a
+ * second temporary copy (deleted by the service after 72 h), and the URL of
+ * the answer that arrives is the one used. So 500/502/504 and a connection
+ * lost after sending are retried, as for a GET.
  */
+
+/** How a request is retried: GET (idempotent), POST (a submit: only when nothing can have been created), UPLOAD (a POST retried like a GET). */
+export type RetryMethod = 'GET' | 'POST' | 'UPLOAD';
 
 export interface RetryPolicy {
   /** First backoff step in ms (the contract suggests 1 s, 2 s, 4 s, 8 s). */
@@ -67,7 +76,8 @@ const RETRY_STATUS = new Set([429, 500, 502, 503, 504]);
 const NOTHING_CREATED_STATUS = new Set([429, 503]);
 
 /** What to do with `err` from a request made with `method`. */
-export function decide(err: unknown, method: 'GET' | 'POST'): RetryDecision {
+export function decide(err: unknown, method: RetryMethod): RetryDecision {
+  if (method === 'UPLOAD') method = 'GET';
   if (err instanceof ApiError) {
     if (!RETRY_STATUS.has(err.status)) return 'fail';
     if (method === 'GET' || NOTHING_CREATED_STATUS.has(err.status)) return 'retry';
@@ -90,8 +100,8 @@ export interface RetryInfo {
 
 export interface RetryOptions {
   policy: RetryPolicy;
-  /** GET is retried on every transient error; POST only when nothing can have been created. */
-  method: 'GET' | 'POST';
+  /** GET and UPLOAD are retried on every transient error; POST only when nothing can have been created. */
+  method: RetryMethod;
   /** A POST submit: an unknown outcome is thrown as AmbiguousSubmitError (otherwise the error itself). */
   submit?: boolean;
   signal?: AbortSignal;

@@ -6,7 +6,7 @@ import type { z } from 'zod';
 import { BadResponseError, UsageError } from '../errors.js';
 import { send, type HttpContext, type SendOptions } from './http.js';
 import { TokenBucket, UploadLimiter } from './limiters.js';
-import { checkPolicy, DEFAULT_POLICY, withRetry, type RetryInfo, type RetryPolicy } from './retry.js';
+import { checkPolicy, DEFAULT_POLICY, withRetry, type RetryInfo, type RetryMethod, type RetryPolicy } from './retry.js';
 import {
   BALANCE_FIELDS,
   EnvelopeSchema,
@@ -179,7 +179,8 @@ export class ServiceClient {
           releaseSlot();
         }
       },
-      this.#retryOptions(operation, 'POST', false, signal),
+      // Uploads are retried like a GET (retry.ts: a duplicate temporary upload is harmless).
+      this.#retryOptions(operation, 'UPLOAD', false, signal),
     );
     return this.#parse(UploadRecordSchema, data, operation);
   }
@@ -202,7 +203,7 @@ export class ServiceClient {
     );
   }
 
-  #retryOptions(operation: string, method: 'GET' | 'POST', submit: boolean, signal?: AbortSignal) {
+  #retryOptions(operation: string, method: RetryMethod, submit: boolean, signal?: AbortSignal) {
     const onRetry = this.#onRetry;
     return {
       policy: this.policy,
