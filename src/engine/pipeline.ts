@@ -337,7 +337,7 @@ export class Pipeline {
     let taskId: string;
     try {
       this.submitsSent++;
-      taskId = (await this.service.submit(body)).task_id;
+      taskId = (await this.service.submit(body, this.opts.signal)).task_id;
     } catch (err) {
       this.submitFailed(row.id, err);
       return;
@@ -352,7 +352,11 @@ export class Pipeline {
   }
 
   private submitFailed(id: string, err: unknown): void {
-    if (err instanceof AmbiguousSubmitError) {
+    if (this.opts.signal.aborted && !(err instanceof AmbiguousSubmitError)) {
+      // Stopped before the request was sent (during a backoff or a wait for capacity): nothing was created.
+      // An abort after sending comes as AmbiguousSubmitError (the client decides from what it sent).
+      this.move(id, 'submitting', 'pending', { last_error: 'the run was stopped before this submit was sent' });
+    } else if (err instanceof AmbiguousSubmitError) {
       this.move(id, 'submitting', 'uncertain', { last_error: err.message });
       this.uncertainHere.add(id);
     } else if (err instanceof ApiError && err.status === 409) {

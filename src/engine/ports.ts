@@ -23,7 +23,8 @@ export interface SubmitBody {
 }
 
 export interface ServicePort {
-  submit(body: SubmitBody): Promise<{ task_id: string }>;
+  /** `signal`: an abort before the request was sent throws the signal's reason; after it was sent, AmbiguousSubmitError. */
+  submit(body: SubmitBody, signal?: AbortSignal): Promise<{ task_id: string }>;
   status(taskId: string, signal?: AbortSignal): Promise<TaskView>;
   musicDetail(taskId: string, signal?: AbortSignal): Promise<TaskView>;
   balance(): Promise<number>;

@@ -90,7 +90,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   });
   const service: ServicePort = {
     chat: (req, o) => chatClient.call(req, o),
-    submit: (body) => client.submit(body),
+    submit: (body, signal) => client.submit(body, signal ? { signal } : {}),
     status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
     musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
     balance: () => client.balance(),

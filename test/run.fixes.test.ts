@@ -1,0 +1,56 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+import { readJobs } from './helpers/verify.js';
+
+/** Fixes from the audit of `genbatch run` (issue 4). */
+const KEY = 'sk-fixes-0123456789abcdef';
+let sb: Sandbox;
+const cleanups: Array<() => void> = [];
+
+beforeAll(async () => {
+  ensureBuilt();
+  // Retry-After of a 429 fault: 60 s, so a run that waits through it would never end within the test.
+  sb = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.005, seed: 11, retryAfterS: 60 });
+}, 120_000);
+afterAll(async () => {
+  await sb?.close();
+  while (cleanups.length) cleanups.pop()!();
+});
+
+function work(): { dir: string; out: string; state: string } {
+  const t = tempDir('genbatch-fix-');
+  cleanups.push(t.cleanup);
+  const out = join(t.dir, 'out');
+  return { dir: t.dir, out, state: join(out, 'state.db') };
+}
+
+describe('SIGINT during a submit backoff', () => {
+  it('exits 130 at once and leaves the jobs pending (nothing was sent)', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'b.yaml'), 2, 'back');
+    const submits0 = sb.stats().requests.submit ?? 0;
+    sb.script('submit', ['429', '429']);
+    // --time-scale 1: the client honours the 60 s Retry-After (capped at 60 s).
+    const args = ['run', manifest, '--base-url', sb.url, '--time-scale', '1', '--out', w.out, '--concurrency', '2'];
+    const code = await new Promise<number | null>((resolve) => {
+      const child = spawnCli(args, { GENBATCH_API_KEY: KEY });
+      const timer = setInterval(() => {
+        if ((sb.stats().requests.submit ?? 0) - submits0 >= 2) {
+          clearInterval(timer);
+          child.kill('SIGINT');
+        }
+      }, 20);
+      child.on('exit', (c) => {
+        clearInterval(timer);
+        resolve(c);
+      });
+    });
+    expect(code).toBe(130);
+    expect(readJobs(w.state).map((j) => j.state)).toEqual(['pending', 'pending']);
+    expect(readJobs(w.state)[0]!.last_error).toContain('stopped before this submit was sent');
+  }, 30_000);
+});
