@@ -8,7 +8,7 @@ import { ParentOutputs, expandForEach, resolveInput } from './graph.js';
 import { GroupCommit } from './group-commit.js';
 import { Uploader } from './uploads.js';
 import type { DownloadPort, ServicePort, TaskView } from './ports.js';
-import { MinHeap } from './heap.js';
+import { MinHeap } from '../lib/heap.js';
 import { extractResults, getAtPath, setAtPath } from './results.js';
 import type { StoredSpec } from './spec.js';
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { MinHeap } from './heap.js';
+import { MinHeap } from '../lib/heap.js';
 
 /** The first 12 hex characters of sha256(key): how stats and task listings name a key (never the key itself). */
 export function keyHash(key: string): string {

@@ -1,5 +1,5 @@
 import type { Clock } from './clock.js';
-import { MinHeap } from './heap.js';
+import { MinHeap } from '../lib/heap.js';
 
 interface Job {
   at: number;

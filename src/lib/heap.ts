@@ -1,4 +1,4 @@
-/** A binary min-heap ordered by `at` (virtual milliseconds). Used for refunds and the callback scheduler. */
+/** A binary min-heap ordered by `at` (milliseconds). Shared by the engine (poll schedule) and the sandbox (refunds, callbacks). */
 export class MinHeap<T extends { at: number }> {
   private readonly items: T[] = [];
 
