@@ -48,6 +48,8 @@ interface Waiting {
 }
 
 const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
+/** How often a job whose upload failed transiently (client retries used up) is queued again in the same run. */
+const UPLOAD_REQUEUES = 3;
 /** How long a run with callbacks waits, at the end, for late callbacks of its uncertain jobs. */
 const CALLBACK_GRACE_MS = 120_000;
 
@@ -74,6 +76,8 @@ export class Pipeline {
   /** Jobs handed to submitJob and not finished with it (a rescan must not hand them out again). */
   private readonly claimed = new Set<string>();
   private readonly parents: ParentOutputs;
+  /** Jobs sent back to the queue in this run after a transient upload failure, and how often. */
+  private readonly uploadRetries = new Map<string, number>();
   statusRequests = 0;
   /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
   submitsSent = 0;
@@ -322,6 +326,12 @@ export class Pipeline {
       if (this.opts.signal.aborted) return;
       if (err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 429 && err.status !== 402) {
         this.move(row.id, 'pending', 'failed', { last_error: `upload refused: ${err.message}` });
+      } else if ((err instanceof ApiError || err instanceof NetworkError) && (this.uploadRetries.get(row.id) ?? 0) < UPLOAD_REQUEUES) {
+        // The client's retries were used up on a transient error: the job comes back in this run (at most UPLOAD_REQUEUES times).
+        this.uploadRetries.set(row.id, (this.uploadRetries.get(row.id) ?? 0) + 1);
+        this.store.noteError(row.id, `upload failed, tried again in this run: ${errorText(err)}`);
+        this.buffer.push(queued);
+        this.pendingExhausted = false;
       } else {
         this.store.noteError(row.id, `upload failed: ${errorText(err)}`);
         this.opts.emit({ type: 'warning', message: `job ${row.id}: upload failed, left pending: ${errorText(err)}` });
