@@ -58,6 +58,8 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
     await syncAll(store, manifest, userPrices, out, hashes);
     saveKey(store, print, prices, hashes.files(), out.jobs);
   }
+  // State changes the sync made (spec changed, back in the manifest, removed): as job events, before the counts.
+  for (const m of store.drainSyncMoves()) emit({ type: 'job', id: m.id, from: m.from, to: m.to, error: m.error });
   out.recoveredUncertain = store.recoverSubmitting();
   emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped, counts: store.counts() });
   if (out.recoveredUncertain.length > 0) emit({ type: 'recovered', uncertain: out.recoveredUncertain });

@@ -6,7 +6,7 @@ import { GraphLinks } from './graph.js';
 import { Lease, type LeaseOptions } from './lease.js';
 import { openDatabase } from './schema.js';
 import { WalSync } from './wal-sync.js';
-import { FINAL_STATES, TRANSITIONS, type JobState } from './states.js';
+import { FINAL_STATES, JOB_STATES, TRANSITIONS, type JobState } from './states.js';
 import { PATCH_COLUMNS, type FileRow, type JobInput, type JobPatch, type JobRow, type KnownJob, type RunRow, type SummaryRow, type SyncResult } from './types.js';
 
 export type { FileRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult } from './types.js';
@@ -29,6 +29,8 @@ export class Store {
   private readonly stmts = new Map<string, Database.Statement>();
   /** During a sync: the ids the manifest named. */
   private seen: Set<string> | null = null;
+  private syncMoves: Array<{ id: string; from: JobState; to: JobState; error: string | null }> = [];
+  private replacedResults: string[] = [];
   /** The job graph: links, readiness, skipping descendants, for_each children (src/store/graph.ts). */
   readonly graph: GraphLinks;
 
@@ -192,6 +194,8 @@ export class Store {
   rollbackSync(): void {
     if (this.db.inTransaction) this.db.exec('ROLLBACK');
     this.seen = null;
+    this.syncMoves = [];
+    this.replacedResults = [];
   }
 
   /**
@@ -212,14 +216,7 @@ export class Store {
     }
     if (row.spec_hash === job.specHash) {
       if (row.state === 'skipped') {
-        this.stmt(`UPDATE jobs SET state = 'pending', "where" = ?, estimated_credits = ?, generation = ?, updated_at = ? WHERE run_id = ? AND id = ?`).run(
-          job.where,
-          job.estimatedCredits,
-          this.generation,
-          now,
-          this.runId,
-          job.id,
-        );
+        this.syncMove(job.id, 'skipped', 'pending', { where: job.where, estimated_credits: job.estimatedCredits, generation: this.generation });
         return 'changed';
       }
       if (row.w !== job.where || row.c !== job.estimatedCredits) {
@@ -229,9 +226,37 @@ export class Store {
     }
     const finished = FINAL_STATES.includes(row.state);
     if (finished || row.state === 'pending') {
-      this.stmt(
-        `UPDATE jobs SET state = 'pending', spec_hash = ?, spec = ?, model = ?, kind = ?, "where" = ?, estimated_credits = ?, generation = ?, task_id = NULL, submitted_input = NULL, submitted_at = NULL, finished_at = NULL, expires_at = NULL, result = NULL, last_error = NULL, updated_at = ? WHERE run_id = ? AND id = ?`,
-      ).run(job.specHash, job.spec, job.model, job.kind, job.where, job.estimatedCredits, this.generation, now, this.runId, job.id);
+      const patch: JobPatch = {
+        spec_hash: job.specHash,
+        spec: job.spec,
+        model: job.model,
+        kind: job.kind,
+        where: job.where,
+        estimated_credits: job.estimatedCredits,
+        generation: this.generation,
+        task_id: null,
+        submitted_input: null,
+        submitted_at: null,
+        finished_at: null,
+        expires_at: null,
+        result: null,
+        last_error: null,
+      };
+      if (finished) {
+        // Files of the earlier result (the engine moves them aside, see src/engine/previous.ts).
+        if ((this.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(this.runId, job.id)) !== undefined) this.replacedResults.push(job.id);
+        this.syncMove(job.id, row.state, 'pending', patch);
+      } else {
+        // Still pending: it takes the new spec (no state change), guarded by the state it is in.
+        const sets = PATCH_COLUMNS.filter((c) => c in patch).map((c) => `"${c}" = ?`);
+        const res = this.stmt(`UPDATE jobs SET ${sets.join(', ')}, updated_at = ? WHERE run_id = ? AND id = ? AND state = 'pending'`).run(
+          ...PATCH_COLUMNS.filter((c) => c in patch).map((c) => patch[c] ?? null),
+          now,
+          this.runId,
+          job.id,
+        );
+        if (res.changes !== 1) throw new TransitionError(`job ${job.id}: expected state pending for a spec update`);
+      }
       this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, job.id);
       // Job graph: what was made from its old results is made again.
       if (finished) this.graph.rerunDescendants(job.id);
@@ -251,14 +276,36 @@ export class Store {
     const seen = this.seen;
     if (!seen) return 0;
     const children = this.graph.childrenOf(seen);
-    const gone = (this.stmt(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('pending', 'failed', 'expired')`).all(this.runId) as { id: string }[]).filter((r) => !seen.has(r.id) && !children.has(r.id));
-    const now = nowIso();
-    const skip = this.stmt(`UPDATE jobs SET state = 'skipped', updated_at = ? WHERE run_id = ? AND id = ? AND state IN ('pending', 'failed', 'expired')`);
+    // Every state that may become skipped (TRANSITIONS), except done: a removed job's results stay.
+    const from = JOB_STATES.filter((st) => st !== 'done' && TRANSITIONS[st].includes('skipped'));
+    const gone = (
+      this.stmt(`SELECT id, state FROM jobs WHERE run_id = ? AND state IN (${from.map(() => '?').join(', ')})`).all(this.runId, ...from) as { id: string; state: JobState }[]
+    ).filter((r) => !seen.has(r.id) && !children.has(r.id));
     this.db.transaction(() => {
-      for (const r of gone) skip.run(now, this.runId, r.id);
+      for (const r of gone) this.syncMove(r.id, r.state, 'skipped', {});
     })();
     this.seen = null;
     return gone.length;
+  }
+
+  /** A state change made by a manifest sync: through transition(), recorded for the engine's events (drainSyncMoves). */
+  private syncMove(jobId: string, from: JobState, to: JobState, patch: JobPatch): void {
+    this.transition(jobId, from, to, patch);
+    this.syncMoves.push({ id: jobId, from, to, error: patch.last_error ?? null });
+  }
+
+  /** State changes made by syncJob and skipRemoved since the last call (the engine emits them as job events). */
+  drainSyncMoves(): Array<{ id: string; from: JobState; to: JobState; error: string | null }> {
+    const out = this.syncMoves;
+    this.syncMoves = [];
+    return out;
+  }
+
+  /** Jobs whose finished result (files on disk) was replaced by a spec change since the last call. */
+  drainReplacedResults(): string[] {
+    const out = this.replacedResults;
+    this.replacedResults = [];
+    return out;
   }
 
   /** After a crash between intent and response: every `submitting` job becomes `uncertain` (a chat job: `pending`). Returns the uncertain ones. */
