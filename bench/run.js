@@ -10,13 +10,16 @@
 //          [--repeat N] (the run N times, the least CPU reported) [--csv] (CSV manifest for the run)
 // The per-job parts alone (client calls, state changes, file writes): node bench/run.parts.mjs
 import { spawn } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { once } from 'node:events';
 import Database from 'better-sqlite3';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const WORK = join(ROOT, 'bench', '.work', 'run');
+// A fresh folder under the system temp dir each time (never a fixed folder in the repo), removed at exit.
+const WORK = mkdtempSync(join(tmpdir(), 'genbatch-bench-run-'));
+process.on('exit', () => rmSync(WORK, { recursive: true, force: true }));
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(name);
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
@@ -37,8 +40,6 @@ const REPEAT = arg('--repeat', 1);
 // --csv: the run's manifest as a CSV table instead of YAML (YAML parsing is ~0.2 ms per job of the runner's CPU).
 const CSV = process.argv.includes('--csv');
 
-rmSync(WORK, { recursive: true, force: true });
-mkdirSync(WORK, { recursive: true });
 
 function startSandbox() {
   const child = spawn(process.execPath, [join(ROOT, 'bin', 'genbatch.js'), 'sandbox', '--port', '0', '--time-scale', String(SCALE), '--keys', 'sk-bench-key=100000000', '--seed', '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
