@@ -35,10 +35,19 @@ const REF = /\$\{\{\s*([^{}]*?)\s*\}\}/g;
 const WHOLE = /^\$\{\{\s*([^{}]*?)\s*\}\}$/;
 const STEP = /^(?:\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\])/;
 
+/** True when a string anywhere inside `value` holds `${{`. Iterative: any nesting depth. */
 export function hasRef(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('${{');
-  if (Array.isArray(value)) return value.some(hasRef);
-  if (isObject(value)) return Object.values(value).some(hasRef);
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (v.includes('${{')) return true;
+    } else if (Array.isArray(v)) {
+      for (const item of v) stack.push(item);
+    } else if (isObject(v)) {
+      for (const item of Object.values(v)) stack.push(item);
+    }
+  }
   return false;
 }
 

@@ -4,6 +4,7 @@ import { splitPath, typedCell } from './coerce.js';
 import type { JobBuilder, ManifestJob } from './job.js';
 import { readTable } from './table.js';
 import { isPlainObject } from './template.js';
+import { FORBIDDEN_KEYS, MAX_DEPTH, forbiddenKeyMessage } from './safe.js';
 
 /**
  * A CSV or TSV manifest: one row per job. Columns: `model` (required), `id`,
@@ -14,6 +15,8 @@ import { isPlainObject } from './template.js';
  */
 
 const JOB_COLUMNS = new Set(['id', 'model', 'callback_url', 'protocol']);
+/** Largest list index a column may name (`input.image_urls[1000]`). */
+export const MAX_INDEX = 1000;
 
 interface Column {
   index: number;
@@ -86,7 +89,10 @@ function readHeader(cells: string[], name: string, problems: Problem[]): { cols:
     if (JOB_COLUMNS.has(col)) return;
     if (col.startsWith('input.') && col.length > 'input.'.length) {
       const path = col.slice('input.'.length);
-      inputs.push({ index, path, parts: splitPath(path) });
+      const parts = splitPath(path);
+      const bad = columnPathProblem(parts);
+      if (bad) problems.push({ job: null, where, path: col.length > 80 ? `${col.slice(0, 77)}...` : col, message: bad });
+      else inputs.push({ index, path, parts });
       return;
     }
     problems.push({
@@ -97,11 +103,51 @@ function readHeader(cells: string[], name: string, problems: Problem[]): { cols:
     });
   });
   if (!cols.has('model')) problems.push({ job: null, where, path: 'model', message: 'a model column is required' });
-  return { cols, inputs };
+  return { cols, inputs: contiguous(inputs, where, problems) };
+}
+
+/** Why a column path cannot be used (forbidden key, too deep, index too big), or null. */
+function columnPathProblem(parts: Array<string | number>): string | null {
+  if (parts.length > MAX_DEPTH) return `the column path is ${MAX_DEPTH} levels deep at most (has ${parts.length})`;
+  for (const part of parts) {
+    if (typeof part === 'string' && FORBIDDEN_KEYS.has(part)) return forbiddenKeyMessage(part);
+    if (typeof part === 'number' && part > MAX_INDEX) return `list index [${part}] is over ${MAX_INDEX}`;
+  }
+  return null;
+}
+
+/**
+ * The columns of each list must name indexes 0, 1, 2, ... without gaps
+ * (`input.image_urls[1]` alone would leave item 0 empty). Columns of a list
+ * with a gap are reported once and left out.
+ */
+function contiguous(inputs: Column[], where: string, problems: Problem[]): Column[] {
+  const lists = new Map<string, Set<number>>();
+  const listOf = (col: Column, i: number) => JSON.stringify(col.parts.slice(0, i));
+  for (const col of inputs) {
+    col.parts.forEach((part, i) => {
+      if (typeof part !== 'number') return;
+      const key = listOf(col, i);
+      let set = lists.get(key);
+      if (!set) lists.set(key, (set = new Set()));
+      set.add(part);
+    });
+  }
+  const gappy = new Set<string>();
+  for (const [key, set] of lists) {
+    const missing = [...Array(Math.max(...set) + 1).keys()].filter((n) => !set.has(n));
+    if (missing.length === 0) continue;
+    gappy.add(key);
+    const name = `input.${(JSON.parse(key) as Array<string | number>).map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('').replace(/^\./, '').replace(/\.\[/g, '[')}`;
+    problems.push({ job: null, where, path: name, message: `list columns must number their items from [0] without gaps: no column for ${missing.slice(0, 5).map((n) => `[${n}]`).join(', ')}${missing.length > 5 ? ', ...' : ''}` });
+  }
+  if (gappy.size === 0) return inputs;
+  return inputs.filter((col) => !col.parts.some((p, i) => typeof p === 'number' && gappy.has(listOf(col, i))));
 }
 
 /** Set `value` at a split path, creating objects and arrays on the way. */
 function setPath(root: Record<string, unknown>, parts: Array<string | number>, value: unknown): void {
+  if (parts.some((p) => typeof p === 'string' && FORBIDDEN_KEYS.has(p))) return;
   let cur: Record<string, unknown> | unknown[] = root;
   parts.forEach((part, i) => {
     const last = i === parts.length - 1;

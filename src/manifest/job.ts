@@ -6,6 +6,7 @@ import { CHAT_MODELS, checkChatJob, findChatModel, isChatModelId } from '../mode
 import { GraphCollector, hasRef, inRefField, parseRef, placeholderInput, restoreRefs, stripBraces } from '../graph/index.js';
 import { FileChecks } from './files.js';
 import { isPlainObject } from './template.js';
+import { cleanValue, type ValueProblem } from './safe.js';
 
 /** One job of a manifest, defaults and templates applied. */
 export interface ManifestJob {
@@ -67,7 +68,12 @@ export class JobBuilder {
   constructor(readonly dir: string) {}
 
   async build(raw: RawJob): Promise<ManifestJob> {
+    // Forbidden keys and too-deep values (e.g. from a CSV JSON cell) are removed before any walk.
+    const unsafe: ValueProblem[] = [];
+    const input = cleanValue(raw.input, 'input', unsafe);
+    if (unsafe.length > 0) raw = { ...raw, input };
     const job = await this.buildJob(raw);
+    for (const p of unsafe) job.problems.push({ job: job.id, where: raw.locate(p.path), path: p.path, message: p.message });
     const graphed = job.graph === true;
     this.graph.add(job, graphed ? { where: job.where, locate: raw.locate, input: job.input, needs: job.needs ?? [], forEach: job.for_each ?? null } : null);
     return job;

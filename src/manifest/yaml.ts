@@ -9,6 +9,7 @@ import { nearest, type JobBuilder, type ManifestJob } from './job.js';
 import { headSchema, jobSchema } from './schema.js';
 import { splitJobs } from './yaml-split.js';
 import { readTable } from './table.js';
+import { cleanValue, type ValueProblem } from './safe.js';
 import { ABSENT, deepMerge, fill, isPlainObject, templateNames, type Vars } from './template.js';
 
 /**
@@ -53,8 +54,15 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
     problems.push({ job: null, where: `${name}:1`, path: '', message: 'a manifest is a mapping with a `jobs:` list (see manifests/README.md)' });
     return empty;
   }
-  const root = js;
   const headLoc: Loc = { doc, lineAt, base: [] };
+  // Forbidden keys and too-deep values are removed before anything walks them (the job entries: one by one below).
+  const root: Entry = {};
+  const headIssues: ValueProblem[] = [];
+  for (const k of Object.keys(js)) {
+    const v = k === 'jobs' ? js[k] : (cleanValue({ [k]: js[k] }, '', headIssues) as Entry)[k];
+    if (v !== undefined) root[k] = v;
+  }
+  for (const p of headIssues) problems.push({ job: null, where: lineAt(nodeAt(doc, splitPath(p.path)).offset), path: p.path, message: p.message });
 
   // Everything but the job entries (checked one by one while the jobs stream by).
   const badDefaults = new Set<string>();
@@ -90,15 +98,22 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
           sourceProblems.push(...raw.errors);
           continue;
         }
-        const checked = jobSchema.safeParse(raw.js);
-        if (!checked.success || !isPlainObject(raw.js)) {
-          const owner = literalId(raw.js);
+        const unsafe: ValueProblem[] = [];
+        const js = cleanValue(raw.js, '', unsafe);
+        for (const p of unsafe) {
+          const owner = literalId(js);
+          const offset = nodeAt(raw.loc.doc, [...raw.loc.base, ...splitPath(p.path)]).offset;
+          sourceProblems.push({ job: owner, where: raw.loc.lineAt(offset), path: owner === null ? joinPath('', ['jobs', raw.index, ...splitPath(p.path)]) : p.path, message: p.message });
+        }
+        const checked = jobSchema.safeParse(js);
+        if (!checked.success || !isPlainObject(js)) {
+          const owner = literalId(js);
           const keysAt = (path: Path) => (path.length === 0 ? KEYS.job : path[path.length - 1] === 'rows' ? KEYS.rows : []);
           const list = checked.success ? [] : issueProblems(checked.error.issues, raw.loc, owner, owner === null ? ['jobs', raw.index] : [], keysAt);
           sourceProblems.push(...list.map((p) => p.problem));
           continue;
         }
-        yield* expandEntry({ entry: raw.js, loc: raw.loc, defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems });
+        yield* expandEntry({ entry: js, loc: raw.loc, defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems });
       }
     },
   };

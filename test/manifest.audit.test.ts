@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatProblem } from '../src/errors.js';
+import { openManifest, type ManifestJob } from '../src/manifest/index.js';
+
+/** Gaps found by the manifest audit (issue 2): unsafe keys, list indexes, nesting, big matrices, ids, callbacks, files, messages. */
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'genbatch-audit-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+function write(name: string, text: string | Buffer): string {
+  const p = join(dir, name);
+  writeFileSync(p, text);
+  return p;
+}
+
+async function all(path: string): Promise<{ jobs: ManifestJob[]; problems: string[] }> {
+  const m = await openManifest(path);
+  const jobs: ManifestJob[] = [];
+  for await (const j of m.jobs()) jobs.push(j);
+  return { jobs, problems: [...m.problems, ...jobs.flatMap((j) => j.problems)].map(formatProblem) };
+}
+
+describe('prototype keys', () => {
+  it('a CSV column input.__proto__.prompt is a header problem and does not make a later empty prompt valid', async () => {
+    const p = write('jobs.csv', 'id,model,input.prompt,input.__proto__.prompt\na,alpha-image-2,,polluted\nb,alpha-image-2,,\n');
+    const { problems } = await all(p);
+    expect(({} as Record<string, unknown>).prompt).toBeUndefined();
+    expect(problems).toContain(`${p}:header input.__proto__.prompt: the key "__proto__" is not allowed (it names JavaScript object machinery, not a field)`);
+    expect(problems).toContain(`job a (${p}:row 1) input.prompt: is required`);
+    expect(problems).toContain(`job b (${p}:row 2) input.prompt: is required`);
+  });
+
+  it('YAML defaults and jobs with __proto__, constructor or prototype keys are rejected; the job is still checked', async () => {
+    const p = write('m.yaml', 'defaults:\n  input:\n    __proto__:\n      prompt: x\njobs:\n  - id: a\n    model: alpha-image-2\n    input:\n      constructor: {prompt: y}\n      size: 16:9\n');
+    const { jobs, problems } = await all(p);
+    expect(jobs).toHaveLength(1);
+    expect(problems).toContain(`${p}:3 defaults.input.__proto__: the key "__proto__" is not allowed (it names JavaScript object machinery, not a field)`);
+    expect(problems).toContain(`job a (${p}:9) input.constructor: the key "constructor" is not allowed (it names JavaScript object machinery, not a field)`);
+    expect(problems).toContain(`job a (${p}:8) input.prompt: is required`);
+  });
+
+  it('a JSON cell with a __proto__ key is reported', async () => {
+    const p = write('jobs.csv', 'id,model,input.prompt,input.size\na,dream-5.0-lite,hi,"{""__proto__"": {""x"": 1}}"\n');
+    const { problems } = await all(p);
+    expect(problems.some((x) => x.includes('input.size.__proto__: the key "__proto__" is not allowed'))).toBe(true);
+  });
+});
+
+describe('list indexes in CSV columns', () => {
+  it('an index over 1000 is a header problem (no giant sparse list)', async () => {
+    const p = write('jobs.csv', 'id,model,input.prompt,input.image_urls[99999999]\na,alpha-image-2-edit,hi,https://example.com/a.png\n');
+    const { problems } = await all(p);
+    expect(problems).toContain(`${p}:header input.image_urls[99999999]: list index [99999999] is over 1000`);
+  });
+
+  it('indexes must run from [0] without gaps', async () => {
+    const p = write('jobs.csv', 'id,model,input.prompt,input.image_urls[1]\na,alpha-image-2-edit,hi,https://example.com/a.png\n');
+    const { problems } = await all(p);
+    expect(problems).toContain(`${p}:header input.image_urls: list columns must number their items from [0] without gaps: no column for [0]`);
+    expect(problems.some((x) => x.includes('image_urls[0]: must be a string'))).toBe(false);
+  });
+
+  it('contiguous indexes are fine', async () => {
+    const p = write('jobs.csv', 'id,model,input.prompt,input.image_urls[0],input.image_urls[1]\na,alpha-image-2-edit,hi,https://example.com/a.png,https://example.com/b.png\n');
+    const { jobs, problems } = await all(p);
+    expect(problems).toEqual([]);
+    expect(jobs[0]?.input.image_urls).toEqual(['https://example.com/a.png', 'https://example.com/b.png']);
+  });
+});
+
+describe('nesting depth', () => {
+  it('a JSON cell nested 20,000 deep is a problem, not a crash', async () => {
+    const deep = '['.repeat(20000) + ']'.repeat(20000);
+    const p = write('jobs.csv', `id,model,input.prompt,input.image_urls\na,alpha-image-2-edit,hi,${deep}\n`);
+    const { problems } = await all(p);
+    expect(problems.some((x) => x.startsWith(`job a (${p}:row 1) input.image_urls[0]`) && x.endsWith(': nested more than 64 levels deep'))).toBe(true);
+  });
+
+  it('a column path 5,000 levels deep is a header problem', async () => {
+    const p = write('jobs.csv', `id,model,input.${Array(5000).fill('a').join('.')}\na,alpha-image-2,1\n`);
+    const { problems } = await all(p);
+    expect(problems.some((x) => x.startsWith(`${p}:header input.a.a.a`) && x.endsWith('the column path is 64 levels deep at most (has 5000)'))).toBe(true);
+  });
+
+  it('a YAML value nested 100 deep is a problem', async () => {
+    const p = write('m.yaml', `jobs:\n  - id: a\n    model: alpha-image-2\n    input:\n      prompt: hi\n      extra: ${'['.repeat(100)}${']'.repeat(100)}\n`);
+    const { problems } = await all(p);
+    expect(problems.some((x) => x.includes('input.extra[0]') && x.endsWith('nested more than 64 levels deep'))).toBe(true);
+  });
+});
