@@ -94,3 +94,34 @@ describe('nesting depth', () => {
     expect(problems.some((x) => x.includes('input.extra[0]') && x.endsWith('nested more than 64 levels deep'))).toBe(true);
   });
 });
+
+describe('big matrices', () => {
+  const tenValues = '[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]';
+  it('combinations are made one at a time: the first jobs of a 10,000,000-combination matrix come at once', async () => {
+    const keys = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
+    const p = write('m.yaml', `jobs:\n  - id: "j{{a}}{{b}}{{c}}{{d}}{{e}}{{f}}{{g}}"\n    model: alpha-image-2\n    input: {prompt: "x {{a}}"}\n    matrix:\n${keys.map((k) => `      ${k}: ${tenValues}`).join('\n')}\n`);
+    const m = await openManifest(p);
+    const ids: string[] = [];
+    for await (const j of m.jobs()) {
+      expect(j.problems).toEqual([]);
+      ids.push(j.id);
+      if (ids.length === 3) break;
+    }
+    expect(ids).toEqual(['j0000000', 'j0000001', 'j0000002']);
+  });
+
+  it('more than 10,000,000 combinations in one entry is a problem', async () => {
+    const keys = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+    const p = write('m.yaml', `jobs:\n  - id: "j{{a}}"\n    model: alpha-image-2\n    input: {prompt: "x {{a}}{{b}}{{c}}{{d}}{{e}}{{f}}{{g}}{{h}}"}\n    matrix:\n${keys.map((k) => `      ${k}: ${tenValues}`).join('\n')}\n`);
+    const { jobs, problems } = await all(p);
+    expect(jobs).toEqual([]);
+    expect(problems).toEqual([`${p}:5 matrix: makes 1.00e8 combinations; at most 10,000,000 per entry`]);
+  });
+
+  it('keeps the order: the first key varies slowest', async () => {
+    const p = write('m.yaml', 'jobs:\n  - id: "j-{{s}}-{{n}}"\n    model: alpha-image-2\n    input: {prompt: "x"}\n    matrix:\n      s: [a, b]\n      n: [1, 2, 3]\n');
+    const { jobs, problems } = await all(p);
+    expect(problems).toEqual([]);
+    expect(jobs.map((j) => j.id)).toEqual(['j-a-1', 'j-a-2', 'j-a-3', 'j-b-1', 'j-b-2', 'j-b-3']);
+  });
+});

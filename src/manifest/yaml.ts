@@ -239,7 +239,13 @@ async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
       return;
     }
   }
-  const combos = isPlainObject(entry.matrix) ? product(entry.matrix as Record<string, unknown[]>) : null;
+  const matrix = isPlainObject(entry.matrix) ? (entry.matrix as Record<string, unknown[]>) : null;
+  const comboCount = matrix ? Object.values(matrix).reduce((n, values) => n * values.length, 1) : 0;
+  if (comboCount > MAX_COMBINATIONS) {
+    entryProblem('matrix', `makes ${comboCount.toExponential(2).replace('e+', 'e')} combinations; at most ${MAX_COMBINATIONS.toLocaleString('en-US')} per entry`);
+    return;
+  }
+  const combos = matrix ? { [Symbol.iterator]: () => product(matrix) } : null;
   const rowsSpec = isPlainObject(entry.rows) ? (entry.rows as { file: string; limit?: number }) : null;
   const rows = rowsSpec ? readTable(resolve(dir, rowsSpec.file), rowsSpec.limit ?? null)[Symbol.asyncIterator]() : null;
   let columns: string[] = [];
@@ -267,7 +273,7 @@ async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
     const hint = available.size === 0 ? 'this job has no rows, glob or matrix source to fill it' : `available: ${[...available].join(', ')}`;
     entryProblem(at, `template {{${missing}}} names no variable (${hint})`);
   }
-  const expands = rows !== null || (files?.length ?? 0) > 1 || (combos?.length ?? 0) > 1;
+  const expands = rows !== null || (files?.length ?? 0) > 1 || comboCount > 1;
   if (expands && typeof entry.id === 'string' && templateNames(entry.id).size === 0) {
     bad = true;
     entryProblem('id', 'this entry makes several jobs: use a {{variable}} in the id so each job gets its own, or leave the id out');
@@ -341,13 +347,24 @@ function short(v: unknown): string {
   return s.length > 24 ? `${s.slice(0, 21)}...` : s;
 }
 
-/** Every combination of the matrix values; the first key varies slowest. */
-function product(matrix: Record<string, unknown[]>): Array<Array<[string, unknown]>> {
-  let out: Array<Array<[string, unknown]>> = [[]];
-  for (const [key, values] of Object.entries(matrix)) {
-    out = out.flatMap((combo) => values.map((v): Array<[string, unknown]> => [...combo, [key, v]]));
+/** Most matrix combinations one entry may make (each becomes a job). */
+export const MAX_COMBINATIONS = 10_000_000;
+
+/**
+ * Every combination of the matrix values, one at a time (an odometer: the
+ * last key turns fastest, the first key varies slowest); none is built ahead.
+ */
+export function* product(matrix: Record<string, unknown[]>): Generator<Array<[string, unknown]>> {
+  const keys = Object.keys(matrix);
+  const lists = keys.map((k) => matrix[k] ?? []);
+  if (lists.some((l) => l.length === 0)) return;
+  const at = keys.map(() => 0);
+  for (;;) {
+    yield keys.map((k, i): [string, unknown] => [k, lists[i]?.[at[i] ?? 0]]);
+    let i = keys.length - 1;
+    while (i >= 0 && (at[i] = (at[i] ?? 0) + 1) === lists[i]?.length) at[i--] = 0;
+    if (i < 0) return;
   }
-  return out;
 }
 
 /** The dotted path of the first field whose text uses {{name}}. */
