@@ -84,6 +84,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('jobs by state from a state file')
     .argument('[manifest]', 'manifest whose default state file to read')
     .option('--state <path>', 'state file')
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
     .option('--jobs', 'list every job')
     .option('--json', 'print JSON')
     .action(wrap(lazy('status')));

@@ -4,10 +4,10 @@ import { writeReports } from '../../report/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { openStateForRead } from './state-file.js';
 
-/** `genbatch report [manifest|--state PATH] [--out DIR]`: rewrite the four reports from the state file. */
+/** `genbatch report [manifest|--state PATH] [--out DIR]`: rewrite the four reports from the state file (found at --state, else DIR/state.db, else the manifest's default). */
 export default async function report(manifest: string | undefined, opts: { state?: string; out?: string }): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state);
+  const { store, runs } = openStateForRead(manifest, opts.state, opts.out);
   try {
     for (const run of runs) {
       store.useRun(run);

@@ -4,10 +4,13 @@ import { UsageError } from '../../errors.js';
 import { Store, type RunRow } from '../../store/index.js';
 import { defaultOutDir } from './run.js';
 
-/** Open the state file named by --state or by a manifest's default location, and pick its run. */
-export function openStateForRead(manifest: string | undefined, statePath: string | undefined): { store: Store; runs: RunRow[] } {
-  if (!manifest && !statePath) throw new UsageError('give a manifest or --state PATH');
-  const path = resolve(statePath ?? join(defaultOutDir(manifest!), 'state.db'));
+/**
+ * Open the state file named by --state, else `<--out>/state.db`, else the manifest's
+ * default location (as `genbatch run` chose it), and pick its run.
+ */
+export function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string): { store: Store; runs: RunRow[] } {
+  if (!manifest && !statePath && !outDir) throw new UsageError('give a manifest, --out DIR or --state PATH');
+  const path = resolve(statePath ?? join(outDir ?? defaultOutDir(manifest!), 'state.db'));
   if (!existsSync(path)) throw new UsageError(`no state file at ${path}${manifest ? ' (has this manifest been run? pass --state if it used another one)' : ''}`);
   const store = Store.openForRead(path);
   let runs = store.runs();

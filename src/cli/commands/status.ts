@@ -2,10 +2,10 @@ import { JOB_STATES } from '../../store/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { openStateForRead } from './state-file.js';
 
-/** `genbatch status [manifest|--state PATH] [--json] [--jobs]`: jobs by state (and each job on request). Reads only; safe during a run. */
-export default async function status(manifest: string | undefined, opts: { state?: string; json?: boolean; jobs?: boolean }): Promise<number> {
+/** `genbatch status [manifest|--state PATH|--out DIR] [--json] [--jobs]`: jobs by state (and each job on request). Reads only; safe during a run. */
+export default async function status(manifest: string | undefined, opts: { state?: string; out?: string; json?: boolean; jobs?: boolean }): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state);
+  const { store, runs } = openStateForRead(manifest, opts.state, opts.out);
   try {
     const out: unknown[] = [];
     for (const run of runs) {
