@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -52,5 +52,46 @@ describe('SIGINT during a submit backoff', () => {
     expect(code).toBe(130);
     expect(readJobs(w.state).map((j) => j.state)).toEqual(['pending', 'pending']);
     expect(readJobs(w.state)[0]!.last_error).toContain('stopped before this submit was sent');
+  }, 30_000);
+});
+
+describe('status and report with --out', () => {
+  it('find the state file in DIR/state.db, not at the manifest default', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'o.yaml'), 2, 'out');
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', '0.005', '--out', w.out], { GENBATCH_API_KEY: KEY });
+    expect(r.code).toBe(0);
+    const st = await runCli(['status', manifest, '--out', w.out, '--json']);
+    expect(st.stderr).toBe('');
+    expect(st.code).toBe(0);
+    expect((JSON.parse(st.stdout) as { counts: Record<string, number> }).counts.done).toBe(2);
+    const rep = await runCli(['report', manifest, '--out', w.out]);
+    expect(rep.stderr).toBe('');
+    expect(rep.code).toBe(0);
+    expect(rep.stdout).toContain(join(w.out, 'report.json'));
+    // Without a manifest, --out alone names the state file.
+    expect((await runCli(['status', '--out', w.out])).code).toBe(0);
+  }, 30_000);
+});
+
+describe('an invalid manifest', () => {
+  it('exits 2 and leaves no state file (nor the output folder this run made)', async () => {
+    const w = work();
+    const manifest = join(w.dir, 'bad.yaml');
+    writeFileSync(manifest, 'jobs:\n  - id: a\n    model: no-such-model\n    input: { prompt: x }\n');
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--out', join(w.out, 'deeper')], { GENBATCH_API_KEY: KEY });
+    expect(r.code).toBe(2);
+    expect(existsSync(join(w.out, 'deeper', 'state.db'))).toBe(false);
+    expect(existsSync(w.out)).toBe(false);
+  }, 30_000);
+
+  it('exits 2 and keeps an existing state file (with its jobs) as it was', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'keep.yaml'), 1, 'keep');
+    expect((await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', '0.005', '--out', w.out], { GENBATCH_API_KEY: KEY })).code).toBe(0);
+    writeFileSync(manifest, 'jobs:\n  - id: a\n    model: no-such-model\n    input: { prompt: x }\n');
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--out', w.out], { GENBATCH_API_KEY: KEY });
+    expect(r.code).toBe(2);
+    expect(readJobs(w.state).map((j) => j.state)).toEqual(['done']);
   }, 30_000);
 });

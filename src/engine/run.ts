@@ -1,5 +1,5 @@
-import { existsSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, rmdirSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { EXIT, ManifestError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import type { ReportData } from '../report/types.js';
@@ -60,7 +60,12 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
   const emit = o.events.emit;
   if (!existsSync(o.manifestPath)) throw new ManifestError([{ job: null, where: o.manifestPath, path: '', message: 'manifest file not found' }]);
   const manifest = await openManifest(o.manifestPath);
+  // An invalid manifest (exit 2) leaves no state file behind when this run is the one that made it.
+  const madeDirs: string[] = [];
+  for (let d = dirname(resolve(o.statePath)); !existsSync(d) && dirname(d) !== d; d = dirname(d)) madeDirs.push(d);
+  const madeState = !existsSync(o.statePath);
   const store = Store.openForWrite(o.statePath);
+  let invalid = false;
   try {
     emit({ type: 'start', manifest: o.manifestPath, out_dir: o.outDir, state: o.statePath, base_url: o.baseUrl, sandbox: o.sandbox });
     if (store.leaseTakenOverFrom) emit({ type: 'lease-takeover', from: store.leaseTakenOverFrom });
@@ -147,8 +152,19 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     }
     emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: pipeline.statusRequests, balance_after: balanceAfter });
     return { exitCode, counts, statusRequests: pipeline.statusRequests };
+  } catch (err) {
+    invalid = err instanceof ManifestError;
+    throw err;
   } finally {
     store.close();
+    if (invalid && madeState) {
+      removeState(o.statePath);
+      try {
+        for (const d of madeDirs) rmdirSync(d); // deepest first, only when empty
+      } catch {
+        // something else is in it: left as is
+      }
+    }
   }
 }
 
