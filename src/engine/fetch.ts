@@ -5,7 +5,7 @@ import type { FileRow, JobRow, Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import { writeFileAtomic } from './files.js';
 import type { DownloadPort, TaskView } from './ports.js';
-import { extractResults, sha256Hex } from './results.js';
+import { RESULT_FILE, extractResults, sha256Hex } from './results.js';
 
 type Got = { path: string; size: number; sha256: string; content_type: string | null };
 
@@ -80,7 +80,7 @@ export async function fetchJob(
     finished_at: row.finished_at,
     files: files.map((f) => ({ name: f.name, path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.content_type, url: f.url })),
   };
-  await writeFileAtomic(join(jobDir, 'result.json'), JSON.stringify(result, null, 2) + '\n', { dirExists: true });
+  await writeFileAtomic(join(jobDir, RESULT_FILE), JSON.stringify(result, null, 2) + '\n', { dirExists: true });
   // One folder fsync covers every file above and result.json.
   if (done.length === 0) await c.download.syncDir(jobDir);
   return settle();

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { sanitizeName } from '../download/index.js';
 import { UnsafeResultError } from '../errors.js';
 import { lrc } from '../graph/index.js';
 import { musicResultTexts, musicResultUrls, parseTimestampedLyrics } from '../models/music/results.js';
@@ -56,16 +57,31 @@ function extFromUrl(url: string): string | null {
 const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v : null);
 const int = (v: unknown): number | null => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : null);
 
-class Namer {
-  private readonly seen = new Set<string>();
-  unique(name: string): string {
+/** The per-job summary file genbatch writes in out/<job id>/. */
+export const RESULT_FILE = 'result.json';
+/** Folders out/<job id>/previous-<n>/ keep the files of earlier results (src/engine/previous.ts). */
+export const PREVIOUS_DIR = /^previous-\d+$/i;
+
+/**
+ * Unique, already-sanitised file names within one job's folder. Our own names
+ * (result.json, the previous-<n> folders) are taken before any server name is
+ * seen, so a server file called `result.json` becomes `result-2.json` and never
+ * overwrites ours. Names are compared case-insensitively (macOS, Windows).
+ */
+export class Namer {
+  private readonly seen = new Set<string>([RESULT_FILE]);
+  unique(raw: string, fallback = 'file'): string {
+    const name = sanitizeName(raw, fallback);
     let out = name;
-    for (let n = 2; this.seen.has(out.toLowerCase()); n++) {
+    for (let n = 2; this.taken(out); n++) {
       const dot = name.lastIndexOf('.');
       out = dot > 0 ? `${name.slice(0, dot)}-${n}${name.slice(dot)}` : `${name}-${n}`;
     }
     this.seen.add(out.toLowerCase());
     return out;
+  }
+  private taken(name: string): boolean {
+    return this.seen.has(name.toLowerCase()) || PREVIOUS_DIR.test(name);
   }
 }
 
@@ -82,7 +98,7 @@ export function extractResults(task: TaskView, endpoint: 'status' | 'music', wor
       const ct = str(f.content_type);
       const ext = str(f.format) ?? (ct ? EXT_BY_TYPE[ct.split(';')[0]!.trim()] : undefined) ?? extFromUrl(url) ?? 'bin';
       const base = str(f.file_name) ?? `${type}-${i + 1}.${ext}`;
-      downloads.push({ idx: idx++, name: namer.unique(base), url, type, content_type: ct, expected_size: int(f.file_size) });
+      downloads.push({ idx: idx++, name: namer.unique(base, `${type}-${i + 1}.${ext}`), url, type, content_type: ct, expected_size: int(f.file_size) });
     });
     return { downloads, texts };
   }
