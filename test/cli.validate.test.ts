@@ -68,16 +68,17 @@ describe('genbatch validate on broken manifests', () => {
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     const lines = r.stderr.trimEnd().split('\n');
-    expect(lines).toHaveLength(20);
+    // 20 mistakes; the typo `inptu` also leaves the job without its prompt (the job is still checked from its known keys).
+    expect(lines).toHaveLength(21);
     const parsed = lines.map((l) => /^job (\S+) \((\S+):(\d+)\) (\S+): (.+)$/.exec(l));
     for (const [i, m] of parsed.entries()) {
       expect(m, lines[i]).not.toBeNull();
       expect(m?.[2]).toBe(file);
     }
-    // 19 jobs with one mistake each, and a 20th: a second job reusing the id m04-n.
+    // 19 jobs with one mistake each, and a 20th: a second job reusing the id m04-n; m17-typo twice (the typo, then input.prompt).
     const jobs = parsed.map((m) => m?.[1]).sort();
     expect(jobs).toEqual(
-      ['m01-size', 'm02-quality', 'm03-blank-prompt', 'm04-n', 'm04-n', 'm05-refs-on-base', 'm06-edit-without-refs', 'm07-unknown-model', 'm08-no-model', 'm09-flash-extra', 'm10-missing-file', 'm11-not-an-image', 'm12-too-many', 'm13-duration', 'm14-audio-bool', 'm15-local-audio', 'm16-callback', 'm17-typo', 'm18-graph', 'm19-chat'],
+      ['m01-size', 'm02-quality', 'm03-blank-prompt', 'm04-n', 'm04-n', 'm05-refs-on-base', 'm06-edit-without-refs', 'm07-unknown-model', 'm08-no-model', 'm09-flash-extra', 'm10-missing-file', 'm11-not-an-image', 'm12-too-many', 'm13-duration', 'm14-audio-bool', 'm15-local-audio', 'm16-callback', 'm17-typo', 'm17-typo', 'm18-graph', 'm19-chat'],
     );
     const fields = parsed.map((m) => m?.[4]);
     expect(fields).toEqual(expect.arrayContaining(['input.size', 'input.quality', 'input.prompt', 'input.n', 'input.image_urls', 'model', 'input.seed', 'input.image_urls[0]', 'input.duration', 'input.audio', 'input.upload_url', 'callback_url', 'inptu', 'needs[0]', 'input.messages', 'id']));

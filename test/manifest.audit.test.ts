@@ -125,3 +125,19 @@ describe('big matrices', () => {
     expect(jobs.map((j) => j.id)).toEqual(['j-a-1', 'j-a-2', 'j-a-3', 'j-b-1', 'j-b-2', 'j-b-3']);
   });
 });
+
+describe('job entries with key problems', () => {
+  it('an unknown key or a numeric id is reported and the job is still checked from its known keys', async () => {
+    const p = write('m.yaml', 'jobs:\n  - id: a\n    model: alpha-image-2\n    colour: red\n    input:\n      prompt: ""\n  - id: 42\n    model: alpha-image-2\n    input: {size: "99:1", prompt: hi}\n  - id: c\n    model: 7\n');
+    const { jobs, problems } = await all(p);
+    expect(jobs.map((j) => j.id)).toEqual(['a', '42', 'c']);
+    expect(problems).toHaveLength(5);
+    expect(problems).toEqual(expect.arrayContaining([
+      `job a (${p}:4) colour: unknown key "colour"; allowed keys: id, model, input, callback_url, protocol, needs, for_each, rows, glob, matrix`,
+      `job a (${p}:6) input.prompt: must not be empty`,
+      `job 42 (${p}:7) id: must be a string (a job id)`,
+      expect.stringMatching(new RegExp(`^job 42 \\(${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:9\\) input.size: size "99:1" is not one of`)),
+      `job c (${p}:11) model: must be a string (a model id)`,
+    ]));
+  });
+});

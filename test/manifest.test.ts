@@ -217,8 +217,9 @@ describe('manifest-level problems', () => {
     expect(r.problems.map(formatProblem)).toEqual([
       `${p}:1 budjet: unknown key "budjet" (did you mean "budget"?); allowed keys: budget, pricing, defaults, jobs`,
       `job a (${p}:5) inptu: unknown key "inptu" (did you mean "input"?); allowed keys: id, model, input, callback_url, protocol, needs, for_each, rows, glob, matrix`,
-      `job b (${p}:7) for_each: must be a string (a reference such as \${{ jobs.song.audio }})`,
-      `${p}:10 jobs[2].model: must be a string (a model id)`,
+      `job a (${p}:3) input.prompt: is required`,
+      `job b (${p}:7) for_each: must be one reference to a list, e.g. \${{ jobs.song.audio }}`,
+      expect.stringMatching(new RegExp(`^job j-[0-9a-f]{12} \\(${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:10\\) model: must be a string \\(a model id\\)$`)),
     ]);
   });
 

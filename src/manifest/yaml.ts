@@ -106,14 +106,17 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
           sourceProblems.push({ job: owner, where: raw.loc.lineAt(offset), path: owner === null ? joinPath('', ['jobs', raw.index, ...splitPath(p.path)]) : p.path, message: p.message });
         }
         const checked = jobSchema.safeParse(js);
+        let entry = js;
         if (!checked.success || !isPlainObject(js)) {
-          const owner = literalId(js);
+          const known = checked.success ? null : knownPart(js, checked.error.issues);
+          const owner = known ? literalId(known.entry) : literalId(js);
           const keysAt = (path: Path) => (path.length === 0 ? KEYS.job : path[path.length - 1] === 'rows' ? KEYS.rows : []);
-          const list = checked.success ? [] : issueProblems(checked.error.issues, raw.loc, owner, owner === null ? ['jobs', raw.index] : [], keysAt);
+          const list = checked.success ? [] : issueProblems(known ? known.report : checked.error.issues, raw.loc, owner, owner === null ? ['jobs', raw.index] : [], keysAt);
           sourceProblems.push(...list.map((p) => p.problem));
-          continue;
+          if (!known) continue;
+          entry = known.entry;
         }
-        yield* expandEntry({ entry: js, loc: raw.loc, defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems });
+        yield* expandEntry({ entry: entry as Entry, loc: raw.loc, defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems });
       }
     },
   };
@@ -380,6 +383,33 @@ function templatePath(value: unknown, name: string, base = ''): string | null {
     if (hit !== null) return hit;
   }
   return null;
+}
+
+/** Fields the job builder checks itself (its message is reported, not the schema's). */
+const BUILDER_CHECKED = new Set(['model', 'input', 'callback_url', 'protocol', 'needs', 'for_each']);
+
+/**
+ * A job entry with key problems that can still be built from its known keys:
+ * unknown keys are left out, a numeric id becomes its text. Null when a
+ * source (rows, glob, matrix) or the id itself is unusable, or the entry is
+ * not a mapping. `report`: the issues to report (the builder reports the
+ * fields it checks itself).
+ */
+function knownPart(js: unknown, issues: readonly z.core.$ZodIssue[]): { entry: Entry; report: z.core.$ZodIssue[] } | null {
+  if (!isPlainObject(js)) return null;
+  const entry: Entry = {};
+  for (const k of KEYS.job) if (js[k] !== undefined) entry[k] = js[k];
+  if (typeof entry.id === 'number') entry.id = String(entry.id);
+  const report: z.core.$ZodIssue[] = [];
+  for (const iss of issues) {
+    const top = iss.path[0];
+    if (iss.path.length === 0 && iss.code !== 'unrecognized_keys') return null;
+    if (top === 'rows' || top === 'glob' || top === 'matrix') return null;
+    if (top === 'id' && typeof js.id !== 'number') return null;
+    if (typeof top === 'string' && BUILDER_CHECKED.has(top)) continue;
+    report.push(iss);
+  }
+  return { entry, report };
 }
 
 /** The entry's id when it is plain text (no template): the job a key problem belongs to. */
