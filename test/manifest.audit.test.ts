@@ -141,3 +141,15 @@ describe('job entries with key problems', () => {
     ]));
   });
 });
+
+describe('reserved job ids', () => {
+  it('ids naming the output folder files are rejected; similar ids are fine', async () => {
+    const ids = ['report.json', 'report.csv', 'report.md', 'REPORT.HTML', 'state.db', 'state.db-wal', 'report', 'state', 'report.json.1'];
+    const p = write('jobs.csv', `id,model,input.prompt\n${ids.map((id) => `${id},alpha-image-2,hi`).join('\n')}\n`);
+    const { problems } = await all(p);
+    expect(problems).toHaveLength(6);
+    expect(problems).toContain(`job report.json (${p}:row 1) id: "report.json" is reserved: the output folder holds genbatch's own report files (report.json, report.csv, report.md, report.html)`);
+    expect(problems).toContain(`job state.db-wal (${p}:row 6) id: "state.db-wal" is reserved: the output folder holds genbatch's own state database (state.db and its state.db-* files)`);
+    expect(problems.some((x) => x.startsWith('job REPORT.HTML'))).toBe(true);
+  });
+});

@@ -53,6 +53,17 @@ export interface RawJob {
 /** Allowed job ids: also used as file and folder names by the runner. */
 export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const CALLBACK_MAX = 2048;
+/** Names of the output folder's own files: a job id (used as a folder name there) must not take one. */
+const RESERVED_IDS = ['report.json', 'report.csv', 'report.md', 'report.html'];
+
+/** Why `id` is reserved, or null. Case-insensitive (macOS and Windows folders are). */
+export function reservedIdProblem(id: string): string | null {
+  const lower = id.toLowerCase();
+  if (RESERVED_IDS.includes(lower) || lower.startsWith('state.db')) {
+    return `"${id}" is reserved: the output folder holds genbatch's own ${lower.startsWith('state.db') ? 'state database (state.db and its state.db-* files)' : 'report files (report.json, report.csv, report.md, report.html)'}`;
+  }
+  return null;
+}
 
 /**
  * Turns raw jobs into checked ManifestJobs. One builder per manifest: it
@@ -167,6 +178,9 @@ export class JobBuilder {
       const where = raw.locate('id');
       if (typeof raw.id !== 'string' || !ID_PATTERN.test(id)) {
         problems.push({ job: id, where, path: 'id', message: 'must be 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit' });
+      } else {
+        const reserved = reservedIdProblem(id);
+        if (reserved) problems.push({ job: id, where, path: 'id', message: reserved });
       }
       const first = this.ids.get(id);
       if (first !== undefined) problems.push({ job: id, where, path: 'id', message: `duplicate id (first used at ${first})` });
