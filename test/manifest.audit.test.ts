@@ -153,3 +153,21 @@ describe('reserved job ids', () => {
     expect(problems.some((x) => x.startsWith('job REPORT.HTML'))).toBe(true);
   });
 });
+
+describe('callback_url', () => {
+  it('rejects localhost, literal private and loopback addresses and malformed hosts; accepts public hosts', async () => {
+    const urls = ['https://127.0.0.1/', 'https://10.1.2.3/', 'https://localhost:8443/', 'https://exa mple.com/hook', 'https://[::1]/h', 'https://192.168.0.5/h', 'https://[::ffff:10.0.0.1]/h', 'https://0x7f000001/h', 'https://example.com/hook', 'https://8.8.8.8/h', 'https://172.32.0.1/h'];
+    const p = write('jobs.csv', `id,model,callback_url,input.prompt\n${urls.map((u, i) => `c${i},alpha-image-2,${u},hi`).join('\n')}\n`);
+    const { problems } = await all(p);
+    expect(problems).toEqual([
+      `job c0 (${p}:row 1) callback_url: host 127.0.0.1 is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c1 (${p}:row 2) callback_url: host 10.1.2.3 is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c2 (${p}:row 3) callback_url: host localhost is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c3 (${p}:row 4) callback_url: "https://exa mple.com/hook" is not a valid URL (check the host name)`,
+      `job c4 (${p}:row 5) callback_url: host [::1] is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c5 (${p}:row 6) callback_url: host 192.168.0.5 is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c6 (${p}:row 7) callback_url: host [::ffff:a00:1] is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c7 (${p}:row 8) callback_url: host 127.0.0.1 is local or private: the service calls back over the internet, so it needs a public host`,
+    ]);
+  });
+});
