@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import Database from 'better-sqlite3';
 import { readJobs } from './helpers/verify.js';
 
 /** Fixes from the audit of `genbatch run` (issue 4). */
@@ -14,7 +15,7 @@ const cleanups: Array<() => void> = [];
 beforeAll(async () => {
   ensureBuilt();
   // Retry-After of a 429 fault: 60 s, so a run that waits through it would never end within the test.
-  sb = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.005, seed: 11, retryAfterS: 60 });
+  sb = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.005, seed: 11, retryAfterS: 60, allowLoopback: true });
 }, 120_000);
 afterAll(async () => {
   await sb?.close();
@@ -94,4 +95,48 @@ describe('an invalid manifest', () => {
     expect(r.code).toBe(2);
     expect(readJobs(w.state).map((j) => j.state)).toEqual(['done']);
   }, 30_000);
+});
+
+describe('a late callback after a crash', () => {
+  it('adopts the task of a job left `submitting` (same token across runs; the rerun waits for it)', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'late.yaml'), 1, 'late');
+    const base = ['run', manifest, '--base-url', sb.url, '--time-scale', '0.02', '--out', w.out, '--listen', '127.0.0.1:0'];
+    expect((await runCli(base, { GENBATCH_API_KEY: KEY })).code).toBe(0);
+    // As after a SIGKILL between the intent and the answer: the job is `submitting`, no task id.
+    const db = new Database(w.state);
+    const token = (db.prepare(`SELECT value FROM meta WHERE key = 'callback_token'`).get() as { value: string }).value;
+    db.prepare(`UPDATE jobs SET state = 'submitting', task_id = NULL, result = NULL, finished_at = NULL WHERE id = 'late-0000'`).run();
+    db.prepare(`DELETE FROM files`).run();
+    db.close();
+    const total0 = sb.stats().tasks_total;
+    const rerun = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawnCli(base, { GENBATCH_API_KEY: KEY });
+      let stdout = '';
+      let stderr = '';
+      let sent = false;
+      child.stdout!.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        const m = /callback receiver on 127\.0\.0\.1:(\d+)/.exec(stdout);
+        if (m && !sent) {
+          sent = true;
+          // The task the crashed run had sent: its callback URL carries the old run's token and the job id.
+          void fetch(`${sb.url}/api/generate/submit`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'alpha-image-2', input: { prompt: 'late' }, callback_url: `http://127.0.0.1:${m[1]}/${token}?job=late-0000` }),
+          });
+        }
+      });
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(rerun.stderr).toContain('marked uncertain');
+    expect(rerun.code).toBe(0);
+    const jobs = readJobs(w.state);
+    expect(jobs[0]!.state).toBe('done');
+    expect(jobs[0]!.last_error).toContain('adopted');
+    expect(sb.stats().tasks_total - total0).toBe(1);
+    expect(rerun.stdout + rerun.stderr).not.toContain(token);
+  }, 60_000);
 });

@@ -29,13 +29,25 @@ export function parseListen(spec: string): { host: string; port: number } {
   return { host: m[1].replace(/^\[(.*)\]$/, '$1'), port };
 }
 
+/** A new unguessable path token (144 random bits). */
+export function newCallbackToken(): string {
+  return randomBytes(18).toString('base64url');
+}
+
 export class CallbackReceiver {
-  readonly token = randomBytes(18).toString('base64url');
   private server: Server | null = null;
   received = 0;
   rejected = 0;
 
-  constructor(private readonly onNote: (note: CallbackNote) => void) {}
+  /**
+   * `token`: the secret path segment. The engine keeps one per state file (meta
+   * `callback_token`), so the callbacks of a task sent by an earlier run that
+   * crashed still reach a later run. It appears only inside callback URLs.
+   */
+  constructor(
+    private readonly onNote: (note: CallbackNote) => void,
+    readonly token: string = newCallbackToken(),
+  ) {}
 
   async listen(host: string, port: number): Promise<AddressInfo> {
     const server = createServer((req, res) => {

@@ -37,6 +37,8 @@ export interface PipelineOptions {
   /** Uploads younger than this are reused (72 h minus a margin). */
   uploadMaxAgeMs: number;
   random?: () => number;
+  /** Jobs made uncertain by a crash, found at this start: with callbacks on, the run waits for their late callbacks too. */
+  recoveredUncertain?: readonly string[];
 }
 
 interface Waiting {
@@ -93,6 +95,7 @@ export class Pipeline {
   ) {
     this.group = new GroupCommit(store);
     this.parents = new ParentOutputs(store);
+    if (opts.callbackUrlFor) for (const id of opts.recoveredUncertain ?? []) this.uncertainHere.add(id);
     this.uploader = new Uploader(store, service, { baseUrl: opts.baseUrl, maxAgeMs: opts.uploadMaxAgeMs, signal: opts.signal, emit: opts.emit });
   }
 

@@ -5,7 +5,7 @@ import { openManifest } from '../manifest/index.js';
 import type { ReportData } from '../report/types.js';
 import { Store, nowIso, type JobState } from '../store/index.js';
 import type { EventBus } from './events.js';
-import { CallbackReceiver, parseListen } from './callbacks.js';
+import { CallbackReceiver, newCallbackToken, parseListen } from './callbacks.js';
 import { Pipeline, errorText } from './pipeline.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
@@ -51,6 +51,9 @@ export interface RunOutcome {
   counts: Record<JobState, number>;
   statusRequests: number;
 }
+
+/** Meta key of the callback path token (secret: never printed, logged or reported; only inside callback URLs). */
+const CALLBACK_TOKEN_KEY = 'callback_token';
 
 /** Uploaded files live 72 h at the service; reuse them while younger than 66 h. */
 export const UPLOAD_REUSE_MS = 66 * 3600 * 1000;
@@ -102,7 +105,13 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     let pipeline: Pipeline | null = null;
     if (o.callbacks) {
       const { host, port } = parseListen(o.callbacks.listen);
-      receiver = new CallbackReceiver((note) => pipeline?.onCallback(note));
+      // One token per state file, reused by every run: a task sent before a crash keeps a URL a later run answers.
+      let token = store.getMeta(CALLBACK_TOKEN_KEY);
+      if (token === null) {
+        token = newCallbackToken();
+        store.setMeta(CALLBACK_TOKEN_KEY, token);
+      }
+      receiver = new CallbackReceiver((note) => pipeline?.onCallback(note), token);
       const addr = await receiver.listen(host, port);
       const base = o.callbacks.publicUrl ?? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}/`;
       const r = receiver;
@@ -120,6 +129,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       baseUrl: o.baseUrl,
       // Scaled like every other duration: against a time-scaled sandbox, uploads are re-sent sooner, never later.
       uploadMaxAgeMs: UPLOAD_REUSE_MS * Math.min(1, o.timeScale),
+      recoveredUncertain: prep.recoveredUncertain.filter((id) => store.getJob(id)?.state === 'uncertain'),
     });
     try {
       await pipeline.run();
