@@ -140,3 +140,32 @@ describe('a late callback after a crash', () => {
     expect(rerun.stdout + rerun.stderr).not.toContain(token);
   }, 60_000);
 });
+
+describe('a rerun with --sandbox', () => {
+  it('sends again the jobs that were in flight in the earlier (stopped) sandbox; all done', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'sbx.yaml'), 12, 'sbx');
+    const args = ['run', manifest, '--sandbox', '--time-scale', '0.05', '--out', w.out, '--concurrency', '2', '--yes'];
+    const first = await new Promise<number | null>((resolve) => {
+      const child = spawnCli([...args, '--json']);
+      let text = '';
+      let sent = false;
+      child.stdout!.on('data', (d: Buffer) => {
+        text += d.toString();
+        if (!sent && (text.match(/"to":"submitted"/g) ?? []).length >= 3) {
+          sent = true;
+          child.kill('SIGINT');
+        }
+      });
+      child.on('exit', (code) => resolve(code));
+    });
+    expect(first).toBe(130);
+    const mid = readJobs(w.state);
+    expect(mid.filter((j) => j.state === 'submitted' || j.state === 'downloading').length).toBeGreaterThan(0);
+    const again = await runCli(args);
+    expect(again.stdout.split('\n')[0]).toContain('credits are not real');
+    expect(again.stderr).toContain('in flight in the sandbox of an earlier run');
+    expect(again.code).toBe(0);
+    expect(readJobs(w.state).every((j) => j.state === 'done')).toBe(true);
+  }, 60_000);
+});

@@ -68,7 +68,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   const off = bus.on((e: EngineEvent) => {
     switch (e.type) {
       case 'start':
-        out.write(`genbatch: output in ${e.out_dir} (state ${e.state})${e.sandbox ? `, against the sandbox at ${e.base_url}` : `, service ${e.base_url}`}\n`);
+        out.write(`genbatch: output in ${e.out_dir} (state ${e.state})${e.sandbox ? `, against a sandbox in this process at ${e.base_url} (its credits are not real)` : `, service ${e.base_url}`}\n`);
         break;
       case 'lease-takeover':
         err.write(`genbatch: took over the state file from ${e.from} (no longer running)\n`);

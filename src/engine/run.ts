@@ -74,8 +74,16 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     if (store.leaseTakenOverFrom) emit({ type: 'lease-takeover', from: store.leaseTakenOverFrom });
     const userPrices = { ...(manifest.pricing ?? {}), ...(o.userPrices ?? {}) };
     const hasUserPrices = Object.keys(userPrices).length > 0;
+    const previous = store.findRun(o.manifestPath);
     store.openRun(o.manifestPath, o.outDir, o.baseUrl, o.sandbox, hasUserPrices);
     const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit);
+    // --sandbox starts a new in-process sandbox each time: tasks of the earlier one (another base URL) are gone
+    // with it, so jobs waiting on them are sent again (its credits were not real).
+    if (o.sandbox && previous?.base_url && previous.base_url !== o.baseUrl) {
+      const moved = store.returnInFlight('sent to an earlier in-process sandbox that is gone; sent again');
+      for (const m of moved) emit({ type: 'job', id: m.id, from: m.from, to: 'pending', error: null });
+      if (moved.length > 0) emit({ type: 'warning', message: `${moved.length} job(s) were in flight in the sandbox of an earlier run, which stopped with it; they are sent again to this sandbox (sandbox credits are not real)` });
+    }
     // Count state changes made by this run: a run that changed nothing leaves the reports as they are.
     let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length;
     const offChanges = o.events.on((e) => {

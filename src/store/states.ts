@@ -41,8 +41,9 @@ export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
   // exists: 409, what the job asks for already exists.
   submitting: ['submitted', 'failed', 'uncertain', 'pending', 'done', 'exists'],
   // downloading: finished; failed: task failed or unknown to the service; expired: results gone.
-  submitted: ['downloading', 'failed', 'expired'],
-  downloading: ['done', 'expired', 'failed'],
+  // pending: the in-process sandbox that held the task is gone (a rerun with --sandbox starts a new one).
+  submitted: ['downloading', 'failed', 'expired', 'pending'],
+  downloading: ['done', 'expired', 'failed', 'pending'],
   // Finished states go back to pending only when the job's spec changed (or it came back into the manifest).
   done: ['pending', 'skipped'],
   failed: ['pending', 'skipped'],

@@ -323,6 +323,20 @@ export class Store {
     return ids;
   }
 
+  /**
+   * The service that held this run's tasks is gone (an earlier in-process
+   * sandbox): submitted, downloading and uncertain jobs go back to pending,
+   * their task ids, results and file rows cleared. Returns the jobs moved.
+   */
+  returnInFlight(reason: string): Array<{ id: string; from: JobState }> {
+    const rows = this.stmt(`SELECT id, state FROM jobs WHERE run_id = ? AND state IN ('submitted', 'downloading', 'uncertain') ORDER BY seq`).all(this.runId) as { id: string; state: JobState }[];
+    const clear: JobPatch = { task_id: null, result: null, submitted_input: null, submitted_at: null, finished_at: null, expires_at: null, last_error: reason };
+    this.db.transaction(() => {
+      for (const r of rows) this.transition(r.id, r.state, 'pending', clear, () => this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, r.id));
+    })();
+    return rows.map((r) => ({ id: r.id, from: r.state }));
+  }
+
   // ---- transitions ----
 
   /**
