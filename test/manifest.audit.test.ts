@@ -171,3 +171,23 @@ describe('callback_url', () => {
     ]);
   });
 });
+
+describe('messages', () => {
+  it('an unclosed CSV quote names the line where the quoted field opened (LF and CRLF)', async () => {
+    const lines = ['id,model,input.prompt', 'a,alpha-image-2,hi', 'b,alpha-image-2,"open', 'c,alpha-image-2,hi', 'd,alpha-image-2,hi', 'e,alpha-image-2,hi'];
+    for (const eol of ['\n', '\r\n']) {
+      const p = write(`q${eol.length}.csv`, lines.join(eol) + eol);
+      const { problems } = await all(p);
+      expect(problems).toEqual([`${p}:row 2: CSV syntax error: the quoted field opened on line 3 is never closed (a closing " is missing)`]);
+    }
+  });
+
+  it('file: and ftp: image references say the URL scheme is unsupported', async () => {
+    const p = write('m.yaml', 'jobs:\n  - id: a\n    model: alpha-image-2-edit\n    input:\n      prompt: hi\n      image_urls: ["file:///etc/passwd", "ftp://x/y.png"]\n');
+    const { problems } = await all(p);
+    expect(problems).toEqual([
+      `job a (${p}:6) input.image_urls[0]: "file:///etc/passwd" uses the unsupported URL scheme file:; an image is an http(s) URL, a data: URL or a local file path`,
+      `job a (${p}:6) input.image_urls[1]: "ftp://x/y.png" uses the unsupported URL scheme ftp:; an image is an http(s) URL, a data: URL or a local file path`,
+    ]);
+  });
+});

@@ -89,7 +89,7 @@ describe('CSV manifests', () => {
     const p = write('bad.csv', 'id,model,input.prompt\na,alpha-image-2,ok\nb,alpha-image-2,"x"\n"c,alpha-image-2,unclosed\n');
     const r = await validateManifest(p);
     expect(r.jobs).toBe(2);
-    expect(r.problems.map(formatProblem)).toEqual([`${p}:row 3: CSV syntax error near line 4: Quote Not Closed: the parsing is finished with an opening quote`]);
+    expect(r.problems.map(formatProblem)).toEqual([`${p}:row 3: CSV syntax error: the quoted field opened on line 4 is never closed (a closing " is missing)`]);
   });
 
   it('reports a file with only a header', async () => {
@@ -131,6 +131,6 @@ describe('CSV manifests', () => {
     await it.return?.(undefined);
     expect(m.problems).toEqual([]);
     // A full pass does meet it.
-    expect((await validateManifest(p)).problems.map((x) => x.message)).toEqual([expect.stringContaining('Quote Not Closed')]);
+    expect((await validateManifest(p)).problems.map((x) => x.message)).toEqual([expect.stringContaining('is never closed')]);
   });
 });

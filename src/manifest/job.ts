@@ -198,6 +198,11 @@ export class JobBuilder {
     for (const field of spec.imageFields) {
       for (const [path, value] of valuesAt(input, field, 'input')) {
         if (typeof value !== 'string' || value === '' || isRemoteRef(value) || reported.has(path) || hasRef(value)) continue;
+        const scheme = otherScheme(value);
+        if (scheme) {
+          add(path, `${JSON.stringify(value)} uses the unsupported URL scheme ${scheme}; an image is an http(s) URL, a data: URL or a local file path`);
+          continue;
+        }
         const problem = await this.files.checkImage(isAbsolute(value) ? value : resolve(this.dir, value));
         if (problem) add(path, problem.replace(/^local file \S+/, `local file ${JSON.stringify(value)}`));
       }
@@ -205,6 +210,11 @@ export class JobBuilder {
     for (const field of spec.urlOnlyFields) {
       for (const [path, value] of valuesAt(input, field, 'input')) {
         if (typeof value !== 'string' || isRemoteRef(value) || reported.has(path) || hasRef(value)) continue;
+        const scheme = otherScheme(value);
+        if (scheme) {
+          add(path, `${JSON.stringify(value)} uses the unsupported URL scheme ${scheme}; this field takes only an http(s) URL`);
+          continue;
+        }
         add(path, `${JSON.stringify(value)} is a local path; this field takes only an http(s) URL (the service cannot take a local file here: put it somewhere public first)`);
       }
     }
@@ -217,6 +227,13 @@ export class JobBuilder {
  * loopback, private, link-local and unspecified IP addresses are rejected.
  * Host names are not resolved (DNS may differ where the service runs).
  */
+/** The scheme (`ftp:`) of a value written as a URL other than http(s) or data:, or null (a one-letter Windows drive such as `C:` is a path). */
+function otherScheme(value: string): string | null {
+  const m = /^([a-z][a-z0-9+.-]*):/i.exec(value);
+  if (!m?.[1] || m[1].length === 1) return null;
+  return `${m[1].toLowerCase()}:`;
+}
+
 function checkCallback(url: string, add: (path: string, message: string) => void): void {
   if (url.length > CALLBACK_MAX) return add('callback_url', `must be at most ${CALLBACK_MAX} characters (has ${url.length})`);
   if (!/^https:\/\//i.test(url)) return add('callback_url', 'must be an https:// URL (the service calls back over HTTPS only)');

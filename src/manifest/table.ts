@@ -1,5 +1,5 @@
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { parse, type CsvError } from 'csv-parse';
 
@@ -36,7 +36,7 @@ export async function* readTable(file: string, limit: number | null = null): Asy
   // Skipped (malformed) records are reported through on_skip while the parser
   // runs ahead of this consumer; each is put back in order by the number of
   // records parsed before it.
-  const pending: Array<{ before: number; message: string }> = [];
+  const pending: Array<{ before: number; message: string; unclosed?: boolean }> = [];
   const source = createReadStream(file);
   const parser = source.pipe(
     parse({
@@ -51,7 +51,8 @@ export async function* readTable(file: string, limit: number | null = null): Asy
         if (!err) return undefined;
         const line = typeof err.lines === 'number' ? err.lines : 0;
         const before = typeof err.records === 'number' ? err.records : 0;
-        pending.push({ before, message: `${tsv ? 'TSV' : 'CSV'} syntax error near line ${line}: ${err.message.replace(/ at line \d+.*$/, '')}` });
+        if (err.code === 'CSV_QUOTE_NOT_CLOSED') pending.push({ before, message: '', unclosed: true });
+        else pending.push({ before, message: `${tsv ? 'TSV' : 'CSV'} syntax error near line ${line}: ${err.message.replace(/ at line \d+.*$/, '')}` });
         return undefined;
       },
     }),
@@ -62,7 +63,7 @@ export async function* readTable(file: string, limit: number | null = null): Asy
   try {
     for await (const record of parser as AsyncIterable<string[]>) {
       while (pending.length > 0 && (pending[0]?.before ?? 0) <= records) {
-        yield { kind: 'error', row: header ? ++row : null, message: pending.shift()?.message ?? '' };
+        yield { kind: 'error', row: header ? ++row : null, message: await pendingMessage(pending.shift(), file) };
       }
       records++;
       if (!header) {
@@ -78,7 +79,7 @@ export async function* readTable(file: string, limit: number | null = null): Asy
       }
       if (limit !== null && row >= limit) break;
     }
-    while (pending.length > 0) yield { kind: 'error', row: header ? ++row : null, message: pending.shift()?.message ?? '' };
+    while (pending.length > 0) yield { kind: 'error', row: header ? ++row : null, message: await pendingMessage(pending.shift(), file) };
     if (!header) yield { kind: 'error', row: null, message: `${file} is empty (a header line naming the columns is required)` };
   } catch (err) {
     yield { kind: 'error', row: null, message: `cannot read ${file}: ${err instanceof Error ? err.message : String(err)}` };
@@ -86,4 +87,44 @@ export async function* readTable(file: string, limit: number | null = null): Asy
     parser.destroy();
     source.destroy();
   }
+}
+
+async function pendingMessage(p: { message: string; unclosed?: boolean } | undefined, file: string): Promise<string> {
+  if (!p?.unclosed) return p?.message ?? '';
+  const line = await unclosedQuoteLine(file);
+  return `CSV syntax error: the quoted field opened on line ${line ?? '?'} is never closed (a closing " is missing)`;
+}
+
+/**
+ * The line (1-based, counting LF or CRLF line ends) where the last quoted
+ * field of a CSV file opens without ever closing, or null. Read again only
+ * when the parser reported an unclosed quote (it names the end of the file).
+ */
+async function unclosedQuoteLine(file: string): Promise<number | null> {
+  const buf = await readFile(file);
+  let i = buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? 3 : 0;
+  let line = 1;
+  let fieldStart = true;
+  let openedAt: number | null = null;
+  for (; i < buf.length; i++) {
+    const c = buf[i];
+    if (openedAt !== null) {
+      if (c === 0x0a) line++;
+      else if (c === 0x22) {
+        if (buf[i + 1] === 0x22) i++;
+        else {
+          openedAt = null;
+          fieldStart = false;
+        }
+      }
+      continue;
+    }
+    if (c === 0x0a) {
+      line++;
+      fieldStart = true;
+    } else if (c === 0x2c) fieldStart = true;
+    else if (c === 0x22 && fieldStart) openedAt = line;
+    else if (c !== 0x0d) fieldStart = false;
+  }
+  return openedAt;
 }
