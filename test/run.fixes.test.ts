@@ -169,3 +169,14 @@ describe('a rerun with --sandbox', () => {
     expect(readJobs(w.state).every((j) => j.state === 'done')).toBe(true);
   }, 60_000);
 });
+
+describe('--listen and a manifest callback_url', () => {
+  it('warns, naming how many jobs lose their own callback_url', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'own.yaml'), 2, 'own');
+    writeFileSync(manifest, readFileSync(manifest, 'utf8').replace('    model: alpha-image-2\n', '    model: alpha-image-2\n    callback_url: https://hooks.example.com/genbatch\n'));
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', '0.01', '--out', w.out, '--listen', '127.0.0.1:0'], { GENBATCH_API_KEY: KEY });
+    expect(r.stderr).toContain('1 job(s) name their own callback_url');
+    expect(r.code).toBe(0);
+  }, 30_000);
+});

@@ -112,6 +112,10 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     let callbackUrlFor: ((jobId: string) => string) | null = null;
     let pipeline: Pipeline | null = null;
     if (o.callbacks) {
+      // Choice: with --listen every submit carries this run's receiver URL (it is how tasks are adopted and
+      // polled less); a job's own callback_url from the manifest is not sent, and the user is told.
+      const own = store.pendingWithOwnCallback();
+      if (own > 0) emit({ type: 'warning', message: `${own} job(s) name their own callback_url in the manifest; with --listen the service is given this run's receiver URL instead, so those URLs are not called` });
       const { host, port } = parseListen(o.callbacks.listen);
       // One token per state file, reused by every run: a task sent before a crash keeps a URL a later run answers.
       let token = store.getMeta(CALLBACK_TOKEN_KEY);

@@ -440,6 +440,12 @@ export class Store {
     return { known: r.known, unknown: r.unknown ?? 0 };
   }
 
+  /** Pending jobs whose manifest entry names its own callback_url. */
+  pendingWithOwnCallback(): number {
+    const r = this.stmt(`SELECT COUNT(*) AS n FROM jobs WHERE run_id = ? AND state = 'pending' AND json_extract(spec, '$.callback_url') IS NOT NULL`).get(this.runId) as { n: number };
+    return r.n;
+  }
+
   /** Estimate of the work this run will submit (pending jobs only). */
   pendingEstimate(): { known: number; unknown: number } {
     const r = this.stmt(
