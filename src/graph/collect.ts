@@ -106,9 +106,16 @@ export class GraphCollector {
   finish(): GraphResult {
     const problems: Problem[] = [];
     const links = new Map<string, JobLinks>();
+    const vias = new Map<string, Map<string, string>>();
     for (const n of this.nodes) {
       const add = (path: string, message: string) => problems.push({ job: n.id, where: n.locate(path), path, message });
       const parents = new Set<string>();
+      /** The first field that links this job to each parent (where a cycle through that link is reported). */
+      const via = new Map<string, string>();
+      const link = (p: string, field: string) => {
+        parents.add(p);
+        if (!via.has(p)) via.set(p, field);
+      };
       let forEach: ForEach | null = null;
       let itemShape: Shape | null = null;
       if (n.forEach !== null) {
@@ -118,7 +125,7 @@ export class GraphCollector {
         else {
           const target = this.checkJobRef(n.id, parsed.ref, 'for_each', add);
           if (target) {
-            parents.add(parsed.ref.job);
+            link(parsed.ref.job, 'for_each');
             if (target.type !== 'list' && target.type !== 'any') add('for_each', `\${{ ${stripBraces(n.forEach)} }} is ${describe(target)}, not a list: for_each needs a list (e.g. audio, files, lines)`);
             else {
               itemShape = target.type === 'list' ? target.item : { type: 'any' };
@@ -140,21 +147,26 @@ export class GraphCollector {
           }
           continue;
         }
-        if (this.checkJobRef(n.id, r.ref, r.field, add, r.expr)) parents.add(r.ref.job);
+        if (this.checkJobRef(n.id, r.ref, r.field, add, r.expr)) link(r.ref.job, r.field);
       }
       n.needs.forEach((p, i) => {
         if (p === n.id) add(`needs[${i}]`, `a job cannot need itself (cycle: ${n.id} -> ${n.id})`);
         else if (!this.known.has(p)) add(`needs[${i}]`, unknownJob(p, this.ids));
         else if (this.known.get(p)?.forEach) add(`needs[${i}]`, `${p} is a for_each job; waiting for all of its children is not supported (need its parent instead)`);
-        else parents.add(p);
+        else link(p, `needs[${i}]`);
       });
       parents.delete(n.id);
       links.set(n.id, { parents: [...parents], forEach });
+      vias.set(n.id, via);
     }
-    for (const cycle of findCycles(links)) {
-      const first = cycle[0]!;
-      const node = this.nodes.find((x) => x.id === first);
-      problems.push({ job: first, where: node?.where ?? '', path: 'needs', message: `jobs form a cycle: ${[...cycle, first].join(' -> ')} (each waits for the next)` });
+    const byId = new Map(this.nodes.map((x) => [x.id, x]));
+    for (const found of findCycles(links)) {
+      // Reported at the reference that closes the cycle: the last job's link back to the first.
+      const last = found[found.length - 1]!;
+      const cycle = [last, ...found.slice(0, -1)];
+      const field = vias.get(last)?.get(cycle[1] ?? last) ?? 'needs';
+      const node = byId.get(last);
+      problems.push({ job: last, where: node ? node.locate(field) : '', path: field, message: `jobs form a cycle: ${[...cycle, last].join(' -> ')} (each waits for the next)` });
     }
     return { problems, links };
   }
@@ -217,24 +229,46 @@ function distance(a: string, b: string): number {
   return prev[b.length] ?? 0;
 }
 
-/** Every cycle (as a list of ids in order), each reported once. */
+/**
+ * Every cycle (as a list of ids in order: each waits for the next, the last for
+ * the first), each reported once. Iterative depth-first search: a chain of any
+ * length (e.g. 20,000 jobs linked by `needs`) needs no call stack.
+ */
 export function findCycles(links: ReadonlyMap<string, JobLinks>): string[][] {
   const color = new Map<string, 1 | 2>();
   const cycles: string[][] = [];
-  const stack: string[] = [];
-  const visit = (id: string): void => {
-    color.set(id, 1);
-    stack.push(id);
-    for (const p of links.get(id)?.parents ?? []) {
+  const path: string[] = [];
+  const onPath = new Map<string, number>();
+  const next: number[] = [];
+  for (const start of links.keys()) {
+    if (color.has(start)) continue;
+    color.set(start, 1);
+    onPath.set(start, 0);
+    path.push(start);
+    next.push(0);
+    while (path.length > 0) {
+      const top = path.length - 1;
+      const id = path[top]!;
+      const parents = links.get(id)?.parents ?? [];
+      const i = next[top]!;
+      if (i >= parents.length) {
+        path.pop();
+        next.pop();
+        onPath.delete(id);
+        color.set(id, 2);
+        continue;
+      }
+      next[top] = i + 1;
+      const p = parents[i]!;
       const c = color.get(p);
-      if (c === 1) {
-        const from = stack.indexOf(p);
-        cycles.push(stack.slice(from));
-      } else if (c === undefined) visit(p);
+      if (c === 1) cycles.push(path.slice(onPath.get(p)));
+      else if (c === undefined) {
+        color.set(p, 1);
+        onPath.set(p, path.length);
+        path.push(p);
+        next.push(0);
+      }
     }
-    stack.pop();
-    color.set(id, 2);
-  };
-  for (const id of links.keys()) if (!color.has(id)) visit(id);
+  }
   return cycles;
 }
