@@ -191,3 +191,26 @@ describe('messages', () => {
     ]);
   });
 });
+
+describe('local image formats and sizes per model', () => {
+  const gif = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
+  it('a GIF named .png is refused by dream-5.0-lite-edit (JPEG/PNG only) and accepted by dream-5.0-lite', async () => {
+    write('ref.png', gif);
+    const p = write('m.yaml', 'jobs:\n  - id: e\n    model: dream-5.0-lite-edit\n    input: {prompt: hi, image_urls: [ref.png]}\n  - id: b\n    model: dream-5.0-lite\n    input: {prompt: hi, image_urls: [ref.png]}\n');
+    const { problems } = await all(p);
+    expect(problems).toEqual([`job e (${p}:4) input.image_urls[0]: local file "ref.png" is GIF (from its bytes); dream-5.0-lite-edit takes JPEG, PNG only`]);
+  });
+
+  it('imagine-image checks the format and the 10.0 MB limit of local files', async () => {
+    write('anim.webp', gif);
+    const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64');
+    write('big.png', Buffer.concat([png, Buffer.alloc(10_000_001 - png.length)]));
+    write('ok.png', png);
+    const p = write('m.yaml', 'jobs:\n  - id: g\n    model: imagine-image\n    input: {prompt: hi, image_urls: [anim.webp]}\n  - id: big\n    model: imagine-image\n    input: {prompt: hi, image_urls: [big.png]}\n  - id: ok\n    model: imagine-image\n    input: {prompt: hi, image_urls: [ok.png]}\n');
+    const { problems } = await all(p);
+    expect(problems).toEqual([
+      `job g (${p}:4) input.image_urls[0]: local file "anim.webp" is GIF (from its bytes); imagine-image takes JPEG, PNG, WebP only`,
+      `job big (${p}:7) input.image_urls[0]: local file "big.png" has 10.0 MB (10,000,001 bytes); imagine-image takes images of at most 10.0 MB (10,000,000 bytes)`,
+    ]);
+  });
+});

@@ -9,20 +9,30 @@ import { fileTypeFromBuffer } from 'file-type';
  */
 
 const IMAGE_TYPES = new Map([
-  ['image/jpeg', 'JPEG'],
-  ['image/png', 'PNG'],
-  ['image/gif', 'GIF'],
-  ['image/webp', 'WebP'],
+  ['image/jpeg', 'jpeg'],
+  ['image/png', 'png'],
+  ['image/gif', 'gif'],
+  ['image/webp', 'webp'],
 ]);
+
+/** What the bytes of a local image say. */
+export interface ImageCheck {
+  /** Null when the file exists and is a JPEG/PNG/GIF/WebP image; else the rule it breaks. */
+  problem: string | null;
+  /** `jpeg`, `png`, `gif` or `webp` (from the bytes), or null. */
+  format: string | null;
+  /** Size in bytes (0 when the file is missing). */
+  bytes: number;
+}
 
 /** Bytes read from the start of a file to detect its type. */
 const HEAD_BYTES = 4100;
 
 export class FileChecks {
-  private readonly cache = new Map<string, Promise<string | null>>();
+  private readonly cache = new Map<string, Promise<ImageCheck>>();
 
-  /** Null when `file` (absolute) is a JPEG/PNG/GIF/WebP image; else the rule it breaks. */
-  checkImage(file: string): Promise<string | null> {
+  /** The check of `file` (absolute): its problem, or its format and size. */
+  checkImage(file: string): Promise<ImageCheck> {
     let hit = this.cache.get(file);
     if (!hit) {
       hit = checkImageFile(file);
@@ -32,13 +42,15 @@ export class FileChecks {
   }
 }
 
-async function checkImageFile(file: string): Promise<string | null> {
+async function checkImageFile(file: string): Promise<ImageCheck> {
+  let bytes: number;
   try {
     const st = await stat(file);
-    if (!st.isFile()) return `local file ${file} is not a regular file`;
-    if (st.size === 0) return `local file ${file} is empty`;
+    if (!st.isFile()) return { problem: `local file ${file} is not a regular file`, format: null, bytes: 0 };
+    if (st.size === 0) return { problem: `local file ${file} is empty`, format: null, bytes: 0 };
+    bytes = st.size;
   } catch {
-    return `local file ${file} does not exist`;
+    return { problem: `local file ${file} does not exist`, format: null, bytes: 0 };
   }
   let head: Uint8Array;
   const fh = await open(file, 'r');
@@ -50,7 +62,8 @@ async function checkImageFile(file: string): Promise<string | null> {
     await fh.close();
   }
   const type = await fileTypeFromBuffer(head);
-  if (type && IMAGE_TYPES.has(type.mime)) return null;
+  const format = type ? IMAGE_TYPES.get(type.mime) : undefined;
+  if (format) return { problem: null, format, bytes };
   const seen = type ? `${type.mime}` : 'an unknown type';
-  return `local file ${file} is not a JPEG, PNG, GIF or WebP image (its bytes say ${seen})`;
+  return { problem: `local file ${file} is not a JPEG, PNG, GIF or WebP image (its bytes say ${seen})`, format: null, bytes };
 }

@@ -3,7 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
 import { findModel, isRemoteRef, listModels, checkSubmit, type ModelSpec } from '../models/index.js';
 import { CHAT_MODELS, checkChatJob, findChatModel, isChatModelId } from '../models/chat.js';
-import { GraphCollector, hasRef, inRefField, parseRef, placeholderInput, restoreRefs, stripBraces } from '../graph/index.js';
+import { GraphCollector, REFS_ONLY_IN_INPUT, hasRef, inRefField, parseRef, placeholderInput, restoreRefs, stripBraces } from '../graph/index.js';
 import { FileChecks } from './files.js';
 import { isPlainObject } from './template.js';
 import { cleanValue, type ValueProblem } from './safe.js';
@@ -131,6 +131,10 @@ export class JobBuilder {
     if (raw.protocol !== undefined && protocol === undefined) add('protocol', 'must be a string');
 
     const job: ManifestJob = { id, model, kind: 'submit', input: inputObj, where: raw.where, dir: this.dir, problems };
+    // ${{ }} is filled only inside input: elsewhere it would be sent (or looked up) literally.
+    const refKeys = (['model', 'callback_url', 'protocol'] as const).filter((k) => hasRef(raw[k]));
+    for (const k of refKeys) add(k, REFS_ONLY_IN_INPUT);
+    if (refKeys.includes('model')) return job;
     if (callback !== undefined) job.callback_url = callback;
     if (protocol !== undefined) job.protocol = protocol;
     this.graphKeys(raw, job, add);
@@ -152,7 +156,7 @@ export class JobBuilder {
     const spec = findModel(model);
     if (spec) {
       if (protocol !== undefined) add('protocol', 'applies only to chat models; this is a submit model');
-      if (callback !== undefined) checkCallback(callback, add);
+      if (callback !== undefined && !refKeys.includes('callback_url')) checkCallback(callback, add);
       const check = checkSubmit({ model, input: checkedInput, ...(callback !== undefined ? { callback_url: callback } : {}) });
       for (const iss of check.issues) if (iss.path !== 'callback_url' && !inRefField(iss.path, ph.refs)) add(iss.path, iss.message);
       keep(check);
@@ -203,8 +207,14 @@ export class JobBuilder {
           add(path, `${JSON.stringify(value)} uses the unsupported URL scheme ${scheme}; an image is an http(s) URL, a data: URL or a local file path`);
           continue;
         }
-        const problem = await this.files.checkImage(isAbsolute(value) ? value : resolve(this.dir, value));
-        if (problem) add(path, problem.replace(/^local file \S+/, `local file ${JSON.stringify(value)}`));
+        const check = await this.files.checkImage(isAbsolute(value) ? value : resolve(this.dir, value));
+        const name = JSON.stringify(value);
+        if (check.problem) add(path, check.problem.replace(/^local file \S+/, `local file ${name}`));
+        else if (check.format && spec.imageFormats && !spec.imageFormats.includes(check.format)) {
+          add(path, `local file ${name} is ${FORMAT_NAMES[check.format] ?? check.format} (from its bytes); ${spec.id} takes ${spec.imageFormats.map((f) => FORMAT_NAMES[f] ?? f).join(', ')} only`);
+        } else if (spec.imageMaxBytes !== undefined && check.bytes > spec.imageMaxBytes) {
+          add(path, `local file ${name} has ${megabytes(check.bytes)}; ${spec.id} takes images of at most ${megabytes(spec.imageMaxBytes)}`);
+        }
       }
     }
     for (const field of spec.urlOnlyFields) {
@@ -227,6 +237,13 @@ export class JobBuilder {
  * loopback, private, link-local and unspecified IP addresses are rejected.
  * Host names are not resolved (DNS may differ where the service runs).
  */
+const FORMAT_NAMES: Record<string, string> = { jpeg: 'JPEG', png: 'PNG', gif: 'GIF', webp: 'WebP' };
+
+/** Bytes as decimal megabytes with one decimal and the exact count, e.g. `10.5 MB (10,485,760 bytes)`. */
+function megabytes(bytes: number): string {
+  return `${(bytes / 1_000_000).toFixed(1)} MB (${bytes.toLocaleString('en-US')} bytes)`;
+}
+
 /** The scheme (`ftp:`) of a value written as a URL other than http(s) or data:, or null (a one-letter Windows drive such as `C:` is a path). */
 function otherScheme(value: string): string | null {
   const m = /^([a-z][a-z0-9+.-]*):/i.exec(value);

@@ -72,6 +72,7 @@ function spec(id: string, edit: boolean): ModelSpec {
     price: (input) => unpriced(id, imageCount(input)),
     imageFields: ['image_urls[]'],
     urlOnlyFields: [],
+    ...(edit ? { imageFormats: ['jpeg', 'png'] } : {}),
     typicalSeconds: IMAGE_SECONDS,
     resultEndpoint: 'status',
     outputCount: imageCount,

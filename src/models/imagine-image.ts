@@ -26,6 +26,9 @@ export const imagineImage: ModelSpec = {
   price: () => unpriced('imagine-image', 1),
   imageFields: ['image_urls[]'],
   urlOnlyFields: [],
+  imageFormats: ['jpeg', 'png', 'webp'],
+  // "10.0 MB" read as 10,000,000 bytes (the smaller reading: a file the service might refuse is caught here).
+  imageMaxBytes: 10_000_000,
   typicalSeconds: IMAGE_SECONDS,
   resultEndpoint: 'status',
   outputCount: () => 1,

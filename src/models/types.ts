@@ -53,6 +53,10 @@ export interface ModelSpec {
   imageFields: string[];
   /** Input paths that take only a remote URL (audio or video); a local path is an error. */
   urlOnlyFields: string[];
+  /** Formats a local image in imageFields may have (jpeg, png, gif, webp, read from its bytes), when the contract narrows them. */
+  imageFormats?: readonly string[];
+  /** Largest local image in imageFields, in bytes, when the contract gives a limit. */
+  imageMaxBytes?: number;
   /** Typical generation time in seconds [min, max]: first poll not before min; sandbox draws in range. */
   typicalSeconds: [number, number];
   resultEndpoint: ResultEndpoint;
