@@ -66,3 +66,45 @@ describe('cycles', () => {
     expect(c.path).not.toBe('needs');
   });
 });
+
+describe('references outside input', () => {
+  it('refuses a reference in callback_url, model or protocol, naming the field', async () => {
+    const p = manifest(`jobs:
+  - id: song
+    model: generate-music
+    input: {custom_mode: false, prompt: "a calm song"}
+  - id: wav
+    model: convert-to-wav
+    callback_url: "https://example.com/\${{ jobs.song.task_id }}"
+    input: {task_id: "\${{ jobs.song.task_id }}", audio_id: "\${{ jobs.song.audio[0].audio_id }}"}
+  - id: pic
+    model: "\${{ jobs.song.audio[0].title }}"
+    input: {prompt: x}
+  - id: talk
+    model: vendorb/verse-4.5-fast
+    protocol: "\${{ jobs.song.task_id }}"
+    input: {max_tokens: 10, messages: [{role: user, content: hi}]}
+`);
+    const { problems } = await validateManifest(p);
+    const short = problems.map((x) => `${x.job} ${x.path}: ${x.message}`);
+    expect(short).toEqual([
+      'wav callback_url: references (${{ ... }}) are allowed only in input; write this field out in full',
+      'pic model: references (${{ ... }}) are allowed only in input; write this field out in full',
+      'talk protocol: references (${{ ... }}) are allowed only in input; write this field out in full',
+      'talk protocol: "${{ jobs.song.task_id }}" is not one of chat-completions, responses, messages, gemini',
+    ]);
+  });
+
+  it('an unclosed ${{ is named once, with the text it is in', async () => {
+    const p = manifest(`jobs:
+  - id: a
+    model: generate-music
+    input: {custom_mode: false, prompt: "a calm song"}
+  - id: b
+    model: alpha-image-2
+    input: {prompt: "cover for \${{ jobs.a.task_id"}
+`);
+    const { problems } = await validateManifest(p);
+    expect(problems.map((x) => `${x.job} ${x.path}: ${x.message}`)).toEqual(['b input.prompt: an unclosed "${{" in "cover for ${{ jobs.a.task_id" (write ${{ jobs.<id>.<field> }})']);
+  });
+});

@@ -136,7 +136,7 @@ export class GraphCollector {
       }
       for (const r of findRefs(n.input, 'input', this.ids)) {
         if (!r.ref) {
-          add(r.field, `reference \${{ ${r.expr} }}: ${r.error ?? 'cannot be read'}`);
+          add(r.field, r.unclosed ? (r.error ?? 'an unclosed "${{"') : `reference \${{ ${r.expr} }}: ${r.error ?? 'cannot be read'}`);
           continue;
         }
         if (r.ref.scope !== 'jobs') {

@@ -7,4 +7,4 @@ export { GraphCollector, findCycles, stripBraces, type ForEach, type GraphResult
 export { lrc, type TimedWord } from './lrc.js';
 export { CHAT_OUTPUTS, describe, documentedCount, jsonItems, linesOf, outputShape, outputsOf, shapeAt, type Shape } from './outputs.js';
 export { inRefField, placeholderInput, restoreRefs } from './placeholders.js';
-export { fieldSteps, findRefs, hasRef, parseRef, pathText, refText, setField, substitute, valueAt, type FoundRef, type Ref, type Step } from './refs.js';
+export { REFS_ONLY_IN_INPUT, fieldSteps, findRefs, hasRef, parseRef, pathText, refText, setField, substitute, valueAt, type FoundRef, type Ref, type Step } from './refs.js';

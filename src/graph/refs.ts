@@ -29,7 +29,17 @@ export interface FoundRef {
   ref: Ref | null;
   /** Why the expression could not be read (ref is null then). */
   error?: string;
+  /** A `${{` without its `}}` (expr is then the whole string). */
+  unclosed?: boolean;
 }
+
+function clip(text: string): string {
+  const chars = [...text];
+  return chars.length > 60 ? `${chars.slice(0, 60).join('')}...` : text;
+}
+
+/** The problem for a reference written outside `input` (model, callback_url, protocol): it would be sent or looked up literally. */
+export const REFS_ONLY_IN_INPUT = 'references (${{ ... }}) are allowed only in input; write this field out in full';
 
 const REF = /\$\{\{\s*([^{}]*?)\s*\}\}/g;
 const WHOLE = /^\$\{\{\s*([^{}]*?)\s*\}\}$/;
@@ -107,7 +117,7 @@ export function findRefs(value: unknown, base: string, knownIds?: ReadonlySet<st
       const parsed = parseRef(expr, knownIds);
       out.push('ref' in parsed ? { field: base, expr, whole, ref: parsed.ref } : { field: base, expr, whole, ref: null, error: parsed.error });
     }
-    if (!whole && /\$\{\{(?![^{}]*\}\})/.test(value)) out.push({ field: base, expr: value, whole: false, ref: null, error: 'an unclosed "${{" (write ${{ jobs.<id>.<field> }})' });
+    if (!whole && /\$\{\{(?![^{}]*\}\})/.test(value)) out.push({ field: base, expr: value, whole: false, ref: null, unclosed: true, error: `an unclosed "\${{" in "${clip(value)}" (write \${{ jobs.<id>.<field> }})` });
   } else if (Array.isArray(value)) {
     value.forEach((v, i) => findRefs(v, `${base}[${i}]`, knownIds, out));
   } else if (isObject(value)) {
