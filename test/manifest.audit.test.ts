@@ -214,3 +214,27 @@ describe('local image formats and sizes per model', () => {
     ]);
   });
 });
+
+describe('JSON Schema for editors', () => {
+  it('lists the model ids and describes each model input; the example manifests still pass', async () => {
+    const { manifestJsonSchema } = await import('../src/manifest/index.js');
+    const { parse } = await import('yaml');
+    const { readFileSync, readdirSync } = await import('node:fs');
+    // ajv arrives with fastify (a dependency); used here only to check the generated schema.
+    const { Ajv } = (await import('ajv')) as unknown as { Ajv: new (o: object) => { compile(s: object): ((d: unknown) => boolean) & { errors?: unknown } } };
+    const check = new Ajv({ strict: false, allErrors: true }).compile(manifestJsonSchema());
+    const jobs = (list: unknown[]) => ({ jobs: list });
+    expect(check(jobs([{ id: 'a', model: 'alpha-image-2', input: { prompt: 'x', size: '16:9' } }]))).toBe(true);
+    expect(check(jobs([{ id: 'a', model: 'alpha-imgae-2', input: { prompt: 'x' } }]))).toBe(false);
+    expect(check(jobs([{ id: 'a', model: 'alpha-image-2', input: { prompt: 'x', size: 7 } }]))).toBe(false);
+    expect(check(jobs([{ id: 'a', model: 'alpha-image-2', input: { prompt: 'x', colour: 'red' } }]))).toBe(false);
+    expect(check(jobs([{ id: 'a', model: 'somevendor/some-model', protocol: 'messages', input: { messages: [] } }]))).toBe(true);
+    expect(check(jobs([{ id: 'a-{{n}}', model: '{{m}}', input: { prompt: 'x', size: '{{s}}' }, matrix: { m: ['alpha-image-2'], n: [1], s: ['1:1'] } }]))).toBe(true);
+    expect(check(jobs([{ id: 'a', model: 'alpha-image-2', input: { size: '16:9' } }]))).toBe(true);
+    const dirName = join(import.meta.dirname, '..', 'manifests');
+    for (const name of readdirSync(dirName).filter((n) => n.endsWith('.yaml'))) {
+      const ok = check(parse(readFileSync(join(dirName, name), 'utf8')));
+      expect(ok, `${name}: ${JSON.stringify(check.errors)}`).toBe(true);
+    }
+  });
+});

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { listModels } from '../models/index.js';
+import { CHAT_MODELS } from '../models/chat.js';
 
 /**
  * The shape of a YAML manifest. Model inputs are checked per job against the
@@ -104,9 +106,64 @@ function unknownKey(where: string) {
   };
 }
 
-/** The JSON Schema (draft-07, for editors) of a YAML manifest. */
-export function manifestJsonSchema(): Record<string, unknown> {
-  return z.toJSONSchema(manifestSchema, { target: 'draft-7', io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+type Json = Record<string, unknown>;
+
+/** A string holding a `{{variable}}` template or a `${{ ... }}` reference: accepted in place of any value. */
+const TEMPLATED: Json = { type: 'string', pattern: '\\{\\{' };
+
+/**
+ * The JSON Schema (draft-07, for editors) of a YAML manifest. On top of the
+ * zod schema: `model` lists the catalogue and chat ids (any other
+ * `<vendor>/<model>` id or a template is accepted too), and one if/then
+ * branch per catalogue model describes its `input` (from the model's zod
+ * schema). In those branches nothing is required (defaults may supply it)
+ * and any top-level field may be a template or a reference; models whose
+ * schema does not convert are left out. The model's full rules are checked
+ * by `genbatch validate`.
+ */
+export function manifestJsonSchema(): Json {
+  const root = z.toJSONSchema(manifestSchema, { target: 'draft-7', io: 'input', unrepresentable: 'any' }) as Json;
+  const props = root.properties as Record<string, Json>;
+  const job = (props.jobs as { items: Json }).items;
+  const defaults = props.defaults as Json;
+  for (const target of [job, defaults]) {
+    const p = target.properties as Record<string, Json>;
+    if (p.model) p.model = modelSchema(p.model);
+  }
+  const branches: Json[] = [];
+  for (const spec of listModels()) {
+    const input = inputBranch(spec.input);
+    if (input) branches.push({ if: { properties: { model: { const: spec.id } }, required: ['model'] }, then: { properties: { input } } });
+  }
+  job.allOf = branches;
+  return root;
+}
+
+function modelSchema(base: Json): Json {
+  const ids = [...listModels().map((m) => m.id), ...CHAT_MODELS.map((m) => m.id)];
+  return {
+    description: base.description,
+    anyOf: [{ type: 'string', enum: ids }, { type: 'string', pattern: '^[^/\\s]+/[^/\\s]+$', description: 'A chat model outside the catalogue (<vendor>/<model>; set protocol)' }, TEMPLATED],
+  };
+}
+
+/** A model's input schema for editors, or null when it cannot be converted. */
+function inputBranch(schema: z.ZodType): Json | null {
+  let out: Json;
+  try {
+    out = z.toJSONSchema(schema, { target: 'draft-7', io: 'input', unrepresentable: 'any' }) as Json;
+  } catch {
+    return null;
+  }
+  const text = JSON.stringify(out);
+  if (text.includes('"$ref"') || text.length > 20_000) return null;
+  delete out.$schema;
+  delete out.required;
+  const props = out.properties;
+  if (props && typeof props === 'object') {
+    for (const [k, v] of Object.entries(props as Record<string, Json>)) (props as Record<string, Json>)[k] = { anyOf: [v, TEMPLATED] };
+  }
+  return out;
 }
 
 /** The committed text of manifests/genbatch.schema.json. */
