@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -179,4 +179,29 @@ describe('--listen and a manifest callback_url', () => {
     expect(r.stderr).toContain('1 job(s) name their own callback_url');
     expect(r.code).toBe(0);
   }, 30_000);
+});
+
+describe('a job whose spec changed', () => {
+  it('moves the files of its earlier result to out/<id>/previous-<n>/ and never deletes them', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'prev.yaml'), 2, 'prev');
+    const args = ['run', manifest, '--base-url', sb.url, '--time-scale', '0.005', '--out', w.out];
+    expect((await runCli(args, { GENBATCH_API_KEY: KEY })).code).toBe(0);
+    const dir = join(w.out, 'prev-0001');
+    const before = readdirSync(dir).sort();
+    const oldResult = readFileSync(join(dir, 'result.json'), 'utf8');
+    for (let round = 1; round <= 2; round++) {
+      writeFileSync(manifest, readFileSync(manifest, 'utf8').replace(/Picture number 1 (\(v\d\) )?of/, `Picture number 1 (v${round}) of`));
+      const r = await runCli(args, { GENBATCH_API_KEY: KEY });
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain(`moved to ${join('prev-0001', `previous-${round}`)}/`);
+    }
+    expect(readdirSync(join(dir, 'previous-1')).sort()).toEqual(before);
+    expect(readFileSync(join(dir, 'previous-1', 'result.json'), 'utf8')).toBe(oldResult);
+    // The folder holds the latest result only, as the report lists it.
+    const report = JSON.parse(readFileSync(join(w.out, 'report.json'), 'utf8')) as { jobs: Array<{ id: string; files: Array<{ path: string }> }> };
+    const listed = report.jobs.find((j) => j.id === 'prev-0001')!.files.map((f) => f.path.split('/').pop()!);
+    expect(readdirSync(dir).filter((n) => !n.startsWith('previous-') && n !== 'result.json').sort()).toEqual(listed.sort());
+    expect(readdirSync(join(w.out, 'prev-0000')).some((n) => n.startsWith('previous-'))).toBe(false);
+  }, 60_000);
 });

@@ -44,6 +44,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   let counts: Counts | null = null;
   let total = 0;
   let uploads = 0;
+  let previousMoved = 0;
   let credits = 0;
   let bars: { multi: cliProgress.MultiBar; submitted: cliProgress.SingleBar; done: cliProgress.SingleBar; failed: cliProgress.SingleBar } | null = null;
   let timer: NodeJS.Timeout | null = null;
@@ -116,6 +117,11 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         bars?.done.setTotal(total);
         bars?.failed.setTotal(total);
         update();
+        break;
+      case 'previous':
+        previousMoved++;
+        if (previousMoved <= 5) out.write(`genbatch: job ${e.id} is sent again; the files of its earlier result were moved to ${e.dir}/\n`);
+        else if (previousMoved === 6) out.write('genbatch: (more jobs sent again: their earlier files are in <job>/previous-<n>/ too)\n');
         break;
       case 'upload':
         if (!e.reused) uploads++;

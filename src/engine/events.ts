@@ -21,6 +21,8 @@ export type EngineEvent =
       balance: number | null;
     }
   | { type: 'upload'; file: string; sha256: string; url: string; reused: boolean }
+  /** A job sent again: the files of its earlier result were moved to `dir` (relative to the output folder). */
+  | { type: 'previous'; id: string; dir: string }
   | { type: 'job'; id: string; from: JobState; to: JobState; task_id?: string | null; error?: string | null }
   /** A for_each job made its children (new pending jobs `<id>.<index>`). */
   | { type: 'children'; id: string; ids: string[] }

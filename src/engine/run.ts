@@ -7,6 +7,7 @@ import { Store, nowIso, type JobState } from '../store/index.js';
 import type { EventBus } from './events.js';
 import { CallbackReceiver, newCallbackToken, parseListen } from './callbacks.js';
 import { Pipeline, errorText } from './pipeline.js';
+import { moveAsidePrevious } from './previous.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData } from './report-data.js';
@@ -83,6 +84,15 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       const moved = store.returnInFlight('sent to an earlier in-process sandbox that is gone; sent again');
       for (const m of moved) emit({ type: 'job', id: m.id, from: m.from, to: 'pending', error: null });
       if (moved.length > 0) emit({ type: 'warning', message: `${moved.length} job(s) were in flight in the sandbox of an earlier run, which stopped with it; they are sent again to this sandbox (sandbox credits are not real)` });
+    }
+    // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
+    for (const id of store.drainReplacedResults()) {
+      try {
+        const dir = await moveAsidePrevious(o.outDir, o.download.sanitizeName(id));
+        if (dir) emit({ type: 'previous', id, dir });
+      } catch (err) {
+        emit({ type: 'warning', message: `job ${id}: could not move the files of its earlier result aside: ${errorText(err)}` });
+      }
     }
     // Count state changes made by this run: a run that changed nothing leaves the reports as they are.
     let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length;

@@ -243,8 +243,6 @@ export class Store {
         last_error: null,
       };
       if (finished) {
-        // Files of the earlier result (the engine moves them aside, see src/engine/previous.ts).
-        if ((this.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(this.runId, job.id)) !== undefined) this.replacedResults.push(job.id);
         this.syncMove(job.id, row.state, 'pending', patch);
       } else {
         // Still pending: it takes the new spec (no state change), guarded by the state it is in.
@@ -301,7 +299,7 @@ export class Store {
     return out;
   }
 
-  /** Jobs whose finished result (files on disk) was replaced by a spec change since the last call. */
+  /** Jobs sent back to pending since the last call whose earlier result had files on disk (spec changed, made again, new sandbox). */
   drainReplacedResults(): string[] {
     const out = this.replacedResults;
     this.replacedResults = [];
@@ -371,12 +369,15 @@ export class Store {
       sets.push('attempts = attempts + ?');
       values.push(patch.attemptsInc);
     }
+    // A job sent again whose earlier result has files on disk: the engine moves them aside (src/engine/previous.ts).
+    const hadFiles = to === 'pending' && from !== 'submitting' && this.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(this.runId, jobId) !== undefined;
     const sql = `UPDATE jobs SET ${sets.join(', ')} WHERE run_id = ? AND id = ? AND state = ?`;
     const res = this.stmt(sql).run(...values, this.runId, jobId, from);
     if (res.changes !== 1) {
       const cur = this.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as { state: string } | undefined;
       throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur ? cur.state : 'no such job'}`);
     }
+    if (hadFiles) this.replacedResults.push(jobId);
   }
 
   /** Set last_error without changing the state. */
