@@ -65,7 +65,7 @@ describe('reply rules', () => {
     const p = { model: 'vendora/chat-5', texts: ['hi  there'], lastUser: 'hi\n there', maxTokens: null };
     const r = buildReply(1, p);
     expect(r.text).toBe(replyText(1, p));
-    expect(r.text.startsWith('Echo: hi there ')).toBe(true);
+    expect(r.text.startsWith('Echo: hi\nthere ')).toBe(true); // line breaks kept, spaces inside a line collapsed
     expect(r.deltas.join('')).toBe(r.text);
     expect(r.promptTokens).toBe(3); // hi(1) there(2)
     expect(r.credits).toBe(creditsFor(r.promptTokens + r.completionTokens));

@@ -6,10 +6,15 @@ import { hashString, mixSeed, Rng } from '../rng.js';
  * a toy tokenizer and the per-token charge. Pure functions, so tests can
  * predict every reply exactly.
  *
- * Reply: `Echo: <last user text, whitespace collapsed>` + ` ` + one sentence
- * picked from SENTENCES by a hash of (sandbox seed, model id, every prompt
- * text). The same request to the same seeded sandbox always gets the same
- * reply, streamed or not, whatever the request order.
+ * Reply: `Echo: <last user text>` + ` ` + one sentence picked from SENTENCES
+ * by a hash of (sandbox seed, model id, every prompt text). The user text keeps
+ * its line breaks: each non-empty line, whitespace collapsed, on its own line
+ * (`Echo: a\nb\nc <sentence>`), so a 3-line message gets a 3-line reply.
+ * JSON mode: when the last user message contains "JSON list" (any case), the
+ * reply is only a JSON array with one `{"prompt": <line>}` per non-empty line
+ * of the message that does not hold the trigger (or one item with the whole
+ * message when every line does). The same request to the same seeded sandbox
+ * always gets the same reply, streamed or not, whatever the request order.
  *
  * Tokens: each whitespace-separated word counts ceil(characters / 4) tokens
  * (a 1-4 letter word is 1 token). Prompt tokens = the tokens of every prompt
@@ -63,9 +68,20 @@ export interface ChatReply {
   credits: number;
 }
 
+/** The words in the last user message that ask for a JSON reply. */
+const JSON_TRIGGER = /json list/i;
+
 /** The full (uncut) reply text for a prompt. */
 export function replyText(seed: number, prompt: Pick<ChatPrompt, 'model' | 'texts' | 'lastUser'>): string {
-  const echo = prompt.lastUser.replace(/\s+/g, ' ').trim();
+  const lines = prompt.lastUser
+    .split(/\r?\n/)
+    .map((l) => l.replace(/\s+/g, ' ').trim())
+    .filter((l) => l !== '');
+  if (JSON_TRIGGER.test(prompt.lastUser)) {
+    const items = lines.filter((l) => !JSON_TRIGGER.test(l));
+    return JSON.stringify((items.length > 0 ? items : [lines.join(' ')]).map((line) => ({ prompt: line })));
+  }
+  const echo = lines.join('\n');
   const h = hashString(`${prompt.model}\u0000${prompt.texts.join('\u0000')}`);
   const rng = new Rng(mixSeed(seed, h));
   const sentence = SENTENCES[Math.floor(rng.next() * SENTENCES.length)] ?? SENTENCES[0];
