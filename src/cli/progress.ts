@@ -44,26 +44,47 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   let counts: Counts | null = null;
   let total = 0;
   let uploads = 0;
+  let reused = 0;
+  let files = 0;
   let previousMoved = 0;
+  /** Known estimate of the jobs left when the run started, and of those sent so far. */
   let credits = 0;
-  let bars: { multi: cliProgress.MultiBar; submitted: cliProgress.SingleBar; done: cliProgress.SingleBar; failed: cliProgress.SingleBar } | null = null;
+  let creditsSent = 0;
+  let balance: number | null = null;
+  type Bar = cliProgress.SingleBar;
+  let bars: { multi: cliProgress.MultiBar; uploaded: Bar; submitted: Bar; running: Bar; downloaded: Bar; failed: Bar; credits: Bar } | null = null;
   let timer: NodeJS.Timeout | null = null;
   let reportsLine: string | null = null;
+  /** A line for stderr: through the bars while they are shown (so it is neither lost nor drawn over). */
+  const errLine = (text: string): void => {
+    if (bars) bars.multi.log(text);
+    else err.write(text);
+  };
+  const num = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(2));
 
   const line = (): string => {
     if (!counts) return '';
     const c = counts;
-    const running = c.submitting + c.submitted + c.downloading;
-    return `${c.done}/${total} done, ${running} in flight, ${c.pending} pending, ${c.failed} failed, ${c.uncertain} uncertain, ${c.expired} expired, ${uploads} uploads`;
+    return (
+      `${c.done}/${total} done, ${uploads} uploaded (${reused} reused), ${total - c.pending} submitted, ${c.submitted} running, ${c.downloading} downloading, ` +
+      `${files} files downloaded, ${c.pending} pending, ${c.failed} failed, ${c.uncertain} uncertain, ${c.expired} expired, ${num(creditsSent)}/${num(credits)} estimated credits sent`
+    );
   };
   const update = () => {
     if (!bars || !counts) return;
     const c = counts;
-    const sent = total - c.pending;
-    const payload = { running: c.submitted + c.downloading, uploads, credits };
-    bars.submitted.update(sent, payload);
-    bars.done.update(c.done, payload);
-    bars.failed.update(c.failed + c.uncertain + c.expired, payload);
+    bars.uploaded.update(uploads + reused, { uploads, reused });
+    bars.submitted.update(total - c.pending);
+    bars.running.update(c.submitted + c.downloading, { downloading: c.downloading });
+    bars.downloaded.update(c.done, { files });
+    bars.failed.update(c.failed + c.uncertain + c.expired);
+    bars.credits.update(Math.min(creditsSent, Math.max(credits, creditsSent)), { balance: balance === null ? '-' : num(balance) });
+  };
+  const setTotals = () => {
+    if (!bars) return;
+    for (const b of [bars.submitted, bars.running, bars.downloaded, bars.failed]) b.setTotal(total);
+    bars.uploaded.setTotal(Math.max(1, uploads + reused));
+    bars.credits.setTotal(Math.max(credits, creditsSent, 1));
   };
 
   const off = bus.on((e: EngineEvent) => {
@@ -94,15 +115,20 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         out.write(
           `genbatch: estimate ${e.pending_credits} credits for the jobs left${e.unknown_price_jobs.length ? ` (+${e.unknown_price_jobs.length} job(s) of unknown price)` : ''}${e.balance !== null ? `; balance ${e.balance}` : ''}\n`,
         );
+        balance = e.balance;
         if (o.tty && counts && counts.pending > 0) {
-          const fmt = (name: string) => `${name.padEnd(10)} {bar} {value}/{total}`;
-          const multi = new cliProgress.MultiBar({ clearOnComplete: false, hideCursor: true, stream: err, format: '{name} {bar} {value}/{total}' }, cliProgress.Presets.shades_classic);
+          const row = (name: string, rest: string) => `${name.padEnd(10)} ${rest}`;
+          const multi = new cliProgress.MultiBar({ clearOnComplete: false, hideCursor: true, stream: err, format: '{bar} {value}/{total}' }, cliProgress.Presets.shades_classic);
           bars = {
             multi,
-            submitted: multi.create(total, 0, { name: 'submitted'.padEnd(10) }, { format: fmt('submitted') + ' | running {running} | uploads {uploads} | estimate {credits} credits' }),
-            done: multi.create(total, 0, { name: 'done'.padEnd(10) }, { format: fmt('done') }),
-            failed: multi.create(total, 0, { name: 'failed'.padEnd(10) }, { format: fmt('not done') + ' (failed, uncertain, expired)' }),
+            uploaded: multi.create(1, 0, { uploads: 0, reused: 0 }, { format: row('uploaded', '{uploads} sent, {reused} reused') }),
+            submitted: multi.create(total, 0, {}, { format: row('submitted', '{bar} {value}/{total}') }),
+            running: multi.create(total, 0, { downloading: 0 }, { format: row('running', '{bar} {value}/{total} (downloading {downloading})') }),
+            downloaded: multi.create(total, 0, { files: 0 }, { format: row('downloaded', '{bar} {value}/{total} jobs, {files} files') }),
+            failed: multi.create(total, 0, {}, { format: row('failed', '{bar} {value}/{total} (failed, uncertain, expired)') }),
+            credits: multi.create(Math.max(credits, 1), 0, { balance: '-' }, { format: row('credits', '{bar} {value}/{total} estimated, sent (balance {balance})') }),
           };
+          setTotals();
           update();
         } else if (!o.tty) {
           timer = setInterval(() => out.write(`genbatch: ${line()}\n`), (o.everyS ?? 5) * 1000);
@@ -113,9 +139,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         // A for_each job made new pending jobs.
         if (counts) counts.pending += e.ids.length;
         total += e.ids.length;
-        bars?.submitted.setTotal(total);
-        bars?.done.setTotal(total);
-        bars?.failed.setTotal(total);
+        setTotals();
         update();
         break;
       case 'previous':
@@ -124,7 +148,18 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         else if (previousMoved === 6) out.write('genbatch: (more jobs sent again: their earlier files are in <job>/previous-<n>/ too)\n');
         break;
       case 'upload':
-        if (!e.reused) uploads++;
+        if (e.reused) reused++;
+        else uploads++;
+        setTotals();
+        update();
+        break;
+      case 'sending':
+        creditsSent += e.estimated_credits ?? 0;
+        setTotals();
+        update();
+        break;
+      case 'file':
+        files++;
         update();
         break;
       case 'job':
@@ -132,14 +167,13 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
           counts[e.from]--;
           counts[e.to]++;
         }
-        if (e.to === 'done' || e.to === 'failed') update();
-        else update();
+        update();
         break;
       case 'warning':
-        if (!bars) err.write(`genbatch: warning: ${e.message}\n`);
+        errLine(`genbatch: warning: ${e.message}\n`);
         break;
       case 'stopping':
-        err.write(
+        errLine(
           e.reason === 'signal'
             ? 'genbatch: stopping: no new submissions; waiting for requests in flight (press Ctrl-C again to quit at once; the state stays consistent)\n'
             : e.reason === 'insufficient-credits'
@@ -150,6 +184,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
       case 'finish': {
         if (bars) {
           update();
+          bars.multi.update(); // draws now, writing lines logged since the last redraw
           bars.multi.stop();
           bars = null;
         }
@@ -168,7 +203,10 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   return () => {
     off();
     if (timer) clearInterval(timer);
-    if (bars) bars.multi.stop();
+    if (bars) {
+      bars.multi.update();
+      bars.multi.stop();
+    }
   };
 }
 

@@ -24,6 +24,8 @@ export type EngineEvent =
   /** A job sent again: the files of its earlier result were moved to `dir` (relative to the output folder). */
   | { type: 'previous'; id: string; dir: string }
   | { type: 'job'; id: string; from: JobState; to: JobState; task_id?: string | null; error?: string | null }
+  /** A submit POST is about to be sent (its intent is committed); the job's estimated price (null: unknown). */
+  | { type: 'sending'; id: string; estimated_credits: number | null }
   /** A for_each job made its children (new pending jobs `<id>.<index>`). */
   | { type: 'children'; id: string; ids: string[] }
   | { type: 'progress'; id: string; task_id: string; status: string; progress: number | null }

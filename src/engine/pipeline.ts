@@ -347,6 +347,7 @@ export class Pipeline {
     else if (spec.callback_url) body.callback_url = spec.callback_url;
     // The intent is fsynced before the POST: a crash after this point leaves `submitting`, which a rerun turns into `uncertain`.
     await this.moveDurable(row.id, 'pending', 'submitting', { attemptsInc: 1, submitted_input: JSON.stringify(input), submitted_at: nowIso(), last_error: null });
+    this.opts.emit({ type: 'sending', id: row.id, estimated_credits: row.estimated_credits });
     let taskId: string;
     try {
       this.submitsSent++;
