@@ -2,6 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { findCycles } from '../src/graph/collect.js';
+import { lrc } from '../src/graph/lrc.js';
+import { timestamped } from '../src/sandbox/music/lyrics.js';
 import { validateManifest } from '../src/manifest/index.js';
 import { tempDir } from './helpers/tmp.js';
 
@@ -106,5 +108,25 @@ describe('references outside input', () => {
 `);
     const { problems } = await validateManifest(p);
     expect(problems.map((x) => `${x.job} ${x.path}: ${x.message}`)).toEqual(['b input.prompt: an unclosed "${{" in "cover for ${{ jobs.a.task_id" (write ${{ jobs.<id>.<field> }})']);
+  });
+});
+
+describe('LRC', () => {
+  it('a 13-word line is cut 7 + 6, not 12 + 1; 25 words 9 + 8 + 8', () => {
+    const line = (n: number, from: number) => Array.from({ length: n }, (_, i) => ({ word: `w${from + i}${i === n - 1 ? '\n' : ''}`, start_s: from + i, end_s: from + i + 0.5 }));
+    const out = lrc([...line(13, 0), ...line(25, 20)]).trimEnd().split('\n');
+    expect(out.map((l) => l.replace(/^\[[^\]]+\]/, '').split(' ').length)).toEqual([7, 6, 9, 8, 8]);
+    expect(out[1]).toBe('[00:07.00]w7 w8 w9 w10 w11 w12');
+  });
+
+  it("the sandbox's aligned words keep the lyric's line breaks, so its LRC has the song's lines", () => {
+    const words = timestamped('[Verse]\nBoats come home when the tide is low\nLanterns swaying, soft and slow\n[Chorus]\nHarbour lights, guide me back tonight', 120, 3).aligned_words;
+    expect(words.map((w) => w.word).filter((w) => w.includes('\n'))).toEqual(['[Verse]\nBoats', 'low\n', 'slow\n', '[Chorus]\nHarbour']);
+    expect(lrc(words).split('\n').map((l) => l.replace(/^\[\d\d:\d\d\.\d\d\]/, ''))).toEqual([
+      'Boats come home when the tide is low',
+      'Lanterns swaying, soft and slow',
+      'Harbour lights, guide me back tonight',
+      '',
+    ]);
   });
 });

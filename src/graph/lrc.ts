@@ -2,7 +2,8 @@
  * Timestamped lyrics as an LRC file (`[mm:ss.xx]line`), the format music
  * players read. Words are grouped into lines: a line break inside a word
  * (the lyric's own lines) ends a line, section markers such as [Verse] are
- * dropped, and a pause of more than 5 s or a line of 12 words ends a line too.
+ * dropped, and a pause of more than 5 s ends a line too; a line of more than 12
+ * words is cut into near-equal parts (no one-word tail lines).
  * Each line takes the start time of its first word.
  */
 
@@ -16,12 +17,12 @@ const MAX_WORDS = 12;
 const PAUSE_S = 5;
 
 export function lrc(words: readonly TimedWord[]): string {
-  const lines: Array<{ at: number; text: string[] }> = [];
-  let cur: { at: number; text: string[] } | null = null;
+  const lines: Array<Array<{ at: number; text: string }>> = [];
+  let cur: Array<{ at: number; text: string }> = [];
   let lastEnd = -Infinity;
   const close = () => {
-    if (cur && cur.text.length > 0) lines.push(cur);
-    cur = null;
+    if (cur.length > 0) lines.push(...balanced(cur));
+    cur = [];
   };
   for (const w of words) {
     // A word may carry the lyric's own line breaks and section markers ("low\n[Chorus]\nHarbour").
@@ -30,14 +31,26 @@ export function lrc(words: readonly TimedWord[]): string {
       if (i > 0) close();
       const text = part.replace(/\[[^\]]*\]/g, ' ').replace(/\s+/g, ' ').trim();
       if (text === '') return;
-      if (cur && (w.start_s - lastEnd > PAUSE_S || cur.text.length >= MAX_WORDS)) close();
-      cur ??= { at: w.start_s, text: [] };
-      cur.text.push(text);
+      if (cur.length > 0 && w.start_s - lastEnd > PAUSE_S) close();
+      cur.push({ at: w.start_s, text });
     });
     lastEnd = w.end_s;
   }
   close();
-  return lines.map((l) => `[${stamp(l.at)}]${l.text.join(' ')}`).join('\n') + (lines.length > 0 ? '\n' : '');
+  return lines.map((l) => `[${stamp(l[0]!.at)}]${l.map((x) => x.text).join(' ')}`).join('\n') + (lines.length > 0 ? '\n' : '');
+}
+
+/** A line longer than MAX_WORDS cut into near-equal parts (13 words: 7 + 6, never 12 + 1). */
+function balanced<T>(line: T[]): T[][] {
+  const parts = Math.ceil(line.length / MAX_WORDS);
+  const out: T[][] = [];
+  let from = 0;
+  for (let i = 0; i < parts; i++) {
+    const size = Math.ceil((line.length - from) / (parts - i));
+    out.push(line.slice(from, from + size));
+    from += size;
+  }
+  return out;
 }
 
 function stamp(seconds: number): string {

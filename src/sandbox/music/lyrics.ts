@@ -54,7 +54,7 @@ const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 /**
  * Timestamped lyrics of a track: every sung word with its start and end (the
  * words fill 8% to 92% of the track), section markers carried on the first
- * word of their section (`"[Chorus]\nword"`), a 200-point waveform, an error rate.
+ * word of their section (`"[Chorus]\nword"`), a line's end on its last word (`"low\n"`), a 200-point waveform, an error rate.
  */
 export function timestamped(lyrics: string, seconds: number, seed: number): TimestampedLyrics {
   const rng = new Rng(seed);
@@ -71,7 +71,10 @@ export function timestamped(lyrics: string, seconds: number, seed: number): Time
       tokens.push(marker + w);
       marker = '';
     }
+    // The lyric's own line break rides on the last word of the line ("low\n"), as section markers ride on the next.
+    tokens[tokens.length - 1] += '\n';
   }
+  if (tokens.length > 0) tokens[tokens.length - 1] = tokens[tokens.length - 1]!.replace(/\n$/, '');
   const from = seconds * 0.08;
   const slot = (seconds * 0.84) / Math.max(1, tokens.length);
   const aligned_words = tokens.map((word, i) => {
