@@ -205,3 +205,30 @@ describe('a job whose spec changed', () => {
     expect(readdirSync(join(w.out, 'prev-0000')).some((n) => n.startsWith('previous-'))).toBe(false);
   }, 60_000);
 });
+
+describe('--sandbox after a run against another service', () => {
+  it('never forgets tasks sent to a service that is not an in-process sandbox', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'real.yaml'), 3, 'real');
+    const first = await new Promise<number | null>((resolve) => {
+      const child = spawnCli(['run', manifest, '--base-url', sb.url, '--time-scale', '0.05', '--out', w.out, '--json'], { GENBATCH_API_KEY: KEY });
+      let text = '';
+      let sent = false;
+      child.stdout!.on('data', (d: Buffer) => {
+        text += d.toString();
+        if (!sent && text.includes('"to":"submitted"')) {
+          sent = true;
+          child.kill('SIGINT');
+        }
+      });
+      child.on('exit', (code) => resolve(code));
+    });
+    expect(first).toBe(130);
+    const inFlight = readJobs(w.state).filter((j) => j.state === 'submitted').map((j) => j.id);
+    expect(inFlight.length).toBeGreaterThan(0);
+    const again = await runCli(['run', manifest, '--sandbox', '--out', w.out, '--yes']);
+    expect(again.stderr).not.toContain('in flight in the sandbox of an earlier run');
+    const after = readJobs(w.state);
+    for (const id of inFlight) expect(after.find((j) => j.id === id)!.task_id).not.toBeNull();
+  }, 60_000);
+});

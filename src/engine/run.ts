@@ -80,7 +80,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit);
     // --sandbox starts a new in-process sandbox each time: tasks of the earlier one (another base URL) are gone
     // with it, so jobs waiting on them are sent again (its credits were not real).
-    if (o.sandbox && previous?.base_url && previous.base_url !== o.baseUrl) {
+    // Only when the earlier run was on an in-process sandbox too: tasks at a real service are never forgotten.
+    if (o.sandbox && previous?.sandbox === 1 && previous.base_url && previous.base_url !== o.baseUrl) {
       const moved = store.returnInFlight('sent to an earlier in-process sandbox that is gone; sent again');
       for (const m of moved) emit({ type: 'job', id: m.id, from: m.from, to: 'pending', error: null });
       if (moved.length > 0) emit({ type: 'warning', message: `${moved.length} job(s) were in flight in the sandbox of an earlier run, which stopped with it; they are sent again to this sandbox (sandbox credits are not real)` });
