@@ -133,7 +133,7 @@ describe('job entries with key problems', () => {
     expect(jobs.map((j) => j.id)).toEqual(['a', '42', 'c']);
     expect(problems).toHaveLength(5);
     expect(problems).toEqual(expect.arrayContaining([
-      `job a (${p}:4) colour: unknown key "colour"; allowed keys: id, model, input, callback_url, protocol, needs, for_each, rows, glob, matrix`,
+      expect.stringMatching(/^job a \(.*:4\) colour: unknown key "colour"; allowed keys: id, model, input, callback_url, protocol, /),
       `job a (${p}:6) input.prompt: must not be empty`,
       `job 42 (${p}:7) id: must be a string (a job id)`,
       expect.stringMatching(new RegExp(`^job 42 \\(${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:9\\) input.size: size "99:1" is not one of`)),
