@@ -216,7 +216,7 @@ describe('manifest-level problems', () => {
     const r = await validateManifest(p);
     expect(r.problems.map(formatProblem)).toEqual([
       `${p}:1 budjet: unknown key "budjet" (did you mean "budget"?); allowed keys: budget, pricing, defaults, jobs`,
-      `job a (${p}:5) inptu: unknown key "inptu" (did you mean "input"?); allowed keys: id, model, input, callback_url, protocol, needs, for_each, rows, glob, matrix`,
+      `job a (${p}:5) inptu: unknown key "inptu" (did you mean "input"?); allowed keys: id, model, input, callback_url, protocol, rehost, needs, for_each, rows, glob, matrix`,
       `job a (${p}:3) input.prompt: is required`,
       `job b (${p}:7) for_each: must be one reference to a list, e.g. \${{ jobs.song.audio }}`,
       expect.stringMatching(new RegExp(`^job j-[0-9a-f]{12} \\(${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:10\\) model: must be a string \\(a model id\\)$`)),
@@ -228,7 +228,7 @@ describe('manifest-level problems', () => {
     const { jobs, problems } = await all(p);
     expect(jobs.map((j) => j.id)).toEqual(['a', 'b']);
     expect(problems).toEqual([
-      `${p}:2 defaults.modle: unknown key "modle" (did you mean "model"?); allowed keys: model, input, callback_url, protocol`,
+      `${p}:2 defaults.modle: unknown key "modle" (did you mean "model"?); allowed keys: model, input, callback_url, protocol, rehost`,
       `${p}:3 defaults.input: must be a mapping of model parameters`,
       `job b (${p}:6) input.prompt: is required`,
       `job b (${p}:6) input.quality: quality "top" is not one of low, medium, high`,

@@ -321,9 +321,9 @@ export class Pipeline {
     const input = structuredClone(spec.input);
     try {
       for (const ref of spec.refs) {
-        const value = ref.data ? getAtPath(input, ref.path) : ref.file;
+        const value = ref.data || ref.remote ? getAtPath(input, ref.path) : ref.file;
         if (typeof value !== 'string') throw new GenbatchError('GB_INPUT_CHANGED', `no image at ${ref.path}`);
-        setAtPath(input, ref.path, await this.uploader.url(value, ref.sha256, ref.data === true));
+        setAtPath(input, ref.path, await this.uploader.url(value, ref.sha256, ref.remote ? 'url' : ref.data ? 'data' : 'file'));
       }
     } catch (err) {
       if (this.opts.signal.aborted) return;

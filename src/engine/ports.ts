@@ -31,6 +31,8 @@ export interface ServicePort {
   uploadStream(file: string, opts: { fileName: string; signal?: AbortSignal }): Promise<{ file_url: string }>;
   /** A Data URL (`data:<mime>;base64,...`) through the base64 upload endpoint. */
   uploadBase64(dataUrl: string, opts: { signal?: AbortSignal }): Promise<{ file_url: string }>;
+  /** A remote http(s) URL fetched by the service (URL upload endpoint), for jobs with `rehost: true`; absent: such jobs fail. */
+  uploadUrl?(url: string, opts: { signal?: AbortSignal }): Promise<{ file_url: string }>;
   /** One chat call through its protocol, retried by the client (src/client/chat.ts); absent: chat jobs fail. */
   chat?(req: ChatRequest, opts: { signal?: AbortSignal; onTry?: (tryNumber: number) => void }): Promise<ChatAnswer>;
 }

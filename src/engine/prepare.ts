@@ -98,6 +98,7 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
       }
       if (refProblem) continue;
       refs.push(...dataUrlRefs(job));
+      if (job.rehost === true) refs.push(...remoteUrlRefs(job));
       const spec: StoredSpec = { model: job.model, input: job.input, refs };
       if (job.callback_url !== undefined) spec.callback_url = job.callback_url;
       if (job.kind === 'chat' && job.protocol !== undefined) spec.protocol = job.protocol;
@@ -130,6 +131,18 @@ function dataUrlRefs(job: ManifestJob): StoredSpec['refs'] {
   for (const field of spec?.imageFields ?? []) {
     for (const [path, value] of valuesAt(job.input, field, 'input')) {
       if (typeof value === 'string' && /^data:/i.test(value)) out.push({ path, file: '', sha256: sha256Hex(value), data: true });
+    }
+  }
+  return out;
+}
+
+/** Remote http(s) URLs in a job's image fields, for a job with `rehost: true`: re-hosted through the URL upload endpoint. */
+function remoteUrlRefs(job: ManifestJob): StoredSpec['refs'] {
+  const spec = findModel(job.model);
+  const out: StoredSpec['refs'] = [];
+  for (const field of spec?.imageFields ?? []) {
+    for (const [path, value] of valuesAt(job.input, field, 'input')) {
+      if (typeof value === 'string' && /^https?:\/\//i.test(value)) out.push({ path, file: '', sha256: sha256Hex(value), remote: true });
     }
   }
   return out;

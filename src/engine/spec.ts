@@ -8,9 +8,11 @@ export interface StoredSpec {
   /**
    * Images to upload before the submit, and the input path each replaces:
    * a local file (`file`, its sha256 at validation; stream upload) or a Data URL
-   * written in the input (`data: true`, sha256 of the text; base64 upload).
+   * written in the input (`data: true`, sha256 of the text; base64 upload),
+   * or with the job's `rehost: true` a remote http(s) URL written in the input
+   * (`remote: true`, sha256 of the URL text; URL upload).
    */
-  refs: Array<{ path: string; file: string; sha256: string; data?: true }>;
+  refs: Array<{ path: string; file: string; sha256: string; data?: true; remote?: true }>;
   /**
    * A for_each job (row kind `fanout`): the list it iterates (job and path), the
    * kind of the children it makes (submit or chat) and the price of one child.

@@ -6,11 +6,19 @@ import type { Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import type { ServicePort } from './ports.js';
 
+/** Where an image comes from: a local file (stream upload), a Data URL (base64 upload), a remote URL to re-host (URL upload). */
+export type UploadSource = 'file' | 'data' | 'url';
+
 /**
  * Uploads of job images: a local file through the stream endpoint, a Data URL
- * through the base64 endpoint. One upload per content (sha256) at a time; an
- * earlier upload to the same service is reused while younger than `maxAgeMs`,
- * across jobs and runs. The 5-per-minute limit is the client's (UploadLimiter).
+ * through the base64 endpoint, a remote URL of a job with `rehost: true`
+ * through the URL endpoint. One upload per key at a time; an earlier upload to
+ * the same service is reused while younger than `maxAgeMs`, across jobs and
+ * runs. The key (`sha`) is the sha256 of the file's bytes, of the Data URL's
+ * text, or of the remote URL's text: a re-hosted URL is deduplicated by URL
+ * and service base URL (choice: the remote content is not fetched by us, so
+ * two URLs serving the same bytes are two uploads). The 5-per-minute limit is
+ * the client's (UploadLimiter).
  */
 export class Uploader {
   private readonly inFlight = new Map<string, Promise<string>>();
@@ -21,9 +29,9 @@ export class Uploader {
     private readonly o: { baseUrl: string; maxAgeMs: number; signal: AbortSignal; emit: (e: EngineEvent) => void },
   ) {}
 
-  /** The service URL for this file or Data URL (`sha` as recorded at validation). */
-  url(fileOrData: string, sha: string, isData: boolean): Promise<string> {
-    const shown = isData ? `data URL (${fileOrData.length} characters)` : fileOrData;
+  /** The service URL for this file, Data URL or remote URL (`sha` as recorded at validation). */
+  url(fileOrData: string, sha: string, source: UploadSource): Promise<string> {
+    const shown = source === 'data' ? `data URL (${fileOrData.length} characters)` : fileOrData;
     const known = this.store.findUpload(this.o.baseUrl, sha, this.o.maxAgeMs);
     if (known) {
       this.o.emit({ type: 'upload', file: shown, sha256: sha, url: known, reused: true });
@@ -33,8 +41,11 @@ export class Uploader {
     if (!p) {
       p = (async () => {
         let res: { file_url: string };
-        if (isData) {
+        if (source === 'data') {
           res = await this.service.uploadBase64(fileOrData, { signal: this.o.signal });
+        } else if (source === 'url') {
+          if (!this.service.uploadUrl) throw new GenbatchError('GB_UPLOAD_UNAVAILABLE', `cannot re-host ${fileOrData}: this service port has no URL upload`);
+          res = await this.service.uploadUrl(fileOrData, { signal: this.o.signal });
         } else {
           // The content may have changed since validation: upload only bytes whose hash we recorded.
           const now = await hashFile(fileOrData);

@@ -20,6 +20,8 @@ export interface ManifestJob {
   callback_url?: string;
   /** Chat protocol (chat jobs only): as given, or the one the chat catalogue picks. */
   protocol?: string;
+  /** `rehost: true`: remote http(s) image URLs are re-hosted through the service's URL upload before the submit. */
+  rehost?: boolean;
   /** Source position of the job: `file:line`, `file:row N`, or for expanded entries `file:line, rows.tsv:row N, path/of/glob.png, matrix k=v`. */
   where: string;
   /** Absolute folder that relative local paths in `input` resolve against (the manifest's folder). */
@@ -43,6 +45,8 @@ export interface RawJob {
   input: unknown;
   callback_url: unknown;
   protocol: unknown;
+  /** `rehost` as written (absent in sources without it, such as CSV). */
+  rehost?: unknown;
   needs?: unknown;
   for_each?: unknown;
   where: string;
@@ -129,6 +133,7 @@ export class JobBuilder {
     if (raw.callback_url !== undefined && callback === undefined) add('callback_url', 'must be a string URL');
     const protocol = typeof raw.protocol === 'string' ? raw.protocol : undefined;
     if (raw.protocol !== undefined && protocol === undefined) add('protocol', 'must be a string');
+    if (raw.rehost !== undefined && typeof raw.rehost !== 'boolean') add('rehost', 'must be true or false');
 
     const job: ManifestJob = { id, model, kind: 'submit', input: inputObj, where: raw.where, dir: this.dir, problems };
     // ${{ }} is filled only inside input: elsewhere it would be sent (or looked up) literally.
@@ -137,6 +142,7 @@ export class JobBuilder {
     if (refKeys.includes('model')) return job;
     if (callback !== undefined) job.callback_url = callback;
     if (protocol !== undefined) job.protocol = protocol;
+    if (raw.rehost === true) job.rehost = true;
     this.graphKeys(raw, job, add);
     const itemShape = this.itemShape(job);
     const ph = placeholderInput(inputObj, (ref) => this.graph.shapeOf(ref, itemShape), this.graph.ids);
@@ -166,6 +172,7 @@ export class JobBuilder {
     if (findChatModel(model) || protocol !== undefined) {
       job.kind = 'chat';
       if (callback !== undefined) add('callback_url', 'applies only to submit models; chat answers come back in the response');
+      if (raw.rehost === true) add('rehost', 'applies only to submit models (image uploads)');
       const check = checkChatJob({ model, input: checkedInput, ...(protocol !== undefined ? { protocol } : {}) });
       for (const iss of check.issues) if (!inRefField(iss.path, ph.refs)) add(iss.path, iss.message);
       keep(check);

@@ -19,6 +19,7 @@ const jobFields = {
   input,
   callback_url: str('an https URL').describe('HTTPS webhook the service calls when the task finishes or fails (at most 2048 characters)'),
   protocol: str('a chat protocol').describe('Chat jobs only: chat-completions, responses, messages or gemini'),
+  rehost: z.boolean({ error: 'must be true or false' }).describe('Re-host every remote http(s) image URL of the job through the service\'s URL upload before the submit (the service fetches it; the job sends the returned URL)'),
 };
 
 export const defaultsSchema = z
@@ -28,6 +29,7 @@ export const defaultsSchema = z
       input: input.optional(),
       callback_url: jobFields.callback_url.optional(),
       protocol: jobFields.protocol.optional(),
+      rehost: jobFields.rehost.optional(),
     },
     { error: unknownKey('defaults') },
   )

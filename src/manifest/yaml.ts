@@ -20,11 +20,11 @@ import { ABSENT, deepMerge, fill, isPlainObject, templateNames, type Vars } from
 
 const KEYS = {
   manifest: ['budget', 'pricing', 'defaults', 'jobs'],
-  defaults: ['model', 'input', 'callback_url', 'protocol'],
-  job: ['id', 'model', 'input', 'callback_url', 'protocol', 'needs', 'for_each', 'rows', 'glob', 'matrix'],
+  defaults: ['model', 'input', 'callback_url', 'protocol', 'rehost'],
+  job: ['id', 'model', 'input', 'callback_url', 'protocol', 'rehost', 'needs', 'for_each', 'rows', 'glob', 'matrix'],
   rows: ['file', 'limit'],
 } as const;
-const JOB_FIELDS = ['id', 'model', 'input', 'callback_url', 'protocol', 'needs', 'for_each'] as const;
+const JOB_FIELDS = ['id', 'model', 'input', 'callback_url', 'protocol', 'rehost', 'needs', 'for_each'] as const;
 const GLOB_VARS = ['path', 'name', 'ext', 'index'];
 
 type Path = Array<string | number>;
@@ -298,6 +298,7 @@ async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
       input: fields.input === undefined ? undefined : fill(fields.input, vars, 'input', typed),
       callback_url: orUndefined(fill(fields.callback_url, vars, 'callback_url', (_p, t) => t)),
       protocol: orUndefined(fill(fields.protocol, vars, 'protocol', (_p, t) => t)),
+      rehost: fields.rehost,
       needs: orUndefined(fill(fields.needs, vars, 'needs', (_p, t) => t)),
       for_each: orUndefined(fill(fields.for_each, vars, 'for_each', (_p, t) => t)),
       where: entryWhere + suffix,
@@ -386,7 +387,7 @@ function templatePath(value: unknown, name: string, base = ''): string | null {
 }
 
 /** Fields the job builder checks itself (its message is reported, not the schema's). */
-const BUILDER_CHECKED = new Set(['model', 'input', 'callback_url', 'protocol', 'needs', 'for_each']);
+const BUILDER_CHECKED = new Set(['model', 'input', 'callback_url', 'protocol', 'rehost', 'needs', 'for_each']);
 
 /**
  * A job entry with key problems that can still be built from its known keys:

@@ -96,6 +96,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
     balance: () => client.balance(),
     uploadStream: (file, o) => client.uploadStream(file, { fileName: o.fileName, ...(o.signal ? { signal: o.signal } : {}) }),
     uploadBase64: (data, o) => client.uploadBase64(data, o.signal ? { signal: o.signal } : {}),
+    uploadUrl: (url, o) => client.uploadUrl(url, o.signal ? { signal: o.signal } : {}),
   };
   // Downloads go through the client's one retry layer (GET: 429, 5xx, dropped and truncated bodies).
   const download: DownloadPort = {
