@@ -5,7 +5,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import Database from 'better-sqlite3';
-import { readJobs } from './helpers/verify.js';
+import { checkFiles, findFiles, readJobs } from './helpers/verify.js';
 
 /** Fixes from the audit of `genbatch run` (issue 4). */
 const KEY = 'sk-fixes-0123456789abcdef';
@@ -167,6 +167,8 @@ describe('a rerun with --sandbox', () => {
     expect(again.stderr).toContain('in flight in the sandbox of an earlier run');
     expect(again.code).toBe(0);
     expect(readJobs(w.state).every((j) => j.state === 'done')).toBe(true);
+    expect(findFiles(w.out, (n) => n.endsWith('.part'))).toEqual([]);
+    expect(checkFiles(w.state, w.out)).toBeGreaterThanOrEqual(12);
   }, 60_000);
 });
 

@@ -6,6 +6,7 @@ import type { ReportData } from '../report/types.js';
 import { Store, nowIso, type JobState } from '../store/index.js';
 import type { EventBus } from './events.js';
 import { CallbackReceiver, newCallbackToken, parseListen } from './callbacks.js';
+import type { CreditLimit } from './graph.js';
 import { Pipeline, errorText } from './pipeline.js';
 import { moveAsidePrevious } from './previous.js';
 import type { DownloadPort, ServicePort } from './ports.js';
@@ -83,7 +84,11 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // Only when the earlier run was on an in-process sandbox too: tasks at a real service are never forgotten.
     if (o.sandbox && previous?.sandbox === 1 && previous.base_url && previous.base_url !== o.baseUrl) {
       const moved = store.returnInFlight('sent to an earlier in-process sandbox that is gone; sent again');
-      for (const m of moved) emit({ type: 'job', id: m.id, from: m.from, to: 'pending', error: null });
+      for (const m of moved) {
+        emit({ type: 'job', id: m.id, from: m.from, to: 'pending', error: null });
+        // Temporary files of its interrupted download (cleaned below only for jobs still downloading).
+        if (m.from === 'downloading') await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(m.id)));
+      }
       if (moved.length > 0) emit({ type: 'warning', message: `${moved.length} job(s) were in flight in the sandbox of an earlier run, which stopped with it; they are sent again to this sandbox (sandbox credits are not real)` });
     }
     // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
@@ -153,6 +158,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       // Scaled like every other duration: against a time-scaled sandbox, uploads are re-sent sooner, never later.
       uploadMaxAgeMs: UPLOAD_REUSE_MS * Math.min(1, o.timeScale),
       recoveredUncertain: prep.recoveredUncertain.filter((id) => store.getJob(id)?.state === 'uncertain'),
+      creditLimit: creditLimit(o.maxCredits, manifest.budget),
     });
     try {
       await pipeline.run();
@@ -199,6 +205,12 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       }
     }
   }
+}
+
+/** The tighter of --max-credits and the manifest budget, or null. */
+function creditLimit(maxCredits: number | null, budget: number | null): CreditLimit | null {
+  if (maxCredits !== null && (budget === null || maxCredits <= budget)) return { credits: maxCredits, name: `--max-credits ${maxCredits}` };
+  return budget !== null ? { credits: budget, name: `the manifest budget of ${budget}` } : null;
 }
 
 /** 130 after SIGINT (4 after SIGTERM); 4 when work is left; 1 when some failed; else 0. */
