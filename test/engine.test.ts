@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, exitCodeFor, extractResults, setAtPath } from '../src/engine/index.js';
-import { MinHeap } from '../src/engine/heap.js';
+import { MinHeap } from '../src/lib/heap.js';
 import { UnsafeResultError } from '../src/errors.js';
 import type { JobState } from '../src/store/index.js';
 
