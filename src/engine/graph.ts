@@ -78,7 +78,14 @@ export function resolveInput(parents: ParentOutputs, row: Pick<JobRow, 'id' | 'k
  * `${{ item.<path> }}` and `${{ index }}` filled; `${{ jobs.* }}` references stay
  * for the submit. Returns the new children's ids, or an error (the job fails).
  */
-export function expandForEach(store: Store, parents: ParentOutputs, row: JobRow): { made: string[]; count: number } | { error: string } {
+/** The tightest credit limit of the run (--max-credits or the manifest budget). */
+export interface CreditLimit {
+  credits: number;
+  /** How the limit is named in messages: "--max-credits 10", "the manifest budget of 10". */
+  name: string;
+}
+
+export function expandForEach(store: Store, parents: ParentOutputs, row: JobRow, limit: CreditLimit | null = null): { made: string[]; count: number } | { error: string } | { held: string } {
   const spec = JSON.parse(row.spec) as StoredSpec;
   const fe = spec.forEach;
   if (!fe) return { error: 'for_each job without its list (state file from another version?)' };
@@ -110,6 +117,21 @@ export function expandForEach(store: Store, parents: ParentOutputs, row: JobRow)
       parents: inherited,
     };
   });
+  // Children counted only now (e.g. lines of a chat answer) are checked against the limit before they exist:
+  // over it, none is made and the for_each job stays pending (the run ends incomplete, exit 4).
+  if (limit && fe.childCredits !== null && children.length > 0) {
+    const added = children.length * fe.childCredits;
+    const total = round6(store.estimate().known - (row.estimated_credits ?? 0) + added);
+    if (total > limit.credits + 1e-9) {
+      return {
+        held: `${row.id}: its ${children.length} job(s) from ${fe.expr} (${round6(added)} credits) would bring the known estimate to ${round6(total)} credits, over ${limit.name}; they were not made or sent (${row.id} stays pending: raise the limit and run again)`,
+      };
+    }
+  }
   const made = store.graph.expand(row.id, children, `${children.length} job(s) from ${fe.expr}`);
   return { made, count: children.length };
+}
+
+function round6(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
 }

@@ -4,7 +4,7 @@ import { nowIso, type JobPatch, type JobRow, type JobState, type Store } from '.
 import type { EngineEvent, StopReason } from './events.js';
 import { runChatJob } from './chat.js';
 import { fetchJob } from './fetch.js';
-import { ParentOutputs, expandForEach, resolveInput } from './graph.js';
+import { ParentOutputs, expandForEach, resolveInput, type CreditLimit } from './graph.js';
 import { GroupCommit } from './group-commit.js';
 import { Uploader } from './uploads.js';
 import type { DownloadPort, ServicePort, TaskView } from './ports.js';
@@ -39,6 +39,8 @@ export interface PipelineOptions {
   random?: () => number;
   /** Jobs made uncertain by a crash, found at this start: with callbacks on, the run waits for their late callbacks too. */
   recoveredUncertain?: readonly string[];
+  /** --max-credits / manifest budget: for_each children counted at run time are checked against it (src/engine/graph.ts). */
+  creditLimit?: CreditLimit | null;
 }
 
 interface Waiting {
@@ -154,6 +156,9 @@ export class Pipeline {
     this.pendingExhausted = false;
   }
 
+  /** for_each jobs whose children would go over the credit limit: left pending, not tried again in this run. */
+  private readonly heldByLimit = new Set<string>();
+
   /**
    * Graph work for a pending row about to be submitted; true when it was
    * handled here: skipped since it was read, or a for_each job (its children are made now).
@@ -162,8 +167,12 @@ export class Pipeline {
     const cur = this.store.getJob(row.id);
     if (!cur || cur.state !== 'pending') return true;
     if (row.kind !== 'fanout') return false;
-    const r = expandForEach(this.store, this.parents, cur);
-    if ('error' in r) this.move(row.id, 'pending', 'failed', { last_error: r.error });
+    if (this.heldByLimit.has(row.id)) return true;
+    const r = expandForEach(this.store, this.parents, cur, this.opts.creditLimit ?? null);
+    if ('held' in r) {
+      this.heldByLimit.add(row.id);
+      this.opts.emit({ type: 'warning', message: r.held });
+    } else if ('error' in r) this.move(row.id, 'pending', 'failed', { last_error: r.error });
     else {
       if (r.made.length > 0) this.opts.emit({ type: 'children', id: row.id, ids: r.made });
       this.opts.emit({ type: 'job', id: row.id, from: 'pending', to: 'done', task_id: null, error: null });
