@@ -238,3 +238,12 @@ describe('JSON Schema for editors', () => {
     }
   });
 });
+
+describe('very deep YAML', () => {
+  it('thousands of nested levels are reported as too deep, not as a syntax error or a crash', async () => {
+    const p = write('m.yaml', `jobs:\n  - id: a\n    model: alpha-image-2\n    input:\n      prompt: hi\n      x: ${'['.repeat(20000)}${']'.repeat(20000)}\n`);
+    const { problems } = await all(p);
+    expect(problems.length).toBeGreaterThan(0);
+    expect(problems.every((x) => x.endsWith('too deeply nested to read (values may be nested at most 64 levels)'))).toBe(true);
+  });
+});

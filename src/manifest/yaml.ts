@@ -9,7 +9,7 @@ import { nearest, type JobBuilder, type ManifestJob } from './job.js';
 import { headSchema, jobSchema } from './schema.js';
 import { splitJobs } from './yaml-split.js';
 import { readTable } from './table.js';
-import { cleanValue, type ValueProblem } from './safe.js';
+import { MAX_DEPTH, cleanValue, type ValueProblem } from './safe.js';
 import { ABSENT, deepMerge, fill, isPlainObject, templateNames, type Vars } from './template.js';
 
 /**
@@ -168,7 +168,9 @@ function parseChunk(text: string, line: number, name: string): { loc: Loc; error
 }
 
 function syntaxProblems(doc: Document, lineAt: (offset: number) => string): Problem[] {
-  return doc.errors.map((e) => ({ job: null, where: lineAt(e.pos[0]), path: '', message: `YAML syntax: ${e.message.split('\n')[0]?.replace(/ at line \d+, column \d+:?$/, '')}` }));
+  // The yaml library reports its own stack overflow (thousands of nested levels) as an error at the deep node.
+  const text = (m: string) => (/Maximum call stack/i.test(m) ? `too deeply nested to read (values may be nested at most ${MAX_DEPTH} levels)` : `YAML syntax: ${m.split('\n')[0]?.replace(/ at line \d+, column \d+:?$/, '')}`);
+  return doc.errors.map((e) => ({ job: null, where: lineAt(e.pos[0]), path: '', message: text(e.message) }));
 }
 
 function toJs(doc: Document, where: string, problems: Problem[]): unknown {
