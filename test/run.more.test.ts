@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
+import { mixedManifest } from './helpers/mixed-manifest.js';
 import { tempDir } from './helpers/tmp.js';
 import { checkFiles, integrity, readJobs } from './helpers/verify.js';
 
@@ -223,6 +224,18 @@ describe('genbatch run: more cases', () => {
     const rest = await runCli([...baseArgs(manifest, w.out), '--yes'], env);
     expect(rest.code).toBe(0);
     expect(readJobs(w.state).every((j) => j.state === 'done')).toBe(true);
+  });
+
+  it('without faults, 12 distinct local images on 24 jobs: every upload accepted at the first try, no 429 (limiter window, not retries)', async () => {
+    const w = work();
+    const { path: manifest } = mixedManifest(w.dir, 'lim', 120, 12); // 24 edit jobs over 12 distinct PNGs, plus other kinds
+    const s0 = sb.stats();
+    const r = await runCli([...baseArgs(manifest, w.out), '--yes', '--concurrency', '8'], env);
+    expect(r.code).toBe(0);
+    const s1 = sb.stats();
+    expect(s1.uploads.accepted - s0.uploads.accepted).toBe(12);
+    expect(s1.uploads.refused - s0.uploads.refused).toBe(0);
+    expect((s1.requests.upload ?? 0) - (s0.requests.upload ?? 0)).toBe(12);
   });
 
   it('a job added to the manifest is run on the rerun; finished jobs are not sent again', async () => {
