@@ -8,7 +8,8 @@ import { writeFileAtomic } from './atomic.js';
 import { fileTotals } from './format.js';
 import type { ReportData, ReportJob } from './types.js';
 
-export const CSV_COLUMNS = ['id', 'model', 'where', 'state', 'task_id', 'attempts', 'estimated_credits', 'files', 'bytes', 'error'] as const;
+/** input_tokens and output_tokens (chat jobs; empty for others) come last, so the earlier columns keep their places. */
+export const CSV_COLUMNS = ['id', 'model', 'where', 'state', 'task_id', 'attempts', 'estimated_credits', 'files', 'bytes', 'error', 'input_tokens', 'output_tokens'] as const;
 
 export function csvField(value: string | number | null): string {
   if (value === null) return '';
@@ -18,7 +19,7 @@ export function csvField(value: string | number | null): string {
 
 export function csvRow(job: ReportJob): string {
   const t = fileTotals(job.files);
-  const cells = [job.id, job.model, job.where, job.state, job.task_id, job.attempts, job.estimated_credits, t.count, t.bytes, job.error];
+  const cells = [job.id, job.model, job.where, job.state, job.task_id, job.attempts, job.estimated_credits, t.count, t.bytes, job.error, job.usage?.input_tokens ?? null, job.usage?.output_tokens ?? null];
   return `${cells.map(csvField).join(',')}\r\n`;
 }
 

@@ -113,3 +113,10 @@ export function fileTotals(files: ReadonlyArray<{ size: number }>): { count: num
   for (const f of files) bytes += f.size;
   return { count: files.length, bytes };
 }
+
+/** The chat summary in one line, e.g. "4 chat jobs (4 done), 1 repeated call, 120 input and 48 output tokens"; null without chat jobs. */
+export function chatLine(chat: { jobs: number; done: number; repeated_calls: number; input_tokens: number; output_tokens: number } | undefined): string | null {
+  if (!chat) return null;
+  const calls = `${chat.repeated_calls} repeated call${chat.repeated_calls === 1 ? '' : 's'} (a call cut short by a crash or a retry is made again)`;
+  return `${chat.jobs} chat job${chat.jobs === 1 ? '' : 's'} (${chat.done} done), ${calls}, ${chat.input_tokens} input and ${chat.output_tokens} output tokens`;
+}

@@ -11,7 +11,7 @@
  * and `problemLimit` problems are kept, the rest are counted in a note.
  */
 import { writeFileAtomic } from './atomic.js';
-import { PROBLEM_STATES, creditsLine, fileTotals, formatBytes, formatDuration, orderedCounts, redactUrl, totalJobs } from './format.js';
+import { PROBLEM_STATES, chatLine, creditsLine, fileTotals, formatBytes, formatDuration, orderedCounts, redactUrl, totalJobs } from './format.js';
 import type { ReportData, ReportFile, ReportJob } from './types.js';
 
 export interface HtmlOptions {
@@ -173,6 +173,7 @@ export async function writeHtmlReport(path: string, data: ReportData, options: H
         row('Service', `${escapeHtml(redactUrl(s.base_url))}${s.sandbox ? ' (sandbox)' : ''}`) +
         row('Time', `${escapeHtml(s.started_at)} to ${escapeHtml(s.finished_at)} (${formatDuration(s.wall_seconds)})`) +
         row('Credits', escapeHtml(creditsLine(s))) +
+        (s.chat ? row('Chat', escapeHtml(chatLine(s.chat) ?? '')) : '') +
         row('Files', `${files} (${formatBytes(bytes)})`) +
         `</dl>\n<ul class="counts"><li><span class="badge">jobs: ${totalJobs(s.counts)}</span></li>${counts}</ul>\n`,
     );

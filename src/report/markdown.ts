@@ -6,7 +6,7 @@
  * interpreted by a renderer.
  */
 import { writeFileAtomic } from './atomic.js';
-import { PROBLEM_STATES, creditsLine, fileTotals, formatBytes, formatCredits, formatDuration, oneLine, orderedCounts, redactUrl, totalJobs } from './format.js';
+import { PROBLEM_STATES, chatLine, creditsLine, fileTotals, formatBytes, formatCredits, formatDuration, oneLine, orderedCounts, redactUrl, totalJobs } from './format.js';
 import type { ReportData, ReportJob } from './types.js';
 
 /** Longest error text kept per job in report.md and report.html. */
@@ -82,6 +82,11 @@ export async function writeMarkdownReport(path: string, data: ReportData, listLi
   out.push(`- Balance before: ${bal(c.balance_before)}, after: ${bal(c.balance_after)}, charged: ${bal(c.charged)}\n`);
   if (c.user_prices) out.push('- Some prices were supplied by the user (--prices or the manifest), not by the catalogue.\n');
   out.push(`\nIn one line: ${creditsLine(s)}.\n`);
+  const chat = chatLine(s.chat);
+  if (chat !== null && s.chat) {
+    out.push('\n## Chat\n\n| Chat jobs | Done | Repeated calls | Input tokens | Output tokens |\n| ---: | ---: | ---: | ---: | ---: |\n');
+    out.push(`| ${s.chat.jobs} | ${s.chat.done} | ${s.chat.repeated_calls} | ${s.chat.input_tokens} | ${s.chat.output_tokens} |\n\nIn one line: ${chat}.\n`);
+  }
 
   for (const state of PROBLEM_STATES) {
     const list = problems.get(state);
