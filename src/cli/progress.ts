@@ -1,6 +1,7 @@
 import cliProgress from 'cli-progress';
 import type { EngineEvent, EventBus } from '../engine/index.js';
 import type { JobState } from '../store/index.js';
+import { formatCredits } from '../report/format.js';
 
 /**
  * Shows a run's events. `--json`: one NDJSON line per event on stdout.
@@ -113,7 +114,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
       case 'estimate':
         credits = e.pending_credits;
         out.write(
-          `genbatch: estimate ${e.pending_credits} credits for the jobs left${e.unknown_price_jobs.length ? ` (+${e.unknown_price_jobs.length} job(s) of unknown price)` : ''}${e.balance !== null ? `; balance ${e.balance}` : ''}\n`,
+          `genbatch: estimate ${formatCredits(e.pending_credits)} credits for the jobs left${e.unknown_price_jobs.length ? ` (+${e.unknown_price_jobs.length} job(s) of unknown price)` : ''}${e.unknown_count_jobs?.length ? ` (+${e.unknown_count_jobs.length} for_each job(s) of unknown count: fan-out decided at run time)` : ''}${e.balance !== null ? `; balance ${formatCredits(e.balance)}` : ''}\n`,
         );
         balance = e.balance;
         if (o.tty && counts && counts.pending > 0) {

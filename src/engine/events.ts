@@ -18,6 +18,8 @@ export type EngineEvent =
       /** Known credits of every job of the manifest. */
       total_credits: number;
       unknown_price_jobs: string[];
+      /** for_each jobs whose children have a price but whose count is decided at run time. */
+      unknown_count_jobs?: string[];
       balance: number | null;
     }
   | { type: 'upload'; file: string; sha256: string; url: string; reused: boolean }

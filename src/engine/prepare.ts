@@ -171,9 +171,12 @@ export function checkLimits(store: Store, c: BudgetLimits): void {
     throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds the manifest budget of ${fmt(c.budget)}`);
   }
   if (pending.unknown > 0 && !c.yes) {
-    const unknown = unknownPriceJobs(store, 10);
-    const list = unknown.join(', ') + (pending.unknown > unknown.length ? `, and ${pending.unknown - unknown.length} more` : '');
-    throw new BudgetError(`${pending.unknown} job(s) have no known price (${list}); the contract gives no price for their model. Pass --yes to run them anyway, or give prices with --prices`);
+    const u = unknownJobs(store, 10);
+    const list = (ids: string[], n: number) => ids.join(', ') + (n > ids.length ? `, and ${n - ids.length} more` : '');
+    const parts: string[] = [];
+    if (u.priceCount > 0) parts.push(`${u.priceCount} job(s) have no known price (${list(u.price, u.priceCount)}); the contract gives no price for their model: give prices with --prices`);
+    if (u.countCount > 0) parts.push(`${u.countCount} for_each job(s) have an unknown count (fan-out decided at run time: ${list(u.count, u.countCount)}); their children are checked against --max-credits and the budget when they are made`);
+    throw new BudgetError(`${parts.join('; ')}. Pass --yes to run them anyway`);
   }
 }
 
@@ -181,19 +184,37 @@ export function checkLimits(store: Store, c: BudgetLimits): void {
 export function checkBalance(store: Store, balance: number | null, emit: (e: EngineEvent) => void): void {
   const pending = store.pendingEstimate();
   const total = store.estimate();
-  emit({ type: 'estimate', pending_credits: pending.known, total_credits: total.known, unknown_price_jobs: unknownPriceJobs(store, 1000), balance });
+  const u = unknownJobs(store, 1000);
+  emit({ type: 'estimate', pending_credits: round6(pending.known), total_credits: round6(total.known), unknown_price_jobs: u.price, unknown_count_jobs: u.count, balance });
   if (balance !== null && pending.known > balance) {
     throw new BudgetError(`the known estimate of ${fmt(pending.known)} credits for the jobs left to run exceeds the balance of ${fmt(balance)} credits`);
   }
 }
 
-function unknownPriceJobs(store: Store, max: number): string[] {
-  const out: string[] = [];
+/**
+ * Pending jobs without a known estimate, apart: `price` (no price for the model)
+ * and `count` (for_each jobs whose children are priced but counted only at run time).
+ * At most `max` ids of each; the counts are complete.
+ */
+function unknownJobs(store: Store, max: number): { price: string[]; count: string[]; priceCount: number; countCount: number } {
+  const out = { price: [] as string[], count: [] as string[], priceCount: 0, countCount: 0 };
   for (const row of store.jobsIn('pending')) {
-    if (row.estimated_credits === null) out.push(row.id);
-    if (out.length >= max) break;
+    if (row.estimated_credits !== null) continue;
+    const fe = row.kind === 'fanout' ? (JSON.parse(row.spec) as StoredSpec).forEach : undefined;
+    if (fe && fe.childCredits !== null) {
+      out.countCount++;
+      if (out.count.length < max) out.count.push(row.id);
+    } else {
+      out.priceCount++;
+      if (out.price.length < max) out.price.push(row.id);
+    }
   }
   return out;
+}
+
+/** Sums of stored estimates without binary noise (0.2 x 3 is 0.6, not 0.6000000000000001). */
+function round6(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
 }
 
 const fmt = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(2));

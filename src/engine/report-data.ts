@@ -12,7 +12,8 @@ export function buildReportData(store: Store, wallSeconds: number | null = null)
   const est = store.estimate();
   const started = run.started_at ?? new Date().toISOString();
   const finished = run.finished_at ?? new Date().toISOString();
-  const charged = run.balance_before !== null && run.balance_after !== null ? run.balance_before - run.balance_after : null;
+  // Rounded to 6 decimals: a difference of two balances carries binary noise (0.013999999966472387).
+  const charged = run.balance_before !== null && run.balance_after !== null ? round6(run.balance_before - run.balance_after) : null;
   const chat = chatSummary(store);
   return {
     summary: {
@@ -25,7 +26,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null)
       wall_seconds: wallSeconds ?? Math.max(0, (Date.parse(finished) - Date.parse(started)) / 1000),
       counts,
       credits: {
-        estimated_known: est.known,
+        estimated_known: round6(est.known),
         unknown_price_jobs: est.unknown,
         balance_before: run.balance_before,
         balance_after: run.balance_after,
@@ -79,4 +80,8 @@ function fillTexts(row: SummaryRow, result: string | null, texts: Record<string,
     // A result that no longer parses leaves the text out; the file on disk still holds it.
   }
   for (const k of Object.keys(texts)) if (texts[k] === '') delete texts[k];
+}
+
+function round6(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
 }

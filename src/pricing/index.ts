@@ -27,6 +27,8 @@ export interface JobPrice {
   /** How the number was reached, or why it is unknown. */
   basis: string;
   source: PriceSource;
+  /** A for_each job whose children have a price but whose count is decided at run time (credits null). */
+  unknownCount?: boolean;
 }
 
 /** Model id -> credits. */
@@ -113,7 +115,7 @@ export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fa
   if (job.fanout) {
     const one = priceJob({ model: job.model, kind: job.kind, input: job.input }, userPrices);
     if (one.credits === null) return { ...one, basis: `${one.basis}; for_each: ${job.fanout.basis}` };
-    if (job.fanout.count === null) return { credits: null, basis: `for_each: ${job.fanout.basis} (${one.credits} credits each)`, source: 'unknown' };
+    if (job.fanout.count === null) return { credits: null, basis: `for_each: ${job.fanout.basis} (${one.credits} credits each)`, source: 'unknown', unknownCount: true };
     return { credits: round(one.credits * job.fanout.count), basis: `for_each: ${job.fanout.basis}, ${one.basis} each`, source: one.source };
   }
   const spec = job.kind === 'submit' ? findModel(job.model) : undefined;
@@ -144,6 +146,8 @@ export interface ModelTotal {
   known_jobs: number;
   /** Jobs of this model whose price is unknown (not in credits). */
   unknown_jobs: number;
+  /** Of unknown_jobs: for_each jobs whose children have a price but an unknown count. */
+  unknown_count_jobs: number;
   /** Jobs priced from user-supplied prices. */
   user_jobs: number;
 }
@@ -154,6 +158,8 @@ export interface JobEstimate {
   credits: number | null;
   source: PriceSource;
   basis: string;
+  /** for_each jobs only: the number of children when documented before the parent runs, null when decided at run time. */
+  children?: number | null;
 }
 
 export interface Estimate {
@@ -162,8 +168,10 @@ export interface Estimate {
   total_credits: number;
   /** Part of total_credits that comes from user-supplied prices. */
   user_supplied_credits: number;
-  /** Ids of the valid jobs whose price is unknown. */
+  /** Ids of the valid jobs whose price is unknown (not for_each jobs of unknown count). */
   unknown_price_jobs: string[];
+  /** Ids of for_each jobs whose children have a price but an unknown count (fan-out decided at run time). */
+  unknown_count_jobs: string[];
   per_model: Record<string, ModelTotal>;
   /** Per-job prices in order when `keepJobs` is set (else null; memory stays bounded by the model count). */
   jobs: JobEstimate[] | null;
@@ -186,6 +194,7 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
     total_credits: 0,
     user_supplied_credits: 0,
     unknown_price_jobs: [],
+    unknown_count_jobs: [],
     per_model: {},
     jobs: opts.keepJobs ? [] : null,
     problems: [],
@@ -200,11 +209,12 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
       continue;
     }
     const price = priceJob(job, userPrices);
-    const m = (out.per_model[job.model] ??= { jobs: 0, credits: null, known_jobs: 0, unknown_jobs: 0, user_jobs: 0 });
+    const m = (out.per_model[job.model] ??= { jobs: 0, credits: null, known_jobs: 0, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 0 });
     m.jobs++;
     if (price.credits === null) {
       m.unknown_jobs++;
-      out.unknown_price_jobs.push(job.id);
+      (price.unknownCount ? out.unknown_count_jobs : out.unknown_price_jobs).push(job.id);
+      if (price.unknownCount) m.unknown_count_jobs++;
     } else {
       m.known_jobs++;
       m.credits = (m.credits ?? 0) + price.credits;
@@ -215,6 +225,7 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
       }
     }
     const row: JobEstimate = { id: job.id, model: job.model, credits: price.credits, source: price.source, basis: price.basis };
+    if (job.fanout) row.children = job.fanout.count;
     out.jobs?.push(row);
     opts.onJob?.(row);
   }

@@ -68,6 +68,7 @@ export default async function estimateCommand(manifestPath: string, opts: Option
       JSON.stringify({
         total_credits: est.total_credits,
         unknown_price_jobs: est.unknown_price_jobs,
+        unknown_count_jobs: est.unknown_count_jobs,
         balance,
         affordable: balance === null ? null : !overBalance,
         budget: manifest.budget,
@@ -77,7 +78,7 @@ export default async function estimateCommand(manifestPath: string, opts: Option
         user_prices_unknown_models: unknownModels,
         jobs_count: est.jobs_count,
         per_model: est.per_model,
-        jobs: (est.jobs ?? []).map((j) => ({ id: j.id, model: j.model, credits: j.credits, source: j.source, basis: j.basis })),
+        jobs: (est.jobs ?? []).map((j) => ({ id: j.id, model: j.model, credits: j.credits, source: j.source, basis: j.basis, ...(j.children !== undefined ? { children: j.children } : {}) })),
       }) + '\n',
     );
   } else {
@@ -105,7 +106,8 @@ function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance:
   for (const [m, t] of models) {
     const notes: string[] = [];
     if (t.user_jobs > 0) notes.push(`${t.user_jobs === t.jobs ? 'all' : t.user_jobs} at user-supplied prices`);
-    if (t.unknown_jobs > 0) notes.push(`${t.unknown_jobs} with unknown price, not counted`);
+    if (t.unknown_jobs > t.unknown_count_jobs) notes.push(`${t.unknown_jobs - t.unknown_count_jobs} with unknown price, not counted`);
+    if (t.unknown_count_jobs > 0) notes.push(`${t.unknown_count_jobs} for_each with unknown count, not counted`);
     const credits = t.unknown_jobs === t.jobs ? 'unknown' : String(t.credits);
     out.push(`${m.padEnd(mW)}  ${String(t.jobs).padStart(7)}  ${credits.padStart(10)}${notes.length > 0 ? `  (${notes.join('; ')})` : ''}`);
   }
@@ -116,13 +118,18 @@ function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance:
     const more = est.unknown_price_jobs.length > UNKNOWN_IDS_SHOWN ? `, and ${est.unknown_price_jobs.length - UNKNOWN_IDS_SHOWN} more` : '';
     out.push(`unknown price (not counted in the total; give prices with --prices FILE or a pricing: block): ${plural(est.unknown_price_jobs.length, 'job')}: ${ids}${more}`);
   }
+  if (est.unknown_count_jobs.length > 0) {
+    const ids = est.unknown_count_jobs.slice(0, UNKNOWN_IDS_SHOWN).join(', ');
+    const more = est.unknown_count_jobs.length > UNKNOWN_IDS_SHOWN ? `, and ${est.unknown_count_jobs.length - UNKNOWN_IDS_SHOWN} more` : '';
+    out.push(`unknown count (fan-out decided at run time; each child has a price, not counted in the total; run checks the children against --max-credits and the budget when they are made): ${plural(est.unknown_count_jobs.length, 'for_each job')}: ${ids}${more}`);
+  }
   for (const m of unusedUserPrices) out.push(`note: the user-supplied price for ${m} is not used: the contract prices these jobs`);
   const userPart = est.user_supplied_credits > 0 ? ` (${est.user_supplied_credits} of them from user-supplied prices)` : '';
-  const known = est.jobs_count - est.unknown_price_jobs.length;
+  const known = est.jobs_count - est.unknown_price_jobs.length - est.unknown_count_jobs.length;
   out.push(`total: ${est.total_credits} credits${userPart} for ${plural(known, 'job')} with a known price`);
   if (balance === null) out.push('balance: not checked (--offline)');
   else {
-    const caveat = est.unknown_price_jobs.length > 0 ? ' for the known part' : '';
+    const caveat = est.unknown_price_jobs.length + est.unknown_count_jobs.length > 0 ? ' for the known part' : '';
     out.push(est.total_credits > balance ? `balance: ${balance} credits: NOT affordable, ${round(est.total_credits - balance)} credits short` : `balance: ${balance} credits: affordable${caveat}`);
   }
   if (budget !== null) {
