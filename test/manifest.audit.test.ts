@@ -102,12 +102,23 @@ describe('big matrices', () => {
     const p = write('m.yaml', `jobs:\n  - id: "j{{a}}{{b}}{{c}}{{d}}{{e}}{{f}}{{g}}"\n    model: alpha-image-2\n    input: {prompt: "x {{a}}"}\n    matrix:\n${keys.map((k) => `      ${k}: ${tenValues}`).join('\n')}\n`);
     const m = await openManifest(p);
     const ids: string[] = [];
+    const heapBefore = process.memoryUsage().heapUsed;
     for await (const j of m.jobs()) {
       expect(j.problems).toEqual([]);
       ids.push(j.id);
       if (ids.length === 3) break;
     }
     expect(ids).toEqual(['j0000000', 'j0000001', 'j0000002']);
+    // Building every combination up front holds gigabytes here.
+    expect(process.memoryUsage().heapUsed - heapBefore).toBeLessThan(256 * 1024 * 1024);
+  });
+
+  it('product() is a generator: the first of 10^9 combinations comes without building the rest', async () => {
+    const { product } = await import('../src/manifest/yaml.js');
+    const matrix = Object.fromEntries('abcdefghi'.split('').map((k) => [k, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]));
+    const it = product(matrix);
+    expect(it.next().value).toEqual('abcdefghi'.split('').map((k) => [k, 0]));
+    expect(it.next().value?.[8]).toEqual(['i', 1]);
   });
 
   it('more than 10,000,000 combinations in one entry is a problem', async () => {
