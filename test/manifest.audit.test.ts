@@ -114,7 +114,7 @@ describe('big matrices', () => {
   });
 
   it('product() is a generator: the first of 10^9 combinations comes without building the rest', async () => {
-    const { product } = await import('../src/manifest/yaml.js');
+    const { product } = await import('../src/manifest/matrix.js');
     const matrix = Object.fromEntries('abcdefghi'.split('').map((k) => [k, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]));
     const it = product(matrix);
     expect(it.next().value).toEqual('abcdefghi'.split('').map((k) => [k, 0]));

@@ -10,6 +10,7 @@ import { headSchema, jobSchema } from './schema.js';
 import { splitJobs } from './yaml-split.js';
 import { readTable } from './table.js';
 import { MAX_DEPTH, cleanValue, type ValueProblem } from './safe.js';
+import { MAX_COMBINATIONS, product } from './matrix.js';
 import { ABSENT, deepMerge, fill, isPlainObject, templateNames, type Vars } from './template.js';
 
 /**
@@ -351,26 +352,6 @@ function orUndefined(v: unknown): unknown {
 function short(v: unknown): string {
   const s = typeof v === 'string' ? v : JSON.stringify(v);
   return s.length > 24 ? `${s.slice(0, 21)}...` : s;
-}
-
-/** Most matrix combinations one entry may make (each becomes a job). */
-export const MAX_COMBINATIONS = 10_000_000;
-
-/**
- * Every combination of the matrix values, one at a time (an odometer: the
- * last key turns fastest, the first key varies slowest); none is built ahead.
- */
-export function* product(matrix: Record<string, unknown[]>): Generator<Array<[string, unknown]>> {
-  const keys = Object.keys(matrix);
-  const lists = keys.map((k) => matrix[k] ?? []);
-  if (lists.some((l) => l.length === 0)) return;
-  const at = keys.map(() => 0);
-  for (;;) {
-    yield keys.map((k, i): [string, unknown] => [k, lists[i]?.[at[i] ?? 0]]);
-    let i = keys.length - 1;
-    while (i >= 0 && (at[i] = (at[i] ?? 0) + 1) === lists[i]?.length) at[i--] = 0;
-    if (i < 0) return;
-  }
 }
 
 /** The dotted path of the first field whose text uses {{name}}. */
