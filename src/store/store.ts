@@ -2,21 +2,24 @@ import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { StateError, TransitionError } from '../errors.js';
+import { nowIso } from './clock.js';
+import * as files from './files.js';
 import { GraphLinks } from './graph.js';
 import { Lease, type LeaseOptions } from './lease.js';
+import * as reads from './reads.js';
 import { openDatabase } from './schema.js';
+import { syncJob, type SyncHost } from './sync.js';
 import { WalSync } from './wal-sync.js';
-import { FINAL_STATES, JOB_STATES, TRANSITIONS, type JobState } from './states.js';
-import { PATCH_COLUMNS, type FileRow, type JobInput, type JobPatch, type JobRow, type KnownJob, type RunRow, type SummaryRow, type SyncResult } from './types.js';
+import { JOB_STATES, TRANSITIONS, type JobState } from './states.js';
+import { PATCH_COLUMNS, type FileRow, type JobInput, type JobPatch, type JobRow, type RunRow, type SummaryRow, type SyncResult } from './types.js';
 
 export type { FileRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult } from './types.js';
+export { nowIso } from './clock.js';
 
 /**
  * The state file: runs, jobs, files, uploads and the writer lease.
  * A job's state changes only through transition(). The API key is never stored.
  */
-
-export const nowIso = (): string => new Date().toISOString();
 
 export class Store {
   readonly db: Database.Database;
@@ -27,12 +30,16 @@ export class Store {
   private seq = 0;
   private wal: WalSync | null | undefined;
   private readonly stmts = new Map<string, Database.Statement>();
+  /** stmt() for the query modules (reads.ts, files.ts, sync.ts). */
+  private readonly cached: reads.Prepare = (sql) => this.stmt(sql);
   /** During a sync: the ids the manifest named. */
   private seen: Set<string> | null = null;
   private syncMoves: Array<{ id: string; from: JobState; to: JobState; error: string | null }> = [];
   private replacedResults: string[] = [];
   /** The job graph: links, readiness, skipping descendants, for_each children (src/store/graph.ts). */
   readonly graph: GraphLinks;
+  /** Context for a manifest sync of one job (src/store/sync.ts). */
+  private readonly syncHost: SyncHost;
 
   private constructor(db: Database.Database, path: string) {
     this.db = db;
@@ -45,6 +52,14 @@ export class Store {
       stmt: (sql) => this.stmt(sql),
       move: (id, from, to, patch) => this.guardedMove(id, from, to, patch),
     });
+    this.syncHost = {
+      stmt: this.cached,
+      runId: () => this.runId,
+      generation: () => this.generation,
+      nextSeq: () => ++this.seq,
+      move: (id, from, to, patch) => this.syncMove(id, from, to, patch),
+      rerunDescendants: (id) => this.graph.rerunDescendants(id),
+    };
   }
 
   /** Open (creating when needed) a state file for writing and take its lease. */
@@ -205,63 +220,7 @@ export class Store {
    */
   syncJob(job: JobInput): SyncResult {
     this.seen?.add(job.id);
-    const row = this.stmt('SELECT state, spec_hash, "where" AS w, estimated_credits AS c FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, job.id) as KnownJob | undefined;
-    if (row && row.spec_hash === job.specHash && row.state !== 'skipped' && row.w === job.where && row.c === job.estimatedCredits) return 'unchanged';
-    const now = nowIso();
-    if (!row) {
-      this.stmt(
-        'INSERT INTO jobs (run_id, id, seq, model, kind, "where", spec_hash, spec, state, created_at, updated_at, estimated_credits, generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-      ).run(this.runId, job.id, ++this.seq, job.model, job.kind, job.where, job.specHash, job.spec, 'pending', now, now, job.estimatedCredits, this.generation);
-      return 'new';
-    }
-    if (row.spec_hash === job.specHash) {
-      if (row.state === 'skipped') {
-        this.syncMove(job.id, 'skipped', 'pending', { where: job.where, estimated_credits: job.estimatedCredits, generation: this.generation });
-        return 'changed';
-      }
-      if (row.w !== job.where || row.c !== job.estimatedCredits) {
-        this.stmt('UPDATE jobs SET "where" = ?, estimated_credits = ? WHERE run_id = ? AND id = ?').run(job.where, job.estimatedCredits, this.runId, job.id);
-      }
-      return 'unchanged';
-    }
-    const finished = FINAL_STATES.includes(row.state);
-    if (finished || row.state === 'pending') {
-      const patch: JobPatch = {
-        spec_hash: job.specHash,
-        spec: job.spec,
-        model: job.model,
-        kind: job.kind,
-        where: job.where,
-        estimated_credits: job.estimatedCredits,
-        generation: this.generation,
-        task_id: null,
-        submitted_input: null,
-        submitted_at: null,
-        finished_at: null,
-        expires_at: null,
-        result: null,
-        last_error: null,
-      };
-      if (finished) {
-        this.syncMove(job.id, row.state, 'pending', patch);
-      } else {
-        // Still pending: it takes the new spec (no state change), guarded by the state it is in.
-        const sets = PATCH_COLUMNS.filter((c) => c in patch).map((c) => `"${c}" = ?`);
-        const res = this.stmt(`UPDATE jobs SET ${sets.join(', ')}, updated_at = ? WHERE run_id = ? AND id = ? AND state = 'pending'`).run(
-          ...PATCH_COLUMNS.filter((c) => c in patch).map((c) => patch[c] ?? null),
-          now,
-          this.runId,
-          job.id,
-        );
-        if (res.changes !== 1) throw new TransitionError(`job ${job.id}: expected state pending for a spec update`);
-      }
-      this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, job.id);
-      // Job graph: what was made from its old results is made again.
-      if (finished) this.graph.rerunDescendants(job.id);
-      return finished ? 'changed' : 'updated';
-    }
-    // In flight (submitting, submitted, downloading, uncertain): it finishes the spec it was sent with.
-    return 'unchanged';
+    return syncJob(this.syncHost, job);
   }
 
   /**
@@ -389,12 +348,11 @@ export class Store {
 
   /** The task result JSON last read for a job, or null. */
   resultOf(jobId: string): string | null {
-    const r = this.stmt('SELECT result FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as { result: string | null } | undefined;
-    return r?.result ?? null;
+    return reads.resultOf(this.cached, this.runId, jobId);
   }
 
   getJob(jobId: string): JobRow | undefined {
-    return this.stmt('SELECT * FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as JobRow | undefined;
+    return reads.getJob(this.cached, this.runId, jobId);
   }
 
   /**
@@ -402,103 +360,65 @@ export class Store {
    * manifest order: a job with graph parents is ready when every parent is done.
    */
   nextPending(afterSeq: number, limit: number): JobRow[] {
-    return this.stmt(
-      `SELECT * FROM jobs j WHERE run_id = ? AND state = 'pending' AND seq > ?
-         AND NOT EXISTS (SELECT 1 FROM job_links l JOIN jobs p ON p.run_id = l.run_id AND p.id = l.parent_id WHERE l.run_id = j.run_id AND l.job_id = j.id AND l.kind != 'child' AND p.state != 'done')
-       ORDER BY seq LIMIT ?`,
-    ).all(this.runId, afterSeq, limit) as JobRow[];
+    return reads.nextPending(this.cached, this.runId, afterSeq, limit);
   }
 
   /** Jobs in one state, in manifest order (iterated lazily). */
   *jobsIn(state: JobState): IterableIterator<JobRow> {
-    yield* this.db.prepare(`SELECT * FROM jobs WHERE run_id = ? AND state = ? ORDER BY seq`).iterate(this.runId, state) as IterableIterator<JobRow>;
+    yield* reads.jobsIn(this.db, this.runId, state);
   }
 
   /** Every job of the run, in manifest order. */
   *allJobs(): IterableIterator<JobRow> {
-    yield* this.db.prepare(`SELECT * FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).iterate(this.runId) as IterableIterator<JobRow>;
+    yield* reads.allJobs(this.db, this.runId);
   }
 
   /** Every job of the run, in manifest order, without the large spec and input columns (reports, status). */
   *summaryRows(): IterableIterator<SummaryRow> {
-    yield* this.db
-      .prepare(
-        `SELECT id, model, kind, "where", state, task_id, attempts, submitted_at, finished_at, last_error, estimated_credits FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`,
-      )
-      .iterate(this.runId) as IterableIterator<SummaryRow>;
+    yield* reads.summaryRows(this.db, this.runId);
   }
 
   counts(): Record<JobState, number> {
-    const out = { pending: 0, submitting: 0, submitted: 0, downloading: 0, done: 0, failed: 0, uncertain: 0, expired: 0, skipped: 0, exists: 0 } as Record<JobState, number>;
-    for (const r of this.stmt('SELECT state, COUNT(*) AS n FROM jobs WHERE run_id = ? GROUP BY state').all(this.runId) as { state: JobState; n: number }[]) out[r.state] = r.n;
-    return out;
+    return reads.counts(this.cached, this.runId);
   }
 
   estimate(): { known: number; unknown: number } {
-    const r = this.stmt(
-      `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done')`,
-    ).get(this.runId) as { known: number; unknown: number | null };
-    return { known: r.known, unknown: r.unknown ?? 0 };
+    return reads.estimate(this.cached, this.runId);
   }
 
   /** Pending jobs whose manifest entry names its own callback_url. */
   pendingWithOwnCallback(): number {
-    const r = this.stmt(`SELECT COUNT(*) AS n FROM jobs WHERE run_id = ? AND state = 'pending' AND json_extract(spec, '$.callback_url') IS NOT NULL`).get(this.runId) as { n: number };
-    return r.n;
+    return reads.pendingWithOwnCallback(this.cached, this.runId);
   }
 
   /** Estimate of the work this run will submit (pending jobs only). */
   pendingEstimate(): { known: number; unknown: number } {
-    const r = this.stmt(
-      `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state = 'pending'`,
-    ).get(this.runId) as { known: number; unknown: number | null };
-    return { known: r.known, unknown: r.unknown ?? 0 };
+    return reads.pendingEstimate(this.cached, this.runId);
   }
 
   // ---- files ----
 
-  addFiles(jobId: string, files: Omit<FileRow, 'job_id' | 'path' | 'size' | 'sha256' | 'state'>[]): void {
-    const ins = this.stmt(
-      'INSERT OR REPLACE INTO files (run_id, job_id, idx, name, url, type, content_type, expected_size, expires_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-    );
-    for (const f of files) ins.run(this.runId, jobId, f.idx, f.name, f.url, f.type, f.content_type, f.expected_size, f.expires_at, 'pending');
+  addFiles(jobId: string, rows: Omit<FileRow, 'job_id' | 'path' | 'size' | 'sha256' | 'state'>[]): void {
+    files.addFiles(this.cached, this.runId, jobId, rows);
   }
 
   fileDone(jobId: string, idx: number, got: { path: string; size: number; sha256: string; content_type: string | null }): void {
-    this.stmt(`UPDATE files SET path = ?, size = ?, sha256 = ?, content_type = COALESCE(?, content_type), state = 'done' WHERE run_id = ? AND job_id = ? AND idx = ?`).run(
-      got.path,
-      got.size,
-      got.sha256,
-      got.content_type,
-      this.runId,
-      jobId,
-      idx,
-    );
+    files.fileDone(this.cached, this.runId, jobId, idx, got);
   }
 
   filesOf(jobId: string): FileRow[] {
-    return this.stmt('SELECT job_id, idx, name, url, type, content_type, expected_size, path, size, sha256, expires_at, state FROM files WHERE run_id = ? AND job_id = ? ORDER BY idx').all(
-      this.runId,
-      jobId,
-    ) as FileRow[];
+    return files.filesOf(this.cached, this.runId, jobId);
   }
 
   // ---- uploads (shared by every run in this file) ----
 
   /** A previous upload of this content to this service (base URL) still younger than maxAgeMs. */
   findUpload(baseUrl: string, sha256: string, maxAgeMs: number): string | null {
-    const r = this.stmt('SELECT file_url, uploaded_at FROM uploads WHERE base_url = ? AND sha256 = ?').get(baseUrl, sha256) as { file_url: string; uploaded_at: number } | undefined;
-    if (!r || Date.now() - r.uploaded_at > maxAgeMs) return null;
-    return r.file_url;
+    return files.findUpload(this.cached, baseUrl, sha256, maxAgeMs);
   }
 
   recordUpload(baseUrl: string, sha256: string, fileUrl: string): void {
-    this.stmt('INSERT INTO uploads (base_url, sha256, file_url, uploaded_at) VALUES (?, ?, ?, ?) ON CONFLICT(base_url, sha256) DO UPDATE SET file_url = excluded.file_url, uploaded_at = excluded.uploaded_at').run(
-      baseUrl,
-      sha256,
-      fileUrl,
-      Date.now(),
-    );
+    files.recordUpload(this.cached, baseUrl, sha256, fileUrl);
   }
 
   // ---- small named values (meta table) ----

@@ -1,0 +1,87 @@
+import { TransitionError } from '../errors.js';
+import { nowIso } from './clock.js';
+import type { Prepare } from './reads.js';
+import { FINAL_STATES, type JobState } from './states.js';
+import { PATCH_COLUMNS, type JobInput, type JobPatch, type KnownJob, type SyncResult } from './types.js';
+
+/**
+ * One manifest job recorded in the state file (Store.syncJob); the Store
+ * holds the sync transaction and the set of ids seen.
+ */
+
+export interface SyncHost {
+  stmt: Prepare;
+  runId(): number;
+  generation(): number;
+  nextSeq(): number;
+  /** A state change through transition(), recorded for the engine's events. */
+  move(jobId: string, from: JobState, to: JobState, patch: JobPatch): void;
+  /** Job graph: what was made from a job's old results is made again. */
+  rerunDescendants(jobId: string): void;
+}
+
+/**
+ * Record one manifest job. New: pending. Same spec: untouched. Changed spec:
+ * a finished job goes back to pending with the new spec; a pending one takes
+ * the new spec; one in flight keeps running the spec it was sent with.
+ */
+export function syncJob(h: SyncHost, job: JobInput): SyncResult {
+  const runId = h.runId();
+  const row = h.stmt('SELECT state, spec_hash, "where" AS w, estimated_credits AS c FROM jobs WHERE run_id = ? AND id = ?').get(runId, job.id) as KnownJob | undefined;
+  if (row && row.spec_hash === job.specHash && row.state !== 'skipped' && row.w === job.where && row.c === job.estimatedCredits) return 'unchanged';
+  const now = nowIso();
+  if (!row) {
+    h.stmt(
+      'INSERT INTO jobs (run_id, id, seq, model, kind, "where", spec_hash, spec, state, created_at, updated_at, estimated_credits, generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    ).run(runId, job.id, h.nextSeq(), job.model, job.kind, job.where, job.specHash, job.spec, 'pending', now, now, job.estimatedCredits, h.generation());
+    return 'new';
+  }
+  if (row.spec_hash === job.specHash) {
+    if (row.state === 'skipped') {
+      h.move(job.id, 'skipped', 'pending', { where: job.where, estimated_credits: job.estimatedCredits, generation: h.generation() });
+      return 'changed';
+    }
+    if (row.w !== job.where || row.c !== job.estimatedCredits) {
+      h.stmt('UPDATE jobs SET "where" = ?, estimated_credits = ? WHERE run_id = ? AND id = ?').run(job.where, job.estimatedCredits, runId, job.id);
+    }
+    return 'unchanged';
+  }
+  const finished = FINAL_STATES.includes(row.state);
+  if (finished || row.state === 'pending') {
+    const patch: JobPatch = {
+      spec_hash: job.specHash,
+      spec: job.spec,
+      model: job.model,
+      kind: job.kind,
+      where: job.where,
+      estimated_credits: job.estimatedCredits,
+      generation: h.generation(),
+      task_id: null,
+      submitted_input: null,
+      submitted_at: null,
+      finished_at: null,
+      expires_at: null,
+      result: null,
+      last_error: null,
+    };
+    if (finished) {
+      h.move(job.id, row.state, 'pending', patch);
+    } else {
+      // Still pending: it takes the new spec (no state change), guarded by the state it is in.
+      const sets = PATCH_COLUMNS.filter((c) => c in patch).map((c) => `"${c}" = ?`);
+      const res = h.stmt(`UPDATE jobs SET ${sets.join(', ')}, updated_at = ? WHERE run_id = ? AND id = ? AND state = 'pending'`).run(
+        ...PATCH_COLUMNS.filter((c) => c in patch).map((c) => patch[c] ?? null),
+        now,
+        runId,
+        job.id,
+      );
+      if (res.changes !== 1) throw new TransitionError(`job ${job.id}: expected state pending for a spec update`);
+    }
+    h.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(runId, job.id);
+    // Job graph: what was made from its old results is made again.
+    if (finished) h.rerunDescendants(job.id);
+    return finished ? 'changed' : 'updated';
+  }
+  // In flight (submitting, submitted, downloading, uncertain): it finishes the spec it was sent with.
+  return 'unchanged';
+}
