@@ -1,0 +1,46 @@
+import { LineCounter, parseDocument } from 'yaml';
+import type { Problem } from '../errors.js';
+import { syntaxProblems, toJs, type Loc } from './yaml-loc.js';
+
+/**
+ * The items of a split YAML manifest (yaml-split.ts) read back as job
+ * entries, a batch of items per parse.
+ */
+
+export interface RawEntry {
+  js: unknown;
+  loc: Loc;
+  index: number;
+  /** Syntax problems of this entry (it is then skipped). */
+  errors: Problem[];
+}
+
+/** Items of a split file parsed together: bounded memory, without a parser per item. */
+const BATCH_ITEMS = 200;
+
+/** The items of a split file, parsed a batch at a time; a batch with a syntax error is parsed item by item. */
+export function* chunkEntries(items: Array<{ line: number; text: string }>, name: string): Generator<RawEntry> {
+  for (let from = 0; from < items.length; from += BATCH_ITEMS) {
+    const batch = items.slice(from, from + BATCH_ITEMS);
+    const first = batch[0];
+    if (!first) break;
+    const parsed = parseChunk(batch.map((it) => it.text).join('\n'), first.line, name);
+    const list = parsed.errors.length === 0 ? toJs(parsed.loc.doc, `${name}:${first.line}`, parsed.errors) : undefined;
+    if (parsed.errors.length === 0 && Array.isArray(list) && list.length === batch.length) {
+      for (let k = 0; k < batch.length; k++) yield { js: list[k], loc: { ...parsed.loc, base: [k] }, index: from + k, errors: [] };
+      continue;
+    }
+    for (const [k, item] of batch.entries()) {
+      const one = parseChunk(item.text, item.line, name);
+      const js = one.errors.length === 0 ? toJs(one.loc.doc, `${name}:${item.line}`, one.errors) : undefined;
+      yield { js: Array.isArray(js) ? js[0] : undefined, loc: one.loc, index: from + k, errors: one.errors };
+    }
+  }
+}
+
+function parseChunk(text: string, line: number, name: string): { loc: Loc; errors: Problem[] } {
+  const lc = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true, merge: true });
+  const lineAt = (offset: number) => `${name}:${lc.linePos(offset).line + line - 1}`;
+  return { loc: { doc, lineAt, base: [0] }, errors: syntaxProblems(doc, lineAt) };
+}
