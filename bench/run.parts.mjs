@@ -6,7 +6,7 @@
 //     downloading with its file rows, done with the file recorded), real SQLite file
 //  3. files: one 5.6 KB result downloaded by the real downloader (temp file, size check,
 //     sha256, fsync, link), result.json written atomically, one folder fsync
-// Usage: npm run build && node bench/run.parts.mjs [--jobs 2000]
+// Usage: npm run build && node bench/run.parts.mjs [--jobs 2000] [--only client|store|files]
 import http from 'node:http';
 import { fork } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
@@ -16,6 +16,10 @@ const ROOT = resolve(import.meta.dirname, '..');
 const WORK = join(ROOT, 'bench', '.work', 'parts');
 const i = process.argv.indexOf('--jobs');
 const N = i > 0 ? Number(process.argv[i + 1]) : 2000;
+// --only client|store|files: one part alone (e.g. under node --cpu-prof).
+const oi = process.argv.indexOf('--only');
+const ONLY = oi > 0 ? process.argv[oi + 1] : null;
+const part = (name) => ONLY === null || ONLY === name;
 
 if (process.argv[2] === 'server') {
   const file = Buffer.alloc(5641, 7);
@@ -67,6 +71,7 @@ if (process.argv[2] === 'server') {
   const show = (name, r) => console.log(`  ${name.padEnd(58)} ${(r.all / 1000).toFixed(3)} ms CPU per job (user ${(r.user / 1000).toFixed(3)}, sys ${(r.sys / 1000).toFixed(3)})`);
 
   // 1. client
+  if (part('client')) {
   const client = new ServiceClient({ baseUrl: base, apiKey: 'sk-parts', statusRatePerSec: 1e6, policy: { baseMs: 10, maxMs: 100, maxAttempts: 3 } });
   const callOnce = async () => {
     const { task_id } = await client.submit({ model: 'alpha-image-2', input: { prompt: 'Bench picture' } });
@@ -75,8 +80,10 @@ if (process.argv[2] === 'server') {
   await measure(300, callOnce); // warm-up (JIT), as a long run is
   show('client: submit + status (2 HTTP calls)', await measure(N, callOnce));
   await client.close();
+  }
 
   // 2. store
+  if (part('store')) {
   const store = Store.openForWrite(join(WORK, 'state.db'));
   store.openRun(join(WORK, 'm.yaml'), WORK, base, false, false);
   store.beginSync();
@@ -100,8 +107,10 @@ if (process.argv[2] === 'server') {
   await measure(300, () => states(k++));
   show('store: 4 state changes (2 durable, grouped) + file rows', await measure(N, () => states(k++)));
   store.close();
+  }
 
   // 3. files
+  if (part('files')) {
   const fetchOne = async (j) => {
     const dir = join(WORK, 'out', `b${j}`);
     mkdirSync(dir, { recursive: true });
@@ -112,5 +121,6 @@ if (process.argv[2] === 'server') {
   let f = 0;
   await measure(300, () => fetchOne(f++));
   show('files: GET + temp file + sha256 + fsync + link, result.json, dir fsync', await measure(N, () => fetchOne(f++)));
+  }
   server.kill();
 }

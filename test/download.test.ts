@@ -48,6 +48,11 @@ const routes: Record<string, Handler> = {
     res.writeHead(200, { 'content-length': BODY.length });
     res.write(BODY.subarray(0, 1000)); // then nothing: the client must give up by its signal
   },
+  // Over SMALL_BODY (64 KiB): streamed to the temporary file as it comes.
+  '/stall-big': (_req, res) => {
+    res.writeHead(200, { 'content-length': 200_000 });
+    res.write(BODY.subarray(0, 1000));
+  },
   '/gzip': (_req, res) => {
     res.writeHead(200, { 'content-encoding': 'gzip', 'content-length': 3 });
     res.end('abc');
@@ -212,9 +217,21 @@ describe('downloadFile', () => {
     expect(await readdir(dir)).toEqual([]);
   });
 
-  it('stops when its signal aborts mid-body and removes the temporary file', async () => {
+  it('a small body (<= 64 KiB) is written only once complete: aborted mid-body, no file is ever made', async () => {
     const controller = new AbortController();
     const p = downloadFile({ url: `${base}/stall`, dir, name: 's.png', signal: controller.signal });
+    await new Promise((r) => setTimeout(r, 100)); // the first 1,000 bytes are in
+    expect(await readdir(dir)).toEqual([]);
+    controller.abort();
+    const err = await failure(p);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(NetworkError);
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it('stops when its signal aborts mid-body and removes the temporary file', async () => {
+    const controller = new AbortController();
+    const p = downloadFile({ url: `${base}/stall-big`, dir, name: 's.png', signal: controller.signal });
     // Abort once the temporary file exists, i.e. the body has started.
     for (let i = 0; i < 200 && (await readdir(dir)).length === 0; i++) await new Promise((r) => setTimeout(r, 5));
     expect((await readdir(dir))[0]).toMatch(/^\.s\.png\.[0-9a-f]{12}\.part$/);

@@ -3,6 +3,7 @@ export { sanitizeName, safeJoin, nameFromUrl, numberedName, MAX_NAME_BYTES } fro
 export {
   downloadFile,
   fsyncDir,
+  writeNewFileSynced,
   tmpSuffix,
   cleanupPartials,
   verifyFile,
