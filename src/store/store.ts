@@ -7,6 +7,7 @@ import * as files from './files.js';
 import { GraphLinks } from './graph.js';
 import { Lease, type LeaseOptions } from './lease.js';
 import * as reads from './reads.js';
+import * as runTable from './runs.js';
 import { openDatabase } from './schema.js';
 import { syncJob, type SyncHost } from './sync.js';
 import { WalSync } from './wal-sync.js';
@@ -19,6 +20,7 @@ export { nowIso } from './clock.js';
 /**
  * The state file: runs, jobs, files, uploads and the writer lease.
  * A job's state changes only through transition(). The API key is never stored.
+ * The plain SQL reads and writes are in reads.ts, files.ts, runs.ts and sync.ts.
  */
 
 export class Store {
@@ -149,34 +151,21 @@ export class Store {
 
   /** The run of this manifest (absolute path), created when new; starts a new sync generation. */
   openRun(manifest: string, outDir: string, baseUrl: string, sandbox: boolean, userPrices: boolean): RunRow {
-    const abs = resolve(manifest);
-    this.db.transaction(() => {
-      this.stmt('INSERT INTO runs (manifest, out_dir) VALUES (?, ?) ON CONFLICT(manifest) DO NOTHING').run(abs, outDir);
-      this.stmt('UPDATE runs SET out_dir = ?, base_url = ?, sandbox = ?, user_prices = ?, generation = generation + 1, started_at = ?, finished_at = NULL WHERE manifest = ?').run(
-        outDir,
-        baseUrl,
-        sandbox ? 1 : 0,
-        userPrices ? 1 : 0,
-        nowIso(),
-        abs,
-      );
-    })();
-    const run = this.stmt('SELECT * FROM runs WHERE manifest = ?').get(abs) as RunRow;
+    const run = runTable.openRun(this.db, this.cached, resolve(manifest), outDir, baseUrl, sandbox, userPrices);
     this.useRun(run);
 
-    const max = this.stmt('SELECT MAX(seq) AS m FROM jobs WHERE run_id = ?').get(run.id) as { m: number | null };
-    this.seq = max.m ?? 0;
+    this.seq = runTable.maxSeq(this.cached, run.id);
     return run;
   }
 
   /** Every run in this state file (status/report without a manifest). */
   runs(): RunRow[] {
-    return this.stmt('SELECT * FROM runs ORDER BY id').all() as RunRow[];
+    return runTable.runs(this.cached);
   }
 
   /** The run of this manifest, without starting a new generation (status, report). */
   findRun(manifest: string): RunRow | undefined {
-    return this.stmt('SELECT * FROM runs WHERE manifest = ?').get(resolve(manifest)) as RunRow | undefined;
+    return runTable.findRun(this.cached, resolve(manifest));
   }
 
   useRun(run: RunRow): void {
@@ -185,14 +174,11 @@ export class Store {
   }
 
   run(): RunRow {
-    return this.stmt('SELECT * FROM runs WHERE id = ?').get(this.runId) as RunRow;
+    return runTable.runById(this.cached, this.runId);
   }
 
   setRunFields(fields: { balance_before?: number | null; balance_after?: number | null; finished_at?: string | null }): void {
-    for (const [k, v] of Object.entries(fields)) {
-      if (!['balance_before', 'balance_after', 'finished_at'].includes(k)) continue;
-      this.stmt(`UPDATE runs SET ${k} = ? WHERE id = ?`).run(v ?? null, this.runId);
-    }
+    runTable.setRunFields(this.cached, this.runId, fields);
   }
 
   // ---- sync from the manifest ----
@@ -425,14 +411,12 @@ export class Store {
 
   /** A value stored under `key` (e.g. what the last manifest sync depended on), or null. */
   getMeta(key: string): string | null {
-    const r = this.stmt('SELECT value FROM meta WHERE key = ?').get(key) as { value: string } | undefined;
-    return r?.value ?? null;
+    return runTable.getMeta(this.cached, key);
   }
 
   /** Store `value` under `key`; null removes it. */
   setMeta(key: string, value: string | null): void {
-    if (value === null) this.stmt('DELETE FROM meta WHERE key = ?').run(key);
-    else this.stmt('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value').run(key, value);
+    runTable.setMeta(this.cached, key, value);
   }
 
   /** The id of the run in use (openRun/useRun). */
