@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { findModel } from '../models/index.js';
 import type { FileRow, JobRow, Store } from '../store/index.js';
@@ -44,7 +44,7 @@ export async function fetchJob(
     c.store.db.transaction(record)();
   };
 
-  mkdirSync(jobDir, { recursive: true }); // microseconds; a thread-pool trip costs more CPU than the call
+  await mkdir(jobDir, { recursive: true });
   let texts: Map<number, string> | null = null;
   try {
     for (const f of files) {

@@ -1,10 +1,9 @@
-import { renameSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rename } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { tmpSuffix, writeNewFileSynced } from '../download/index.js';
 
 /**
- * Write a small file atomically: temp file in the same folder, fdatasync (off the main thread), rename.
+ * Write a small file atomically: temp file in the same folder, fsync (off the main thread), rename.
  * The folder itself is not fsynced: callers that record the file as done fsync it once (fsyncDir) first.
  * `dirExists`: the caller made the folder already (no mkdir).
  */
@@ -13,7 +12,6 @@ export async function writeFileAtomic(path: string, data: string, o: { dirExists
   if (!o.dirExists) await mkdir(dir, { recursive: true });
   // Same temporary name pattern as the downloader, so cleanupPartials removes leftovers of both.
   const tmp = join(dir, `.${basename(path)}.${tmpSuffix()}.part`);
-  // open, write, close and rename are synchronous (microseconds each, cheaper than thread-pool trips).
   await writeNewFileSynced(tmp, data, 'w');
-  renameSync(tmp, path);
+  await rename(tmp, path);
 }
