@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatProblem } from '../src/errors.js';
-import { openManifest, type ManifestJob } from '../src/manifest/index.js';
+import { openManifest } from '../src/manifest/index.js';
+import { readAll, writeIn } from './helpers/manifest.js';
 
 /** Gaps found by the manifest audit (issue 2): unsafe keys, list indexes, nesting, big matrices, ids, callbacks, files, messages. */
 
@@ -13,18 +13,9 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-function write(name: string, text: string | Buffer): string {
-  const p = join(dir, name);
-  writeFileSync(p, text);
-  return p;
-}
+const write = (name: string, text: string | Buffer): string => writeIn(dir, name, text);
 
-async function all(path: string): Promise<{ jobs: ManifestJob[]; problems: string[] }> {
-  const m = await openManifest(path);
-  const jobs: ManifestJob[] = [];
-  for await (const j of m.jobs()) jobs.push(j);
-  return { jobs, problems: [...m.problems, ...jobs.flatMap((j) => j.problems)].map(formatProblem) };
-}
+const all = readAll;
 
 describe('prototype keys', () => {
   it('a CSV column input.__proto__.prompt is a header problem and does not make a later empty prompt valid', async () => {

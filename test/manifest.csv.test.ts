@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatProblem } from '../src/errors.js';
-import { openManifest, validateManifest, type ManifestJob } from '../src/manifest/index.js';
+import { openManifest, validateManifest } from '../src/manifest/index.js';
+import { readAll, writeIn } from './helpers/manifest.js';
 
 /** CSV/TSV manifests: columns, schema typing, positions, header and row problems, streaming. */
 
@@ -13,18 +14,9 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-function write(name: string, text: string): string {
-  const p = join(dir, name);
-  writeFileSync(p, text);
-  return p;
-}
+const write = (name: string, text: string | Buffer): string => writeIn(dir, name, text);
 
-async function all(path: string): Promise<{ jobs: ManifestJob[]; problems: string[] }> {
-  const m = await openManifest(path);
-  const jobs: ManifestJob[] = [];
-  for await (const j of m.jobs()) jobs.push(j);
-  return { jobs, problems: [...m.problems, ...jobs.flatMap((j) => j.problems)].map(formatProblem) };
-}
+const all = readAll;
 
 describe('CSV manifests', () => {
   it('reads one job per row with id, model, callback_url and input.* columns', async () => {

@@ -2,9 +2,9 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { formatProblem } from '../src/errors.js';
-import { localImageRefs, openManifest, type ManifestJob } from '../src/manifest/index.js';
+import { localImageRefs } from '../src/manifest/index.js';
 import { manifestJsonSchemaText } from '../src/manifest/index.js';
+import { readAll } from './helpers/manifest.js';
 
 /** Local image paths in image fields, URL-only fields, and the committed JSON Schema. */
 
@@ -16,12 +16,7 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-async function all(path: string): Promise<{ jobs: ManifestJob[]; problems: string[] }> {
-  const m = await openManifest(path);
-  const jobs: ManifestJob[] = [];
-  for await (const j of m.jobs()) jobs.push(j);
-  return { jobs, problems: [...m.problems, ...jobs.flatMap((j) => j.problems)].map(formatProblem) };
-}
+const all = readAll;
 
 // The smallest valid headers of each accepted format, padded (file-type reads the first bytes).
 const HEADS: Record<string, Buffer> = {

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatProblem } from '../src/errors.js';
-import { openManifest, validateManifest, deriveId, type ManifestJob } from '../src/manifest/index.js';
+import { openManifest, validateManifest, deriveId } from '../src/manifest/index.js';
+import { readAll, writeIn } from './helpers/manifest.js';
 
 /** YAML manifests: defaults, ids, rows, glob, matrix, templates, positions, every manifest-level problem. */
 
@@ -15,18 +16,9 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-function write(name: string, text: string): string {
-  const p = join(dir, name);
-  writeFileSync(p, text);
-  return p;
-}
+const write = (name: string, text: string | Buffer): string => writeIn(dir, name, text);
 
-async function all(path: string): Promise<{ jobs: ManifestJob[]; problems: string[] }> {
-  const m = await openManifest(path);
-  const jobs: ManifestJob[] = [];
-  for await (const j of m.jobs()) jobs.push(j);
-  return { jobs, problems: [...m.problems, ...jobs.flatMap((j) => j.problems)].map(formatProblem) };
-}
+const all = readAll;
 
 describe('smallest manifest', () => {
   it('reads jobs: [{id, model, input}] with callback_url, applying schema defaults', async () => {
