@@ -1,4 +1,4 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { findModel } from '../models/index.js';
 import type { FileRow, JobRow, Store } from '../store/index.js';
@@ -44,7 +44,7 @@ export async function fetchJob(
     c.store.db.transaction(record)();
   };
 
-  await mkdir(jobDir, { recursive: true });
+  mkdirSync(jobDir, { recursive: true });
   let texts: Map<number, string> | null = null;
   try {
     for (const f of files) {
