@@ -1,4 +1,4 @@
-import { isAbsolute, relative, resolve } from 'node:path';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { UnsafeResultError } from '../errors.js';
 
 /**
@@ -58,6 +58,9 @@ export function sanitizeName(serverName: string | null | undefined, fallback: st
   return fb;
 }
 
+/** A part that safeJoin's fast path leaves to the full check: separators (either kind) or NUL. */
+const PLAIN_UNSAFE = /[/\\\0]/;
+
 /**
  * Joins `parts` under `outDir` and returns the absolute path, throwing
  * UnsafeResultError when a part holds NUL or the result is not strictly
@@ -65,6 +68,15 @@ export function sanitizeName(serverName: string | null | undefined, fallback: st
  * It checks, it does not clean: pass server names through sanitizeName first.
  */
 export function safeJoin(outDir: string, ...parts: string[]): string {
+  if (parts.length === 1 && sep === '/') {
+    // Fast path for the usual call, one plain name (no separator, NUL, "." or ".."): it cannot
+    // leave the folder, and resolve() would only append it to the normalised folder.
+    const p = parts[0]!;
+    if (p !== '' && p !== '.' && p !== '..' && !PLAIN_UNSAFE.test(p)) {
+      const root = resolve(outDir);
+      return root === '/' ? `/${p}` : `${root}/${p}`;
+    }
+  }
   if (parts.some((p) => p.includes('\0'))) throw new UnsafeResultError('file path: contains a NUL character');
   const root = resolve(outDir);
   const full = resolve(root, ...parts);
