@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Agent, type Dispatcher } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiError, NetworkError, UnsafeResultError } from '../src/errors.js';
-import { downloadFile, safeJoin, type DownloadOptions } from '../src/download/index.js';
+import { MAX_NAME_BYTES, downloadFile, safeJoin, sanitizeName, type DownloadOptions } from '../src/download/index.js';
 
 // The whole-body path (file_size <= 64 KiB: one undici dispatch with a small handler) and the
 // streaming path (undici request, a Readable body) must give the same files, hashes and errors.
@@ -260,6 +260,75 @@ describe('safeJoin fast path', () => {
           }
         })();
         expect([d, p, got]).toEqual([d, p, want]);
+      }
+    }
+  });
+});
+
+/** sanitizeName before its fast path, as the reference. */
+function referenceSanitize(serverName: string, fallback: string): string {
+  const SANE_EXT = /\.[A-Za-z0-9]{1,10}$/;
+  const RESERVED = /^(con|prn|aux|nul|com[0-9]|lpt[0-9])(\..*)?$/i;
+  const truncate = (name: string, max: number): string => {
+    if (Buffer.byteLength(name) <= max) return name;
+    const ext = SANE_EXT.exec(name)?.[0] ?? '';
+    const stem = ext ? name.slice(0, -ext.length) : name;
+    let out = '';
+    let bytes = Buffer.byteLength(ext);
+    for (const ch of stem) {
+      const b = Buffer.byteLength(ch);
+      if (bytes + b > max) break;
+      out += ch;
+      bytes += b;
+    }
+    return out.replace(/[\s.]+$/, '') + ext;
+  };
+  const clean = (raw: string): string => {
+    const segments = raw.normalize('NFC').split(/[/\\]+/).filter((x) => x.length > 0);
+    let name = segments.at(-1) ?? '';
+    name = name
+      .replace(/[\p{Cc}\p{Cf}\u2028\u2029]/gu, '')
+      .replace(/[<>:"|?*]/g, '_')
+      .replace(/\s+/g, ' ')
+      .replace(/^[\s.]+/, '')
+      .replace(/[\s.]+$/, '');
+    if (RESERVED.test(name)) name = `_${name}`;
+    return truncate(name, MAX_NAME_BYTES);
+  };
+  const name = clean(serverName);
+  if (name) return name;
+  const fb = clean(fallback);
+  if (!fb) throw new UnsafeResultError(`file name: neither the server name nor the fallback "${fallback}" gives a usable name`);
+  return fb;
+}
+
+describe('sanitizeName fast path', () => {
+  it('gives the same name or the same error as the full cleaning', () => {
+    const fixed = ['image-1.png', '9f172164015c4aa063bbccf71e5bff6b-1.png', 'result (2).png', 'CON', 'con.txt', 'Lpt1.x', 'com0', 'nul.', '.hidden', 'a.', '-', '(', 'a..b', 'x'.repeat(180), 'x'.repeat(181), 'y'.repeat(176) + '.png', 'y'.repeat(200) + '.png', '', '.', '..', 'é.png', 'e\u0301.png', 'a b', 'a  b', 'a\tb'];
+    // Random names over an alphabet with every character class the cleaning cares about.
+    const alphabet = ['a', 'Z', '0', '9', '.', '_', '-', '(', ')', ' ', '/', '\\', '\0', '\x07', '\u202e', ':', '?', '*', '<', '|', '"', 'é', 'n', 'u', 'l', 'c', 'o'];
+    let seed = 12345;
+    const rnd = (k: number): number => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed % k;
+    };
+    const names = [...fixed];
+    for (let i = 0; i < 5000; i++) {
+      const len = 1 + rnd(12);
+      let x = '';
+      for (let j = 0; j < len; j++) x += alphabet[rnd(alphabet.length)];
+      names.push(x, `${x}.png`, `con${x}`);
+    }
+    const run = (f: () => string): string => {
+      try {
+        return f();
+      } catch (e) {
+        return `throws ${(e as Error).message}`;
+      }
+    };
+    for (const name of names) {
+      for (const fb of ['file', '...']) {
+        expect([name, run(() => sanitizeName(name, fb))]).toEqual([name, run(() => referenceSanitize(name, fb))]);
       }
     }
   });

@@ -13,6 +13,9 @@ const SANE_EXT = /\.[A-Za-z0-9]{1,10}$/;
 /** Windows device names, refused on any platform so an output folder can be copied anywhere. */
 const RESERVED = /^(con|prn|aux|nul|com[0-9]|lpt[0-9])(\..*)?$/i;
 
+/** Names clean() leaves unchanged for sure (see sanitizeName's fast path). */
+const PLAIN_NAME = /^[A-Za-z0-9_()-](?:[A-Za-z0-9._()-]*[A-Za-z0-9_()-])?$/;
+
 function clean(raw: string): string {
   // Keep only the last path segment: "../../etc/passwd" -> "passwd", "a\\b" -> "b".
   const segments = raw.normalize('NFC').split(/[/\\]+/).filter((s) => s.length > 0);
@@ -51,6 +54,9 @@ function truncate(name: string, max: number): string {
  * unusable too, throws UnsafeResultError. Idempotent: a cleaned name is unchanged.
  */
 export function sanitizeName(serverName: string | null | undefined, fallback: string): string {
+  // Fast path: a name that clean() would return unchanged (plain ASCII letters, digits, `._()-`,
+  // no leading or trailing dot, short enough, not a device name) is returned as is.
+  if (serverName != null && serverName.length <= MAX_NAME_BYTES && PLAIN_NAME.test(serverName) && !RESERVED.test(serverName)) return serverName;
   const name = serverName == null ? '' : clean(serverName);
   if (name) return name;
   const fb = clean(fallback);
