@@ -15,6 +15,8 @@ import { MAX_NAME_BYTES, downloadFile, safeJoin, sanitizeName, type DownloadOpti
 // streaming path (undici request, a Readable body) must give the same files, hashes and errors.
 
 const BODY = Buffer.from(Array.from({ length: 5641 }, (_, i) => (i * 13 + 5) & 0xff));
+// Over 64 KiB and over one write batch (1 MiB): streamed to the temporary file in several writes.
+const BIG = Buffer.from(Array.from({ length: 3 * 1024 * 1024 + 12345 }, (_, i) => (i * 31 + (i >> 11)) & 0xff));
 const OTHER = Buffer.from('something else already sits under this name\n');
 const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 
@@ -31,6 +33,21 @@ const routes: Record<string, Handler> = {
   '/chunked': (_req, res) => {
     res.writeHead(200, { 'content-type': 'application/octet-stream' });
     res.write(BODY.subarray(0, 1000), () => setTimeout(() => res.end(BODY.subarray(1000)), 5));
+  },
+  '/big': (_req, res) => {
+    res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': BIG.length });
+    let at = 0;
+    const more = (): void => {
+      if (at >= BIG.length) return void res.end();
+      const piece = BIG.subarray(at, at + 200_000 + (at % 7));
+      at += piece.length;
+      res.write(piece, () => setImmediate(more));
+    };
+    more();
+  },
+  '/big-chunked': (_req, res) => {
+    res.writeHead(200, { 'content-type': 'video/mp4' });
+    res.end(BIG);
   },
   '/empty': (_req, res) => {
     res.writeHead(200, { 'content-length': 0 });
@@ -157,6 +174,19 @@ describe('downloadFile: whole-body path and streaming path agree', () => {
     }
     const empty = await same({ url: `${base}/empty`, name: 'e.bin', expectedSize: 0 });
     expect(empty).toMatchObject({ ok: { size: 0, sha256: sha(Buffer.alloc(0)) }, files: ['e.bin'] });
+  });
+
+  it('large bodies stream to disk in batches: same bytes and hash, with or without Content-Length and file_size', async () => {
+    for (const path of ['/big', '/big-chunked']) {
+      for (const expectedSize of [BIG.length, undefined]) {
+        const seen = await same({ url: `${base}${path}`, name: 'v.mp4', ...(expectedSize !== undefined ? { expectedSize } : {}) });
+        expect(seen).toMatchObject({ ok: { name: 'v.mp4', size: BIG.length, sha256: sha(BIG), contentType: 'video/mp4' }, bytes: sha(BIG), files: ['v.mp4'] });
+      }
+    }
+    const long = await same({ url: `${base}/big-chunked`, name: 'v.mp4', expectedSize: BIG.length - 1 });
+    expect(long).toMatchObject({ err: { class: UnsafeResultError.name, message: expect.stringMatching(/longer than file_size/) }, files: [] });
+    const over = await same({ url: `${base}/big-chunked`, name: 'v.mp4', maxBytes: 2 * 1024 * 1024 });
+    expect(over).toMatchObject({ err: { class: UnsafeResultError.name, message: expect.stringMatching(/over the limit/) }, files: [] });
   });
 
   it('sizes that differ from file_size or Content-Length, before, while and after the body', async () => {

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, type Hash } from 'node:crypto';
-import { closeSync, createReadStream, fsync, linkSync, lstatSync, mkdirSync, openSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
-import { open, readdir, unlink, type FileHandle } from 'node:fs/promises';
+import { closeSync, createReadStream, fsync, linkSync, lstatSync, mkdirSync, openSync, renameSync, unlinkSync, writeFileSync, writev } from 'node:fs';
+import { readdir, unlink } from 'node:fs/promises';
 import { errors as undiciErrors, getGlobalDispatcher, request, type Dispatcher } from 'undici';
 import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
 import { numberedName, safeJoin, sanitizeName } from './names.js';
@@ -32,6 +32,31 @@ export const SMALL_BODY = 64 * 1024;
  */
 export function fsyncFd(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())));
+}
+
+/** The streaming path writes the body to the temporary file in batches of about this many bytes. */
+const WRITE_BATCH = 1024 * 1024;
+
+/** Writes all of `bufs` at the file's current position (off the main thread), continuing after a short write. */
+async function writeAllV(fd: number, bufs: Buffer[]): Promise<void> {
+  let rest = bufs;
+  for (;;) {
+    let total = 0;
+    for (const b of rest) total += b.length;
+    const written = await new Promise<number>((resolve, reject) => writev(fd, rest, null, (err, n) => (err ? reject(err) : resolve(n))));
+    if (written >= total) return;
+    if (written <= 0) throw new Error(`write to a temporary file made no progress (${written} of ${total} bytes)`);
+    let skip = written;
+    const next: Buffer[] = [];
+    for (const b of rest) {
+      if (skip >= b.length) skip -= b.length;
+      else {
+        next.push(skip > 0 ? b.subarray(skip) : b);
+        skip = 0;
+      }
+    }
+    rest = next;
+  }
 }
 
 /**
@@ -434,10 +459,10 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
   const hash = createHash('sha256');
   if (declared !== null && declared <= SMALL_BODY) return small(res, { url, where, tmp, name, hash, declared, expected, maxBytes, contentType, opts });
   let size = 0;
-  let fh: FileHandle;
+  let fd: number;
   let tmpGone = false;
   try {
-    fh = await open(tmp, 'wx', 0o644);
+    fd = openSync(tmp, 'wx', 0o644);
   } catch (err) {
     discard(res.body);
     throw err;
@@ -445,6 +470,19 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
   try {
     try {
       let diskError: unknown = null; // a local write failure (e.g. ENOSPC) is not a network error
+      // Chunks are written in batches of up to WRITE_BATCH bytes: one thread-pool trip per batch
+      // instead of one per chunk (undici hands over 16-64 KiB at a time).
+      let batch: Buffer[] = [];
+      let batchBytes = 0;
+      const flush = async (): Promise<void> => {
+        const bufs = batch;
+        batch = [];
+        batchBytes = 0;
+        await writeAllV(fd, bufs).catch((err: unknown) => {
+          diskError = err;
+          throw err;
+        });
+      };
       try {
         for await (const chunk of res.body) {
           const buf = chunk as Buffer;
@@ -452,11 +490,11 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
           if (size > maxBytes) await refuse(`body is over the limit of ${maxBytes} bytes`);
           if (expected !== null && size > expected) await refuse(`body is longer than file_size ${expected}`);
           hash.update(buf);
-          await fh.write(buf).catch((err: unknown) => {
-            diskError = err;
-            throw err;
-          });
+          batch.push(buf);
+          batchBytes += buf.length;
+          if (batchBytes >= WRITE_BATCH || batch.length >= 256) await flush();
         }
+        if (batch.length > 0) await flush();
       } catch (err) {
         throw err === diskError ? err : asNetworkError(err, url, 'body');
       }
@@ -466,9 +504,9 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
       if (expected !== null && size !== expected) {
         throw new UnsafeResultError(`download of ${where}: body has ${size} bytes, file_size said ${expected}`);
       }
-      await fh.sync();
+      await fsyncFd(fd);
     } finally {
-      await fh.close();
+      closeSync(fd);
     }
     const sha256 = hash.digest('hex');
     const placed = await place(tmp, opts.dir, name, size, sha256, opts.deferDirSync === true);
