@@ -1,4 +1,5 @@
-import { request, type Dispatcher, type FormData } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
+import { errors, type Dispatcher, type FormData } from 'undici';
 import { ApiError, BadResponseError, NetworkError } from '../errors.js';
 import { abortReason } from './retry.js';
 import { ErrorBodySchema } from './schemas.js';
@@ -7,14 +8,11 @@ import { ErrorBodySchema } from './schemas.js';
  * One HTTP exchange with the service: sends the key in the Authorization
  * header only, reads the whole answer, and turns every failure into ApiError,
  * NetworkError (with `sent`) or BadResponseError. No retries here: see retry.ts.
+ *
+ * Each exchange is one `dispatcher.dispatch()` with a small handler of our own
+ * (no `request()` API, no response stream): what never changes per request
+ * (origin, base path, header lists) is computed once per client.
  */
-
-export interface HttpContext {
-  /** Base URL without a trailing slash. */
-  base: string;
-  apiKey: string;
-  dispatcher: Dispatcher;
-}
 
 export interface SendOptions {
   method: 'GET' | 'POST';
@@ -31,68 +29,226 @@ export function redact(text: string, apiKey: string): string {
 }
 
 /**
- * Sends one request and returns the parsed JSON body of a 2xx answer.
- * `sent` is tracked exactly: undici calls onRequestStart just before writing
- * the request on a connected socket, so a failure before it (refused
- * connection, DNS, connect timeout) cannot have reached the service.
+ * Characters a path (then an optional query) may hold to be sent as written:
+ * none of them is changed by URL parsing (no percent-encoding added, no `\`).
+ * encodeURIComponent's output, `/`, and `=`/`&` in a non-empty query (an empty one is dropped by URL parsing).
  */
-export async function send(ctx: HttpContext, opts: SendOptions): Promise<unknown> {
-  const tracker = { sent: false };
-  const dispatcher = ctx.dispatcher.compose(trackSent(tracker));
-  const what = `${opts.method} ${opts.path}`;
-  const headers: Record<string, string> = { authorization: `Bearer ${ctx.apiKey}`, accept: 'application/json' };
-  let body: string | FormData | undefined;
-  if (opts.json !== undefined) {
-    headers['content-type'] = 'application/json';
-    body = JSON.stringify(opts.json);
-  } else if (opts.form) {
-    body = opts.form;
-  }
+const PLAIN_TARGET = /^\/[A-Za-z0-9\-._~!*'()%/]*(?:\?[A-Za-z0-9\-._~!*()%=&]+)?$/;
+/** A `.` or `..` segment (also as %2e), which URL parsing would resolve away. */
+const DOT_SEGMENT = /\/(?:\.|%2e){1,2}(?:[/?]|$)/i;
 
-  let res: Dispatcher.ResponseData;
+/** Origin and base path of a base URL, when `base + path` can be joined without parsing a URL each time; null otherwise. Exported for tests. */
+export function splitBase(base: string): { origin: string; basePath: string } | null {
+  let probe: URL;
   try {
-    res = await request(ctx.base + opts.path, { method: opts.method, headers, body, signal: opts.signal, dispatcher });
-  } catch (err) {
-    throw transportError(err, tracker.sent, what, ctx.apiKey, opts.signal);
-  }
-  let text: string;
-  try {
-    text = await res.body.text();
-  } catch (err) {
-    throw transportError(err, true, what, ctx.apiKey, opts.signal);
-  }
-
-  const status = res.statusCode;
-  if (status < 200 || status >= 300) throw apiError(status, res.headers['retry-after'], text, what, ctx.apiKey);
-
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
+    probe = new URL(`${base}/x`);
   } catch {
-    throw new BadResponseError(status, redact(`${what}: the answer is not JSON (HTTP ${status}, ${text.length} bytes)`, ctx.apiKey));
+    return null; // the old way, per request, throws the same error it always did
   }
-  // An HTTP 200 carrying an error envelope is still an error.
-  const asError = typeof parsed === 'object' && parsed !== null && 'error' in parsed ? ErrorBodySchema.safeParse(parsed) : null;
-  if (asError?.success && 'error' in asError.data) {
-    const code = asError.data.code ?? status;
-    if (code !== 200) throw new ApiError(code >= 400 && code < 600 ? code : 500, asError.data.error.type ?? null, redact(asError.data.error.message, ctx.apiKey), retryAfterMs(res.headers['retry-after']));
-  }
-  return parsed;
+  if (probe.protocol !== 'http:' && probe.protocol !== 'https:') return null;
+  if (probe.search !== '' || probe.hash !== '' || !probe.pathname.endsWith('/x')) return null;
+  return { origin: probe.origin, basePath: probe.pathname.slice(0, -2) };
 }
 
-function trackSent(tracker: { sent: boolean }): Dispatcher.DispatcherComposeInterceptor {
-  return (dispatch) => (opts, handler) =>
-    dispatch(opts, {
-      onRequestStart: (controller, context) => {
-        tracker.sent = true;
-        handler.onRequestStart?.(controller, context);
-      },
-      onRequestUpgrade: (controller, statusCode, headers, socket) => handler.onRequestUpgrade?.(controller, statusCode, headers, socket),
-      onResponseStart: (controller, statusCode, headers, statusMessage) => handler.onResponseStart?.(controller, statusCode, headers, statusMessage),
-      onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
-      onResponseEnd: (controller, trailers) => handler.onResponseEnd?.(controller, trailers),
-      onResponseError: (controller, error) => handler.onResponseError?.(controller, error),
-    });
+/**
+ * Origin and request target that undici's `request(base + path)` would use
+ * (it parses the whole URL with WHATWG URL): joined as strings when nothing
+ * in `path` would be changed by parsing, parsed otherwise. Exported for tests.
+ */
+export function requestTarget(base: string, split: { origin: string; basePath: string } | null, path: string): { origin: string; path: string } {
+  if (split !== null && PLAIN_TARGET.test(path) && !DOT_SEGMENT.test(path)) return { origin: split.origin, path: split.basePath + path };
+  const url = new URL(base + path);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new errors.InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.');
+  }
+  return { origin: url.origin, path: url.search ? `${url.pathname}${url.search}` : url.pathname };
+}
+
+/**
+ * The exchange's handler: collects the answer's chunks and records `sent`
+ * exactly: undici calls onRequestStart just before writing the request on a
+ * connected socket, so a failure before it (refused connection, DNS, connect
+ * timeout) cannot have reached the service.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  sent = false;
+  status = 0;
+  retryAfter: string | string[] | undefined = undefined;
+  /** The in-flight set of the request's signal, while watched. */
+  watchedIn: Set<Exchange> | null = null;
+  #chunks: Buffer[] = [];
+  #length = 0;
+  #controller: Dispatcher.DispatchController | null = null;
+  /** The signal fired before the request started: abort it as it starts. */
+  #abortAtStart = false;
+  #reason: unknown = undefined;
+  readonly #resolve: (text: string) => void;
+  readonly #reject: (err: unknown) => void;
+
+  constructor(resolve: (text: string) => void, reject: (err: unknown) => void) {
+    this.#resolve = resolve;
+    this.#reject = reject;
+  }
+
+  /** Called by the signal's one listener (or at once when it had fired already). */
+  abort(reason: unknown): void {
+    if (this.#controller !== null) this.#controller.abort(reason as Error);
+    else {
+      this.#abortAtStart = true;
+      this.#reason = reason;
+    }
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    // As with undici's request(): marked sent here even when the signal has fired and the request is aborted now.
+    this.sent = true;
+    this.#controller = controller;
+    if (this.#abortAtStart) controller.abort(this.#reason as Error);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (statusCode < 200) return; // 1xx informational: the answer follows
+    this.status = statusCode;
+    this.retryAfter = headers['retry-after'];
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.#chunks.push(chunk);
+    this.#length += chunk.length;
+  }
+
+  onResponseEnd(): void {
+    this.unwatch();
+    this.#resolve(decodeBody(this.#chunks, this.#length));
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.unwatch();
+    this.#reject(error);
+  }
+
+  unwatch(): void {
+    if (this.watchedIn !== null) {
+      this.watchedIn.delete(this);
+      this.watchedIn = null;
+    }
+  }
+}
+
+/** The body as UTF-8 text, a leading BOM skipped (as undici's `body.text()`). */
+function decodeBody(chunks: Buffer[], length: number): string {
+  if (chunks.length === 0 || length === 0) return '';
+  const buf = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, length);
+  const start = buf.length > 2 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? 3 : 0;
+  return buf.toString('utf8', start);
+}
+
+/**
+ * The HTTP side of one ServiceClient: base URL, key and dispatcher, with
+ * everything that does not change per request computed once, and one abort
+ * listener per AbortSignal (not one per request).
+ */
+export class HttpContext {
+  /** Base URL without a trailing slash. */
+  readonly base: string;
+  readonly dispatcher: Dispatcher;
+  readonly #apiKey: string;
+  readonly #split: { origin: string; basePath: string } | null;
+  readonly #plainHeaders: string[];
+  readonly #jsonHeaders: string[];
+  /** In-flight exchanges per signal; the signal's one listener aborts them. */
+  readonly #watched = new WeakMap<AbortSignal, Set<Exchange>>();
+
+  constructor(base: string, apiKey: string, dispatcher: Dispatcher) {
+    this.base = base;
+    this.dispatcher = dispatcher;
+    this.#apiKey = apiKey;
+    this.#split = splitBase(base);
+    // Same headers, same order as before: authorization, accept (, content-type).
+    this.#plainHeaders = ['authorization', `Bearer ${apiKey}`, 'accept', 'application/json'];
+    this.#jsonHeaders = [...this.#plainHeaders, 'content-type', 'application/json'];
+  }
+
+  /**
+   * Sends one request and returns the parsed JSON body of a 2xx answer.
+   * Failures: see transportError (NetworkError with exact `sent`, or the
+   * signal's reason), apiError (non-2xx), BadResponseError (not JSON), and an
+   * ApiError for a 200 carrying an error envelope.
+   */
+  async send(opts: SendOptions): Promise<unknown> {
+    const apiKey = this.#apiKey;
+    const signal = opts.signal;
+    let headers = this.#plainHeaders;
+    let body: string | FormData | undefined;
+    if (opts.json !== undefined) {
+      headers = this.#jsonHeaders;
+      body = JSON.stringify(opts.json);
+    } else if (opts.form) {
+      body = opts.form;
+    }
+
+    let ex: Exchange | undefined;
+    let text: string;
+    try {
+      const target = requestTarget(this.base, this.#split, opts.path);
+      text = await new Promise<string>((resolve, reject) => {
+        const e = new Exchange(resolve, reject);
+        ex = e;
+        if (signal !== undefined) {
+          if (signal.aborted) e.abort(abortReason(signal));
+          else this.#watch(signal, e);
+        }
+        try {
+          this.dispatcher.dispatch({ origin: target.origin, path: target.path, method: opts.method, headers, body }, e);
+        } catch (err) {
+          e.unwatch();
+          throw err;
+        }
+      });
+    } catch (err) {
+      throw transportError(err, ex?.sent ?? false, opts, apiKey, signal);
+    }
+    const { status, retryAfter } = ex as Exchange;
+
+    if (status < 200 || status >= 300) throw apiError(status, retryAfter, text, opts, apiKey);
+
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw new BadResponseError(status, redact(`${what(opts)}: the answer is not JSON (HTTP ${status}, ${text.length} bytes)`, apiKey));
+    }
+    // An HTTP 200 carrying an error envelope is still an error.
+    const asError = typeof parsed === 'object' && parsed !== null && 'error' in parsed ? ErrorBodySchema.safeParse(parsed) : null;
+    if (asError?.success && 'error' in asError.data) {
+      const code = asError.data.code ?? status;
+      if (code !== 200) throw new ApiError(code >= 400 && code < 600 ? code : 500, asError.data.error.type ?? null, redact(asError.data.error.message, apiKey), retryAfterMs(retryAfter));
+    }
+    return parsed;
+  }
+
+  #watch(signal: AbortSignal, ex: Exchange): void {
+    let set = this.#watched.get(signal);
+    if (set === undefined) {
+      const inFlight = new Set<Exchange>();
+      set = inFlight;
+      this.#watched.set(signal, inFlight);
+      signal.addEventListener(
+        'abort',
+        () => {
+          const reason = abortReason(signal);
+          for (const e of [...inFlight]) e.abort(reason);
+        },
+        { once: true },
+      );
+    }
+    set.add(ex);
+    ex.watchedIn = set;
+  }
+}
+
+function what(opts: SendOptions): string {
+  return `${opts.method} ${opts.path}`;
 }
 
 function errorCode(err: unknown): string | undefined {
@@ -100,15 +256,15 @@ function errorCode(err: unknown): string | undefined {
   return undefined;
 }
 
-function transportError(err: unknown, sent: boolean, what: string, apiKey: string, signal?: AbortSignal): unknown {
+function transportError(err: unknown, sent: boolean, opts: SendOptions, apiKey: string, signal?: AbortSignal): unknown {
   if (signal?.aborted) {
     // Stopping: before sending, nothing happened; after sending, the outcome is unknown.
     if (!sent) return abortReason(signal);
-    return new NetworkError(`${what}: request aborted after it was sent`, true, { cause: signal.reason });
+    return new NetworkError(`${what(opts)}: request aborted after it was sent`, true, { cause: signal.reason });
   }
   const code = errorCode(err) ?? (err instanceof Error ? err.name : 'unknown');
   const detail = err instanceof Error ? err.message : String(err);
-  return new NetworkError(redact(`${what}: ${code}: ${detail}${sent ? '' : ' (request not sent)'}`, apiKey), sent, { cause: err });
+  return new NetworkError(redact(`${what(opts)}: ${code}: ${detail}${sent ? '' : ' (request not sent)'}`, apiKey), sent, { cause: err });
 }
 
 /** Retry-After in ms from delta-seconds or an HTTP date; null when absent or unreadable. */
@@ -122,7 +278,7 @@ export function retryAfterMs(header: string | string[] | undefined, now: number 
   return Math.max(0, date - now);
 }
 
-function apiError(status: number, retryAfter: string | string[] | undefined, text: string, what: string, apiKey: string): ApiError {
+function apiError(status: number, retryAfter: string | string[] | undefined, text: string, opts: SendOptions, apiKey: string): ApiError {
   let type: string | null = null;
   let message = '';
   try {
@@ -138,7 +294,7 @@ function apiError(status: number, retryAfter: string | string[] | undefined, tex
   } catch {
     // not JSON: fall through to the raw text
   }
-  if (!message) message = text.trim() ? text.trim().slice(0, 300) : `${what} failed`;
+  if (!message) message = text.trim() ? text.trim().slice(0, 300) : `${what(opts)} failed`;
   return new ApiError(status, type, redact(message, apiKey), retryAfterMs(retryAfter));
 }
 

@@ -60,6 +60,16 @@ export class TokenBucket {
     this.#last = now();
   }
 
+  /** Takes a token now when one is free and nobody is waiting (as take() would at once); false otherwise: then call take(). */
+  tryTake(): boolean {
+    this.#refill();
+    if (this.#queue.length === 0 && this.#tokens >= 1) {
+      this.#tokens -= 1;
+      return true;
+    }
+    return false;
+  }
+
   /** Resolves when a token is taken; rejects with the signal's reason on abort. */
   take(signal?: AbortSignal): Promise<void> {
     throwIfAborted(signal);

@@ -4,7 +4,7 @@ import { basename } from 'node:path';
 import { Agent, FormData, type Dispatcher } from 'undici';
 import type { z } from 'zod';
 import { BadResponseError, UsageError } from '../errors.js';
-import { send, type HttpContext, type SendOptions } from './http.js';
+import { HttpContext, type SendOptions } from './http.js';
 import { TokenBucket, UploadLimiter } from './limiters.js';
 import { checkPolicy, DEFAULT_POLICY, withRetry, type RetryInfo, type RetryMethod, type RetryPolicy } from './retry.js';
 import {
@@ -69,7 +69,7 @@ export class ServiceClient {
   readonly policy: RetryPolicy;
   readonly uploadLimiter: UploadLimiter;
   readonly statusBucket: TokenBucket;
-  #ctx: HttpContext;
+  #http: HttpContext;
   #ownAgent: Agent | undefined;
   #onRetry: ServiceClientOptions['onRetry'];
 
@@ -95,28 +95,29 @@ export class ServiceClient {
       });
       dispatcher = this.#ownAgent;
     }
-    this.#ctx = { base: this.baseUrl, apiKey: opts.apiKey, dispatcher };
+    this.#http = new HttpContext(this.baseUrl, opts.apiKey, dispatcher);
   }
 
   /** POST /api/generate/submit. A possibly-created task is thrown as AmbiguousSubmitError. */
   async submit(req: SubmitRequest, opts?: CallOptions): Promise<SubmitResult> {
     const body: Record<string, unknown> = { model: req.model, input: req.input };
     if (req.callback_url !== undefined) body.callback_url = req.callback_url;
-    const data = await this.#call('submit', { method: 'POST', path: '/api/generate/submit', json: body, signal: signalOf(opts) }, true);
-    return this.#parse(SubmitResultSchema, data, 'submit');
+    const send: SendOptions = { method: 'POST', path: '/api/generate/submit', json: body, signal: signalOf(opts) };
+    // The answer is checked inside the retry layer: an unreadable one becomes "uncertain" (AmbiguousSubmitError).
+    return withRetry(async () => this.#parse(SubmitResultSchema, dataOf(await this.#http.send(send), 'submit'), 'submit'), this.#retryOptions('submit', 'POST', true, send.signal));
   }
 
   /** GET /api/generate/status/{task_id}, under the shared status rate cap. */
   async status(taskId: string, opts?: CallOptions): Promise<Task> {
     const path = `/api/generate/status/${encodeURIComponent(taskId)}`;
-    const data = await this.#call('status', { method: 'GET', path, signal: signalOf(opts) }, false, this.statusBucket);
+    const data = await this.#call('status', { method: 'GET', path, signal: signalOf(opts) }, this.statusBucket);
     return this.#parse(TaskSchema, data, 'status');
   }
 
   /** GET /api/generate/detail/music?task_id=..., under the shared status rate cap. */
   async musicDetail(taskId: string, opts?: CallOptions): Promise<MusicTask> {
     const path = `/api/generate/detail/music?task_id=${encodeURIComponent(taskId)}`;
-    const data = await this.#call('music detail', { method: 'GET', path, signal: signalOf(opts) }, false, this.statusBucket);
+    const data = await this.#call('music detail', { method: 'GET', path, signal: signalOf(opts) }, this.statusBucket);
     return this.#parse(MusicTaskSchema, data, 'music detail');
   }
 
@@ -126,7 +127,7 @@ export class ServiceClient {
    * (balance, credits, remaining, available, ...) or its only numeric field.
    */
   async balance(opts?: CallOptions): Promise<number> {
-    const raw = await this.#callRaw('balance', { method: 'GET', path: '/api/user/balance', signal: signalOf(opts) }, false);
+    const raw = await this.#callRaw('balance', { method: 'GET', path: '/api/user/balance', signal: signalOf(opts) });
     return parseBalance(raw);
   }
 
@@ -174,7 +175,7 @@ export class ServiceClient {
       async () => {
         const releaseSlot = await this.uploadLimiter.acquire(signal);
         try {
-          return dataOf(await send(this.#ctx, { method: 'POST', path, ...body(), signal }), operation);
+          return dataOf(await this.#http.send({ method: 'POST', path, ...body(), signal }), operation);
         } finally {
           releaseSlot();
         }
@@ -185,21 +186,21 @@ export class ServiceClient {
     return this.#parse(UploadRecordSchema, data, operation);
   }
 
-  async #call(operation: string, req: SendOptions, submit: boolean, bucket?: TokenBucket): Promise<unknown> {
-    const raw = await this.#callRaw(operation, req, submit, bucket);
+  async #call(operation: string, req: SendOptions, bucket?: TokenBucket): Promise<unknown> {
+    const raw = await this.#callRaw(operation, req, bucket);
     return dataOf(raw, operation);
   }
 
-  #callRaw(operation: string, req: SendOptions, submit: boolean, bucket?: TokenBucket): Promise<unknown> {
+  /** A GET, retried; under `bucket` when given (a free token is taken without waiting a turn of the event loop). */
+  #callRaw(operation: string, req: SendOptions, bucket?: TokenBucket): Promise<unknown> {
     return withRetry(
-      async () => {
-        if (bucket) await bucket.take(req.signal);
-        const raw = await send(this.#ctx, req);
-        // For a submit, an unreadable envelope is checked inside the retry layer, so that it becomes "uncertain".
-        if (submit) this.#parse(SubmitResultSchema, dataOf(raw, operation), operation);
-        return raw;
-      },
-      this.#retryOptions(operation, req.method, submit, req.signal),
+      bucket === undefined
+        ? () => this.#http.send(req)
+        : async () => {
+            if (!bucket.tryTake()) await bucket.take(req.signal);
+            return this.#http.send(req);
+          },
+      this.#retryOptions(operation, req.method, false, req.signal),
     );
   }
 
