@@ -215,17 +215,22 @@ describe('abort: one listener per signal, same outcomes as before', () => {
     expect(((err as AmbiguousSubmitError).cause as NetworkError).message).toBe('POST /api/generate/submit: request aborted after it was sent');
   });
 
-  it('requests that ended leave the signal: a later abort touches nothing, and a second client adds its own listener', async () => {
-    const s = await serve([ok(task())]);
-    const c = client(s.url, { statusRatePerSec: 1e6 });
+  it('the listener goes with the last request in flight: none is left on the signal, and each client has its own', async () => {
+    const s = await serve((n) => slow(n >= 5 && n < 8 ? 150 : 0, ok(task())));
+    const a = client(s.url, { statusRatePerSec: 1e6 });
+    const b = client(s.url, { statusRatePerSec: 1e6 });
     const ac = new AbortController();
-    for (let i = 0; i < 20; i++) await c.status(`t${i}`, ac.signal);
-    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(1);
-    await client(s.url, { statusRatePerSec: 1e6 }).status('x', ac.signal);
+    for (let i = 0; i < 5; i++) await a.status(`s${i}`, ac.signal);
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
+    const both = Promise.all([a.status('a1', ac.signal), a.status('a2', ac.signal), b.status('b1', ac.signal)]);
+    while (s.calls.length < 8) await new Promise((r) => setTimeout(r, 5));
     expect(getEventListeners(ac.signal, 'abort')).toHaveLength(2);
+    await both;
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
     ac.abort(new Error('late'));
-    // The client still works with other signals afterwards.
-    expect((await c.status('after')).task_id).toBe('t-1');
+    // The clients still work, with the aborted signal's calls refused at once and others served.
+    await expect(a.status('x', ac.signal)).rejects.toThrow('late');
+    expect((await a.status('after')).task_id).toBe('t-1');
   });
 
   it('a submit aborted while it waits for a connection is reported as before: uncertain once its turn comes (sent marked at request start)', async () => {

@@ -74,8 +74,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   sent = false;
   status = 0;
   retryAfter: string | string[] | undefined = undefined;
-  /** The in-flight set of the request's signal, while watched. */
-  watchedIn: Set<Exchange> | null = null;
+  /** The watch of the request's signal, while watched. */
+  watchedBy: SignalWatch | null = null;
   #chunks: Buffer[] = [];
   #length = 0;
   #controller: Dispatcher.DispatchController | null = null;
@@ -128,9 +128,44 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   unwatch(): void {
-    if (this.watchedIn !== null) {
-      this.watchedIn.delete(this);
-      this.watchedIn = null;
+    if (this.watchedBy !== null) {
+      this.watchedBy.remove(this);
+      this.watchedBy = null;
+    }
+  }
+}
+
+/**
+ * One abort listener for all the exchanges in flight on one signal (a run
+ * passes the same signal to every call). It is removed when the last of them
+ * ends, so nothing stays attached to a signal that is no longer in use.
+ */
+class SignalWatch {
+  readonly #signal: AbortSignal;
+  readonly #inFlight = new Set<Exchange>();
+  readonly #onAbort = (): void => {
+    const reason = abortReason(this.#signal);
+    for (const e of [...this.#inFlight]) e.abort(reason);
+  };
+  readonly #watches: WeakMap<AbortSignal, SignalWatch>;
+
+  constructor(signal: AbortSignal, watches: WeakMap<AbortSignal, SignalWatch>) {
+    this.#signal = signal;
+    this.#watches = watches;
+    watches.set(signal, this);
+    signal.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  add(ex: Exchange): void {
+    this.#inFlight.add(ex);
+    ex.watchedBy = this;
+  }
+
+  remove(ex: Exchange): void {
+    this.#inFlight.delete(ex);
+    if (this.#inFlight.size === 0) {
+      this.#signal.removeEventListener('abort', this.#onAbort);
+      this.#watches.delete(this.#signal);
     }
   }
 }
@@ -156,8 +191,8 @@ export class HttpContext {
   readonly #split: { origin: string; basePath: string } | null;
   readonly #plainHeaders: string[];
   readonly #jsonHeaders: string[];
-  /** In-flight exchanges per signal; the signal's one listener aborts them. */
-  readonly #watched = new WeakMap<AbortSignal, Set<Exchange>>();
+  /** The watch of each signal with exchanges in flight. */
+  readonly #watches = new WeakMap<AbortSignal, SignalWatch>();
 
   constructor(base: string, apiKey: string, dispatcher: Dispatcher) {
     this.base = base;
@@ -196,7 +231,7 @@ export class HttpContext {
         ex = e;
         if (signal !== undefined) {
           if (signal.aborted) e.abort(abortReason(signal));
-          else this.#watch(signal, e);
+          else (this.#watches.get(signal) ?? new SignalWatch(signal, this.#watches)).add(e);
         }
         try {
           this.dispatcher.dispatch({ origin: target.origin, path: target.path, method: opts.method, headers, body }, e);
@@ -225,25 +260,6 @@ export class HttpContext {
       if (code !== 200) throw new ApiError(code >= 400 && code < 600 ? code : 500, asError.data.error.type ?? null, redact(asError.data.error.message, apiKey), retryAfterMs(retryAfter));
     }
     return parsed;
-  }
-
-  #watch(signal: AbortSignal, ex: Exchange): void {
-    let set = this.#watched.get(signal);
-    if (set === undefined) {
-      const inFlight = new Set<Exchange>();
-      set = inFlight;
-      this.#watched.set(signal, inFlight);
-      signal.addEventListener(
-        'abort',
-        () => {
-          const reason = abortReason(signal);
-          for (const e of [...inFlight]) e.abort(reason);
-        },
-        { once: true },
-      );
-    }
-    set.add(ex);
-    ex.watchedIn = set;
   }
 }
 
