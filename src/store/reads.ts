@@ -33,7 +33,10 @@ export function nextPending(stmt: Prepare, runId: number, afterSeq: number, limi
 
 /** Jobs in one state, in manifest order (iterated lazily). */
 export function jobsIn(db: Database.Database, runId: number, state: JobState): IterableIterator<JobRow> {
-  return db.prepare(`SELECT * FROM jobs WHERE run_id = ? AND state = ? ORDER BY seq`).iterate(runId, state) as IterableIterator<JobRow>;
+  // Pending jobs through the partial index jobs_pending (a bound state could not use it); other states are read once per run.
+  if (state === 'pending') return db.prepare(`SELECT * FROM jobs WHERE run_id = ? AND state = 'pending' ORDER BY seq`).iterate(runId) as IterableIterator<JobRow>;
+  // `+seq`: the run's rows by primary key, the few that match sorted (not every row looked up through jobs_by_seq).
+  return db.prepare(`SELECT * FROM jobs WHERE run_id = ? AND state = ? ORDER BY +seq`).iterate(runId, state) as IterableIterator<JobRow>;
 }
 
 /** Every job of the run, in manifest order. */

@@ -50,10 +50,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   generation INTEGER NOT NULL,
   PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (run_id, state, seq);
-CREATE INDEX IF NOT EXISTS jobs_by_task ON jobs (task_id);
 CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs (run_id, seq);
-CREATE INDEX IF NOT EXISTS jobs_by_expiry ON jobs (run_id, state, expires_at, seq);
 CREATE TABLE IF NOT EXISTS files (
   run_id INTEGER NOT NULL,
   job_id TEXT NOT NULL,
@@ -93,6 +90,36 @@ CREATE TABLE IF NOT EXISTS lease (
   heartbeat INTEGER NOT NULL
 );
 `;
+
+/**
+ * The indexes of `jobs` besides its primary key and jobs_by_seq (which no
+ * state change touches). Every index that holds `state` is rewritten by every
+ * state change (WAL pages, every transaction), so there is one: the pending
+ * jobs in manifest order (Store.nextPending, the submit queue), a partial
+ * index that only the changes into and out of `pending` touch. The other
+ * reads by state are once per run (start, status, report) and read the run's
+ * rows by primary key.
+ *
+ * State files written before this layout had jobs_by_state (run_id, state,
+ * seq), jobs_by_task (task_id, read by no query) and jobs_by_expiry (run_id,
+ * state, expires_at, seq; downloads are ordered in memory). Store.openForWrite
+ * replaces them once the lease is held (ensureJobIndexes); the schema version
+ * stays 1: an older genbatch opening such a file for a run creates its
+ * indexes again (CREATE INDEX IF NOT EXISTS) and works as before.
+ */
+const OLD_JOB_INDEXES = ['jobs_by_state', 'jobs_by_task', 'jobs_by_expiry'] as const;
+const JOB_INDEXES = `CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (run_id, seq) WHERE state = 'pending';`;
+
+/** Bring the jobs indexes to the layout above (a writer, holding the lease). True when something changed. */
+export function ensureJobIndexes(db: Database.Database): boolean {
+  const names = new Set((db.prepare(`SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'jobs'`).pluck().all() as string[]));
+  if (names.has('jobs_pending') && !OLD_JOB_INDEXES.some((n) => names.has(n))) return false;
+  db.transaction(() => {
+    for (const n of OLD_JOB_INDEXES) db.exec(`DROP INDEX IF EXISTS ${n}`);
+    db.exec(JOB_INDEXES);
+  }).immediate();
+  return true;
+}
 
 export interface OpenOptions {
   /** Open an existing file only (status, report): never create it. */

@@ -8,7 +8,7 @@ import { GraphLinks } from './graph.js';
 import { Lease, type LeaseOptions } from './lease.js';
 import * as reads from './reads.js';
 import * as runTable from './runs.js';
-import { openDatabase } from './schema.js';
+import { ensureJobIndexes, openDatabase } from './schema.js';
 import { syncJob, type SyncHost } from './sync.js';
 import { WalSync } from './wal-sync.js';
 import { JOB_STATES, TRANSITIONS, type JobState } from './states.js';
@@ -75,6 +75,13 @@ export class Store {
     } catch (err) {
       store.db.close();
       throw err;
+    }
+    try {
+      // Only the lease holder changes the schema (a process refused by the lease leaves the file as it is).
+      ensureJobIndexes(store.db);
+    } catch (err) {
+      store.close();
+      throw new StateError(`state file ${abs} is not usable: ${err instanceof Error ? err.message : String(err)}`);
     }
     return store;
   }
@@ -221,8 +228,12 @@ export class Store {
     const children = this.graph.childrenOf(seen);
     // Every state that may become skipped (TRANSITIONS), except done: a removed job's results stay.
     const from = JOB_STATES.filter((st) => st !== 'done' && TRANSITIONS[st].includes('skipped'));
+    // In the order the earlier index (run_id, state, expires_at, seq) gave them.
     const gone = (
-      this.stmt(`SELECT id, state FROM jobs WHERE run_id = ? AND state IN (${from.map(() => '?').join(', ')})`).all(this.runId, ...from) as { id: string; state: JobState }[]
+      this.stmt(`SELECT id, state FROM jobs WHERE run_id = ? AND state IN (${from.map(() => '?').join(', ')}) ORDER BY state, expires_at, seq`).all(this.runId, ...from) as {
+        id: string;
+        state: JobState;
+      }[]
     ).filter((r) => !seen.has(r.id) && !children.has(r.id));
     this.db.transaction(() => {
       for (const r of gone) this.syncMove(r.id, r.state, 'skipped', {});
