@@ -26,11 +26,28 @@ export function fileDone(stmt: Prepare, runId: number, jobId: string, idx: numbe
   );
 }
 
-export function filesOf(stmt: Prepare, runId: number, jobId: string): FileRow[] {
-  return stmt('SELECT job_id, idx, name, url, type, content_type, expected_size, path, size, sha256, expires_at, state FROM files WHERE run_id = ? AND job_id = ? ORDER BY idx').all(
+type FileTuple = [string, number, string, string | null, string, string | null, number | null, string | null, number | null, string | null, number | null, 'pending' | 'done'];
+
+/** The files of a job, read in raw mode (`raw`: a raw statement) and made objects here (see reads.ts). */
+export function filesOf(raw: Prepare, runId: number, jobId: string): FileRow[] {
+  const rows = raw('SELECT job_id, idx, name, url, type, content_type, expected_size, path, size, sha256, expires_at, state FROM files WHERE run_id = ? AND job_id = ? ORDER BY idx').all(
     runId,
     jobId,
-  ) as FileRow[];
+  ) as FileTuple[];
+  return rows.map((r) => ({
+    job_id: r[0],
+    idx: r[1],
+    name: r[2],
+    url: r[3],
+    type: r[4],
+    content_type: r[5],
+    expected_size: r[6],
+    path: r[7],
+    size: r[8],
+    sha256: r[9],
+    expires_at: r[10],
+    state: r[11],
+  }));
 }
 
 // ---- uploads (shared by every run in this file) ----

@@ -9,48 +9,137 @@ import type { JobRow, SummaryRow } from './types.js';
 
 export type Prepare = (sql: string) => Database.Statement;
 
-/** The task result JSON last read for a job, or null. */
-export function resultOf(stmt: Prepare, runId: number, jobId: string): string | null {
-  const r = stmt('SELECT result FROM jobs WHERE run_id = ? AND id = ?').get(runId, jobId) as { result: string | null } | undefined;
-  return r?.result ?? null;
+/*
+ * Rows are read in raw mode (arrays) and turned into objects here, with the
+ * same keys in the same order as the named rows better-sqlite3 makes (which
+ * looks every column name up again for every row: most of the cost of a read).
+ * JOB_COLUMNS is the column list of `jobs` in table order, i.e. what
+ * `SELECT *` returned; jobRow is its object.
+ */
+const JOB_COLUMNS =
+  'run_id, id, seq, model, kind, "where", spec_hash, spec, submitted_input, state, task_id, attempts, created_at, updated_at, submitted_at, finished_at, expires_at, last_error, result, estimated_credits, generation';
+
+type JobTuple = [
+  number,
+  string,
+  number,
+  string,
+  string,
+  string,
+  string,
+  string,
+  string | null,
+  JobState,
+  string | null,
+  number,
+  string,
+  string,
+  string | null,
+  string | null,
+  number | null,
+  string | null,
+  string | null,
+  number | null,
+  number,
+];
+
+/** A jobs row as `SELECT *` gives it: JobRow and the run id and sync generation. */
+export type StoredJobRow = JobRow & { run_id: number; generation: number };
+
+export function jobRow(r: JobTuple): StoredJobRow {
+  return {
+    run_id: r[0],
+    id: r[1],
+    seq: r[2],
+    model: r[3],
+    kind: r[4],
+    where: r[5],
+    spec_hash: r[6],
+    spec: r[7],
+    submitted_input: r[8],
+    state: r[9],
+    task_id: r[10],
+    attempts: r[11],
+    created_at: r[12],
+    updated_at: r[13],
+    submitted_at: r[14],
+    finished_at: r[15],
+    expires_at: r[16],
+    last_error: r[17],
+    result: r[18],
+    estimated_credits: r[19],
+    generation: r[20],
+  };
 }
 
-export function getJob(stmt: Prepare, runId: number, jobId: string): JobRow | undefined {
-  return stmt('SELECT * FROM jobs WHERE run_id = ? AND id = ?').get(runId, jobId) as JobRow | undefined;
+const SUMMARY_COLUMNS = 'id, model, kind, "where", state, task_id, attempts, submitted_at, finished_at, last_error, estimated_credits';
+
+type SummaryTuple = [string, string, string, string, JobState, string | null, number, string | null, string | null, string | null, number | null];
+
+function summaryRow(r: SummaryTuple): SummaryRow {
+  return {
+    id: r[0],
+    model: r[1],
+    kind: r[2],
+    where: r[3],
+    state: r[4],
+    task_id: r[5],
+    attempts: r[6],
+    submitted_at: r[7],
+    finished_at: r[8],
+    last_error: r[9],
+    estimated_credits: r[10],
+  };
+}
+
+/** Rows of a raw-mode iterator as objects; ending the loop early ends the statement's iteration too. */
+function* mapRows<T, R>(rows: IterableIterator<unknown>, make: (r: T) => R): IterableIterator<R> {
+  for (const r of rows) yield make(r as T);
+}
+
+/** The task result JSON last read for a job, or null. */
+export function resultOf(raw: Prepare, runId: number, jobId: string): string | null {
+  const r = raw('SELECT result FROM jobs WHERE run_id = ? AND id = ?').get(runId, jobId) as [string | null] | undefined;
+  return r ? r[0] : null;
+}
+
+export function getJob(raw: Prepare, runId: number, jobId: string): JobRow | undefined {
+  const r = raw(`SELECT ${JOB_COLUMNS} FROM jobs WHERE run_id = ? AND id = ?`).get(runId, jobId) as JobTuple | undefined;
+  return r ? jobRow(r) : undefined;
 }
 
 /**
  * Up to `limit` ready pending jobs after sequence number `afterSeq`, in
  * manifest order: a job with graph parents is ready when every parent is done.
  */
-export function nextPending(stmt: Prepare, runId: number, afterSeq: number, limit: number): JobRow[] {
-  return stmt(
-    `SELECT * FROM jobs j WHERE run_id = ? AND state = 'pending' AND seq > ?
+export function nextPending(raw: Prepare, runId: number, afterSeq: number, limit: number): JobRow[] {
+  const rows = raw(
+    `SELECT ${JOB_COLUMNS} FROM jobs j WHERE run_id = ? AND state = 'pending' AND seq > ?
          AND NOT EXISTS (SELECT 1 FROM job_links l JOIN jobs p ON p.run_id = l.run_id AND p.id = l.parent_id WHERE l.run_id = j.run_id AND l.job_id = j.id AND l.kind != 'child' AND p.state != 'done')
        ORDER BY seq LIMIT ?`,
-  ).all(runId, afterSeq, limit) as JobRow[];
+  ).all(runId, afterSeq, limit) as JobTuple[];
+  return rows.map(jobRow);
 }
 
 /** Jobs in one state, in manifest order (iterated lazily). */
 export function jobsIn(db: Database.Database, runId: number, state: JobState): IterableIterator<JobRow> {
   // Pending jobs through the partial index jobs_pending (a bound state could not use it); other states are read once per run.
-  if (state === 'pending') return db.prepare(`SELECT * FROM jobs WHERE run_id = ? AND state = 'pending' ORDER BY seq`).iterate(runId) as IterableIterator<JobRow>;
-  // `+seq`: the run's rows by primary key, the few that match sorted (not every row looked up through jobs_by_seq).
-  return db.prepare(`SELECT * FROM jobs WHERE run_id = ? AND state = ? ORDER BY +seq`).iterate(runId, state) as IterableIterator<JobRow>;
+  const rows =
+    state === 'pending'
+      ? db.prepare(`SELECT ${JOB_COLUMNS} FROM jobs WHERE run_id = ? AND state = 'pending' ORDER BY seq`).raw(true).iterate(runId)
+      : // `+seq`: the run's rows by primary key, the few that match sorted (not every row looked up through jobs_by_seq).
+        db.prepare(`SELECT ${JOB_COLUMNS} FROM jobs WHERE run_id = ? AND state = ? ORDER BY +seq`).raw(true).iterate(runId, state);
+  return mapRows(rows, jobRow);
 }
 
 /** Every job of the run, in manifest order. */
 export function allJobs(db: Database.Database, runId: number): IterableIterator<JobRow> {
-  return db.prepare(`SELECT * FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).iterate(runId) as IterableIterator<JobRow>;
+  return mapRows(db.prepare(`SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).raw(true).iterate(runId), jobRow);
 }
 
 /** Every job of the run, in manifest order, without the large spec and input columns (reports, status). */
 export function summaryRows(db: Database.Database, runId: number): IterableIterator<SummaryRow> {
-  return db
-    .prepare(
-      `SELECT id, model, kind, "where", state, task_id, attempts, submitted_at, finished_at, last_error, estimated_credits FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`,
-    )
-    .iterate(runId) as IterableIterator<SummaryRow>;
+  return mapRows(db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).raw(true).iterate(runId), summaryRow);
 }
 
 export function counts(stmt: Prepare, runId: number): Record<JobState, number> {

@@ -32,8 +32,16 @@ export class Store {
   private seq = 0;
   private wal: WalSync | null | undefined;
   private readonly stmts = new Map<string, Database.Statement>();
+  /** Statements in raw mode (rows as arrays, turned into objects by reads.ts and files.ts). */
+  private readonly rawStmts = new Map<string, Database.Statement>();
+  /** The guarded UPDATE of guardedMove, by the set of columns it sets (bit i: PATCH_COLUMNS[i]; the last bit: attempts). */
+  private readonly moveStmts = new Map<number, Database.Statement>();
+  /** BEGIN, BEGIN IMMEDIATE, COMMIT, ROLLBACK: prepared once (see tx). */
+  private txStmts: { begin: Database.Statement; immediate: Database.Statement; commit: Database.Statement; rollback: Database.Statement } | null = null;
   /** stmt() for the query modules (reads.ts, files.ts, sync.ts). */
   private readonly cached: reads.Prepare = (sql) => this.stmt(sql);
+  /** rawStmt() for the query modules. */
+  private readonly cachedRaw: reads.Prepare = (sql) => this.rawStmt(sql);
   /** During a sync: the ids the manifest named. */
   private seen: Set<string> | null = null;
   private syncMoves: Array<{ id: string; from: JobState; to: JobState; error: string | null }> = [];
@@ -115,12 +123,48 @@ export class Store {
     return s;
   }
 
+  private rawStmt(sql: string): Database.Statement {
+    let s = this.rawStmts.get(sql);
+    if (!s) {
+      s = this.db.prepare(sql).raw(true);
+      this.rawStmts.set(sql, s);
+    }
+    return s;
+  }
+
+  /**
+   * fn in one transaction, as better-sqlite3's db.transaction(fn)() (or its
+   * .immediate()) runs it, without building the four wrapper functions that
+   * db.transaction makes on every call: BEGIN, fn, COMMIT; on a throw, ROLLBACK
+   * (when SQLite has not already ended the transaction) and the error again.
+   * Inside an open transaction: db.transaction itself (a savepoint), as before.
+   */
+  private tx<T>(fn: () => T, immediate: boolean): T {
+    if (this.db.inTransaction) return immediate ? this.db.transaction(fn).immediate() : this.db.transaction(fn)();
+    const t = (this.txStmts ??= {
+      begin: this.db.prepare('BEGIN'),
+      immediate: this.db.prepare('BEGIN IMMEDIATE'),
+      commit: this.db.prepare('COMMIT'),
+      rollback: this.db.prepare('ROLLBACK'),
+    });
+    (immediate ? t.immediate : t.begin).run();
+    try {
+      const result = fn();
+      if (result && typeof (result as { then?: unknown }).then === 'function') throw new TypeError('Transaction function cannot return a promise');
+      t.commit.run();
+      return result;
+    } catch (err) {
+      if (this.db.inTransaction) t.rollback.run();
+      throw err;
+    }
+  }
+
   /**
    * Run fn in one transaction (synchronous=NORMAL: written to the WAL, not yet
    * synced). Pair with syncWal() to make it durable without blocking the event loop.
    */
   commitNormal<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
+    return this.tx(fn, true);
   }
 
   /** True when the state file is in WAL mode (then commitNormal + syncWal can replace durable). */
@@ -148,7 +192,7 @@ export class Store {
   durable<T>(fn: () => T): T {
     this.db.pragma('synchronous = FULL');
     try {
-      return this.db.transaction(fn).immediate();
+      return this.tx(fn, true);
     } finally {
       this.db.pragma('synchronous = NORMAL');
     }
@@ -307,28 +351,37 @@ export class Store {
       this.graph.afterMove(jobId, to, patch.last_error);
     };
     if (this.db.inTransaction) run();
-    else this.db.transaction(run)();
+    else this.tx(run, false);
   }
 
   /** The guarded UPDATE of one job's state (no graph effects); the caller holds the transaction. */
   private guardedMove(jobId: string, from: JobState, to: JobState, patch: JobPatch): void {
     if (!TRANSITIONS[from].includes(to)) throw new TransitionError(`job ${jobId}: ${from} -> ${to} is not an allowed state change`);
-    const sets = ['state = ?', 'updated_at = ?'];
     const values: unknown[] = [to, nowIso()];
-    for (const col of PATCH_COLUMNS) {
+    let mask = 0;
+    for (let i = 0; i < PATCH_COLUMNS.length; i++) {
+      const col = PATCH_COLUMNS[i]!;
       if (col in patch) {
-        sets.push(`"${col}" = ?`);
+        mask |= 1 << i;
         values.push(patch[col] ?? null);
       }
     }
     if (patch.attemptsInc) {
-      sets.push('attempts = attempts + ?');
+      mask |= 1 << PATCH_COLUMNS.length;
       values.push(patch.attemptsInc);
+    }
+    values.push(this.runId, jobId, from);
+    let update = this.moveStmts.get(mask);
+    if (!update) {
+      const sets = ['state = ?', 'updated_at = ?'];
+      for (let i = 0; i < PATCH_COLUMNS.length; i++) if (mask & (1 << i)) sets.push(`"${PATCH_COLUMNS[i]!}" = ?`);
+      if (mask & (1 << PATCH_COLUMNS.length)) sets.push('attempts = attempts + ?');
+      update = this.stmt(`UPDATE jobs SET ${sets.join(', ')} WHERE run_id = ? AND id = ? AND state = ?`);
+      this.moveStmts.set(mask, update);
     }
     // A job sent again whose earlier result has files on disk: the engine moves them aside (src/engine/previous.ts).
     const hadFiles = to === 'pending' && from !== 'submitting' && this.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(this.runId, jobId) !== undefined;
-    const sql = `UPDATE jobs SET ${sets.join(', ')} WHERE run_id = ? AND id = ? AND state = ?`;
-    const res = this.stmt(sql).run(...values, this.runId, jobId, from);
+    const res = update.run(...values);
     if (res.changes !== 1) {
       const cur = this.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as { state: string } | undefined;
       throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur ? cur.state : 'no such job'}`);
@@ -345,11 +398,11 @@ export class Store {
 
   /** The task result JSON last read for a job, or null. */
   resultOf(jobId: string): string | null {
-    return reads.resultOf(this.cached, this.runId, jobId);
+    return reads.resultOf(this.cachedRaw, this.runId, jobId);
   }
 
   getJob(jobId: string): JobRow | undefined {
-    return reads.getJob(this.cached, this.runId, jobId);
+    return reads.getJob(this.cachedRaw, this.runId, jobId);
   }
 
   /**
@@ -357,7 +410,7 @@ export class Store {
    * manifest order: a job with graph parents is ready when every parent is done.
    */
   nextPending(afterSeq: number, limit: number): JobRow[] {
-    return reads.nextPending(this.cached, this.runId, afterSeq, limit);
+    return reads.nextPending(this.cachedRaw, this.runId, afterSeq, limit);
   }
 
   /** Jobs in one state, in manifest order (iterated lazily). */
@@ -404,7 +457,7 @@ export class Store {
   }
 
   filesOf(jobId: string): FileRow[] {
-    return files.filesOf(this.cached, this.runId, jobId);
+    return files.filesOf(this.cachedRaw, this.runId, jobId);
   }
 
   // ---- uploads (shared by every run in this file) ----
