@@ -30,6 +30,22 @@ export interface GraphHost {
   move(jobId: string, from: JobState, to: JobState, patch: JobPatch): void;
 }
 
+/**
+ * The reads by parent, through job_links_by_parent (INDEXED BY; CROSS JOIN
+ * keeps the links as the outer loop). Left to itself the planner reads every
+ * link of the run (primary key prefix run_id), or every pending job, for each
+ * call: ~1 ms per call at 10,000 jobs instead of ~4 us, once per finished job
+ * of a graph run. The rows come in the same order (by job id either way).
+ */
+export const GRAPH_SQL = {
+  /** The jobs waiting for parent_id (afterMove, rerunDescendants). */
+  dependents: `SELECT job_id FROM job_links INDEXED BY job_links_by_parent WHERE run_id = ? AND parent_id = ? AND kind != 'child'`,
+  /** Where a rescan of pending jobs starts (firstPendingChild). */
+  firstPendingChild: `SELECT MIN(j.seq) AS m FROM job_links l INDEXED BY job_links_by_parent CROSS JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind != 'child' AND j.state = 'pending'`,
+  /** The for_each children of a template that are not in flight (dropChildren). */
+  dropChildren: `SELECT j.id AS id FROM job_links l INDEXED BY job_links_by_parent CROSS JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind = 'child' AND j.state IN ('pending', ${FINAL_STATES.map(() => '?').join(', ')})`,
+} as const;
+
 /** Text that starts the last_error of a job skipped because of a parent. */
 export const GRAPH_SKIP_PREFIX = 'skipped because job ';
 
@@ -54,9 +70,7 @@ export class GraphLinks {
 
   /** The smallest seq of the pending jobs waiting for `parentId`, or null (where a rescan of pending jobs starts). */
   firstPendingChild(parentId: string): number | null {
-    const r = this.h
-      .stmt(`SELECT MIN(j.seq) AS m FROM job_links l JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind != 'child' AND j.state = 'pending'`)
-      .get(this.h.runId(), parentId) as { m: number | null } | undefined;
+    const r = this.h.stmt(GRAPH_SQL.firstPendingChild).get(this.h.runId(), parentId) as { m: number | null } | undefined;
     return r?.m ?? null;
   }
 
@@ -107,7 +121,7 @@ export class GraphLinks {
     if (!PARENT_FAILED_STATES.includes(to)) return;
     const why = lastError ? `: ${lastError.startsWith(GRAPH_SKIP_PREFIX) ? lastError.slice(GRAPH_SKIP_PREFIX.length) : lastError}` : '';
     const reason = `${GRAPH_SKIP_PREFIX}${jobId} is ${to}${why}`.slice(0, 2000);
-    const children = this.h.stmt(`SELECT job_id FROM job_links WHERE run_id = ? AND parent_id = ? AND kind != 'child'`);
+    const children = this.h.stmt(GRAPH_SQL.dependents);
     const state = this.h.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?');
     const queue = [jobId];
     const seen = new Set(queue);
@@ -154,7 +168,7 @@ export class GraphLinks {
   rerunDescendants(jobId: string): number {
     const run = this.h.runId();
     let n = this.dropChildren(jobId);
-    const dependents = this.h.stmt(`SELECT job_id FROM job_links WHERE run_id = ? AND parent_id = ? AND kind != 'child'`);
+    const dependents = this.h.stmt(GRAPH_SQL.dependents);
     const get = this.h.stmt('SELECT state, kind FROM jobs WHERE run_id = ? AND id = ?');
     const clear = this.h.stmt(
       `UPDATE jobs SET task_id = NULL, submitted_input = NULL, submitted_at = NULL, finished_at = NULL, expires_at = NULL, result = NULL WHERE run_id = ? AND id = ?`,
@@ -185,9 +199,7 @@ export class GraphLinks {
   /** Remove the for_each children of `templateId` that are not in flight (with their files and links). */
   private dropChildren(templateId: string): number {
     const run = this.h.runId();
-    const kids = this.h
-      .stmt(`SELECT j.id AS id FROM job_links l JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind = 'child' AND j.state IN ('pending', ${FINAL_STATES.map(() => '?').join(', ')})`)
-      .all(run, templateId, ...FINAL_STATES) as { id: string }[];
+    const kids = this.h.stmt(GRAPH_SQL.dropChildren).all(run, templateId, ...FINAL_STATES) as { id: string }[];
     for (const k of kids) {
       this.h.stmt('DELETE FROM jobs WHERE run_id = ? AND id = ?').run(run, k.id);
       this.h.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(run, k.id);
