@@ -23,6 +23,9 @@ export { nowIso } from './clock.js';
  * The plain SQL reads and writes are in reads.ts, files.ts, runs.ts and sync.ts.
  */
 
+/** PATCH_COLUMNS[i] -> bit i (guardedMove). */
+const PATCH_BIT = new Map<string, number>(PATCH_COLUMNS.map((c, i) => [c, 1 << i]));
+
 export class Store {
   readonly db: Database.Database;
   readonly path: string;
@@ -357,15 +360,11 @@ export class Store {
   /** The guarded UPDATE of one job's state (no graph effects); the caller holds the transaction. */
   private guardedMove(jobId: string, from: JobState, to: JobState, patch: JobPatch): void {
     if (!TRANSITIONS[from].includes(to)) throw new TransitionError(`job ${jobId}: ${from} -> ${to} is not an allowed state change`);
-    const values: unknown[] = [to, nowIso()];
+    // The columns the patch names (`in`, so an explicit undefined sets NULL), in PATCH_COLUMNS order.
     let mask = 0;
-    for (let i = 0; i < PATCH_COLUMNS.length; i++) {
-      const col = PATCH_COLUMNS[i]!;
-      if (col in patch) {
-        mask |= 1 << i;
-        values.push(patch[col] ?? null);
-      }
-    }
+    for (const key in patch) mask |= PATCH_BIT.get(key) ?? 0;
+    const values: unknown[] = [to, nowIso()];
+    for (let i = 0; i < PATCH_COLUMNS.length; i++) if (mask & (1 << i)) values.push(patch[PATCH_COLUMNS[i]!] ?? null);
     if (patch.attemptsInc) {
       mask |= 1 << PATCH_COLUMNS.length;
       values.push(patch.attemptsInc);
