@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TransitionError } from '../src/errors.js';
-import { JOB_STATES, Store, type JobInput } from '../src/store/index.js';
+import { JOB_STATES, Store, nowIso, type JobInput } from '../src/store/index.js';
 import { tempDir } from './helpers/tmp.js';
 
 /**
@@ -175,5 +175,24 @@ describe('store transactions', () => {
     const rb = store.getJob(b!)!;
     expect([ra.attempts, ra.submitted_input, ra.task_id, ra.state]).toEqual([2, 'x', 'ta', 'submitted']);
     expect([rb.attempts, rb.submitted_input, rb.task_id, rb.state]).toEqual([0, 'y', 'tb', 'submitted']);
+  });
+});
+
+describe('nowIso (the text made once per millisecond)', () => {
+  it('is always the toISOString of the current millisecond', () => {
+    let checked = 0;
+    const seen = new Set<string>();
+    const end = Date.now() + 30;
+    while (Date.now() < end) {
+      const before = new Date().toISOString();
+      const t = nowIso();
+      const after = new Date().toISOString();
+      expect(t >= before && t <= after, `${before} <= ${t} <= ${after}`).toBe(true);
+      expect(new Date(t).toISOString()).toBe(t);
+      seen.add(t);
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(100);
+    expect(seen.size).toBeGreaterThan(5); // moved on with the clock
   });
 });
