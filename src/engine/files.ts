@@ -5,7 +5,7 @@ import { tmpSuffix, writeNewFileSynced } from '../download/index.js';
 /**
  * Write a small file atomically: temp file in the same folder, fsync (off the main thread), rename.
  * open, write, close, rename and mkdir are synchronous (cheaper than a thread-pool trip each, see
- * src/download/download.ts); only the fsync goes to the thread pool.
+ * src/download/fileops.ts); only the fsync goes to the thread pool.
  * The folder itself is not fsynced: callers that record the file as done fsync it once (fsyncDir) first.
  * `dirExists`: the caller made the folder already (no mkdir).
  */
