@@ -1,4 +1,5 @@
-import cliProgress from 'cli-progress';
+import type cliProgress from 'cli-progress';
+import { createRequire } from 'node:module';
 import type { EngineEvent, EventBus } from '../engine/index.js';
 import type { JobState } from '../store/index.js';
 import { formatCredits } from '../report/format.js';
@@ -18,6 +19,13 @@ export interface ProgressOptions {
 }
 
 type Counts = Record<JobState, number>;
+
+/** cli-progress is loaded only when bars are drawn (a TTY run): ~20 ms of start-up that --json and plain runs skip. */
+let barsModule: typeof cliProgress | null = null;
+function loadBars(): typeof cliProgress {
+  barsModule ??= createRequire(import.meta.url)('cli-progress') as typeof cliProgress;
+  return barsModule;
+}
 
 export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   const out = o.out ?? process.stdout;
@@ -119,7 +127,8 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         balance = e.balance;
         if (o.tty && counts && counts.pending > 0) {
           const row = (name: string, rest: string) => `${name.padEnd(10)} ${rest}`;
-          const multi = new cliProgress.MultiBar({ clearOnComplete: false, hideCursor: true, stream: err, format: '{bar} {value}/{total}' }, cliProgress.Presets.shades_classic);
+          const bar = loadBars();
+          const multi = new bar.MultiBar({ clearOnComplete: false, hideCursor: true, stream: err, format: '{bar} {value}/{total}' }, bar.Presets.shades_classic);
           bars = {
             multi,
             uploaded: multi.create(1, 0, { uploads: 0, reused: 0 }, { format: row('uploaded', '{uploads} sent, {reused} reused') }),

@@ -5,7 +5,7 @@ import { openManifest } from '../manifest/index.js';
 import type { ReportData } from '../report/types.js';
 import { Store, nowIso, type JobState } from '../store/index.js';
 import type { EventBus } from './events.js';
-import { CallbackReceiver, newCallbackToken, parseListen } from './callbacks.js';
+import type { CallbackReceiver } from './callbacks.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, errorText } from './pipeline.js';
 import { moveAsidePrevious } from './previous.js';
@@ -128,6 +128,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     let callbackUrlFor: ((jobId: string) => string) | null = null;
     let pipeline: Pipeline | null = null;
     if (o.callbacks) {
+      // Loaded only with --listen (an HTTP server and its zod schemas: start-up cost every other run skips).
+      const { CallbackReceiver, newCallbackToken, parseListen } = await import('./callbacks.js');
       // Choice: with --listen every submit carries this run's receiver URL (it is how tasks are adopted and
       // polled less); a job's own callback_url from the manifest is not sent, and the user is told.
       const own = store.pendingWithOwnCallback();

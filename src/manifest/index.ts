@@ -3,10 +3,8 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
 import { hasRef, type JobLinks } from '../graph/index.js';
 import { findModel, isRemoteRef } from '../models/index.js';
-import { csvJobs } from './csv.js';
 import { JobBuilder, valuesAt, type ManifestJob } from './job.js';
 import { isTablePath } from './table.js';
-import { readYaml } from './yaml.js';
 
 /**
  * Manifests: YAML (`jobs:` list with optional defaults, rows/glob/matrix
@@ -67,6 +65,8 @@ export async function openManifest(path: string): Promise<Manifest> {
     links = g.links;
   }
   if (isTablePath(path)) {
+    // Each format's reader is loaded when a manifest of that format is opened (a CSV run never loads the yaml package).
+    const { csvJobs } = await import('./csv.js');
     return {
       path,
       dir,
@@ -92,7 +92,7 @@ export async function openManifest(path: string): Promise<Manifest> {
     const code = (err as { code?: string }).code;
     readProblem = { job: null, where: path, path: '', message: code === 'ENOENT' ? 'manifest file not found' : `cannot read the manifest: ${(err as Error).message}` };
   }
-  const yaml = text === null ? null : readYaml(text, path, dir);
+  const yaml = text === null ? null : (await import('./yaml.js')).readYaml(text, path, dir);
   const fixed = readProblem ? [readProblem] : (yaml?.problems ?? []);
   sourceProblems = [...fixed];
   return {

@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { extname } from 'node:path';
-import { parse, type CsvError } from 'csv-parse';
+import type { CsvError } from 'csv-parse';
 
 /**
  * Streaming reader of CSV and TSV files, shared by CSV/TSV manifests and YAML
@@ -37,6 +37,8 @@ export async function* readTable(file: string, limit: number | null = null): Asy
   // runs ahead of this consumer; each is put back in order by the number of
   // records parsed before it.
   const pending: Array<{ before: number; message: string; unclosed?: boolean }> = [];
+  // Loaded on first use (YAML manifests without rows sources never need it).
+  const { parse } = await import('csv-parse');
   const source = createReadStream(file);
   const parser = source.pipe(
     parse({

@@ -1,5 +1,4 @@
 import { readFile } from 'node:fs/promises';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { UsageError, type Problem } from '../errors.js';
 import type { ManifestJob } from '../manifest/index.js';
@@ -40,15 +39,23 @@ export type UserPrices = Record<string, number>;
  */
 export const MAX_USER_PRICE = 1e9;
 
-const priceValue = z
-  .number({ error: 'must be a number of credits' })
-  .finite({ error: 'must be a finite number of credits' })
-  .min(0, { error: 'must be at least 0' })
-  .max(MAX_USER_PRICE, { error: `must be at most ${MAX_USER_PRICE.toLocaleString('en-US')} credits per unit` });
-
-const pricesFile = z.record(z.string().min(1), priceValue, {
-  error: 'must be a mapping of model id -> credits',
-});
+/**
+ * The schema of a prices file, built on first use: its message calls toLocaleString, whose first call
+ * loads the ICU number formats (~20 ms of every start-up when built at import).
+ */
+let pricesFileSchema: z.ZodType<UserPrices> | null = null;
+function pricesFile(): z.ZodType<UserPrices> {
+  if (pricesFileSchema) return pricesFileSchema;
+  const priceValue = z
+    .number({ error: 'must be a number of credits' })
+    .finite({ error: 'must be a finite number of credits' })
+    .min(0, { error: 'must be at least 0' })
+    .max(MAX_USER_PRICE, { error: `must be at most ${MAX_USER_PRICE.toLocaleString('en-US')} credits per unit` });
+  pricesFileSchema = z.record(z.string().min(1), priceValue, {
+    error: 'must be a mapping of model id -> credits',
+  });
+  return pricesFileSchema;
+}
 
 /** Why a user-supplied price is unusable (not a finite number from 0 to MAX_USER_PRICE), or null when it is fine. */
 function priceProblem(value: unknown): string | null {
@@ -79,13 +86,15 @@ export async function loadPrices(file: string): Promise<UserPrices> {
   } catch {
     throw new UsageError(`--prices: cannot read ${file}`);
   }
+  // Loaded on first use: CSV manifests without --prices never load the yaml package.
+  const { parse: parseYaml } = await import('yaml');
   let raw: unknown;
   try {
     raw = parseYaml(text);
   } catch (err) {
     throw new UsageError(`--prices ${file}: not valid YAML or JSON: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
   }
-  const parsed = pricesFile.safeParse(raw ?? {});
+  const parsed = pricesFile().safeParse(raw ?? {});
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `${i.path.map(String).join('.') || '(file)'}: ${i.message}`);
     throw new UsageError(`--prices ${file}: ${lines.join('; ')}`);
