@@ -5,6 +5,9 @@
 //  4. peak RSS of the load/validate/store phase on a 100,000-job manifest (target <= 200 MB)
 //  5. time to resume a 100,000-job state with nothing left to do      (target <= 2 s)
 // Usage: npm run build && node bench/run.js [--jobs 1000] [--big 100000] [--scale 0.01]
+//          [--jobs 1000,5000] (a second, larger size: also run it and print the steady-state CPU per job,
+//                              (CPU(N2) - CPU(N1)) / (N2 - N1), so fixed cost, warm-up and steady state are
+//                              reported apart; with --repeat, the least CPU of each size is used)
 //          [--only run|big] [--prof DIR]   (--prof: node --cpu-prof of every measured child into DIR;
 //                                           summarise with node bench/prof-summary.mjs DIR/<file>)
 //          [--repeat N] (the run N times, the least CPU reported) [--csv] (CSV manifest for the run)
@@ -25,7 +28,18 @@ const arg = (name, dflt) => {
   const i = process.argv.indexOf(name);
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
 };
-const JOBS = arg('--jobs', 1000);
+// --jobs N or --jobs N1,N2: the first size is the main run; a second (larger) size is run too, for the steady state.
+const JOB_SIZES = (() => {
+  const i = process.argv.indexOf('--jobs');
+  const list = i > 0 ? String(process.argv[i + 1]).split(',').map(Number) : [1000];
+  if (list.length > 2 || list.some((n) => !Number.isInteger(n) || n < 2) || (list.length === 2 && list[1] <= list[0])) {
+    console.error('--jobs expects N or N1,N2 with integers 2 <= N1 < N2');
+    process.exit(2);
+  }
+  return list;
+})();
+const JOBS = JOB_SIZES[0];
+const JOBS2 = JOB_SIZES[1] ?? null;
 const BIG = arg('--big', 100_000);
 const SCALE = arg('--scale', 0.01);
 const CONCURRENCY = arg('--concurrency', 32);
@@ -155,6 +169,18 @@ try {
   console.log(`  makespan ${fmt(u.wall_s)} s vs lower bound ${fmt(lb)} s (longest image task at this scale) = ${fmt(u.wall_s / lb, 1)}x; process start and report writing included`);
   console.log(`  timeline: first submit at ${fmt(firstSubmit)} s, last task id at ${fmt(Math.max(...submitted))} s (${fmt(JOBS / (Math.max(...submitted) - firstSubmit), 0)} submits/s), last job done at ${fmt(Math.max(...done))} s`);
   console.log(`  sandbox requests: ${JSON.stringify(stats.requests)}`);
+  if (JOBS2 !== null) {
+    // Steady state: the extra CPU of N2 - N1 more jobs (fixed cost and V8 warm-up are in both runs, so they cancel).
+    const runs2 = [];
+    for (let i = 0; i < REPEAT; i++) runs2.push(await runOnce(JOBS2, 'run2'));
+    const u2 = runs2.reduce((a, b) => (b.cpu < a.cpu ? b : a));
+    if (REPEAT > 1) console.log(`runner CPU of the ${REPEAT} runs of ${JOBS2} jobs: ${runs2.map((r) => fmt(r.cpu)).join(', ')} s (the least is used)`);
+    const steady = ((u2.cpu - cpu) * 1000) / (JOBS2 - JOBS); // ms per job
+    const warmup = cpu - fixed.cpu - (steady / 1000) * (JOBS - 1);
+    console.log(`run of ${JOBS2} jobs: exit ${u2.exit}, wall ${fmt(u2.wall_s)} s, runner CPU ${fmt(u2.cpu)} s (user ${fmt(u2.user_s)}, sys ${fmt(u2.sys_s)}), peak RSS ${fmt(u2.max_rss_mb, 0)} MB; per 1,000 jobs: ${fmt((u2.cpu * 1000) / JOBS2)} s`);
+    console.log(`  steady state: (CPU(${JOBS2}) - CPU(${JOBS})) / ${JOBS2 - JOBS} = ${fmt(steady, 3)} ms per job = ${fmt(steady)} s per 1,000 jobs`);
+    console.log(`  so a ${JOBS}-job run is: fixed ${fmt(fixed.cpu)} s + warm-up ${fmt(warmup)} s (CPU above the steady state while V8 compiles and optimises) + steady ${fmt((steady / 1000) * (JOBS - 1))} s`);
+  }
 } finally {
   sb.child.kill('SIGTERM');
 }
