@@ -46,15 +46,17 @@ export type EventListener = (event: EngineEvent) => void;
 
 /** A tiny typed fan-out. A listener that throws is reported once and removed. */
 export class EventBus {
-  private readonly listeners: EventListener[] = [];
+  /** Replaced, never changed in place: an emit in progress keeps the list it started with (no copy per event). */
+  private listeners: readonly EventListener[] = [];
   on(listener: EventListener): () => void {
-    this.listeners.push(listener);
+    this.listeners = [...this.listeners, listener];
     return () => {
       const i = this.listeners.indexOf(listener);
-      if (i >= 0) this.listeners.splice(i, 1);
+      if (i >= 0) this.listeners = this.listeners.filter((_, k) => k !== i);
     };
   }
   emit = (event: EngineEvent): void => {
-    for (const l of [...this.listeners]) l(event);
+    const list = this.listeners;
+    for (let i = 0; i < list.length; i++) list[i]!(event);
   };
 }

@@ -184,7 +184,8 @@ export function checkLimits(store: Store, c: BudgetLimits): void {
 export function checkBalance(store: Store, balance: number | null, emit: (e: EngineEvent) => void): void {
   const pending = store.pendingEstimate();
   const total = store.estimate();
-  const u = unknownJobs(store, 1000);
+  // The pending rows are read only when some have no estimate (pendingEstimate counts exactly those).
+  const u = pending.unknown > 0 ? unknownJobs(store, 1000) : { price: [], count: [] };
   emit({ type: 'estimate', pending_credits: round6(pending.known), total_credits: round6(total.known), unknown_price_jobs: u.price, unknown_count_jobs: u.count, balance });
   if (balance !== null && pending.known > balance) {
     throw new BudgetError(`the known estimate of ${fmt(pending.known)} credits for the jobs left to run exceeds the balance of ${fmt(balance)} credits`);

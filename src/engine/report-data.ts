@@ -5,8 +5,11 @@ import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
 import { chatReportFields, chatSummary } from './chat.js';
 
-/** Build the report writers' input from the state file (run() and `genbatch report`). */
-export function buildReportData(store: Store, wallSeconds: number | null = null): ReportData {
+/**
+ * Build the report writers' input from the state file (run() and `genbatch report`).
+ * `keepRows`: up to this many jobs, the rows read by the first writer are kept for the others (tests pass 0: every pass reads the store).
+ */
+export function buildReportData(store: Store, wallSeconds: number | null = null, keepRows = REPORT_ROWS_KEPT): ReportData {
   const run = store.run();
   const counts: Record<string, number> = { ...store.counts() };
   const est = store.estimate();
@@ -35,12 +38,33 @@ export function buildReportData(store: Store, wallSeconds: number | null = null)
       },
       ...(chat ? { chat } : {}),
     },
-    jobs: () => mapJobs(store),
+    jobs: keptJobs(store, keepRows),
   };
 }
 
-function* mapJobs(store: Store): Iterable<ReportJob> {
-  for (const row of store.summaryRows()) yield reportJob(store, row);
+/**
+ * Runs of at most this many jobs keep their report rows after the first full pass: the four writers read
+ * them once from the store instead of four times (a row query plus a files query per job and pass).
+ * Bigger runs stream every pass from the store (memory stays bounded).
+ */
+export const REPORT_ROWS_KEPT = 10_000;
+
+function keptJobs(store: Store, limit: number): () => Iterable<ReportJob> {
+  let kept: ReportJob[] | null = null;
+  return () => kept ?? collect();
+  function* collect(): Iterable<ReportJob> {
+    let list: ReportJob[] | null = [];
+    for (const row of store.summaryRows()) {
+      const job = reportJob(store, row);
+      if (list) {
+        if (list.length < limit) list.push(job);
+        else list = null;
+      }
+      yield job;
+    }
+    // Kept only after a pass that read every row (a writer that stops early leaves nothing behind).
+    if (list) kept = list;
+  }
 }
 
 function reportJob(store: Store, row: SummaryRow): ReportJob {

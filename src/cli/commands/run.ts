@@ -122,6 +122,8 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
     if (controller.signal.aborted) {
       process.removeListener('SIGINT', onSignal);
       process.removeListener('SIGTERM', onSignal);
+      // Events still queued for the next write go out first (the default handler ends the process at once).
+      stopProgress();
       process.kill(process.pid, sig);
       return;
     }

@@ -1,0 +1,68 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { buildReportData } from '../src/engine/report-data.js';
+import { writeReports } from '../src/report/index.js';
+import { Store, type JobInput } from '../src/store/index.js';
+import { tempDir } from './helpers/tmp.js';
+
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  while (cleanups.length) cleanups.pop()!();
+});
+
+const job = (id: string, credits: number | null): JobInput => ({ id, model: 'alpha-image-2', kind: 'submit', where: `m.yaml:${id.length}`, specHash: 'h', spec: '{}', estimatedCredits: credits });
+
+/** A state with done jobs (files), failed and pending ones. */
+function state(): { store: Store; dir: string } {
+  const t = tempDir();
+  cleanups.push(t.cleanup);
+  const store = Store.openForWrite(join(t.dir, 'state.db'));
+  cleanups.push(() => store.close());
+  store.openRun(join(t.dir, 'm.yaml'), t.dir, 'http://x', true, false);
+  for (let i = 0; i < 30; i++) store.syncJob(job(`j${i}`, i % 7 === 0 ? null : 1.5));
+  for (let i = 0; i < 20; i++) {
+    const id = `j${i}`;
+    store.transition(id, 'pending', 'submitting', { attemptsInc: 1 });
+    store.transition(id, 'submitting', 'submitted', { task_id: `t${i}` });
+    if (i % 5 === 4) {
+      store.transition(id, 'submitted', 'failed', { last_error: `boom ${i}` });
+      continue;
+    }
+    store.transition(id, 'submitted', 'downloading', { result: '{}', finished_at: '2026-01-01T00:00:00.000Z', expires_at: 1 }, () =>
+      store.addFiles(id, [0, 1].map((idx) => ({ idx, name: `out_${idx}.png`, url: `http://x/${id}/${idx}`, type: 'image', content_type: 'image/png', expected_size: 10, expires_at: 1 }))),
+    );
+    store.transition(id, 'downloading', 'done', {}, () => {
+      for (const idx of [0, 1]) store.fileDone(id, idx, { path: `${id}/out_${idx}.png`, size: 10 + idx, sha256: `${i}${idx}`.padEnd(64, '0'), content_type: 'image/png' });
+    });
+  }
+  store.setRunFields({ finished_at: '2026-01-01T00:01:00.000Z' });
+  return { store, dir: t.dir };
+}
+
+describe('report data', () => {
+  it('rows kept after the first pass give the same four reports, byte for byte, as reading the store on every pass', async () => {
+    const { store, dir } = state();
+    const names = ['report.json', 'report.csv', 'report.md', 'report.html'];
+    const read = (out: string) => names.map((n) => readFileSync(join(out, n), 'utf8'));
+    await writeReports(join(dir, 'streamed'), buildReportData(store, 12.5, 0));
+    await writeReports(join(dir, 'kept'), buildReportData(store, 12.5));
+    // Fewer rows kept than there are jobs: the rows go back to being read from the store.
+    await writeReports(join(dir, 'over'), buildReportData(store, 12.5, 10));
+    const streamed = read(join(dir, 'streamed'));
+    expect(streamed[1]!.split('\n').length).toBeGreaterThan(30);
+    expect(read(join(dir, 'kept'))).toEqual(streamed);
+    expect(read(join(dir, 'over'))).toEqual(streamed);
+  });
+
+  it('every pass sees every job, also when a pass stops early', () => {
+    const { store } = state();
+    const data = buildReportData(store);
+    const ids = () => [...data.jobs()].map((j) => j.id);
+    for (const j of data.jobs()) if (j.id === 'j3') break;
+    const all = ids();
+    expect(all).toHaveLength(30);
+    expect(ids()).toEqual(all);
+    expect(data.jobs()).toBe(data.jobs());
+  });
+});
