@@ -186,15 +186,16 @@ export class JobBuilder {
   private takeId(raw: RawJob, model: string, problems: Problem[]): string {
     if (raw.id !== undefined && raw.id !== '') {
       const id = typeof raw.id === 'string' ? raw.id : String(raw.id);
-      const where = raw.locate('id');
+      // Located only when there is a problem to report (finding a node's line may parse the item again: yaml-batch.ts).
+      const where = () => raw.locate('id');
       if (typeof raw.id !== 'string' || !ID_PATTERN.test(id)) {
-        problems.push({ job: id, where, path: 'id', message: 'must be 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit' });
+        problems.push({ job: id, where: where(), path: 'id', message: 'must be 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit' });
       } else {
         const reserved = reservedIdProblem(id);
-        if (reserved) problems.push({ job: id, where, path: 'id', message: reserved });
+        if (reserved) problems.push({ job: id, where: where(), path: 'id', message: reserved });
       }
       const first = this.ids.get(id);
-      if (first !== undefined) problems.push({ job: id, where, path: 'id', message: `duplicate id (first used at ${first})` });
+      if (first !== undefined) problems.push({ job: id, where: where(), path: 'id', message: `duplicate id (first used at ${first})` });
       else this.ids.set(id, raw.where);
       return id;
     }

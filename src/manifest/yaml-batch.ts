@@ -1,5 +1,6 @@
 import { LineCounter, parseDocument } from 'yaml';
 import type { Problem } from '../errors.js';
+import { fastItem } from './yaml-fast.js';
 import { syntaxProblems, toJs, type Loc } from './yaml-loc.js';
 
 /**
@@ -18,12 +19,20 @@ export interface RawEntry {
 /** Items of a split file parsed together: bounded memory, without a parser per item. */
 const BATCH_ITEMS = 200;
 
-/** The items of a split file, parsed a batch at a time; a batch with a syntax error is parsed item by item. */
-export function* chunkEntries(items: Array<{ line: number; text: string }>, name: string): Generator<RawEntry> {
+/**
+ * The items of a split file, parsed a batch at a time; a batch with a syntax error is parsed item by item.
+ * A batch whose items all have the simple shape (yaml-fast.ts) is read without the library (`fast: false`: never).
+ */
+export function* chunkEntries(items: Array<{ line: number; text: string }>, name: string, fast = true): Generator<RawEntry> {
   for (let from = 0; from < items.length; from += BATCH_ITEMS) {
     const batch = items.slice(from, from + BATCH_ITEMS);
     const first = batch[0];
     if (!first) break;
+    const quick = fast ? fastBatch(batch) : null;
+    if (quick) {
+      for (let k = 0; k < batch.length; k++) yield { js: quick[k], loc: lazyLoc(batch[k]!, name), index: from + k, errors: [] };
+      continue;
+    }
     const parsed = parseChunk(batch.map((it) => it.text).join('\n'), first.line, name);
     const list = parsed.errors.length === 0 ? toJs(parsed.loc.doc, `${name}:${first.line}`, parsed.errors) : undefined;
     if (parsed.errors.length === 0 && Array.isArray(list) && list.length === batch.length) {
@@ -36,6 +45,34 @@ export function* chunkEntries(items: Array<{ line: number; text: string }>, name
       yield { js: Array.isArray(js) ? js[0] : undefined, loc: one.loc, index: from + k, errors: one.errors };
     }
   }
+}
+
+/** Every item's value, or null as soon as one is not of the simple shape. */
+function fastBatch(batch: Array<{ line: number; text: string }>): unknown[] | null {
+  const out: unknown[] = [];
+  for (const item of batch) {
+    const js = fastItem(item.text);
+    if (js === null) return null;
+    out.push(js);
+  }
+  return out;
+}
+
+/**
+ * The position of an item read without the library: the item alone is parsed by it (as an item of a batch
+ * with a syntax error is) only when a problem asks where a node is; the entry's own line is its first line.
+ */
+export function lazyLoc(item: { line: number; text: string }, name: string): Loc {
+  let parsed: Loc | null = null;
+  const get = (): Loc => (parsed ??= parseChunk(item.text, item.line, name).loc);
+  return {
+    get doc() {
+      return get().doc;
+    },
+    lineAt: (offset) => get().lineAt(offset),
+    base: [0],
+    entryWhere: `${name}:${item.line}`,
+  };
 }
 
 function parseChunk(text: string, line: number, name: string): { loc: Loc; errors: Problem[] } {

@@ -31,7 +31,7 @@ export interface EntryContext {
 
 export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob> {
   const { entry, loc, defaults, defaultsLoc, dir, builder, problems } = c;
-  const entryWhere = loc.lineAt(nodeAt(loc.doc, loc.base).offset);
+  const entryWhere = loc.entryWhere ?? loc.lineAt(nodeAt(loc.doc, loc.base).offset);
   const fieldWhere = (path: string, suffix: string): string => {
     const parts = splitPath(path);
     const own = nodeAt(loc.doc, [...loc.base, ...parts]);

@@ -18,6 +18,8 @@ export interface Loc {
   doc: Document;
   lineAt(offset: number): string;
   base: Path;
+  /** `file:line` of the entry (the node at `base`) when known without the document (an item read by yaml-fast.ts). */
+  entryWhere?: string;
 }
 
 export function syntaxProblems(doc: Document, lineAt: (offset: number) => string): Problem[] {

@@ -1,0 +1,177 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseDocument } from 'yaml';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatProblem } from '../src/errors.js';
+import { openManifest, type ManifestJob } from '../src/manifest/index.js';
+import { chunkEntries } from '../src/manifest/yaml-batch.js';
+import { fastItem } from '../src/manifest/yaml-fast.js';
+import { nodeAt } from '../src/manifest/yaml-loc.js';
+import { splitJobs } from '../src/manifest/yaml-split.js';
+
+/**
+ * Job items of the simple shape are read without the yaml library (yaml-fast.ts); the library stays the
+ * reference: whatever the fast reader takes must be exactly what the library makes of it, and every
+ * problem keeps its file:line.
+ */
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'genbatch-fast-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+/** What the manifest reader gets from the library for one item (its first list item), or the library's errors. */
+function library(text: string): { ok: true; value: unknown } | { ok: false } {
+  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, merge: true });
+  if (doc.errors.length > 0) return { ok: false };
+  const js = doc.toJS({ maxAliasCount: 1000 }) as unknown;
+  return Array.isArray(js) && js.length === 1 ? { ok: true, value: js[0] } : { ok: false };
+}
+
+/** A small seeded generator (mulberry32): the same items on every run. */
+function rng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const KEYS = ['id', 'model', 'input', 'prompt', 'n', 'seed', 'quality', 'x_1', '_k', 'true', 'True', 'null', 'NULL', 'y', 'no', 'on', '__proto__', 'constructor', 'prototype', 'a-b', '1a', 'é', 'k'.repeat(200)];
+const VALUES = [
+  '"Bench picture 1"', '"with # hash and: colon"', '""', "''", "'single \"q\" \\ back'", '"tab\\there"', '"quote \\" inside"', "'it''s'", '"unicode é ü 漢字"', '"emoji 😀"',
+  'alpha-image-2', 'b0', 'a.b/c_d', 'true', 'false', 'True', 'FALSE', 'null', 'Null', '~', 'yes', 'no', 'on', 'off', 'y', 'n',
+  '0', '7', '-3', '007', '-0', '12345678901234', '1234567890123456789', '0x1F', '0o17', '1e3', '1.5', '.5', '.inf', '-.inf', '.nan', '+1',
+  'a b', 'a:b', 'a: b', 'a #c', '#c', '[1, 2]', '{a: 1}', '&x a', '*x', '!tag a', '|', '>', '@a', '`a', '%a', '-a', '?a', '"unclosed', "'unclosed",
+  '"a" ', ' "a"', '"\u0007bell"', '"\u2028sep"', '"\ufeffbom"', '"\u0085nel"', '"del\u007f"',
+];
+
+const SAFE_KEYS = ['id', 'model', 'input', 'prompt', 'n', 'seed', 'quality', 'x_1', '_k'];
+const SAFE_VALUES = ['"Bench picture 1"', '"with # hash and: colon"', '""', "''", "'it''s'", '"unicode é ü 漢字"', 'alpha-image-2', 'b0', 'a.b/c_d', 'true', 'false', '0', '7', '-3', '12345678901234'];
+
+function randomItem(r: () => number): string {
+  const any = <T,>(list: readonly T[]): T => list[Math.floor(r() * list.length)] as T;
+  // Mostly names and values of the simple shape, so that whole items of it come up often; the rest from everything.
+  const pick = <T,>(list: readonly T[]): T => (r() < 0.93 ? any((list === (KEYS as unknown) ? SAFE_KEYS : SAFE_VALUES) as unknown as readonly T[]) : any(list));
+  const lines: string[] = [];
+  const base = any([0, 2, 4]);
+  const pad = (n: number) => ' '.repeat(n);
+  const keyCount = 1 + Math.floor(r() * 4);
+  for (let i = 0; i < keyCount; i++) {
+    const lead = i === 0 ? `${pad(base)}- ` : pad(base + 2 + (r() < 0.05 ? any([-1, 1]) : 0));
+    if (r() < 0.3) {
+      lines.push(`${lead}${pick(KEYS)}:`);
+      const inner = base + 2 + any([1, 2, 4]);
+      const n = r() < 0.1 ? 0 : 1 + Math.floor(r() * 3);
+      for (let k = 0; k < n; k++) {
+        if (r() < 0.15) lines.push(`${pad(inner + 2)}${pick(KEYS)}:`, `${pad(inner + 4)}${pick(KEYS)}: ${pick(VALUES)}`);
+        else lines.push(`${pad(inner + (r() < 0.05 ? 1 : 0))}${pick(KEYS)}: ${pick(VALUES)}`);
+      }
+    } else {
+      const sep = r() < 0.05 ? any([':  ', ':', ':\t']) : ': ';
+      lines.push(`${lead}${pick(KEYS)}${sep}${pick(VALUES)}`);
+    }
+    if (r() < 0.05) lines.push(any(['', '   ', `${pad(base + 2)}# note`, `${pad(base + 2)}- x`]));
+  }
+  return lines.join('\n');
+}
+
+describe('fastItem', () => {
+  it('takes only what the yaml library reads without errors, and gives exactly its value (20,000 generated items)', () => {
+    const r = rng(42);
+    let taken = 0;
+    let declined = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const text = randomItem(r);
+      const fast = fastItem(text);
+      if (fast === null) {
+        declined++;
+        continue;
+      }
+      taken++;
+      const lib = library(text);
+      expect(lib.ok, text).toBe(true);
+      if (lib.ok) expect(fast, text).toStrictEqual(lib.value);
+      expect(Object.getPrototypeOf(fast)).toBe(Object.prototype);
+    }
+    // Both ways are exercised.
+    expect(taken).toBeGreaterThan(1000);
+    expect(declined).toBeGreaterThan(1000);
+  });
+
+  it('reads the usual job item, and declines the shapes it leaves to the library', () => {
+    expect(fastItem('  - id: b0\n    model: alpha-image-2\n    input:\n      prompt: "Bench picture 0"\n      n: 2\n')).toStrictEqual({ id: 'b0', model: 'alpha-image-2', input: { prompt: 'Bench picture 0', n: 2 } });
+    for (const text of [
+      '  - id: a\n    id: b', // duplicate key: the library reports it
+      '  - id: a\n    input:', // null value
+      '  - id: a\n    input:\n    model: m', // null value, then a sibling
+      '  - id: a # comment',
+      '  - id: a\n    # comment',
+      '  - id: a\n    tags:\n      - x',
+      '  - {id: a}',
+      '  - id: a\n     model: m', // odd indentation
+      '  - id: a\n   model: m',
+      '  - id: "a\\nb"',
+      '  - __proto__: x',
+      '  - input:\n      constructor: x',
+      '  -\n    id: a',
+      '  - id: a\r\n    model: m',
+    ]) {
+      expect(fastItem(text), text).toBeNull();
+    }
+  });
+});
+
+async function read(path: string): Promise<{ jobs: Array<Omit<ManifestJob, 'dir'>>; problems: string[] }> {
+  const m = await openManifest(path);
+  const jobs: ManifestJob[] = [];
+  for await (const j of m.jobs()) jobs.push(j);
+  return { jobs: jobs.map(({ dir: _dir, ...rest }) => rest), problems: [...m.problems, ...jobs.flatMap((j) => j.problems)].map(formatProblem) };
+}
+
+describe('manifests of simple items', () => {
+  it('give the same jobs and the same problems (file:line) as a whole parse by the library', async () => {
+    const lines = ['jobs:'];
+    for (let i = 1; i <= 450; i++) {
+      lines.push(`  - id: ${i === 30 ? 'y29' : i === 31 ? '-bad' : `y${i}`}`);
+      lines.push(`    model: ${i === 40 ? 'alpha-image-9' : i === 41 ? 'true' : 'alpha-image-2'}`);
+      if (i === 50) continue; // no input
+      lines.push('    input:');
+      lines.push(`      prompt: "prompt ${i}"`);
+      if (i === 60) lines.push('      quality: top');
+      if (i === 61) lines.push('      colour: red');
+      if (i === 62) lines.push('      n: 99');
+      if (i === 300) lines.push('      tags:', '        - a'); // this item's batch goes to the library
+    }
+    const text = lines.join('\n') + '\n';
+    expect(splitJobs(text)).not.toBeNull();
+    const split = join(dir, 'm.yaml');
+    const whole = join(dir, 'whole.yaml');
+    writeFileSync(split, text);
+    // A trailing comment with an anchor-like word makes the reader parse the file whole; lines are unchanged.
+    writeFileSync(whole, `${text}# &whole\n`);
+    const a = await read(split);
+    const b = await read(whole);
+    expect(a.problems.length).toBeGreaterThanOrEqual(7);
+    expect(a.problems.map((p) => p.replaceAll(split, 'M'))).toEqual(b.problems.map((p) => p.replaceAll(whole, 'M')));
+    expect(JSON.stringify(a.jobs).replaceAll(split, 'M')).toBe(JSON.stringify(b.jobs).replaceAll(whole, 'M'));
+  });
+
+  it('read by the fast path or by the library, each item has the same value and entry line', () => {
+    const items = Array.from({ length: 250 }, (_, i) => ({ line: 2 + i * 3, text: `  - id: j${i}\n    input:\n      prompt: "p ${i}"` }));
+    const fast = [...chunkEntries(items, 'm.yaml', true)];
+    const slow = [...chunkEntries(items, 'm.yaml', false)];
+    expect(fast.map((e) => e.js)).toStrictEqual(slow.map((e) => e.js));
+    for (let k = 0; k < items.length; k++) {
+      const f = fast[k]!;
+      const s = slow[k]!;
+      expect(f.loc.entryWhere).toBe(s.loc.lineAt(nodeAt(s.loc.doc, s.loc.base).offset));
+      // The library's positions, when a problem asks for them, are those of the batch parse.
+      expect(f.loc.lineAt(nodeAt(f.loc.doc, [...f.loc.base, 'input', 'prompt']).offset)).toBe(s.loc.lineAt(nodeAt(s.loc.doc, [...s.loc.base, 'input', 'prompt']).offset));
+    }
+  });
+});
