@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseDocument } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatProblem } from '../src/errors.js';
 import { openManifest, type ManifestJob } from '../src/manifest/index.js';
@@ -159,6 +159,42 @@ describe('manifests of simple items', () => {
     expect(a.problems.length).toBeGreaterThanOrEqual(7);
     expect(a.problems.map((p) => p.replaceAll(split, 'M'))).toEqual(b.problems.map((p) => p.replaceAll(whole, 'M')));
     expect(JSON.stringify(a.jobs).replaceAll(split, 'M')).toBe(JSON.stringify(b.jobs).replaceAll(whole, 'M'));
+  });
+
+  it('keys after the jobs list keep their lines (the head is parsed without the blanked item lines)', async () => {
+    const lines = ['budget: -1', 'pricing:', '  alpha-image-2: many', 'jobs:'];
+    for (let i = 1; i <= 40; i++) lines.push(`  - id: h${i}`, '    input:', `      prompt: "p ${i}"`, ...(i === 7 ? ['      colour: red'] : []));
+    lines.push('', '# after the list', 'defaults:', '  model: alpha-image-2', '  colour: blue', '  input:', '    quality: top', 'unknown_key: 1');
+    const text = lines.join('\n') + '\n';
+    expect(splitJobs(text)).not.toBeNull();
+    const split = join(dir, 'h.yaml');
+    const whole = join(dir, 'whole.yaml');
+    writeFileSync(split, text);
+    writeFileSync(whole, `${text}# &whole\n`);
+    const a = await read(split);
+    const b = await read(whole);
+    expect(a.problems.some((p) => p.includes(`${split}:${lines.indexOf('unknown_key: 1') + 1}`))).toBe(true);
+    expect(a.problems.some((p) => p.includes(`${split}:${lines.indexOf('    quality: top') + 1}`))).toBe(true);
+    expect(a.problems.map((p) => p.replaceAll(split, 'M'))).toEqual(b.problems.map((p) => p.replaceAll(whole, 'M')));
+    expect(JSON.stringify(a.jobs).replaceAll(split, 'M')).toBe(JSON.stringify(b.jobs).replaceAll(whole, 'M'));
+    // A syntax error after the list (a second budget key), at its own line.
+    writeFileSync(split, `${text}budget: 3\n`);
+    writeFileSync(whole, `${text}budget: 3\n# &whole\n`);
+    const c = await read(split);
+    const d = await read(whole);
+    expect(c.problems).toContain(`${split}:${lines.length + 1}: YAML syntax: Map keys must be unique`);
+    expect(c.problems.map((p) => p.replaceAll(split, 'M'))).toEqual(d.problems.map((p) => p.replaceAll(whole, 'M')));
+    // An error the library places at the end of the text (an unclosed flow value before the list, the list last):
+    // at the line a parse of the head with its blank lines gives (as before the head was parsed without them).
+    const last = `pricing: "abc\njobs:\n${lines.slice(4, 12).join('\n')}\n\n`;
+    writeFileSync(split, last);
+    const head = splitJobs(last)!.head;
+    const lc = new LineCounter();
+    const ref = parseDocument(head, { lineCounter: lc, prettyErrors: false, uniqueKeys: true, merge: true });
+    expect(ref.errors.length).toBeGreaterThan(0);
+    const e = await read(split);
+    expect(e.problems[0]).toMatch(new RegExp(`^${split.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:${lc.linePos(ref.errors[0]!.pos[0]).line}: YAML syntax: `));
+    expect(lc.linePos(ref.errors[0]!.pos[0]).line).toBeGreaterThan(2);
   });
 
   it('read by the fast path or by the library, each item has the same value and entry line', () => {

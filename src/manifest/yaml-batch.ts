@@ -1,7 +1,7 @@
-import { LineCounter, parseDocument } from 'yaml';
+import { LineCounter, parseDocument, type Document } from 'yaml';
 import type { Problem } from '../errors.js';
 import { fastItem } from './yaml-fast.js';
-import { syntaxProblems, toJs, type Loc } from './yaml-loc.js';
+import { syntaxProblems, toJs, type Loc, type Path } from './yaml-loc.js';
 
 /**
  * The items of a split YAML manifest (yaml-split.ts) read back as job
@@ -63,16 +63,29 @@ function fastBatch(batch: Array<{ line: number; text: string }>): unknown[] | nu
  * with a syntax error is) only when a problem asks where a node is; the entry's own line is its first line.
  */
 export function lazyLoc(item: { line: number; text: string }, name: string): Loc {
-  let parsed: Loc | null = null;
-  const get = (): Loc => (parsed ??= parseChunk(item.text, item.line, name).loc);
-  return {
-    get doc() {
-      return get().doc;
-    },
-    lineAt: (offset) => get().lineAt(offset),
-    base: [0],
-    entryWhere: `${name}:${item.line}`,
-  };
+  return new LazyLoc(item, name);
+}
+
+/** A class, not an object literal with a getter (one made per job: a shared prototype keeps them cheap). */
+class LazyLoc implements Loc {
+  readonly base: Path = [0];
+  readonly entryWhere: string;
+  private parsed: Loc | null = null;
+  constructor(
+    private readonly item: { line: number; text: string },
+    private readonly name: string,
+  ) {
+    this.entryWhere = `${name}:${item.line}`;
+  }
+  private get loc(): Loc {
+    return (this.parsed ??= parseChunk(this.item.text, this.item.line, this.name).loc);
+  }
+  get doc(): Document {
+    return this.loc.doc;
+  }
+  lineAt(offset: number): string {
+    return this.loc.lineAt(offset);
+  }
 }
 
 function parseChunk(text: string, line: number, name: string): { loc: Loc; errors: Problem[] } {

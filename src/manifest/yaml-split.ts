@@ -18,6 +18,9 @@ export interface SplitYaml {
   head: string;
   /** Each item of `jobs`: its first line (1-based) and its text. */
   items: Array<{ line: number; text: string }>;
+  /** The blanked lines of `head`: indexes (0-based) from `blankFrom` up to, not including, `blankTo`. */
+  blankFrom: number;
+  blankTo: number;
 }
 
 const BLANK_OR_COMMENT = /^\s*(#.*)?\r?$/;
@@ -54,5 +57,5 @@ export function splitJobs(text: string): SplitYaml | null {
   }
   const end = i;
   const head = lines.map((l, k) => (k > jobsAt && k < end ? '' : l)).join('\n');
-  return { head, items: items.map((it) => ({ line: it.line, text: it.lines.join('\n') })) };
+  return { head, items: items.map((it) => ({ line: it.line, text: it.lines.join('\n') })), blankFrom: jobsAt + 1, blankTo: end };
 }
