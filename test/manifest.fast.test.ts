@@ -5,6 +5,8 @@ import { LineCounter, parseDocument } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatProblem } from '../src/errors.js';
 import { openManifest, type ManifestJob } from '../src/manifest/index.js';
+import { jobSchema } from '../src/manifest/schema.js';
+import { surelyValidEntry } from '../src/manifest/yaml.js';
 import { chunkEntries } from '../src/manifest/yaml-batch.js';
 import { fastItem } from '../src/manifest/yaml-fast.js';
 import { nodeAt } from '../src/manifest/yaml-loc.js';
@@ -97,6 +99,7 @@ describe('fastItem', () => {
       expect(lib.ok, text).toBe(true);
       if (lib.ok) expect(fast, text).toStrictEqual(lib.value);
       expect(Object.getPrototypeOf(fast)).toBe(Object.prototype);
+      if (surelyValidEntry(fast)) expect(jobSchema.safeParse(fast).success, text).toBe(true);
     }
     // Both ways are exercised.
     expect(taken).toBeGreaterThan(1000);
@@ -209,5 +212,30 @@ describe('manifests of simple items', () => {
       // The library's positions, when a problem asks for them, are those of the batch parse.
       expect(f.loc.lineAt(nodeAt(f.loc.doc, [...f.loc.base, 'input', 'prompt']).offset)).toBe(s.loc.lineAt(nodeAt(s.loc.doc, [...s.loc.base, 'input', 'prompt']).offset));
     }
+  });
+});
+
+describe('surelyValidEntry', () => {
+  it('is true only for entries jobSchema accepts (and for the common ones)', () => {
+    const common = [
+      { id: 'a', model: 'alpha-image-2', input: { prompt: 'p' } },
+      { model: 'm', input: {}, callback_url: 'https://x', protocol: 'messages', rehost: true },
+      {},
+    ];
+    for (const e of common) {
+      expect(surelyValidEntry(e), JSON.stringify(e)).toBe(true);
+      expect(jobSchema.safeParse(e).success).toBe(true);
+    }
+    const odd: unknown[] = [
+      null, [], 'x', 1, { id: 1 }, { model: null }, { input: [] }, { input: null }, { input: 'p' }, { rehost: 'yes' }, { protocol: 2 },
+      { needs: 'a' }, { for_each: 'x' }, { rows: { file: 'a.csv' } }, { glob: '*.png' }, { matrix: { a: [1] } }, { colour: 'red' },
+      Object.assign(Object.create(null) as object, { id: 'a' }), { input: Object.create(null) as object }, { input: new Date(0) }, { input: new Map() },
+    ];
+    for (const e of odd) {
+      if (surelyValidEntry(e)) expect(jobSchema.safeParse(e).success, JSON.stringify(e)).toBe(true);
+      else expect(surelyValidEntry(e)).toBe(false);
+    }
+    // Entries the predicate leaves to zod include ones zod refuses: the problems still come from zod.
+    expect(odd.filter((e) => !surelyValidEntry(e) && !jobSchema.safeParse(e).success).length).toBeGreaterThan(10);
   });
 });

@@ -113,7 +113,8 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
           const offset = nodeAt(raw.loc.doc, [...raw.loc.base, ...splitPath(p.path)]).offset;
           sourceProblems.push({ job: owner, where: raw.loc.lineAt(offset), path: owner === null ? joinPath('', ['jobs', raw.index, ...splitPath(p.path)]) : p.path, message: p.message });
         }
-        const checked = jobSchema.safeParse(js);
+        // The common entry (id, model, input, ... of the right types) passes jobSchema for sure: not checked again by zod.
+        const checked = surelyValidEntry(js) ? ({ success: true } as const) : jobSchema.safeParse(js);
         let entry = js;
         if (!checked.success || !isPlainObject(js)) {
           const known = checked.success ? null : knownPart(js, checked.error.issues);
@@ -140,6 +141,28 @@ function priced(root: Entry, problems: Problem[]): { budget: number | null; pric
   const budget = typeof root.budget === 'number' && root.budget >= 0 ? root.budget : null;
   const pricing = isPlainObject(root.pricing) && !problems.some((p) => p.path.startsWith('pricing')) ? (root.pricing as Record<string, number>) : null;
   return { budget, pricing };
+}
+
+const STRING_FIELDS: ReadonlySet<string> = new Set(['id', 'model', 'callback_url', 'protocol']);
+
+/**
+ * True only for an entry jobSchema accepts whatever else it holds: a plain object whose keys are among id,
+ * model, callback_url, protocol (strings), input (a plain object) and rehost (a boolean). False says nothing:
+ * jobSchema decides (and words the problems). test/manifest.fast.test.ts checks it against jobSchema.
+ */
+export function surelyValidEntry(js: unknown): boolean {
+  if (typeof js !== 'object' || js === null || Object.getPrototypeOf(js) !== Object.prototype) return false;
+  for (const key of Object.keys(js)) {
+    const v = (js as Record<string, unknown>)[key];
+    if (STRING_FIELDS.has(key)) {
+      if (typeof v !== 'string') return false;
+    } else if (key === 'input') {
+      if (typeof v !== 'object' || v === null || Object.getPrototypeOf(v) !== Object.prototype) return false;
+    } else if (key === 'rehost') {
+      if (typeof v !== 'boolean') return false;
+    } else return false;
+  }
+  return true;
 }
 
 /** Fields the job builder checks itself (its message is reported, not the schema's). */
