@@ -6,7 +6,6 @@ import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '.
 import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
 import { UsageError } from '../../errors.js';
 import { loadPrices } from '../../pricing/index.js';
-import { writeReports } from '../../report/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
 
 /**
@@ -149,7 +148,8 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       userPrices,
       signal: controller.signal,
       events: bus,
-      writeReports: (dir, data) => writeReports(dir, data),
+      // The report writers are loaded when reports are written (a run that changed nothing leaves them as they are).
+      writeReports: async (dir, data) => (await import('../../report/index.js')).writeReports(dir, data),
     });
     return outcome.exitCode;
   } finally {
