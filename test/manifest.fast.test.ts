@@ -49,11 +49,12 @@ const VALUES = [
   'alpha-image-2', 'b0', 'a.b/c_d', 'true', 'false', 'True', 'FALSE', 'null', 'Null', '~', 'yes', 'no', 'on', 'off', 'y', 'n',
   '0', '7', '-3', '007', '-0', '12345678901234', '1234567890123456789', '0x1F', '0o17', '1e3', '1.5', '.5', '.inf', '-.inf', '.nan', '+1',
   'a b', 'a:b', 'a: b', 'a #c', '#c', '[1, 2]', '{a: 1}', '&x a', '*x', '!tag a', '|', '>', '@a', '`a', '%a', '-a', '?a', '"unclosed', "'unclosed",
+  'NaN', 'Infinity', 'inf', 'nan', 'null_x', 'true1', 'Yes', 'ON', 'e3', 'x:', '0b1', '1_000', '2001-12-14', '12:30', 'a_b-c.d/e',
   '"a" ', ' "a"', '"\u0007bell"', '"\u2028sep"', '"\ufeffbom"', '"\u0085nel"', '"del\u007f"',
 ];
 
 const SAFE_KEYS = ['id', 'model', 'input', 'prompt', 'n', 'seed', 'quality', 'x_1', '_k'];
-const SAFE_VALUES = ['"Bench picture 1"', '"with # hash and: colon"', '""', "''", "'it''s'", '"unicode é ü 漢字"', 'alpha-image-2', 'b0', 'a.b/c_d', 'true', 'false', '0', '7', '-3', '12345678901234'];
+const SAFE_VALUES = ['NaN', 'Infinity', 'Yes', 'a_b-c.d/e', '"Bench picture 1"', '"with # hash and: colon"', '""', "''", "'it''s'", '"unicode é ü 漢字"', 'alpha-image-2', 'b0', 'a.b/c_d', 'true', 'false', '0', '7', '-3', '12345678901234'];
 
 function randomItem(r: () => number): string {
   const any = <T,>(list: readonly T[]): T => list[Math.floor(r() * list.length)] as T;
