@@ -3,16 +3,15 @@ import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { StateError, TransitionError } from '../errors.js';
 import { nowIso } from './clock.js';
-import * as files from './files.js';
 import { GraphLinks } from './graph.js';
 import { Lease, type LeaseOptions } from './lease.js';
-import * as reads from './reads.js';
-import * as runTable from './runs.js';
+import { StoreQueries } from './queries.js';
+import * as resume from './resume.js';
 import { ensureJobIndexes, openDatabase } from './schema.js';
-import { syncJob, type SyncHost } from './sync.js';
+import { removedJobs, syncJob, type SyncHost } from './sync.js';
 import { WalSync } from './wal-sync.js';
-import { JOB_STATES, TRANSITIONS, type JobState } from './states.js';
-import { PATCH_COLUMNS, type FileRow, type JobInput, type JobPatch, type JobRow, type RunRow, type SummaryRow, type SyncResult } from './types.js';
+import { TRANSITIONS, type JobState } from './states.js';
+import { PATCH_COLUMNS, type JobInput, type JobPatch, type SyncResult } from './types.js';
 
 export type { FileRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult } from './types.js';
 export { nowIso } from './clock.js';
@@ -20,31 +19,21 @@ export { nowIso } from './clock.js';
 /**
  * The state file: runs, jobs, files, uploads and the writer lease.
  * A job's state changes only through transition(). The API key is never stored.
- * The plain SQL reads and writes are in reads.ts, files.ts, runs.ts and sync.ts.
+ * The plain SQL reads and writes are in reads.ts, files.ts, runs.ts and sync.ts
+ * (runs, reads, file rows, uploads, meta and noteError: StoreQueries in queries.ts,
+ * which Store extends; resuming a run's in-flight jobs: resume.ts).
  */
 
 /** PATCH_COLUMNS[i] -> bit i (guardedMove). */
 const PATCH_BIT = new Map<string, number>(PATCH_COLUMNS.map((c, i) => [c, 1 << i]));
 
-export class Store {
-  readonly db: Database.Database;
-  readonly path: string;
+export class Store extends StoreQueries {
   private lease: Lease | null = null;
-  private runId = 0;
-  private generation = 0;
-  private seq = 0;
   private wal: WalSync | null | undefined;
-  private readonly stmts = new Map<string, Database.Statement>();
-  /** Statements in raw mode (rows as arrays, turned into objects by reads.ts and files.ts). */
-  private readonly rawStmts = new Map<string, Database.Statement>();
   /** The guarded UPDATE of guardedMove, by the set of columns it sets (bit i: PATCH_COLUMNS[i]; the last bit: attempts). */
   private readonly moveStmts = new Map<number, Database.Statement>();
   /** BEGIN, BEGIN IMMEDIATE, COMMIT, ROLLBACK: prepared once (see tx). */
   private txStmts: { begin: Database.Statement; immediate: Database.Statement; commit: Database.Statement; rollback: Database.Statement } | null = null;
-  /** stmt() for the query modules (reads.ts, files.ts, sync.ts). */
-  private readonly cached: reads.Prepare = (sql) => this.stmt(sql);
-  /** rawStmt() for the query modules. */
-  private readonly cachedRaw: reads.Prepare = (sql) => this.rawStmt(sql);
   /** During a sync: the ids the manifest named. */
   private seen: Set<string> | null = null;
   private syncMoves: Array<{ id: string; from: JobState; to: JobState; error: string | null }> = [];
@@ -55,8 +44,7 @@ export class Store {
   private readonly syncHost: SyncHost;
 
   private constructor(db: Database.Database, path: string) {
-    this.db = db;
-    this.path = path;
+    super(db, path);
     this.graph = new GraphLinks({
       db,
       runId: () => this.runId,
@@ -115,24 +103,6 @@ export class Store {
     this.lease?.release();
     this.db.close();
     this.wal?.close();
-  }
-
-  private stmt(sql: string): Database.Statement {
-    let s = this.stmts.get(sql);
-    if (!s) {
-      s = this.db.prepare(sql);
-      this.stmts.set(sql, s);
-    }
-    return s;
-  }
-
-  private rawStmt(sql: string): Database.Statement {
-    let s = this.rawStmts.get(sql);
-    if (!s) {
-      s = this.db.prepare(sql).raw(true);
-      this.rawStmts.set(sql, s);
-    }
-    return s;
   }
 
   /**
@@ -201,40 +171,6 @@ export class Store {
     }
   }
 
-  // ---- runs ----
-
-  /** The run of this manifest (absolute path), created when new; starts a new sync generation. */
-  openRun(manifest: string, outDir: string, baseUrl: string, sandbox: boolean, userPrices: boolean): RunRow {
-    const run = runTable.openRun(this.db, this.cached, resolve(manifest), outDir, baseUrl, sandbox, userPrices);
-    this.useRun(run);
-
-    this.seq = runTable.maxSeq(this.cached, run.id);
-    return run;
-  }
-
-  /** Every run in this state file (status/report without a manifest). */
-  runs(): RunRow[] {
-    return runTable.runs(this.cached);
-  }
-
-  /** The run of this manifest, without starting a new generation (status, report). */
-  findRun(manifest: string): RunRow | undefined {
-    return runTable.findRun(this.cached, resolve(manifest));
-  }
-
-  useRun(run: RunRow): void {
-    this.runId = run.id;
-    this.generation = run.generation;
-  }
-
-  run(): RunRow {
-    return runTable.runById(this.cached, this.runId);
-  }
-
-  setRunFields(fields: { balance_before?: number | null; balance_after?: number | null; finished_at?: string | null }): void {
-    runTable.setRunFields(this.cached, this.runId, fields);
-  }
-
   // ---- sync from the manifest ----
 
   /** Start the transaction that holds a whole manifest sync (committed only when every job is valid). */
@@ -272,16 +208,7 @@ export class Store {
   skipRemoved(): number {
     const seen = this.seen;
     if (!seen) return 0;
-    const children = this.graph.childrenOf(seen);
-    // Every state that may become skipped (TRANSITIONS), except done: a removed job's results stay.
-    const from = JOB_STATES.filter((st) => st !== 'done' && TRANSITIONS[st].includes('skipped'));
-    // In the order the earlier index (run_id, state, expires_at, seq) gave them.
-    const gone = (
-      this.stmt(`SELECT id, state FROM jobs WHERE run_id = ? AND state IN (${from.map(() => '?').join(', ')}) ORDER BY state, expires_at, seq`).all(this.runId, ...from) as {
-        id: string;
-        state: JobState;
-      }[]
-    ).filter((r) => !seen.has(r.id) && !children.has(r.id));
+    const gone = removedJobs(this.cached, this.runId, seen, this.graph.childrenOf(seen));
     this.db.transaction(() => {
       for (const r of gone) this.syncMove(r.id, r.state, 'skipped', {});
     })();
@@ -311,17 +238,7 @@ export class Store {
 
   /** After a crash between intent and response: every `submitting` job becomes `uncertain` (a chat job: `pending`). Returns the uncertain ones. */
   recoverSubmitting(): string[] {
-    const rows = this.stmt(`SELECT id, kind FROM jobs WHERE run_id = ? AND state = 'submitting'`).all(this.runId) as { id: string; kind: string }[];
-    const ids: string[] = [];
-    for (const r of rows) {
-      // A chat call has no task id: nothing may exist to find later, so the call is simply made again.
-      if (r.kind === 'chat') this.transition(r.id, 'submitting', 'pending', { last_error: 'the run stopped during the chat call; the call is made again' });
-      else {
-        this.transition(r.id, 'submitting', 'uncertain', { last_error: 'the run stopped after the submit was sent and before its answer arrived; the task may exist' });
-        ids.push(r.id);
-      }
-    }
-    return ids;
+    return resume.recoverSubmitting(this.cached, this.runId, (id, from, to, patch, also) => this.transition(id, from, to, patch, also));
   }
 
   /**
@@ -330,12 +247,7 @@ export class Store {
    * their task ids, results and file rows cleared. Returns the jobs moved.
    */
   returnInFlight(reason: string): Array<{ id: string; from: JobState }> {
-    const rows = this.stmt(`SELECT id, state FROM jobs WHERE run_id = ? AND state IN ('submitted', 'downloading', 'uncertain') ORDER BY seq`).all(this.runId) as { id: string; state: JobState }[];
-    const clear: JobPatch = { task_id: null, result: null, submitted_input: null, submitted_at: null, finished_at: null, expires_at: null, last_error: reason };
-    this.db.transaction(() => {
-      for (const r of rows) this.transition(r.id, r.state, 'pending', clear, () => this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, r.id));
-    })();
-    return rows.map((r) => ({ id: r.id, from: r.state }));
+    return resume.returnInFlight(this.db, this.cached, this.runId, reason, (id, from, to, patch, also) => this.transition(id, from, to, patch, also));
   }
 
   // ---- transitions ----
@@ -386,109 +298,6 @@ export class Store {
       throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur ? cur.state : 'no such job'}`);
     }
     if (hadFiles) this.replacedResults.push(jobId);
-  }
-
-  /** Set last_error without changing the state. */
-  noteError(jobId: string, message: string): void {
-    this.stmt('UPDATE jobs SET last_error = ?, updated_at = ? WHERE run_id = ? AND id = ?').run(message, nowIso(), this.runId, jobId);
-  }
-
-  // ---- reads ----
-
-  /** The task result JSON last read for a job, or null. */
-  resultOf(jobId: string): string | null {
-    return reads.resultOf(this.cachedRaw, this.runId, jobId);
-  }
-
-  getJob(jobId: string): JobRow | undefined {
-    return reads.getJob(this.cachedRaw, this.runId, jobId);
-  }
-
-  /**
-   * Up to `limit` ready pending jobs after sequence number `afterSeq`, in
-   * manifest order: a job with graph parents is ready when every parent is done.
-   */
-  nextPending(afterSeq: number, limit: number): JobRow[] {
-    return reads.nextPending(this.cachedRaw, this.runId, afterSeq, limit);
-  }
-
-  /** Jobs in one state, in manifest order (iterated lazily). */
-  *jobsIn(state: JobState): IterableIterator<JobRow> {
-    yield* reads.jobsIn(this.db, this.runId, state);
-  }
-
-  /** Every job of the run, in manifest order. */
-  *allJobs(): IterableIterator<JobRow> {
-    yield* reads.allJobs(this.db, this.runId);
-  }
-
-  /** Every job of the run, in manifest order, without the large spec and input columns (reports, status). */
-  *summaryRows(): IterableIterator<SummaryRow> {
-    yield* reads.summaryRows(this.db, this.runId);
-  }
-
-  counts(): Record<JobState, number> {
-    return reads.counts(this.cached, this.runId);
-  }
-
-  estimate(): { known: number; unknown: number } {
-    return reads.estimate(this.cached, this.runId);
-  }
-
-  /** Pending jobs whose manifest entry names its own callback_url. */
-  pendingWithOwnCallback(): number {
-    return reads.pendingWithOwnCallback(this.cached, this.runId);
-  }
-
-  /** Estimate of the work this run will submit (pending jobs only). */
-  pendingEstimate(): { known: number; unknown: number } {
-    return reads.pendingEstimate(this.cached, this.runId);
-  }
-
-  // ---- files ----
-
-  addFiles(jobId: string, rows: Omit<FileRow, 'job_id' | 'path' | 'size' | 'sha256' | 'state'>[]): void {
-    files.addFiles(this.cached, this.runId, jobId, rows);
-  }
-
-  fileDone(jobId: string, idx: number, got: { path: string; size: number; sha256: string; content_type: string | null }): void {
-    files.fileDone(this.cached, this.runId, jobId, idx, got);
-  }
-
-  filesOf(jobId: string): FileRow[] {
-    return files.filesOf(this.cachedRaw, this.runId, jobId);
-  }
-
-  // ---- uploads (shared by every run in this file) ----
-
-  /** A previous upload of this content to this service (base URL) still younger than maxAgeMs. */
-  findUpload(baseUrl: string, sha256: string, maxAgeMs: number): string | null {
-    return files.findUpload(this.cached, baseUrl, sha256, maxAgeMs);
-  }
-
-  recordUpload(baseUrl: string, sha256: string, fileUrl: string): void {
-    files.recordUpload(this.cached, baseUrl, sha256, fileUrl);
-  }
-
-  // ---- small named values (meta table) ----
-
-  /** A value stored under `key` (e.g. what the last manifest sync depended on), or null. */
-  getMeta(key: string): string | null {
-    return runTable.getMeta(this.cached, key);
-  }
-
-  /** Store `value` under `key`; null removes it. */
-  setMeta(key: string, value: string | null): void {
-    runTable.setMeta(this.cached, key, value);
-  }
-
-  /** The id of the run in use (openRun/useRun). */
-  get currentRunId(): number {
-    return this.runId;
-  }
-
-  integrityCheck(): string {
-    return String(this.db.pragma('integrity_check', { simple: true }));
   }
 
   /** Throw when the lease was lost (another process took over the file). */

@@ -1,12 +1,13 @@
 import { TransitionError } from '../errors.js';
 import { nowIso } from './clock.js';
 import type { Prepare } from './reads.js';
-import { FINAL_STATES, type JobState } from './states.js';
+import { FINAL_STATES, JOB_STATES, TRANSITIONS, type JobState } from './states.js';
 import { PATCH_COLUMNS, type JobInput, type JobPatch, type KnownJob, type SyncResult } from './types.js';
 
 /**
- * One manifest job recorded in the state file (Store.syncJob); the Store
- * holds the sync transaction and the set of ids seen.
+ * One manifest job recorded in the state file (Store.syncJob), and the jobs
+ * the manifest no longer names (Store.skipRemoved); the Store holds the sync
+ * transaction and the set of ids seen.
  */
 
 export interface SyncHost {
@@ -84,4 +85,21 @@ export function syncJob(h: SyncHost, job: JobInput): SyncResult {
   }
   // In flight (submitting, submitted, downloading, uncertain): it finishes the spec it was sent with.
   return 'unchanged';
+}
+
+/**
+ * Jobs no longer in the manifest that may become skipped (skipRemoved): not
+ * named by it (`seen`) and not a for_each child (`children`), in a state that
+ * may become skipped, except done (a removed job's results stay).
+ */
+export function removedJobs(stmt: Prepare, runId: number, seen: Set<string>, children: Set<string>): { id: string; state: JobState }[] {
+  // Every state that may become skipped (TRANSITIONS), except done: a removed job's results stay.
+  const from = JOB_STATES.filter((st) => st !== 'done' && TRANSITIONS[st].includes('skipped'));
+  // In the order the earlier index (run_id, state, expires_at, seq) gave them.
+  return (
+    stmt(`SELECT id, state FROM jobs WHERE run_id = ? AND state IN (${from.map(() => '?').join(', ')}) ORDER BY state, expires_at, seq`).all(runId, ...from) as {
+      id: string;
+      state: JobState;
+    }[]
+  ).filter((r) => !seen.has(r.id) && !children.has(r.id));
 }

@@ -1,0 +1,190 @@
+import { resolve } from 'node:path';
+import type Database from 'better-sqlite3';
+import { nowIso } from './clock.js';
+import * as files from './files.js';
+import * as reads from './reads.js';
+import * as runTable from './runs.js';
+import type { JobState } from './states.js';
+import type { FileRow, JobRow, RunRow, SummaryRow } from './types.js';
+
+/**
+ * The part of Store's API that reads and writes rows without changing a job's
+ * state: runs, job reads, file rows, uploads, meta values and noteError. Each
+ * method calls reads.ts, files.ts or runs.ts with the cached statements and
+ * the run in use. Store (store.ts) extends this class with the transactions
+ * and transition().
+ */
+export abstract class StoreQueries {
+  readonly db: Database.Database;
+  readonly path: string;
+  protected runId = 0;
+  protected generation = 0;
+  protected seq = 0;
+  private readonly stmts = new Map<string, Database.Statement>();
+  /** Statements in raw mode (rows as arrays, turned into objects by reads.ts and files.ts). */
+  private readonly rawStmts = new Map<string, Database.Statement>();
+  /** stmt() for the query modules (reads.ts, files.ts, sync.ts). */
+  protected readonly cached: reads.Prepare = (sql) => this.stmt(sql);
+  /** rawStmt() for the query modules. */
+  protected readonly cachedRaw: reads.Prepare = (sql) => this.rawStmt(sql);
+
+  protected constructor(db: Database.Database, path: string) {
+    this.db = db;
+    this.path = path;
+  }
+
+  protected stmt(sql: string): Database.Statement {
+    let s = this.stmts.get(sql);
+    if (!s) {
+      s = this.db.prepare(sql);
+      this.stmts.set(sql, s);
+    }
+    return s;
+  }
+
+  protected rawStmt(sql: string): Database.Statement {
+    let s = this.rawStmts.get(sql);
+    if (!s) {
+      s = this.db.prepare(sql).raw(true);
+      this.rawStmts.set(sql, s);
+    }
+    return s;
+  }
+
+  // ---- runs ----
+
+  /** The run of this manifest (absolute path), created when new; starts a new sync generation. */
+  openRun(manifest: string, outDir: string, baseUrl: string, sandbox: boolean, userPrices: boolean): RunRow {
+    const run = runTable.openRun(this.db, this.cached, resolve(manifest), outDir, baseUrl, sandbox, userPrices);
+    this.useRun(run);
+
+    this.seq = runTable.maxSeq(this.cached, run.id);
+    return run;
+  }
+
+  /** Every run in this state file (status/report without a manifest). */
+  runs(): RunRow[] {
+    return runTable.runs(this.cached);
+  }
+
+  /** The run of this manifest, without starting a new generation (status, report). */
+  findRun(manifest: string): RunRow | undefined {
+    return runTable.findRun(this.cached, resolve(manifest));
+  }
+
+  useRun(run: RunRow): void {
+    this.runId = run.id;
+    this.generation = run.generation;
+  }
+
+  run(): RunRow {
+    return runTable.runById(this.cached, this.runId);
+  }
+
+  setRunFields(fields: { balance_before?: number | null; balance_after?: number | null; finished_at?: string | null }): void {
+    runTable.setRunFields(this.cached, this.runId, fields);
+  }
+
+  /** Set last_error without changing the state. */
+  noteError(jobId: string, message: string): void {
+    this.stmt('UPDATE jobs SET last_error = ?, updated_at = ? WHERE run_id = ? AND id = ?').run(message, nowIso(), this.runId, jobId);
+  }
+
+  // ---- reads ----
+
+  /** The task result JSON last read for a job, or null. */
+  resultOf(jobId: string): string | null {
+    return reads.resultOf(this.cachedRaw, this.runId, jobId);
+  }
+
+  getJob(jobId: string): JobRow | undefined {
+    return reads.getJob(this.cachedRaw, this.runId, jobId);
+  }
+
+  /**
+   * Up to `limit` ready pending jobs after sequence number `afterSeq`, in
+   * manifest order: a job with graph parents is ready when every parent is done.
+   */
+  nextPending(afterSeq: number, limit: number): JobRow[] {
+    return reads.nextPending(this.cachedRaw, this.runId, afterSeq, limit);
+  }
+
+  /** Jobs in one state, in manifest order (iterated lazily). */
+  *jobsIn(state: JobState): IterableIterator<JobRow> {
+    yield* reads.jobsIn(this.db, this.runId, state);
+  }
+
+  /** Every job of the run, in manifest order. */
+  *allJobs(): IterableIterator<JobRow> {
+    yield* reads.allJobs(this.db, this.runId);
+  }
+
+  /** Every job of the run, in manifest order, without the large spec and input columns (reports, status). */
+  *summaryRows(): IterableIterator<SummaryRow> {
+    yield* reads.summaryRows(this.db, this.runId);
+  }
+
+  counts(): Record<JobState, number> {
+    return reads.counts(this.cached, this.runId);
+  }
+
+  estimate(): { known: number; unknown: number } {
+    return reads.estimate(this.cached, this.runId);
+  }
+
+  /** Pending jobs whose manifest entry names its own callback_url. */
+  pendingWithOwnCallback(): number {
+    return reads.pendingWithOwnCallback(this.cached, this.runId);
+  }
+
+  /** Estimate of the work this run will submit (pending jobs only). */
+  pendingEstimate(): { known: number; unknown: number } {
+    return reads.pendingEstimate(this.cached, this.runId);
+  }
+
+  // ---- files ----
+
+  addFiles(jobId: string, rows: Omit<FileRow, 'job_id' | 'path' | 'size' | 'sha256' | 'state'>[]): void {
+    files.addFiles(this.cached, this.runId, jobId, rows);
+  }
+
+  fileDone(jobId: string, idx: number, got: { path: string; size: number; sha256: string; content_type: string | null }): void {
+    files.fileDone(this.cached, this.runId, jobId, idx, got);
+  }
+
+  filesOf(jobId: string): FileRow[] {
+    return files.filesOf(this.cachedRaw, this.runId, jobId);
+  }
+
+  // ---- uploads (shared by every run in this file) ----
+
+  /** A previous upload of this content to this service (base URL) still younger than maxAgeMs. */
+  findUpload(baseUrl: string, sha256: string, maxAgeMs: number): string | null {
+    return files.findUpload(this.cached, baseUrl, sha256, maxAgeMs);
+  }
+
+  recordUpload(baseUrl: string, sha256: string, fileUrl: string): void {
+    files.recordUpload(this.cached, baseUrl, sha256, fileUrl);
+  }
+
+  // ---- small named values (meta table) ----
+
+  /** A value stored under `key` (e.g. what the last manifest sync depended on), or null. */
+  getMeta(key: string): string | null {
+    return runTable.getMeta(this.cached, key);
+  }
+
+  /** Store `value` under `key`; null removes it. */
+  setMeta(key: string, value: string | null): void {
+    runTable.setMeta(this.cached, key, value);
+  }
+
+  /** The id of the run in use (openRun/useRun). */
+  get currentRunId(): number {
+    return this.runId;
+  }
+
+  integrityCheck(): string {
+    return String(this.db.pragma('integrity_check', { simple: true }));
+  }
+}
