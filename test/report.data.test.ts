@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildReportData } from '../src/engine/report-data.js';
+import { REPORT_ROWS_KEPT, buildReportData } from '../src/engine/report-data.js';
 import { writeReports } from '../src/report/index.js';
 import { Store, type JobInput } from '../src/store/index.js';
 import { tempDir } from './helpers/tmp.js';
@@ -46,7 +46,7 @@ describe('report data', () => {
     const names = ['report.json', 'report.csv', 'report.md', 'report.html'];
     const read = (out: string) => names.map((n) => readFileSync(join(out, n), 'utf8'));
     await writeReports(join(dir, 'streamed'), buildReportData(store, 12.5, 0));
-    await writeReports(join(dir, 'kept'), buildReportData(store, 12.5));
+    await writeReports(join(dir, 'kept'), buildReportData(store, 12.5, REPORT_ROWS_KEPT));
     // Fewer rows kept than there are jobs: the rows go back to being read from the store.
     await writeReports(join(dir, 'over'), buildReportData(store, 12.5, 10));
     const streamed = read(join(dir, 'streamed'));
@@ -57,7 +57,7 @@ describe('report data', () => {
 
   it('every pass sees every job, also when a pass stops early', () => {
     const { store } = state();
-    const data = buildReportData(store);
+    const data = buildReportData(store, null, REPORT_ROWS_KEPT);
     const ids = () => [...data.jobs()].map((j) => j.id);
     for (const j of data.jobs()) if (j.id === 'j3') break;
     const all = ids();

@@ -173,7 +173,8 @@ describe('writeReports', () => {
     let passes = 0;
     const data: ReportData = { summary: summary({ done: n - n / 10, failed: n / 10 }), jobs: () => (passes++, many()) };
     const paths = await writeReports(out, data, { galleryLimit: 30, problemLimit: 5, mdListLimit: 7 });
-    expect(passes).toBe(4);
+    // One pass over the jobs feeds the four reports.
+    expect(passes).toBe(1);
     const report = JSON.parse(readFileSync(paths.json, 'utf8'));
     expect(report.jobs).toHaveLength(n);
     expect(report.jobs[n - 1].id).toBe(`j${n - 1}`);

@@ -7,9 +7,10 @@ import { chatReportFields, chatSummary } from './chat.js';
 
 /**
  * Build the report writers' input from the state file (run() and `genbatch report`).
- * `keepRows`: up to this many jobs, the rows read by the first writer are kept for the others (tests pass 0: every pass reads the store).
+ * `keepRows`: up to this many jobs, the rows read by a first pass over data.jobs() are kept for later passes.
+ * Default 0: writeReports() makes one pass (every row read once), so keeping them would only cost memory.
  */
-export function buildReportData(store: Store, wallSeconds: number | null = null, keepRows = REPORT_ROWS_KEPT): ReportData {
+export function buildReportData(store: Store, wallSeconds: number | null = null, keepRows = 0): ReportData {
   const run = store.run();
   const counts: Record<string, number> = { ...store.counts() };
   const est = store.estimate();
@@ -43,13 +44,13 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
 }
 
 /**
- * Runs of at most this many jobs keep their report rows after the first full pass: the four writers read
- * them once from the store instead of four times (a row query plus a files query per job and pass).
- * Bigger runs stream every pass from the store (memory stays bounded).
+ * A reader that iterates data.jobs() several times (the single-report functions one after another) may keep
+ * up to this many rows after the first full pass (buildReportData's keepRows); bigger runs stream every pass.
  */
 export const REPORT_ROWS_KEPT = 10_000;
 
 function keptJobs(store: Store, limit: number): () => Iterable<ReportJob> {
+  if (limit <= 0) return () => streamed(store);
   let kept: ReportJob[] | null = null;
   return () => kept ?? collect();
   function* collect(): Iterable<ReportJob> {
@@ -65,6 +66,10 @@ function keptJobs(store: Store, limit: number): () => Iterable<ReportJob> {
     // Kept only after a pass that read every row (a writer that stops early leaves nothing behind).
     if (list) kept = list;
   }
+}
+
+function* streamed(store: Store): Iterable<ReportJob> {
+  for (const row of store.summaryRows()) yield reportJob(store, row);
 }
 
 function reportJob(store: Store, row: SummaryRow): ReportJob {

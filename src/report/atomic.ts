@@ -42,15 +42,20 @@ class StreamWriter implements ChunkWriter {
   }
 
   async write(text: string): Promise<void> {
-    if (this.failure) throw this.failure;
+    if (this.push(text)) await this.flush();
+  }
+
+  /** Queue text without waiting; true when a chunk is full and flush() is due. */
+  push(text: string): boolean {
     this.pending.push(text);
     this.pendingChars += text.length;
-    if (this.pendingChars >= CHUNK_CHARS) await this.flush();
+    return this.pendingChars >= CHUNK_CHARS;
   }
 
   async flush(): Promise<void> {
+    if (this.failure) throw this.failure;
     if (this.pending.length === 0) return;
-    const chunk = this.pending.join('');
+    const chunk = this.pending.length === 1 ? (this.pending[0] as string) : this.pending.join('');
     this.pending = [];
     this.pendingChars = 0;
     if (!this.stream.write(chunk, 'utf8')) await this.waitDrain();
@@ -89,34 +94,90 @@ export function tempPathFor(finalPath: string): string {
 }
 
 /**
+ * One report being written: a temporary file in the final folder, filled by
+ * push()/write(), then finish() (flushed, fsynced, closed) and rename() over the
+ * final name; abort() (after any failure) removes the temporary file. The
+ * caller fsyncs the folder after the rename (syncDir).
+ */
+export class AtomicWriter implements ChunkWriter {
+  private fdOpen = true;
+  private renamed = false;
+
+  private constructor(
+    readonly finalPath: string,
+    private readonly temp: string,
+    private readonly fd: number,
+    private readonly stream: WriteStream,
+    private readonly writer: StreamWriter,
+  ) {}
+
+  static async open(finalPath: string): Promise<AtomicWriter> {
+    const temp = tempPathFor(finalPath);
+    // 'wx': never write through an existing file or symlink under the temp name.
+    const fd = await fsp.open(temp, 'wx', 0o644);
+    // A plain fd, not a FileHandle: stream.destroy() closes the fd itself, and a FileHandle
+    // would then close a number that may already belong to another file.
+    try {
+      const stream = createWriteStream('', { fd, autoClose: false, highWaterMark: CHUNK_CHARS });
+      return new AtomicWriter(finalPath, temp, fd, stream, new StreamWriter(stream));
+    } catch (err) {
+      await closeFd(fd).catch(() => undefined);
+      await unlink(temp).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  write(text: string): Promise<void> {
+    return this.writer.write(text);
+  }
+
+  /** Queue text without waiting; true when flush() is due. */
+  push(text: string): boolean {
+    return this.writer.push(text);
+  }
+
+  flush(): Promise<void> {
+    return this.writer.flush();
+  }
+
+  /** Everything written, on disk and closed (not yet under the final name). */
+  async finish(): Promise<void> {
+    await this.writer.end();
+    await fsyncFd(this.fd);
+    this.fdOpen = false;
+    await closeFd(this.fd);
+  }
+
+  async rename(): Promise<void> {
+    await rename(this.temp, this.finalPath);
+    this.renamed = true;
+  }
+
+  /** After a failure: stop writing and remove the temporary file (a file already renamed is left alone). */
+  async abort(): Promise<void> {
+    if (this.renamed) return;
+    if (this.fdOpen) {
+      this.fdOpen = false;
+      await destroyAndWait(this.stream);
+    }
+    await unlink(this.temp).catch(() => undefined);
+  }
+}
+
+/**
  * Write `finalPath` atomically: `produce` writes the content through the
  * given writer; the file appears under its final name only once complete and
  * on disk. Any error (from `produce` or the disk) removes the temporary file
  * and is rethrown; an earlier file under the final name is left untouched.
  */
 export async function writeFileAtomic(finalPath: string, produce: (w: ChunkWriter) => Promise<void>): Promise<void> {
-  const temp = tempPathFor(finalPath);
-  // 'wx': never write through an existing file or symlink under the temp name.
-  const fd = await fsp.open(temp, 'wx', 0o644);
-  // A plain fd, not a FileHandle: stream.destroy() closes the fd itself, and a FileHandle
-  // would then close a number that may already belong to another file.
-  let stream: WriteStream | null = null;
-  let fdOpen = true;
+  const file = await AtomicWriter.open(finalPath);
   try {
-    stream = createWriteStream('', { fd, autoClose: false, highWaterMark: CHUNK_CHARS });
-    const writer = new StreamWriter(stream);
-    await produce(writer);
-    await writer.end();
-    await fsyncFd(fd);
-    fdOpen = false;
-    await closeFd(fd);
-    await rename(temp, finalPath);
+    await produce(file);
+    await file.finish();
+    await file.rename();
   } catch (err) {
-    if (fdOpen) {
-      if (stream) await destroyAndWait(stream);
-      else await closeFd(fd).catch(() => undefined);
-    }
-    await unlink(temp).catch(() => undefined);
+    await file.abort();
     throw err;
   }
   await syncDir(dirname(finalPath));
@@ -132,7 +193,7 @@ function destroyAndWait(stream: WriteStream): Promise<void> {
 }
 
 /** fsync a folder so a rename in it survives a power loss; best effort (not every platform allows it). */
-async function syncDir(dir: string): Promise<void> {
+export async function syncDir(dir: string): Promise<void> {
   try {
     const h = await open(dir, 'r');
     try {

@@ -4,7 +4,7 @@
  * Choices: UTF-8 without a BOM; null as an empty field; values are written
  * exactly (no spreadsheet-formula defusing, which would change the data).
  */
-import { writeFileAtomic } from './atomic.js';
+import { writeSinks, type ReportSink } from './sink.js';
 import { fileTotals } from './format.js';
 import type { ReportData, ReportJob } from './types.js';
 
@@ -23,9 +23,11 @@ export function csvRow(job: ReportJob): string {
   return `${cells.map(csvField).join(',')}\r\n`;
 }
 
+/** report.csv as a sink: the header, then one row per job. */
+export function csvSink(): ReportSink {
+  return { start: () => `${CSV_COLUMNS.join(',')}\r\n`, job: csvRow, end: () => [] };
+}
+
 export async function writeCsvReport(path: string, data: ReportData): Promise<void> {
-  await writeFileAtomic(path, async (w) => {
-    await w.write(`${CSV_COLUMNS.join(',')}\r\n`);
-    for (const job of data.jobs()) await w.write(csvRow(job));
-  });
+  await writeSinks([[path, csvSink()]], data.jobs());
 }

@@ -10,9 +10,9 @@
  * One pass over the jobs with bounded memory: at most `galleryLimit` cards
  * and `problemLimit` problems are kept, the rest are counted in a note.
  */
-import { writeFileAtomic } from './atomic.js';
+import { writeSinks, type ReportSink } from './sink.js';
 import { PROBLEM_STATES, chatLine, creditsLine, fileTotals, formatBytes, formatDuration, orderedCounts, redactUrl, totalJobs } from './format.js';
-import type { ReportData, ReportFile, ReportJob } from './types.js';
+import type { ReportData, ReportFile, ReportJob, ReportSummary } from './types.js';
 
 export interface HtmlOptions {
   /** Jobs with results shown as cards; the rest are counted. Default 2000. */
@@ -129,7 +129,8 @@ pre{white-space:pre-wrap;word-break:break-word;margin:.25rem 0;max-height:20rem;
 .err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}
 `;
 
-export async function writeHtmlReport(path: string, data: ReportData, options: HtmlOptions = {}): Promise<void> {
+/** report.html as a sink: file totals, problems and cards (bounded) gathered job by job, everything written at the end. */
+export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSink {
   const galleryLimit = options.galleryLimit ?? 2000;
   const problemLimit = options.problemLimit ?? 1000;
   const cards: string[] = [];
@@ -138,58 +139,65 @@ export async function writeHtmlReport(path: string, data: ReportData, options: H
   let moreProblems = 0;
   let files = 0;
   let bytes = 0;
-  for (const job of data.jobs()) {
-    const t = fileTotals(job.files);
-    files += t.count;
-    bytes += t.bytes;
-    if (PROBLEM_STATES.includes(job.state)) {
-      if (problems.length < problemLimit) problems.push(problemHtml(job));
-      else moreProblems++;
-    }
-    if (job.files.length > 0 || Object.keys(job.texts).length > 0) {
-      if (cards.length < galleryLimit) cards.push(cardHtml(job));
-      else moreCards++;
-    }
-  }
+  return {
+    start: () => '',
+    job(job) {
+      const t = fileTotals(job.files);
+      files += t.count;
+      bytes += t.bytes;
+      if (PROBLEM_STATES.includes(job.state)) {
+        if (problems.length < problemLimit) problems.push(problemHtml(job));
+        else moreProblems++;
+      }
+      if (job.files.length > 0 || Object.keys(job.texts).length > 0) {
+        if (cards.length < galleryLimit) cards.push(cardHtml(job));
+        else moreCards++;
+      }
+      return '';
+    },
+    end() {
+      const title = `genbatch report: ${s.manifest}`;
+      const row = (k: string, v: string): string => `<dt>${k}</dt><dd>${v}</dd>`;
+      const counts = orderedCounts(s.counts)
+        .map(([state, n]) => `<li><span class="badge s-${escapeHtml(state)}">${escapeHtml(state)}: ${n}</span></li>`)
+        .join('');
+      const out: string[] = [];
+      out.push(
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">' +
+          `<meta http-equiv="Content-Security-Policy" content="script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'">` +
+          '<meta name="viewport" content="width=device-width,initial-scale=1">' +
+          `<meta name="referrer" content="no-referrer"><title>${escapeHtml(title)}</title><style>${CSS}</style></head>\n<body>\n`,
+      );
+      out.push(
+        `<h1>genbatch report</h1>\n<dl class="summary">` +
+          row('Manifest', escapeHtml(s.manifest)) +
+          row('Output', escapeHtml(s.out_dir)) +
+          row('Service', `${escapeHtml(redactUrl(s.base_url))}${s.sandbox ? ' (sandbox)' : ''}`) +
+          row('Time', `${escapeHtml(s.started_at)} to ${escapeHtml(s.finished_at)} (${formatDuration(s.wall_seconds)})`) +
+          row('Credits', escapeHtml(creditsLine(s))) +
+          (s.chat ? row('Chat', escapeHtml(chatLine(s.chat) ?? '')) : '') +
+          row('Files', `${files} (${formatBytes(bytes)})`) +
+          `</dl>\n<ul class="counts"><li><span class="badge">jobs: ${totalJobs(s.counts)}</span></li>${counts}</ul>\n`,
+      );
+      if (problems.length > 0) {
+        out.push(`<h2>Failed, uncertain and expired jobs (${problems.length + moreProblems})</h2>\n<ul class="problems">\n`);
+        for (const p of problems) out.push(p);
+        out.push('</ul>\n');
+        if (moreProblems > 0) out.push(`<p class="note">and ${moreProblems} more, listed in report.csv and report.json.</p>\n`);
+      }
+      out.push(`<h2>Results (${cards.length + moreCards} jobs)</h2>\n<div class="gallery">\n`);
+      for (const c of cards) out.push(c);
+      out.push('</div>\n');
+      if (moreCards > 0) {
+        out.push(`<p class="note">Only the first ${cards.length} jobs with results are shown, to keep this page openable; ${moreCards} more are listed with their files in report.json and report.csv.</p>\n`);
+      }
+      if (cards.length === 0 && moreCards === 0) out.push('<p class="note">No results.</p>\n');
+      out.push('</body></html>\n');
+      return out;
+    },
+  };
+}
 
-  const s = data.summary;
-  const title = `genbatch report: ${s.manifest}`;
-  const row = (k: string, v: string): string => `<dt>${k}</dt><dd>${v}</dd>`;
-  const counts = orderedCounts(s.counts)
-    .map(([state, n]) => `<li><span class="badge s-${escapeHtml(state)}">${escapeHtml(state)}: ${n}</span></li>`)
-    .join('');
-
-  await writeFileAtomic(path, async (w) => {
-    await w.write(
-      '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">' +
-        `<meta http-equiv="Content-Security-Policy" content="script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'">` +
-        '<meta name="viewport" content="width=device-width,initial-scale=1">' +
-        `<meta name="referrer" content="no-referrer"><title>${escapeHtml(title)}</title><style>${CSS}</style></head>\n<body>\n`,
-    );
-    await w.write(
-      `<h1>genbatch report</h1>\n<dl class="summary">` +
-        row('Manifest', escapeHtml(s.manifest)) +
-        row('Output', escapeHtml(s.out_dir)) +
-        row('Service', `${escapeHtml(redactUrl(s.base_url))}${s.sandbox ? ' (sandbox)' : ''}`) +
-        row('Time', `${escapeHtml(s.started_at)} to ${escapeHtml(s.finished_at)} (${formatDuration(s.wall_seconds)})`) +
-        row('Credits', escapeHtml(creditsLine(s))) +
-        (s.chat ? row('Chat', escapeHtml(chatLine(s.chat) ?? '')) : '') +
-        row('Files', `${files} (${formatBytes(bytes)})`) +
-        `</dl>\n<ul class="counts"><li><span class="badge">jobs: ${totalJobs(s.counts)}</span></li>${counts}</ul>\n`,
-    );
-    if (problems.length > 0) {
-      await w.write(`<h2>Failed, uncertain and expired jobs (${problems.length + moreProblems})</h2>\n<ul class="problems">\n`);
-      for (const p of problems) await w.write(p);
-      await w.write('</ul>\n');
-      if (moreProblems > 0) await w.write(`<p class="note">and ${moreProblems} more, listed in report.csv and report.json.</p>\n`);
-    }
-    await w.write(`<h2>Results (${cards.length + moreCards} jobs)</h2>\n<div class="gallery">\n`);
-    for (const c of cards) await w.write(c);
-    await w.write('</div>\n');
-    if (moreCards > 0) {
-      await w.write(`<p class="note">Only the first ${cards.length} jobs with results are shown, to keep this page openable; ${moreCards} more are listed with their files in report.json and report.csv.</p>\n`);
-    }
-    if (cards.length === 0 && moreCards === 0) await w.write('<p class="note">No results.</p>\n');
-    await w.write('</body></html>\n');
-  });
+export async function writeHtmlReport(path: string, data: ReportData, options: HtmlOptions = {}): Promise<void> {
+  await writeSinks([[path, htmlSink(data.summary, options)]], data.jobs());
 }

@@ -2,17 +2,18 @@
  * The report writers of `genbatch run` and `genbatch report`.
  *
  * writeReports() writes report.json, report.csv, report.md and report.html
- * into the output folder, one after another (each iterates data.jobs() once;
- * they never run side by side, so the iterable may hold a database cursor).
- * Each file is streamed to a temporary file, fsynced and renamed into place.
+ * into the output folder from one pass over data.jobs() (each job goes to the
+ * four writers in turn; the iterable may hold a database cursor). Each file is
+ * written to its own temporary file, fsynced and renamed into place.
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeStaleTemps } from './atomic.js';
-import { writeCsvReport } from './csv.js';
-import { writeHtmlReport, type HtmlOptions } from './html.js';
-import { writeJsonReport } from './json.js';
-import { writeMarkdownReport } from './markdown.js';
+import { csvSink } from './csv.js';
+import { htmlSink, type HtmlOptions } from './html.js';
+import { jsonSink } from './json.js';
+import { markdownSink } from './markdown.js';
+import { writeSinks } from './sink.js';
 import type { ReportData } from './types.js';
 
 export type { ReportData, ReportFile, ReportJob, ReportSummary } from './types.js';
@@ -49,9 +50,15 @@ export async function writeReports(outDir: string, data: ReportData, options: Re
   await mkdir(outDir, { recursive: true });
   await removeStaleTemps(outDir);
   const paths = reportPaths(outDir);
-  await writeJsonReport(paths.json, data);
-  await writeCsvReport(paths.csv, data);
-  await writeMarkdownReport(paths.md, data, options.mdListLimit);
-  await writeHtmlReport(paths.html, data, options);
+  // One pass over the jobs feeds the four reports (each row and its files are read once).
+  await writeSinks(
+    [
+      [paths.json, jsonSink(data.summary)],
+      [paths.csv, csvSink()],
+      [paths.md, markdownSink(data.summary, options.mdListLimit)],
+      [paths.html, htmlSink(data.summary, options)],
+    ],
+    data.jobs(),
+  );
   return paths;
 }

@@ -3,9 +3,9 @@
  * Streamed job by job (one job per line, the summary pretty-printed first),
  * so a 100,000-job run never builds one giant string.
  */
-import { writeFileAtomic } from './atomic.js';
+import { writeSinks, type ReportSink } from './sink.js';
 import { reportSummary } from './format.js';
-import type { ReportData, ReportJob } from './types.js';
+import type { ReportData, ReportJob, ReportSummary } from './types.js';
 
 /** The shape of one job in report.json (keys always present, null when unknown). */
 export function jobRecord(job: ReportJob): Record<string, unknown> {
@@ -26,15 +26,20 @@ export function jobRecord(job: ReportJob): Record<string, unknown> {
   };
 }
 
-export async function writeJsonReport(path: string, data: ReportData): Promise<void> {
-  await writeFileAtomic(path, async (w) => {
-    const summary = JSON.stringify(reportSummary(data.summary), null, 2).replace(/\n/g, '\n  ');
-    await w.write(`{\n  "summary": ${summary},\n  "jobs": [`);
-    let first = true;
-    for (const job of data.jobs()) {
-      await w.write(`${first ? '\n    ' : ',\n    '}${JSON.stringify(jobRecord(job))}`);
+/** report.json as a sink: the summary first, then one line per job. */
+export function jsonSink(summary: ReportSummary): ReportSink {
+  let first = true;
+  return {
+    start: () => `{\n  "summary": ${JSON.stringify(reportSummary(summary), null, 2).replace(/\n/g, '\n  ')},\n  "jobs": [`,
+    job(job) {
+      const text = `${first ? '\n    ' : ',\n    '}${JSON.stringify(jobRecord(job))}`;
       first = false;
-    }
-    await w.write(first ? ']\n}\n' : '\n  ]\n}\n');
-  });
+      return text;
+    },
+    end: () => [first ? ']\n}\n' : '\n  ]\n}\n'],
+  };
+}
+
+export async function writeJsonReport(path: string, data: ReportData): Promise<void> {
+  await writeSinks([[path, jsonSink(data.summary)]], data.jobs());
 }

@@ -5,9 +5,9 @@
  * manifest or the service sits in a code span, so no markdown or HTML in it is
  * interpreted by a renderer.
  */
-import { writeFileAtomic } from './atomic.js';
+import { writeSinks, type ReportSink } from './sink.js';
 import { PROBLEM_STATES, chatLine, creditsLine, fileTotals, formatBytes, formatCredits, formatDuration, oneLine, orderedCounts, redactUrl, totalJobs } from './format.js';
-import type { ReportData, ReportJob } from './types.js';
+import type { ReportData, ReportJob, ReportSummary } from './types.js';
 
 /** Longest error text kept per job in report.md and report.html. */
 export const ERROR_CHARS = 500;
@@ -47,21 +47,33 @@ function problemLine(job: ReportJob): string {
   return `- ${codeSpan(job.id, 120)} (${where}): ${error}\n`;
 }
 
-export async function writeMarkdownReport(path: string, data: ReportData, listLimit = 50): Promise<void> {
+/** report.md as a sink: file totals and the problem lists gathered job by job, everything written at the end. */
+export function markdownSink(summary: ReportSummary, listLimit = 50): ReportSink {
   const problems = new Map<string, ProblemList>(PROBLEM_STATES.map((s) => [s, { shown: [], more: 0 }]));
   let files = 0;
   let bytes = 0;
-  for (const job of data.jobs()) {
-    const t = fileTotals(job.files);
-    files += t.count;
-    bytes += t.bytes;
-    const list = problems.get(job.state);
-    if (!list) continue;
-    if (list.shown.length < listLimit) list.shown.push(job);
-    else list.more++;
-  }
+  return {
+    start: () => '',
+    job(job) {
+      const t = fileTotals(job.files);
+      files += t.count;
+      bytes += t.bytes;
+      const list = problems.get(job.state);
+      if (list) {
+        if (list.shown.length < listLimit) list.shown.push(job);
+        else list.more++;
+      }
+      return '';
+    },
+    end: () => markdownText(summary, problems, files, bytes),
+  };
+}
 
-  const s = data.summary;
+export async function writeMarkdownReport(path: string, data: ReportData, listLimit = 50): Promise<void> {
+  await writeSinks([[path, markdownSink(data.summary, listLimit)]], data.jobs());
+}
+
+function markdownText(s: ReportSummary, problems: Map<string, ProblemList>, files: number, bytes: number): string[] {
   const c = s.credits;
   const out: string[] = [];
   out.push('# genbatch report\n\n');
@@ -96,8 +108,5 @@ export async function writeMarkdownReport(path: string, data: ReportData, listLi
     if (list.more > 0) out.push(`\nand ${list.more} more (see report.csv or report.json).\n`);
   }
   out.push('\n## Other reports\n\n- `report.json`: every job with its files, sizes and sha256\n- `report.csv`: one row per job\n- `report.html`: a gallery of the results\n');
-
-  await writeFileAtomic(path, async (w) => {
-    for (const part of out) await w.write(part);
-  });
+  return out;
 }
