@@ -36,6 +36,15 @@ function state(): { store: Store; dir: string } {
       for (const idx of [0, 1]) store.fileDone(id, idx, { path: `${id}/out_${idx}.png`, size: 10 + idx, sha256: `${i}${idx}`.padEnd(64, '0'), content_type: 'image/png' });
     });
   }
+  // Files not all done (one pending, one on disk) on a job still downloading; a text result saved locally (no URL).
+  for (const [i, id] of [[20, 'j20'], [21, 'j21']] as const) {
+    store.transition(id, 'pending', 'submitting', { attemptsInc: 1 });
+    store.transition(id, 'submitting', 'submitted', { task_id: `t${i}` });
+    store.transition(id, 'submitted', 'downloading', { result: '{}', finished_at: '2026-01-01T00:00:00.000Z', expires_at: 1 }, () =>
+      store.addFiles(id, [0, 1, 2].map((idx) => ({ idx, name: `out_${idx}.txt`, url: idx === 2 ? null : `http://x/${id}/${idx}`, type: 'text', content_type: 'text/plain', expected_size: 3, expires_at: 1 }))),
+    );
+    for (const idx of i === 20 ? [1] : [0, 1, 2]) store.fileDone(id, idx, { path: `${id}/out_${idx}.txt`, size: idx, sha256: `${i}${idx}`.padEnd(64, '0'), content_type: null });
+  }
   store.setRunFields({ finished_at: '2026-01-01T00:01:00.000Z' });
   return { store, dir: t.dir };
 }
@@ -51,6 +60,10 @@ describe('report data', () => {
     await writeReports(join(dir, 'over'), buildReportData(store, 12.5, 10));
     const streamed = read(join(dir, 'streamed'));
     expect(streamed[1]!.split('\n').length).toBeGreaterThan(30);
+    // The streamed pass reads the files of all jobs by one query beside the rows; the kept pass by a query per job.
+    expect(streamed[0]).toContain('"path":"j20/out_1.txt"');
+    expect(streamed[0]).not.toContain('"path":"j20/out_0.txt"');
+    expect(streamed[0]).toContain('"path":"j21/out_2.txt"');
     expect(read(join(dir, 'kept'))).toEqual(streamed);
     expect(read(join(dir, 'over'))).toEqual(streamed);
   });

@@ -68,17 +68,50 @@ function keptJobs(store: Store, limit: number): () => Iterable<ReportJob> {
   }
 }
 
+/**
+ * The files of the run's jobs that are done and on disk, job after job in the order of store.summaryRows()
+ * (seq; ties by id, the order of the jobs_by_seq index): read beside the rows by one query instead of a
+ * files query per job (~1.6 us each: 160 ms for 100,000 jobs, most of them without files).
+ */
+const FILES_IN_JOB_ORDER = `SELECT f.job_id, f.name, f.url, f.type, f.content_type, f.path, f.size, f.sha256
+  FROM jobs j INDEXED BY jobs_by_seq JOIN files f ON f.run_id = j.run_id AND f.job_id = j.id
+  WHERE j.run_id = ? AND f.state = 'done' AND f.path IS NOT NULL ORDER BY j.seq, j.id, f.idx`;
+
+type FileTuple = [string, string, string | null, string, string | null, string, number | null, string | null];
+
 function* streamed(store: Store): Iterable<ReportJob> {
-  for (const row of store.summaryRows()) yield reportJob(store, row);
+  const files = store.db.prepare(FILES_IN_JOB_ORDER).raw(true).iterate(store.run().id) as IterableIterator<FileTuple>;
+  try {
+    let head = files.next();
+    for (const row of store.summaryRows()) {
+      const list: FileTuple[] = [];
+      while (!head.done && head.value[0] === row.id) {
+        list.push(head.value);
+        head = files.next();
+      }
+      yield reportJob(store, row, list);
+    }
+    // Every file belongs to a row of the run, met in the same order: one left over means the two orders differ.
+    if (!head.done) throw new Error(`report: the files of job ${head.value[0]} were not met in job order`);
+  } finally {
+    files.return?.();
+  }
 }
 
-function reportJob(store: Store, row: SummaryRow): ReportJob {
+function reportJob(store: Store, row: SummaryRow, tuples?: readonly FileTuple[]): ReportJob {
   const files: ReportFile[] = [];
   let texts: Record<string, string> = {};
-  for (const f of store.filesOf(row.id)) {
-    if (f.state !== 'done' || f.path === null) continue;
-    files.push({ path: f.path, size: f.size ?? 0, sha256: f.sha256 ?? '', type: f.type, contentType: f.content_type });
-    if (f.url === null) texts[f.name] = '';
+  if (tuples) {
+    for (const f of tuples) {
+      files.push({ path: f[5], size: f[6] ?? 0, sha256: f[7] ?? '', type: f[3], contentType: f[4] });
+      if (f[2] === null) texts[f[1]] = '';
+    }
+  } else {
+    for (const f of store.filesOf(row.id)) {
+      if (f.state !== 'done' || f.path === null) continue;
+      files.push({ path: f.path, size: f.size ?? 0, sha256: f.sha256 ?? '', type: f.type, contentType: f.content_type });
+      if (f.url === null) texts[f.name] = '';
+    }
   }
   let usage: ReportJob['usage'] = null;
   if (row.kind === 'chat') ({ texts, usage } = chatReportFields(store.resultOf(row.id)));
