@@ -120,4 +120,20 @@ describe('reports written in one pass', () => {
     await writeHtmlReport(join(out, 'report.html'), data, c.options);
     expect(read(out)).toEqual(read(join(FIXTURES, c.name)));
   });
+
+  it('an error mid-pass (after chunks reached the temp files) replaces none of the four reports and leaves no temp file', async () => {
+    const out = fresh();
+    for (const n of NAMES) writeFileSync(join(out, n), `previous ${n}`);
+    const c = CASES[1]!;
+    const data: ReportData = {
+      summary: summaryOf(c.n, false),
+      jobs: function* () {
+        for (let round = 0; round < 20; round++) yield* varied(c.n);
+        throw new Error('state file went away');
+      },
+    };
+    await expect(writeReports(out, data)).rejects.toThrow('state file went away');
+    expect(read(out)).toEqual(NAMES.map((n) => `previous ${n}`));
+    expect(readdirSync(out).sort()).toEqual([...NAMES].sort());
+  });
 });

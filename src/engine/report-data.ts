@@ -9,10 +9,10 @@ import { chatReportFields, chatSummary } from './chat.js';
  * Build the report writers' input from the state file (run() and `genbatch report`).
  * `keepRows`: up to this many jobs, the rows read by a first pass over data.jobs() are kept for later passes.
  * Default 0: writeReports() makes one pass (every row read once), so keeping them would only cost memory.
+ * `counts`: store.counts() when the caller has just read it (a GROUP BY over every job of the run: ~30 ms at 100,000 jobs).
  */
-export function buildReportData(store: Store, wallSeconds: number | null = null, keepRows = 0): ReportData {
+export function buildReportData(store: Store, wallSeconds: number | null = null, keepRows = 0, counts: Readonly<Record<string, number>> = store.counts()): ReportData {
   const run = store.run();
-  const counts: Record<string, number> = { ...store.counts() };
   const est = store.estimate();
   const started = run.started_at ?? new Date().toISOString();
   const finished = run.finished_at ?? new Date().toISOString();
@@ -28,7 +28,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
       started_at: started,
       finished_at: finished,
       wall_seconds: wallSeconds ?? Math.max(0, (Date.parse(finished) - Date.parse(started)) / 1000),
-      counts,
+      counts: { ...counts },
       credits: {
         estimated_known: round6(est.known),
         unknown_price_jobs: est.unknown,

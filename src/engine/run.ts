@@ -185,7 +185,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       emit({ type: 'reports', out_dir: o.outDir, written: false });
     } else {
       try {
-        await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000));
+        await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000, 0, counts));
         emit({ type: 'reports', out_dir: o.outDir, written: true });
       } catch (err) {
         emit({ type: 'warning', message: `could not write the reports: ${errorText(err)}` });
