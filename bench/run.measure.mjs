@@ -14,4 +14,5 @@ process.on('exit', (code) => {
     writeSync(2, line + '\n');
   }
 });
-await import('../dist/cli/main.js');
+// What users run: bin/genbatch.js (the bundled CLI when it is built and fresh).
+await import('../bin/genbatch.js');
