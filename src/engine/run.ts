@@ -109,6 +109,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       for (const row of [...store.jobsIn('uncertain')]) {
         store.transition(row.id, 'uncertain', 'pending', { last_error: `resubmitted (--uncertain=resubmit) after: ${row.last_error ?? 'unknown outcome'}` });
         emit({ type: 'job', id: row.id, from: 'uncertain', to: 'pending' });
+        for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending' });
       }
     }
     // Job graph: pending jobs whose parent ended without results become skipped, naming why.

@@ -52,6 +52,8 @@ export const GRAPH_SKIP_PREFIX = 'skipped because job ';
 export class GraphLinks {
   /** Jobs skipped by the graph since the last drain (for events). */
   private skippedNow: Array<{ id: string; reason: string }> = [];
+  /** Jobs brought back to pending since the last drain (for events). */
+  private revivedNow: string[] = [];
 
   constructor(private readonly h: GraphHost) {}
 
@@ -117,7 +119,8 @@ export class GraphLinks {
    * After `jobId` moved to `to`: when `to` ends it without results, every
    * pending descendant becomes skipped with the reason. Runs inside the caller's transaction.
    */
-  afterMove(jobId: string, to: JobState, lastError: string | null | undefined): void {
+  afterMove(jobId: string, to: JobState, lastError: string | null | undefined, from?: JobState): void {
+    if (from === 'uncertain' && !PARENT_FAILED_STATES.includes(to)) return this.revive(jobId);
     if (!PARENT_FAILED_STATES.includes(to)) return;
     const why = lastError ? `: ${lastError.startsWith(GRAPH_SKIP_PREFIX) ? lastError.slice(GRAPH_SKIP_PREFIX.length) : lastError}` : '';
     const reason = `${GRAPH_SKIP_PREFIX}${jobId} is ${to}${why}`.slice(0, 2000);
@@ -206,6 +209,39 @@ export class GraphLinks {
       this.h.stmt('DELETE FROM job_links WHERE run_id = ? AND job_id = ?').run(run, k.id);
     }
     return kids.length;
+  }
+
+  /**
+   * `jobId` left `uncertain` for a state with results to come (its task adopted from a late
+   * callback: submitted; or --uncertain=resubmit: pending): the descendants skipped because it was
+   * uncertain go back to pending (they were skipped for that reason only, inside the same
+   * transaction as the move to uncertain). Runs inside the caller's transaction.
+   */
+  private revive(jobId: string): void {
+    const reason = `${GRAPH_SKIP_PREFIX}${jobId} is uncertain`;
+    const children = this.h.stmt(GRAPH_SQL.dependents);
+    const row = this.h.stmt('SELECT state, last_error FROM jobs WHERE run_id = ? AND id = ?');
+    const queue = [jobId];
+    const seen = new Set(queue);
+    while (queue.length > 0) {
+      const id = queue.shift()!;
+      for (const r of children.all(this.h.runId(), id) as { job_id: string }[]) {
+        if (seen.has(r.job_id)) continue;
+        seen.add(r.job_id);
+        const cur = row.get(this.h.runId(), r.job_id) as { state: JobState; last_error: string | null } | undefined;
+        if (cur?.state !== 'skipped' || cur.last_error === null || !cur.last_error.startsWith(reason)) continue;
+        this.h.move(r.job_id, 'skipped', 'pending', { last_error: null });
+        this.revivedNow.push(r.job_id);
+        queue.push(r.job_id);
+      }
+    }
+  }
+
+  /** Jobs brought back to pending by revive() since the last drain (for events). */
+  drainRevived(): string[] {
+    const out = this.revivedNow;
+    this.revivedNow = [];
+    return out;
   }
 
   drainSkipped(): Array<{ id: string; reason: string }> {

@@ -263,7 +263,7 @@ export class Store extends StoreQueries {
     const run = () => {
       this.guardedMove(jobId, from, to, patch);
       also?.();
-      this.graph.afterMove(jobId, to, patch.last_error);
+      this.graph.afterMove(jobId, to, patch.last_error, from);
     };
     if (this.db.inTransaction) run();
     else this.tx(run, false);
