@@ -132,8 +132,9 @@ export class PipelineState {
 
   /** Descendants skipped by the store because a parent ended without results. */
   protected emitGraphSkips(): void {
-    for (const s of this.store.graph.drainSkipped()) this.opts.emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', task_id: null, error: s.reason });
+    // Brought back first: a job brought back and skipped again (another parent failed) ends skipped.
     for (const id of this.store.graph.drainRevived()) this.opts.emit({ type: 'job', id, from: 'skipped', to: 'pending', task_id: null, error: null });
+    for (const s of this.store.graph.drainSkipped()) this.opts.emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', task_id: null, error: s.reason });
   }
 
   /** `id` became done: jobs waiting for it may be ready now, so pending jobs are read again from the first of them. */

@@ -235,6 +235,8 @@ export class GraphLinks {
         queue.push(r.job_id);
       }
     }
+    // A job brought back that also waits for another parent that ended without results is skipped again, naming it.
+    if (this.revivedNow.length > 0) this.settle();
   }
 
   /** Jobs brought back to pending by revive() since the last drain (for events). */
