@@ -100,10 +100,12 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
-    // As with undici's request(): marked sent here even when the signal has fired and the request is aborted now.
-    this.sent = true;
     this.#controller = controller;
+    // The signal fired while the request waited for a connection: aborted here, undici writes nothing
+    // (client-h1 writeH1 returns when the request is aborted after onRequestStart), so it is not sent.
+    // (undici's request() marked such a request sent, making a never-written submit uncertain.)
     if (this.#abortAtStart) controller.abort(this.#reason as Error);
+    else this.sent = true;
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
