@@ -70,6 +70,24 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
 
   const bus = new EventBus();
   const stopProgress = attachProgress(bus, { json: flags.json === true, tty: process.stderr.isTTY === true && flags.json !== true });
+  // The report writers are loaded once the run has work to do, not when the reports are written: a run can last
+  // hours, and a rebuild or upgrade of genbatch meanwhile replaces dist/bundle/ (chunks under new hashed names),
+  // so a chunk first imported at the end would be gone. A run that changes nothing still never loads them.
+  type ReportModule = typeof import('../../report/index.js');
+  let reportModule: Promise<ReportModule> | null = null;
+  const loadReports = (): Promise<ReportModule> => (reportModule ??= import('../../report/index.js'));
+  const FINAL: ReadonlySet<string> = new Set(['done', 'failed', 'uncertain', 'expired', 'skipped', 'exists']);
+  const offPreload = bus.on((e) => {
+    const work =
+      e.type === 'job' ||
+      (e.type === 'synced' && (e.new + e.changed + e.skipped > 0 || Object.entries(e.counts).some(([state, n]) => n > 0 && !FINAL.has(state))));
+    if (!work) return;
+    // A failed load is tried again by writeReports, which reports its error as before.
+    loadReports().catch(() => {
+      reportModule = null;
+    });
+    offPreload();
+  });
   const client = new ServiceClient({
     baseUrl,
     apiKey,
@@ -148,8 +166,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       userPrices,
       signal: controller.signal,
       events: bus,
-      // The report writers are loaded when reports are written (a run that changed nothing leaves them as they are).
-      writeReports: async (dir, data) => (await import('../../report/index.js')).writeReports(dir, data),
+      writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),
     });
     return outcome.exitCode;
   } finally {
