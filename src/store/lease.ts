@@ -69,8 +69,11 @@ export class Lease {
     this.timer = setInterval(() => {
       try {
         this.beat();
-      } catch {
-        this.lost = true;
+      } catch (err) {
+        // Only a beat that finds another holder loses the lease. Any other failure (the connection busy
+        // with a read cursor held across awaits, as the report pass does; a locked file) skips this beat:
+        // the next one tries again, and a holder silent for staleMs can be taken over as documented.
+        if (err instanceof StateError) this.lost = true;
       }
     }, every);
     this.timer.unref();
