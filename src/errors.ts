@@ -4,7 +4,8 @@
  * the CLI uses when the error reaches it. Only src/cli/main.ts calls process.exit.
  *
  * Exit codes: 0 all done, 1 some jobs failed, 2 invalid manifest or usage,
- * 3 over budget or balance, 4 incomplete, 130 interrupted by SIGINT.
+ * 3 over budget or balance, 4 incomplete, 74 a file or folder could not be used (disk full,
+ * read-only, not a folder, ...: the system's message is shown), 130 interrupted by SIGINT.
  */
 export const EXIT = {
   ok: 0,
@@ -12,6 +13,7 @@ export const EXIT = {
   usage: 2,
   budget: 3,
   incomplete: 4,
+  io: 74,
   internal: 70,
   sigint: 130,
 } as const;
@@ -168,4 +170,12 @@ export class InterruptedError extends GenbatchError {
   constructor(signal: string) {
     super('GB_INTERRUPTED', `interrupted by ${signal}`, signal === 'SIGINT' ? EXIT.sigint : EXIT.incomplete);
   }
+}
+
+/** System error codes of a file or folder the machine refused (not a bug of ours): exit 74 with the system's message. */
+const FILE_SYSTEM_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM', 'EIO', 'EMFILE', 'ENFILE', 'ENOTDIR', 'EISDIR', 'EEXIST', 'ENAMETOOLONG', 'ELOOP', 'EFBIG']);
+
+/** True for a Node system error from a file or folder operation whose cause is the machine (see FILE_SYSTEM_CODES). */
+export function isFileSystemError(err: unknown): err is NodeJS.ErrnoException {
+  return err instanceof Error && typeof (err as NodeJS.ErrnoException).syscall === 'string' && FILE_SYSTEM_CODES.has(String((err as NodeJS.ErrnoException).code));
 }

@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
-import { EXIT, GenbatchError, UsageError } from '../errors.js';
+import { EXIT, GenbatchError, UsageError, isFileSystemError } from '../errors.js';
 
 /**
  * The CLI entry. Commands are loaded lazily, one module each under ./commands/,
@@ -135,6 +135,10 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof GenbatchError) {
       process.stderr.write(`genbatch: ${err.message}\n`);
       return err.exitCode;
+    }
+    if (isFileSystemError(err)) {
+      process.stderr.write(`genbatch: a file or folder could not be used: ${err.message}\n`);
+      return EXIT.io;
     }
     process.stderr.write(`genbatch: internal error (a bug; please report it): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     return EXIT.internal;
