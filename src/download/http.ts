@@ -29,12 +29,6 @@ export function header(headers: Record<string, string | string[] | undefined>, n
   return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);
 }
 
-export function retryAfterMs(value: string | null): number | null {
-  if (!value) return null;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
-}
 
 /** Errors raised before anything reached the server. */
 const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);

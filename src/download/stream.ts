@@ -4,7 +4,8 @@ import { closeSync, openSync } from 'node:fs';
 import { request, type Dispatcher } from 'undici';
 import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
 import { fsyncFd, removeQuietly, tmpSuffix, writeAllV } from './fileops.js';
-import { MAX_REDIRECTS, asNetworkError, discard, header, parseHttpUrl, retryAfterMs, shown } from './http.js';
+import { MAX_REDIRECTS, asNetworkError, discard, header, parseHttpUrl, shown } from './http.js';
+import { retryAfterMs } from '../client/http.js';
 import { safeJoin } from './names.js';
 import { SMALL_BODY, type DownloadOptions, type DownloadResult } from './options.js';
 import { commitWhole, place } from './place.js';
@@ -36,7 +37,7 @@ async function get(start: URL, opts: DownloadOptions): Promise<{ url: URL; res: 
     }
     if (statusCode < 200 || statusCode >= 300) {
       await res.body.dump().catch(() => undefined);
-      throw new ApiError(statusCode, null, `download of ${shown(url)} failed`, retryAfterMs(header(headers, 'retry-after')));
+      throw new ApiError(statusCode, null, `download of ${shown(url)} failed`, retryAfterMs(header(headers, 'retry-after') ?? undefined));
     }
     if (statusCode !== 200 && statusCode !== 203) {
       // We never send Range, so 206 (or a bodiless 204) cannot be the whole file.

@@ -3,7 +3,8 @@ import { createHash, type Hash } from 'node:crypto';
 import { errors as undiciErrors, getGlobalDispatcher, type Dispatcher } from 'undici';
 import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
 import { tmpSuffix } from './fileops.js';
-import { MAX_REDIRECTS, asNetworkError, header, parseHttpUrl, retryAfterMs, shown } from './http.js';
+import { MAX_REDIRECTS, asNetworkError, header, parseHttpUrl, shown } from './http.js';
+import { retryAfterMs } from '../client/http.js';
 import { safeJoin } from './names.js';
 import type { DownloadOptions, DownloadResult } from './options.js';
 import { commitWhole } from './place.js';
@@ -83,7 +84,7 @@ class WholeBody implements Dispatcher.DispatchHandler {
       return;
     }
     if (statusCode < 200 || statusCode >= 300) {
-      this.drain = { error: new ApiError(statusCode, null, `download of ${shown(url)} failed`, retryAfterMs(header(headers, 'retry-after'))) };
+      this.drain = { error: new ApiError(statusCode, null, `download of ${shown(url)} failed`, retryAfterMs(header(headers, 'retry-after') ?? undefined)) };
       return;
     }
     if (statusCode !== 200 && statusCode !== 203) {

@@ -124,8 +124,22 @@ export class GraphLinks {
     if (!PARENT_FAILED_STATES.includes(to)) return;
     const why = lastError ? `: ${lastError.startsWith(GRAPH_SKIP_PREFIX) ? lastError.slice(GRAPH_SKIP_PREFIX.length) : lastError}` : '';
     const reason = `${GRAPH_SKIP_PREFIX}${jobId} is ${to}${why}`.slice(0, 2000);
-    const children = this.h.stmt(GRAPH_SQL.dependents);
     const state = this.h.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?');
+    this.walkDescendants(jobId, (id) => {
+      const cur = state.get(this.h.runId(), id) as { state: JobState } | undefined;
+      if (cur?.state !== 'pending') return false;
+      this.h.move(id, 'pending', 'skipped', { last_error: reason });
+      this.skippedNow.push({ id, reason });
+      return true;
+    });
+  }
+
+  /**
+   * Breadth-first over the dependants of `jobId`, each visited once; `visit` returns true to go on
+   * below that job (it changed it), false to stop there.
+   */
+  private walkDescendants(jobId: string, visit: (id: string) => boolean): void {
+    const children = this.h.stmt(GRAPH_SQL.dependents);
     const queue = [jobId];
     const seen = new Set(queue);
     while (queue.length > 0) {
@@ -133,11 +147,7 @@ export class GraphLinks {
       for (const r of children.all(this.h.runId(), id) as { job_id: string }[]) {
         if (seen.has(r.job_id)) continue;
         seen.add(r.job_id);
-        const cur = state.get(this.h.runId(), r.job_id) as { state: JobState } | undefined;
-        if (cur?.state !== 'pending') continue;
-        this.h.move(r.job_id, 'pending', 'skipped', { last_error: reason });
-        this.skippedNow.push({ id: r.job_id, reason });
-        queue.push(r.job_id);
+        if (visit(r.job_id)) queue.push(r.job_id);
       }
     }
   }
@@ -219,22 +229,14 @@ export class GraphLinks {
    */
   private revive(jobId: string): void {
     const reason = `${GRAPH_SKIP_PREFIX}${jobId} is uncertain`;
-    const children = this.h.stmt(GRAPH_SQL.dependents);
     const row = this.h.stmt('SELECT state, last_error FROM jobs WHERE run_id = ? AND id = ?');
-    const queue = [jobId];
-    const seen = new Set(queue);
-    while (queue.length > 0) {
-      const id = queue.shift()!;
-      for (const r of children.all(this.h.runId(), id) as { job_id: string }[]) {
-        if (seen.has(r.job_id)) continue;
-        seen.add(r.job_id);
-        const cur = row.get(this.h.runId(), r.job_id) as { state: JobState; last_error: string | null } | undefined;
-        if (cur?.state !== 'skipped' || cur.last_error === null || !cur.last_error.startsWith(reason)) continue;
-        this.h.move(r.job_id, 'skipped', 'pending', { last_error: null });
-        this.revivedNow.push(r.job_id);
-        queue.push(r.job_id);
-      }
-    }
+    this.walkDescendants(jobId, (id) => {
+      const cur = row.get(this.h.runId(), id) as { state: JobState; last_error: string | null } | undefined;
+      if (cur?.state !== 'skipped' || cur.last_error === null || !cur.last_error.startsWith(reason)) return false;
+      this.h.move(id, 'skipped', 'pending', { last_error: null });
+      this.revivedNow.push(id);
+      return true;
+    });
     // A job brought back that also waits for another parent that ended without results is skipped again, naming it.
     if (this.revivedNow.length > 0) this.settle();
   }
