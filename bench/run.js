@@ -10,6 +10,7 @@
 //                              reported apart; with --repeat, the least CPU of each size is used)
 //          [--only run|big] [--prof DIR]   (--prof: node --cpu-prof of every measured child into DIR;
 //                                           summarise with node bench/prof-summary.mjs DIR/<file>)
+//          [--node-args "--flag ..."] (node/V8 flags for the measured runner)
 //          [--repeat N] (the run N times, the least CPU reported) [--csv] (CSV manifest for the run)
 //          [--stdout-file] (the runner's --json output to a file instead of a pipe)
 // The per-job parts alone (client calls, state changes, file writes): node bench/run.parts.mjs
@@ -49,6 +50,8 @@ const sarg = (name) => {
 };
 const ONLY = sarg('--only');
 const PROF = sarg('--prof');
+// --node-args "--flag ...": extra node/V8 flags for the measured runner (e.g. to compare V8 settings).
+const NODE_ARGS = (sarg('--node-args') ?? '').split(' ').filter(Boolean);
 // --repeat N: the JOBS run N times (fresh output each time); the least CPU is reported (a shared,
 // loaded machine only ever adds CPU time), with every run listed.
 const REPEAT = arg('--repeat', 1);
@@ -77,7 +80,7 @@ function startSandbox() {
 /** Run the CLI in a measured child; returns its usage line. */
 function measured(args, env = {}) {
   return new Promise((res, rej) => {
-    const nodeArgs = PROF ? ['--cpu-prof', '--cpu-prof-dir', resolve(PROF)] : [];
+    const nodeArgs = [...NODE_ARGS, ...(PROF ? ['--cpu-prof', '--cpu-prof-dir', resolve(PROF)] : [])];
     const outPath = join(WORK, `stdout-${++outFiles}.txt`);
     const outFd = STDOUT_PIPE ? null : openSync(outPath, 'w');
     const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'bench', 'run.measure.mjs'), ...args], {
