@@ -14,6 +14,7 @@ import { open, readdir, rename, unlink } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
+import { pidAlive } from '../lib/pid.js';
 
 /** Small strings are gathered into chunks of about this many characters before they reach the stream. */
 const CHUNK_CHARS = 64 * 1024;
@@ -203,17 +204,6 @@ export async function syncDir(dir: string): Promise<void> {
     }
   } catch {
     // Some platforms (Windows) cannot open or fsync a folder: the rename still happened.
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: the process exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

@@ -4,4 +4,4 @@ export type { FileRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResul
 export { ACTIVE_STATES, FINAL_STATES, JOB_STATES, PARENT_FAILED_STATES, TRANSITIONS, isJobState } from './states.js';
 export type { ChildInput } from './graph.js';
 export type { JobState } from './states.js';
-export { pidAlive } from './lease.js';
+export { pidAlive } from '../lib/pid.js';

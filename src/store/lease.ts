@@ -2,12 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type Database from 'better-sqlite3';
 import { StateError } from '../errors.js';
+import { pidAlive } from '../lib/pid.js';
 
 /**
  * One writer per state file. The holder records pid, hostname and a heartbeat
  * (ms since epoch) refreshed every `heartbeatMs`. Another process takes the
- * lease over when the holder is dead: same host and its pid no longer exists,
- * or its heartbeat is older than `staleMs` (covers other hosts and pid reuse).
+ * lease over when the holder is dead: same host and its pid no longer exists
+ * (or is only a zombie: exited, not yet reaped by its parent), or its heartbeat
+ * is older than `staleMs` (covers other hosts and pid reuse).
  * A live holder makes acquire throw StateError.
  */
 export interface LeaseOptions {
@@ -20,16 +22,6 @@ interface LeaseRow {
   hostname: string;
   token: string;
   heartbeat: number;
-}
-
-export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export class Lease {
