@@ -114,8 +114,16 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--time-scale <s>', 'multiply every duration (0.01: a 60 s task takes 0.6 s)', num('--time-scale'), 1)
     .option('--seed <n>', 'seed for every random draw', int('--seed'))
     .option('--faults <spec>', 'fault injection, e.g. "submit:500=0.1,status:429=0.05"')
-    .option('--failure-rate <r>', 'share of tasks that fail', num('--failure-rate'), 0)
+    .option('--failure-rate <r>', 'share of tasks that fail, 0 to 1 (default: 0)')
+    .option('--partial-rate <r>', 'share of n > 1 tasks returning fewer outputs (rest refunded), 0 to 1 (default: 0)')
     .option('--allow-loopback', 'allow loopback callback and upload URLs')
+    .option('--banned-words <list>', 'comma-separated words refused at submit with content_moderation_error ("": none; default: forbidden)')
+    .option('--policy-words <list>', 'comma-separated words whose tasks fail with a content-policy message ("": none; default: unsafe-output)')
+    .option('--slow-ms <ms>', 'delay of a slow fault, not scaled (default: 2000)')
+    .option('--retry-after <s>', 'Retry-After seconds of a 429 fault (default: 1)')
+    .option('--image-edge <px>', 'longest edge of served images, >= 8 (default: 128)')
+    .option('--callback-timeout-ms <ms>', 'how long a callback receiver may take to answer (default: 10000 x time scale, at least 1000)')
+    .option('--clock-start <when>', 'virtual clock start: epoch ms or ISO date, e.g. 2026-01-01T00:00:00Z (default: now)')
     .action(wrap(lazy('sandbox')));
 
   return program;

@@ -16,7 +16,7 @@ export type { SandboxOptions } from './options.js';
 export type { FaultEndpoint, FaultKind, FaultRule, ScriptStep } from './faults.js';
 export type { SandboxStats } from './routes/admin.js';
 export { parseFaults } from './faults.js';
-export { parseKeys } from './options.js';
+export { checkClockStart, checkImageEdge, checkNonNegative, checkRate, checkTimerMs, parseKeys, parseWords } from './options.js';
 export { keyHash } from './accounts.js';
 
 export interface Sandbox {

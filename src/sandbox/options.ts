@@ -75,17 +75,53 @@ export interface ResolvedOptions {
 
 export const DEFAULT_CREDITS = 10000;
 
-function rate(name: string, v: number | undefined, dflt: number): number {
-  if (v === undefined) return dflt;
-  if (!Number.isFinite(v) || v < 0 || v > 1) throw new UsageError(`${name} expects a number from 0 to 1, got ${String(v)}`);
+/*
+ * Range checks of the options, one place for both callers: resolveOptions names the option
+ * (`partialRate`), `genbatch sandbox` names its flag (`--partial-rate`) and passes the text given.
+ * Each returns the value or throws a UsageError naming the expected range and the value given.
+ */
+
+/** Longest delay a Node timer keeps (2^31 - 1 ms, about 24.8 days); a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Latest clockStart: 100 years of advance (MAX_ADVANCE_S) later the year still has four digits. */
+export const MAX_CLOCK_START = Date.UTC(9899, 0, 1);
+/** Smallest longest edge of a served image, in pixels. */
+export const MIN_IMAGE_EDGE = 8;
+
+/** A number from 0 to 1 (a share of tasks). */
+export function checkRate(name: string, v: number, given: string = String(v)): number {
+  if (!Number.isFinite(v) || v < 0 || v > 1) throw new UsageError(`${name} expects a number from 0 to 1, got ${given}`);
   return v;
 }
 
-function positive(name: string, v: number | undefined, dflt: number): number {
-  if (v === undefined) return dflt;
-  if (!Number.isFinite(v) || v < 0) throw new UsageError(`${name} expects a non-negative number, got ${String(v)}`);
+/** A finite number >= 0. */
+export function checkNonNegative(name: string, v: number, given: string = String(v)): number {
+  if (!Number.isFinite(v) || v < 0) throw new UsageError(`${name} expects a non-negative number, got ${given}`);
   return v;
 }
+
+/** A delay in ms that a Node timer keeps: 0 to MAX_TIMER_MS. */
+export function checkTimerMs(name: string, v: number, given: string = String(v)): number {
+  if (!Number.isFinite(v) || v < 0 || v > MAX_TIMER_MS) throw new UsageError(`${name} expects a number from 0 to ${MAX_TIMER_MS} ms, got ${given}`);
+  return v;
+}
+
+/** The longest edge of served images: an integer >= MIN_IMAGE_EDGE. */
+export function checkImageEdge(name: string, v: number, given: string = String(v)): number {
+  if (!Number.isInteger(v) || v < MIN_IMAGE_EDGE) throw new UsageError(`${name} expects an integer number of pixels >= ${MIN_IMAGE_EDGE}, got ${given}`);
+  return v;
+}
+
+/** A virtual clock start in epoch ms, from 1970-01-01 to MAX_CLOCK_START (9899-01-01). */
+export function checkClockStart(name: string, v: number, given: string = String(v)): number {
+  if (!Number.isFinite(v) || v < 0 || v > MAX_CLOCK_START) {
+    throw new UsageError(`${name} expects epoch ms from 0 (1970-01-01T00:00:00Z) to ${MAX_CLOCK_START} (9899-01-01T00:00:00Z), got ${given}`);
+  }
+  return v;
+}
+
+const optional = (v: number | undefined, dflt: number, check: (name: string, v: number) => number, name: string): number =>
+  v === undefined ? dflt : check(name, v);
 
 /** A public base URL: http(s) origin only; returned without a trailing slash. */
 function checkPublicUrl(v: string): string {
@@ -111,7 +147,7 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
   }
   const seeded = o.seed !== undefined;
   const seed = seeded ? (o.seed as number) >>> 0 : randomBytes(4).readUInt32LE(0);
-  const timeScale = positive('timeScale', o.timeScale, 1);
+  const timeScale = optional(o.timeScale, 1, checkNonNegative, 'timeScale');
   const port = o.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`port expects an integer from 0 to 65535, got ${String(port)}`);
   return {
@@ -123,16 +159,16 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
     seed,
     seeded,
     faults: typeof o.faults === 'string' ? parseFaults(o.faults) : (o.faults ?? []),
-    failureRate: rate('failureRate', o.failureRate, 0),
-    partialRate: rate('partialRate', o.partialRate, 0),
+    failureRate: optional(o.failureRate, 0, checkRate, 'failureRate'),
+    partialRate: optional(o.partialRate, 0, checkRate, 'partialRate'),
     allowLoopback: o.allowLoopback ?? false,
     bannedWords: (o.bannedWords ?? ['forbidden']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),
     policyWords: (o.policyWords ?? ['unsafe-output']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),
-    slowMs: positive('slowMs', o.slowMs, 2000),
-    retryAfterS: positive('retryAfterS', o.retryAfterS, 1),
-    imageEdge: Math.max(8, Math.round(positive('imageEdge', o.imageEdge, 128))),
-    clockStart: o.clockStart ?? Date.now(),
-    callbackTimeoutMs: positive('callbackTimeoutMs', o.callbackTimeoutMs, Math.max(1000, 10000 * timeScale)),
+    slowMs: optional(o.slowMs, 2000, checkTimerMs, 'slowMs'),
+    retryAfterS: optional(o.retryAfterS, 1, checkNonNegative, 'retryAfterS'),
+    imageEdge: optional(o.imageEdge, 128, checkImageEdge, 'imageEdge'),
+    clockStart: optional(o.clockStart, Date.now(), checkClockStart, 'clockStart'),
+    callbackTimeoutMs: optional(o.callbackTimeoutMs, Math.min(MAX_TIMER_MS, Math.max(1000, 10000 * timeScale)), checkTimerMs, 'callbackTimeoutMs'),
     resolveHost: o.resolveHost ?? systemResolver,
   };
 }
@@ -150,4 +186,15 @@ export function parseKeys(spec: string): Record<string, number> {
   }
   if (Object.keys(out).length === 0) throw new UsageError('--keys: expected key=credits[,key=credits...]');
   return out;
+}
+
+/**
+ * Parse a word list such as `--banned-words dragon,castle`: comma-separated, each word trimmed,
+ * empty entries dropped; so an empty value (`--banned-words ""`) is an empty list: no word at all.
+ */
+export function parseWords(spec: string): string[] {
+  return spec
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
 }
