@@ -28,7 +28,8 @@ export interface ServicePort {
   status(taskId: string, signal?: AbortSignal): Promise<TaskView>;
   musicDetail(taskId: string, signal?: AbortSignal): Promise<TaskView>;
   balance(): Promise<number>;
-  uploadStream(file: string, opts: { fileName: string; signal?: AbortSignal }): Promise<{ file_url: string }>;
+  /** `fileName`: sent as `file_name` when given (the engine sends none: the service then makes a unique name). */
+  uploadStream(file: string, opts: { fileName?: string; signal?: AbortSignal }): Promise<{ file_url: string }>;
   /** A Data URL (`data:<mime>;base64,...`) through the base64 upload endpoint. */
   uploadBase64(dataUrl: string, opts: { signal?: AbortSignal }): Promise<{ file_url: string }>;
   /** A remote http(s) URL fetched by the service (URL upload endpoint), for jobs with `rehost: true`; absent: such jobs fail. */

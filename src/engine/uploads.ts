@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { basename } from 'node:path';
 import { GenbatchError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
@@ -17,8 +16,10 @@ export type UploadSource = 'file' | 'data' | 'url';
  * runs. The key (`sha`) is the sha256 of the file's bytes, of the Data URL's
  * text, or of the remote URL's text: a re-hosted URL is deduplicated by URL
  * and service base URL (choice: the remote content is not fetched by us, so
- * two URLs serving the same bytes are two uploads). The 5-per-minute limit is
- * the client's (UploadLimiter).
+ * two URLs serving the same bytes are two uploads). No `file_name` is sent,
+ * so every upload gets a unique service-made name and a URL is never
+ * overwritten by a later upload. The 5-per-minute limit is the client's
+ * (UploadLimiter).
  */
 export class Uploader {
   private readonly inFlight = new Map<string, Promise<string>>();
@@ -50,7 +51,10 @@ export class Uploader {
           // The content may have changed since validation: upload only bytes whose hash we recorded.
           const now = await hashFile(fileOrData);
           if (now !== sha) throw new GenbatchError('GB_INPUT_CHANGED', `${fileOrData} changed since the manifest was checked; rerun`);
-          res = await this.service.uploadStream(fileOrData, { fileName: basename(fileOrData), signal: this.o.signal });
+          // No file_name: the service then makes a unique name. A given name is a path at the service
+          // (`temp/<name>`), so a second image of the same name (another folder, another run) would
+          // replace this one under the URL that jobs, and the reuse record, still point to.
+          res = await this.service.uploadStream(fileOrData, { signal: this.o.signal });
         }
         this.store.recordUpload(this.o.baseUrl, sha, res.file_url);
         this.o.emit({ type: 'upload', file: shown, sha256: sha, url: res.file_url, reused: false });
