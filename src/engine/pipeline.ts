@@ -1,4 +1,5 @@
 import { findModel } from '../models/index.js';
+import type { JobRow } from '../store/index.js';
 import { PipelineSubmits } from './pipeline-submits.js';
 import { errorText, type Waiting } from './pipeline-state.js';
 
@@ -61,10 +62,18 @@ export class Pipeline extends PipelineSubmits {
   // ---- callbacks ----
 
   /**
+   * Callbacks that came while their job was still `submitting` (a task can finish, and its
+   * callback arrive, before the submit's answer): kept until that submit ends, so a lost
+   * answer (uncertain) adopts the task the callback named instead of leaving the job uncertain.
+   */
+  private readonly early = new Map<string, string>();
+
+  /**
    * A completion callback for `job`: never changes a state by itself. A job
    * being waited on with this task is polled now (one status read confirms);
    * an uncertain job without a task id adopts the task (the job id in the
-   * callback URL proves it came from our submit), then is polled.
+   * callback URL proves it came from our submit), then is polled; a job still
+   * `submitting` keeps the note for the end of its submit.
    */
   onCallback(note: { job: string; taskId: string; status: string }): void {
     const w = this.waiting.get(note.job);
@@ -76,16 +85,41 @@ export class Pipeline extends PipelineSubmits {
       return;
     }
     const row = this.store.getJob(note.job);
-    if (!row || row.state !== 'uncertain' || row.task_id !== null || this.opts.signal.aborted) return;
-    void this.moveDurable(note.job, 'uncertain', 'submitted', { task_id: note.taskId, last_error: 'task adopted from a late completion callback' })
+    if (!row || row.task_id !== null || this.opts.signal.aborted) return;
+    if (row.state === 'submitting') this.early.set(note.job, note.taskId);
+    else if (row.state === 'uncertain') this.adopt(note.job, note.taskId, row.model);
+  }
+
+  protected override async submitJob(queued: JobRow): Promise<void> {
+    await super.submitJob(queued);
+    // The submit answered: a callback that came before it names the task now waited on, so it is read now.
+    const taskId = this.early.get(queued.id);
+    this.early.delete(queued.id);
+    const w = this.waiting.get(queued.id);
+    if (w && w.taskId === taskId && w.dueAt !== Infinity && w.dueAt > Date.now()) {
+      this.schedule(queued.id, w, Date.now());
+      this.wake();
+    }
+  }
+
+  protected override submitFailed(id: string, err: unknown): void {
+    super.submitFailed(id, err);
+    const taskId = this.early.get(id);
+    this.early.delete(id);
+    const row = taskId === undefined ? undefined : this.store.getJob(id);
+    if (row && taskId !== undefined && row.state === 'uncertain' && !this.opts.signal.aborted) this.adopt(id, taskId, row.model);
+  }
+
+  private adopt(job: string, taskId: string, model: string): void {
+    void this.moveDurable(job, 'uncertain', 'submitted', { task_id: taskId, last_error: 'task adopted from a late completion callback' })
       .then(() => {
-        this.uncertainHere.delete(note.job);
-        const model = findModel(row.model);
-        const adopted: Waiting = { taskId: note.taskId, model: row.model, endpoint: model?.resultEndpoint ?? 'status', dueAt: 0, failures: 0 };
-        this.waiting.set(note.job, adopted);
-        this.schedule(note.job, adopted, Date.now());
+        this.uncertainHere.delete(job);
+        const spec = findModel(model);
+        const adopted: Waiting = { taskId, model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0 };
+        this.waiting.set(job, adopted);
+        this.schedule(job, adopted, Date.now());
         this.wake();
       })
-      .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `callback for job ${note.job}: ${errorText(err)}` }));
+      .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `callback for job ${job}: ${errorText(err)}` }));
   }
 }
