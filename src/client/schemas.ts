@@ -22,34 +22,43 @@ export const ResultFileSchema = z.looseObject({
 });
 export type ResultFile = z.infer<typeof ResultFileSchema>;
 
+/** A descriptive or text field of a music item: the documented string, or null (read as absent by the results parser). */
+const musicText = z.string().nullish();
+/** A JSON-string field: the documented string, or (leniently) the value already parsed, as src/models/music/results.ts accepts it. */
+const musicJson = z.union([z.string(), z.record(z.string(), z.unknown()), z.array(z.unknown())]).nullish();
+
 /**
  * An entry of `files` on the music detail endpoint. Entries are keyed by
  * workflow (audio_url, wav_url, text, stem_split ...), so `file_url` is
  * optional here; the documented fields are typed, any other field is kept.
+ * Choice: this schema is no stricter than the per-workflow result schemas
+ * (src/models/music/results.ts), which decide what an item must hold: a field
+ * may be null, and a JSON-string field may come already parsed. A status
+ * answer refused here is never read, so its job would be polled for ever.
  */
 export const MusicFileSchema = z.looseObject({
-  file_url: z.string().optional(),
-  file_type: z.string().optional(),
-  file_name: z.string().optional(),
-  file_size: z.number().int().nonnegative().optional(),
-  metadata: z.record(z.string(), z.unknown()).optional(),
-  audio_id: z.string().optional(),
-  audio_url: z.string().optional(),
-  image_url: z.string().optional(),
-  title: z.string().optional(),
-  tags: z.string().optional(),
-  duration: z.number().optional(),
-  prompt: z.string().optional(),
-  timestampe_lyrics: z.string().optional(),
-  text: z.string().optional(),
-  style: z.string().optional(),
-  wav_url: z.string().optional(),
-  separate_vocals: z.string().optional(),
-  vocal_removal: z.string().optional(),
-  stem_split: z.string().optional(),
-  generate_cover: z.string().optional(),
-  persona_id: z.string().optional(),
-  video_url: z.string().optional(),
+  file_url: musicText,
+  file_type: musicText,
+  file_name: musicText,
+  file_size: z.number().int().nonnegative().nullish(),
+  metadata: z.record(z.string(), z.unknown()).nullish(),
+  audio_id: musicText,
+  audio_url: musicText,
+  image_url: musicText,
+  title: musicText,
+  tags: musicText,
+  duration: z.number().nullish(),
+  prompt: musicText,
+  timestampe_lyrics: musicJson,
+  text: musicText,
+  style: musicText,
+  wav_url: musicText,
+  separate_vocals: musicJson,
+  vocal_removal: musicJson,
+  stem_split: musicJson,
+  generate_cover: musicJson,
+  persona_id: musicText,
+  video_url: musicText,
 });
 export type MusicFile = z.infer<typeof MusicFileSchema>;
 
