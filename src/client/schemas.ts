@@ -9,16 +9,21 @@ import { z } from 'zod';
 export const TaskStatusSchema = z.enum(['not_started', 'running', 'finished', 'failed']);
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 
-/** An entry of `files` on the status endpoint. */
+/**
+ * An entry of `files` on the status endpoint. Choice: an optional field may also be
+ * null (what a service that serialises its absent optionals as null sends); it is then
+ * read as absent. Refusing it would refuse the whole status answer, and its job would
+ * be polled for ever.
+ */
 export const ResultFileSchema = z.looseObject({
   file_url: z.string().min(1),
   file_type: z.string().min(1),
-  label: z.string().optional(),
-  format: z.string().optional(),
-  content_type: z.string().optional(),
-  file_name: z.string().optional(),
-  file_size: z.number().int().nonnegative().optional(),
-  metadata: z.record(z.string(), z.unknown()).optional(),
+  label: z.string().nullish(),
+  format: z.string().nullish(),
+  content_type: z.string().nullish(),
+  file_name: z.string().nullish(),
+  file_size: z.number().int().nonnegative().nullish(),
+  metadata: z.record(z.string(), z.unknown()).nullish(),
 });
 export type ResultFile = z.infer<typeof ResultFileSchema>;
 
