@@ -58,10 +58,12 @@ export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void 
     if (format) return sendError(reply, 400, format, style, 'file_format_error');
     const flagged = moderationHit(input, banned);
     if (flagged) return sendError(reply, 400, `${flagged}: the content was flagged by content moderation`, style, 'content_moderation_error');
-    const callbackUrl = typeof body.callback_url === 'string' ? body.callback_url : null;
+    // replace-section takes its callback_url inside `input` (the contract's workflow table); the root one wins.
+    const inner = typeof body.callback_url !== 'string' && typeof input.callback_url === 'string';
+    const callbackUrl = typeof body.callback_url === 'string' ? body.callback_url : inner ? (input.callback_url as string) : null;
     if (callbackUrl !== null) {
       const problem = callbackUrlProblem(callbackUrl, ctx.options.allowLoopback);
-      if (problem) return sendError(reply, 400, `callback_url: ${problem}`, style);
+      if (problem) return sendError(reply, 400, `${inner ? 'input.' : ''}callback_url: ${problem}`, style);
     }
     const ext = extensionFor(spec);
     const refusal = ext?.check?.(ctx, { account, spec, input, body }) ?? null;

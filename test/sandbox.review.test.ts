@@ -1,0 +1,93 @@
+import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
+
+/** Divergences from the contract found by the sandbox review (review-sandbox branch), one describe each. */
+
+const open: Array<{ close(): unknown }> = [];
+
+async function sandbox(o: SandboxOptions = {}): Promise<Sandbox> {
+  const sb = await startSandbox({ port: 0, keys: { k1: 100000 }, timeScale: 0.0001, seed: 13, ...o });
+  open.push(sb);
+  return sb;
+}
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((s) => s.close()));
+});
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function call(sb: Sandbox, method: string, path: string, key: string | null, body?: unknown, headers: Record<string, string> = {}) {
+  const h: Record<string, string> = { ...headers };
+  if (key !== null) h.authorization = `Bearer ${key}`;
+  if (body !== undefined && h['content-type'] === undefined) h['content-type'] = 'application/json';
+  const res = await fetch(sb.url + path, { method, headers: h, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await res.text();
+  let json: Json = {};
+  try {
+    json = JSON.parse(text) as Json;
+  } catch {
+    json = { text };
+  }
+  return { status: res.status, headers: res.headers, body: json };
+}
+
+/** A finished generate-music task of k1: its id and first track. */
+async function track(sb: Sandbox): Promise<{ task_id: string; audio_id: string }> {
+  const s = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: 'generate-music', input: { custom_mode: false, prompt: 'a calm song about rain' } });
+  expect(s.status).toBe(200);
+  sb.clock.advance(200);
+  const d = await call(sb, 'GET', `/api/generate/detail/music?task_id=${s.body.data.task_id as string}`, 'k1');
+  expect(d.body.data.status).toBe('finished');
+  return { task_id: s.body.data.task_id as string, audio_id: d.body.data.files[0].audio_id as string };
+}
+
+describe('replace-section: callback_url inside input (contract: Music workflows, replace-section "optional ... callback_url")', () => {
+  const section = (ref: { task_id: string; audio_id: string }, callback_url: string) => ({
+    model: 'replace-section',
+    input: { ...ref, prompt: 'new bridge', tags: 'folk', title: 'River Road', infill_start_s: 10, infill_end_s: 20, callback_url },
+  });
+
+  it('refuses a private input.callback_url at submit, like the root one', async () => {
+    const sb = await sandbox();
+    const ref = await track(sb);
+    const r = await call(sb, 'POST', '/api/generate/submit', 'k1', section(ref, 'https://10.1.2.3/hook'));
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ type: 'validation_error' });
+    expect(r.body.error.message).toMatch(/^input\.callback_url: must point to a publicly reachable host/);
+  });
+
+  it('sends the completion callback to input.callback_url', async () => {
+    // The schema asks for https; a plain TCP server shows the delivery attempt reaching the host and port.
+    let connections = 0;
+    const tcp: TcpServer = createTcpServer((s) => {
+      connections++;
+      s.destroy();
+    });
+    await new Promise<void>((r) => tcp.listen(0, '127.0.0.1', r));
+    open.push({ close: () => tcp.close() });
+    const port = (tcp.address() as AddressInfo).port;
+    const sb = await sandbox({ allowLoopback: true, resolveHost: async () => ['127.0.0.1'] });
+    const ref = await track(sb);
+    const url = `https://hooks.example.com:${port}/hook`;
+    const r = await call(sb, 'POST', '/api/generate/submit', 'k1', section(ref, url));
+    expect(r.status).toBe(200);
+    const listed = (await call(sb, 'GET', '/__sandbox/tasks', null)).body.tasks as Json[];
+    expect(listed.find((t) => t.task_id === r.body.data.task_id)).toMatchObject({ callback_url: url });
+    sb.clock.advance(200);
+    await vi.waitFor(() => expect(connections).toBeGreaterThanOrEqual(1));
+    expect(sb.stats().callbacks.attempted).toBeGreaterThanOrEqual(1);
+  });
+
+  it('prefers the root callback_url when both are given', async () => {
+    const sb = await sandbox({ allowLoopback: true });
+    const ref = await track(sb);
+    const body = { ...section(ref, 'https://hooks.example.com/inner'), callback_url: 'https://hooks.example.com/root' };
+    const r = await call(sb, 'POST', '/api/generate/submit', 'k1', body);
+    expect(r.status).toBe(200);
+    const listed = (await call(sb, 'GET', '/__sandbox/tasks', null)).body.tasks as Json[];
+    expect(listed.find((t) => t.task_id === r.body.data.task_id)).toMatchObject({ callback_url: 'https://hooks.example.com/root' });
+  });
+});
