@@ -91,3 +91,24 @@ describe('replace-section: callback_url inside input (contract: Music workflows,
     expect(listed.find((t) => t.task_id === r.body.data.task_id)).toMatchObject({ callback_url: 'https://hooks.example.com/root' });
   });
 });
+
+describe('a text/plain body on a JSON endpoint is a 415 (README: "no Content-Type, or not JSON, on a JSON endpoint: 415")', () => {
+  it('answers 415 in each endpoint\'s shape instead of "must be a JSON object"', async () => {
+    const sb = await sandbox();
+    const plain = { 'content-type': 'text/plain' };
+    const submit = await call(sb, 'POST', '/api/generate/submit', 'k1', JSON.stringify({ model: 'alpha-image-2', input: { prompt: 'x' } }), plain);
+    expect(submit.status).toBe(415);
+    expect(submit.body.error).toMatchObject({ type: 'validation_error' });
+    expect(submit.body.error.message).toContain('text/plain');
+    for (const path of ['/api/common/upload/base64', '/api/common/upload/url']) {
+      const r = await call(sb, 'POST', path, 'k1', JSON.stringify({ file_url: 'https://example.com/a.png' }), plain);
+      expect(r.status).toBe(415);
+      expect(r.body.code).toBe(415);
+    }
+    const chat = await call(sb, 'POST', '/v1/chat/completions', 'k1', JSON.stringify({ model: 'vendora/chat-5-mini', messages: [{ role: 'user', content: 'hi' }] }), plain);
+    expect(chat.status).toBe(415);
+    expect(chat.body.error).toMatchObject({ type: 'invalid_request_error' });
+    // Nothing was charged.
+    expect((await call(sb, 'GET', '/api/user/balance', 'k1')).body.data.balance).toBe(100000);
+  });
+});

@@ -51,6 +51,9 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     },
     clientErrorHandler,
   });
+  // Every endpoint takes JSON (or multipart, stream upload): a text/plain body is a 415 like any
+  // other non-JSON type, instead of a string that then fails as "must be a JSON object".
+  app.removeContentTypeParser('text/plain');
 
   app.addHook('onRequest', async (req, reply) => {
     const endpoint = req.routeOptions.config.endpoint ?? 'other';
