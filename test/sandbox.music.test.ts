@@ -6,8 +6,8 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 const open: Sandbox[] = [];
 const servers: Server[] = [];
 
-async function sandbox(): Promise<Sandbox> {
-  const sb = await startSandbox({ keys: { k1: 100000, k2: 100000 }, timeScale: 0.0001, seed: 11, allowLoopback: true });
+async function sandbox(timeScale = 0.0001): Promise<Sandbox> {
+  const sb = await startSandbox({ keys: { k1: 100000, k2: 100000 }, timeScale, seed: 11, allowLoopback: true });
   open.push(sb);
   return sb;
 }
@@ -206,7 +206,9 @@ describe('sandbox music: every workflow', () => {
 
 describe('sandbox music: rules of workflows that act on a track', () => {
   it('answers 404 for an unknown task or track, 403 for another key\'s, 400 while the task runs', async () => {
-    const sb = await sandbox();
+    // Time scale 0.01: a generate-music task runs 0.3 s or more of real time, so it is still
+    // running at the next request (at 0.0001 it took 3-12 ms and, on a busy machine, had finished).
+    const sb = await sandbox(0.01);
     const song = await track(sb);
     const unknownTask = await submit(sb, 'convert-to-wav', { task_id: 'nope', audio_id: song.audio });
     expect(unknownTask).toMatchObject({ status: 404, body: { code: 404, error: { type: 'resource_not_found_error', message: expect.stringContaining('input.task_id') } } });
