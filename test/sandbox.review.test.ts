@@ -112,3 +112,53 @@ describe('a text/plain body on a JSON endpoint is a 415 (README: "no Content-Typ
     expect((await call(sb, 'GET', '/api/user/balance', 'k1')).body.data.balance).toBe(100000);
   });
 });
+
+describe('chat bodies: roles and content parts are checked (chat-protocols.md §2-§5)', () => {
+  const CC = '/v1/chat/completions';
+  const RESP = '/v1/responses';
+  const MSG = '/v1/messages';
+  const GEM = '/v1beta/models/vendorc/lumen-2.5-flash:generateContent';
+  const cc = (messages: unknown) => ({ model: 'vendora/chat-5-mini', messages });
+  const msg = (o: Record<string, unknown>) => ({ model: 'vendorb/verse-4.5', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }], ...o });
+
+  it('refuses an unknown role or a malformed part with 400 naming the field, and charges nothing', async () => {
+    const sb = await sandbox();
+    const bad: Array<[string, unknown, string]> = [
+      [CC, cc([{ role: 'bogus', content: 'hi' }]), 'messages[0].role'],
+      [CC, cc([{ role: 'user', content: [1] }]), 'messages[0].content[0]'],
+      [CC, cc([{ role: 'user', content: [[]] }]), 'messages[0].content[0]'],
+      [CC, cc([{ role: 'user', content: [{ text: 'hi' }] }]), 'messages[0].content[0].type'],
+      [CC, cc([{ role: 'user', content: [{ type: 'text' }] }]), 'messages[0].content[0].text'],
+      [RESP, { model: 'vendora/chat-5-mini', input: [1, 2] }, 'input[0]'],
+      [RESP, { model: 'vendora/chat-5-mini', input: [[[]]] }, 'input[0]'],
+      [RESP, { model: 'vendora/chat-5-mini', input: [{ role: 'bogus', content: 'hi' }] }, 'input[0].role'],
+      [RESP, { model: 'vendora/chat-5-mini', input: [{ role: 'user', content: [{ type: 'input_text' }] }] }, 'input[0].content[0].text'],
+      [MSG, msg({ messages: [{ role: 'user', content: [1] }] }), 'messages[0].content[0]'],
+      [MSG, msg({ system: [[1]] }), 'system[0]'],
+      [MSG, msg({ system: [{ type: 'text' }] }), 'system[0].text'],
+      [GEM, { contents: [{ role: 'bogus', parts: [{ text: 'hi' }] }] }, 'contents[0].role'],
+    ];
+    for (const [path, body, field] of bad) {
+      const r = await call(sb, 'POST', path, 'k1', body);
+      expect(r.status, `${path} ${JSON.stringify(body)}`).toBe(400);
+      const message = (r.body.error?.message ?? '') as string;
+      expect(message.startsWith(`${field}: `), `${path} ${JSON.stringify(body)} -> ${message}`).toBe(true);
+      if (path === CC || path === RESP) expect(r.body.error.param).toBe(field);
+    }
+    expect((await call(sb, 'GET', '/api/user/balance', 'k1')).body.data.balance).toBe(100000);
+  });
+
+  it('still accepts every documented role and part kind', async () => {
+    const sb = await sandbox();
+    const good: Array<[string, unknown]> = [
+      [CC, cc([{ role: 'system', content: 's' }, { role: 'developer', content: 'd' }, { role: 'assistant', content: null, tool_calls: [] }, { role: 'tool', content: 't', tool_call_id: 'c' }, { role: 'function', name: 'f', content: 'x' }, { role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }])],
+      [RESP, { model: 'vendora/chat-5-mini', input: [{ role: 'developer', content: 'd' }, { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }, { type: 'input_image', image_url: 'https://example.com/a.png' }] }, { role: 'assistant', content: [{ type: 'output_text', text: 'ok' }] }, { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' }, { type: 'function_call_output', call_id: 'c', output: 'y' }] }],
+      [MSG, msg({ system: [{ type: 'text', text: 'be terse' }], messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }] }] })],
+      [GEM, { contents: [{ role: 'user', parts: [{ text: 'hi' }] }, { role: 'model', parts: [{ text: 'ok' }] }, { parts: [{ text: 'again' }] }] }],
+    ];
+    for (const [path, body] of good) {
+      const r = await call(sb, 'POST', path, 'k1', body);
+      expect(r.status, `${path} ${JSON.stringify(r.body)}`).toBe(200);
+    }
+  });
+});

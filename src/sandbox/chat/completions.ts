@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { contentText } from './reply.js';
 import { bearer, cutPoint, firstIssue, type ChatCall, type ProtocolHandler } from './protocol.js';
 import { midStreamError } from './errors.js';
+import { checkParts, checkRole } from './parts.js';
 
 /**
  * OpenAI Chat Completions: POST /v1/chat/completions (and /chat/completions).
@@ -10,16 +11,24 @@ import { midStreamError } from './errors.js';
  * (choices: []) only when stream_options.include_usage, then `data: [DONE]`.
  */
 
+/** Roles the protocol accepts (`function` is OpenAI's deprecated one, still accepted there). */
+const ROLES = ['system', 'developer', 'user', 'assistant', 'tool', 'function'] as const;
+
 const tokens = z.number({ error: 'must be a positive integer' }).int({ error: 'must be a positive integer' }).positive({ error: 'must be a positive integer' });
 
 const body = z.looseObject({
   model: z.string({ error: 'is required (a model id string)' }).min(1, { error: 'is required (a model id string)' }),
   messages: z
     .array(
-      z.looseObject({
-        role: z.string({ error: 'is required (system, developer, user, assistant or tool)' }),
-        content: z.union([z.string(), z.array(z.unknown()), z.null()], { error: 'must be a string or an array of parts' }).optional(),
-      }, { error: 'must be an object with role and content' }),
+      z
+        .looseObject({
+          role: z.unknown(),
+          content: z.union([z.string(), z.array(z.unknown()), z.null()], { error: 'must be a string or an array of parts' }).optional(),
+        }, { error: 'must be an object with role and content' })
+        .superRefine((m, ctx) => {
+          checkRole(ctx, m.role, ['role'], ROLES);
+          checkParts(ctx, m.content, ['content'], ['text']);
+        }),
       { error: 'is required (a non-empty array of {role, content})' },
     )
     .min(1, { error: 'must hold at least one message' }),

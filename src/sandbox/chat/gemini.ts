@@ -40,7 +40,7 @@ const parts = z.array(z.looseObject({ text: z.string({ error: 'must be a string'
 
 const body = z.looseObject({
   contents: z
-    .array(z.looseObject({ role: z.string({ error: 'must be "user" or "model"' }).optional(), parts }, { error: 'must be an object with parts' }), {
+    .array(z.looseObject({ role: z.enum(['user', 'model'], { error: 'must be "user" or "model"' }).optional(), parts }, { error: 'must be an object with parts' }), {
       error: 'is required (an array of {role, parts})',
     })
     .min(1, { error: 'must hold at least one content' }),

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { contentText } from './reply.js';
 import { bearer, cutPoint, firstIssue, header, type ChatCall, type ProtocolHandler } from './protocol.js';
 import { midStreamError } from './errors.js';
+import { checkParts } from './parts.js';
 
 /**
  * Claude-style Messages: POST /v1/messages (and /messages). Key: x-api-key
@@ -20,11 +21,16 @@ const body = z.looseObject({
   max_tokens: z.number({ error: 'Field required (a positive integer)' }).int({ error: 'must be a positive integer' }).positive({ error: 'must be a positive integer' }),
   messages: z
     .array(
-      z.looseObject({ role, content: z.union([z.string(), z.array(z.unknown())], { error: 'must be a string or an array of content blocks' }) }, { error: 'must be an object with role and content' }),
+      z
+        .looseObject({ role, content: z.union([z.string(), z.array(z.unknown())], { error: 'must be a string or an array of content blocks' }) }, { error: 'must be an object with role and content' })
+        .superRefine((m, ctx) => checkParts(ctx, m.content, ['content'], ['text'])),
       { error: 'Field required (an array of {role, content})' },
     )
     .min(1, { error: 'must hold at least one message' }),
-  system: z.union([z.string(), z.array(z.unknown())], { error: 'must be a string or an array of text blocks' }).nullish(),
+  system: z
+    .union([z.string(), z.array(z.unknown())], { error: 'must be a string or an array of text blocks' })
+    .nullish()
+    .superRefine((sys, ctx) => checkParts(ctx, sys, [], ['text'])),
   stream: z.boolean({ error: 'must be true or false' }).nullish(),
 });
 

@@ -2,6 +2,10 @@ import { z } from 'zod';
 import { contentText } from './reply.js';
 import { bearer, cutPoint, firstIssue, type ChatCall, type ProtocolHandler } from './protocol.js';
 import { midStreamError } from './errors.js';
+import { checkParts, checkRole } from './parts.js';
+
+/** Roles of message input items. */
+const ROLES = ['user', 'assistant', 'system', 'developer'] as const;
 
 /**
  * OpenAI Responses: POST /v1/responses (and /responses). Key: Authorization: Bearer.
@@ -15,7 +19,21 @@ import { midStreamError } from './errors.js';
 
 const body = z.looseObject({
   model: z.string({ error: 'is required (a model id string)' }).min(1, { error: 'is required (a model id string)' }),
-  input: z.union([z.string(), z.array(z.unknown())], { error: 'is required (a string or an array of input items)' }),
+  input: z.union([z.string(), z.array(z.unknown())], { error: 'is required (a string or an array of input items)' }).superRefine((input, ctx) => {
+    if (typeof input === 'string') return;
+    input.forEach((item: unknown, i) => {
+      if (typeof item !== 'object' || item === null || Array.isArray(item)) {
+        ctx.addIssue({ code: 'custom', path: [i], message: 'must be an input item object such as {"role":"user","content":"..."}' });
+        return;
+      }
+      const it = item as Record<string, unknown>;
+      // Messages: {role, content} (type "message" or none); other item types (function_call, ...) pass as they are.
+      if (it.type !== undefined && it.type !== 'message') return;
+      checkRole(ctx, it.role, [i, 'role'], ROLES);
+      if (typeof it.content !== 'string' && !Array.isArray(it.content)) ctx.addIssue({ code: 'custom', path: [i, 'content'], message: 'must be a string or an array of content parts' });
+      else checkParts(ctx, it.content, [i, 'content'], ['input_text', 'output_text']);
+    });
+  }),
   instructions: z.string({ error: 'must be a string' }).nullish(),
   stream: z.boolean({ error: 'must be true or false' }).nullish(),
   max_output_tokens: z.number({ error: 'must be a positive integer' }).int({ error: 'must be a positive integer' }).positive({ error: 'must be a positive integer' }).nullish(),
