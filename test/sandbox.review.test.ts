@@ -162,3 +162,31 @@ describe('chat bodies: roles and content parts are checked (chat-protocols.md §
     }
   });
 });
+
+describe('a known path with another method is a 405 with Allow (HTTP semantics; the contract lists one method per path)', () => {
+  it('answers 405 and Allow in the endpoint\'s error shape; OPTIONS answers 204 with Allow; unknown paths stay 404', async () => {
+    const sb = await sandbox();
+    const get = await call(sb, 'GET', '/api/generate/submit', 'k1');
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST');
+    expect(get.body).toMatchObject({ code: 405, error: { type: 'method_not_allowed_error' } });
+    expect(get.body.error.message).toContain('GET /api/generate/submit');
+    const del = await call(sb, 'DELETE', '/api/generate/status/abc', 'k1');
+    expect(del.status).toBe(405);
+    expect(del.headers.get('allow')).toBe('GET, HEAD');
+    expect(typeof del.body.detail).toBe('string');
+    const put = await call(sb, 'PUT', '/api/common/upload/stream', 'k1', {});
+    expect(put.status).toBe(405);
+    const chat = await call(sb, 'GET', '/v1/chat/completions', 'k1');
+    expect(chat.status).toBe(405);
+    expect(chat.body.error).toMatchObject({ type: 'invalid_request_error' });
+    const gem = await call(sb, 'GET', '/v1beta/models/vendorc/lumen-2.5-flash:generateContent', 'k1');
+    expect(gem.status).toBe(405);
+    expect(gem.body.error).toMatchObject({ code: 405 });
+    const opt = await call(sb, 'OPTIONS', '/api/generate/submit', null);
+    expect(opt.status).toBe(204);
+    expect(opt.headers.get('allow')).toBe('POST');
+    expect((await call(sb, 'GET', '/api/nothing/here', 'k1')).status).toBe(404);
+    expect((await call(sb, 'OPTIONS', '/api/nothing/here', null)).status).toBe(404);
+  });
+});

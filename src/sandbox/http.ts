@@ -17,13 +17,14 @@ declare module 'fastify' {
  */
 export type ErrorStyle = 'error' | 'detail';
 
-/** Error type per status: the contract's table; 401, 409, 413, 415, 422 and 501 are our choice (not in the table). */
+/** Error type per status: the contract's table; 401, 405, 409, 413, 415, 422 and 501 are our choice (not in the table). */
 export const ERROR_TYPES: Readonly<Record<number, string>> = {
   400: 'validation_error',
   401: 'authentication_error',
   402: 'insufficient_credits_error',
   403: 'permission_denied_error',
   404: 'resource_not_found_error',
+  405: 'method_not_allowed_error',
   408: 'timeout_error',
   409: 'conflict_error',
   410: 'resource_not_found_error',

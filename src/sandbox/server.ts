@@ -2,7 +2,7 @@ import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chatRoutes } from './chat.js';
 import type { SandboxContext } from './context.js';
-import { clientErrorHandler, clipPath, frameworkAnswer, MAX_PARAM_LENGTH, poisonedKey } from './framework.js';
+import { clientErrorHandler, frameworkAnswer, MAX_PARAM_LENGTH, poisonedKey } from './framework.js';
 import { FAULT_ENDPOINTS, isAfterKind, type FaultEndpoint } from './faults.js';
 import { requestKey } from './accounts.js';
 import { authMessage, drop, isUnauthenticated, markUnauthenticated, sendError, setFault, type ErrorStyle } from './http.js';
@@ -10,6 +10,7 @@ import { accountRoutes } from './routes/account.js';
 import { adminRoutes } from './routes/admin.js';
 import { fileRoutes } from './routes/files.js';
 import { generateRoutes, submitStyle } from './routes/generate.js';
+import { notFoundHandler } from './routes/methods.js';
 import { uploadRoutes } from './upload.js';
 
 /**
@@ -98,7 +99,7 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     return sendError(reply, 500, 'internal error', style);
   });
 
-  app.setNotFoundHandler((req, reply) => sendError(reply, 404, `no endpoint ${req.method} ${clipPath(req.url)}`));
+  app.setNotFoundHandler(notFoundHandler(app));
 
   generateRoutes(app, ctx);
   accountRoutes(app, ctx);
