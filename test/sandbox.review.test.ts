@@ -190,3 +190,25 @@ describe('a known path with another method is a 405 with Allow (HTTP semantics; 
     expect((await call(sb, 'OPTIONS', '/api/nothing/here', null)).status).toBe(404);
   });
 });
+
+describe('uploads: every request counts toward the 5-per-minute limit and the refused stat (contract: Upload endpoints, rate limit)', () => {
+  it('limits malformed upload requests (bad JSON, wrong content type) too, and counts them as refused', async () => {
+    const sb = await sandbox({ timeScale: 1 });
+    const bad: Array<[string, string, string]> = [
+      ['/api/common/upload/base64', '{bad', 'application/json'],
+      ['/api/common/upload/url', '<a/>', 'application/xml'],
+      ['/api/common/upload/base64', '{"__proto__":{"a":1}}', 'application/json'],
+    ];
+    for (const [path, body, type] of bad) expect((await call(sb, 'POST', path, 'k1', body, { 'content-type': type })).status).toBeGreaterThanOrEqual(400);
+    expect(sb.stats().uploads).toMatchObject({ accepted: 0, refused: 3 });
+    for (let i = 0; i < 2; i++) expect((await call(sb, 'POST', '/api/common/upload/base64', 'k1', { base64_data: 'bad!' })).status).toBe(400);
+    // The sixth request in the minute, malformed or not, is a 429.
+    const sixth = await call(sb, 'POST', '/api/common/upload/base64', 'k1', '{bad', { 'content-type': 'application/json' });
+    expect(sixth.status).toBe(429);
+    expect(sixth.headers.get('retry-after')).not.toBeNull();
+    expect(sixth.body.error).toMatchObject({ type: 'rate_limit_error' });
+    expect(sb.stats().uploads).toMatchObject({ accepted: 0, refused: 6 });
+    expect((await call(sb, 'POST', '/api/common/upload/base64', 'nope', { base64_data: 'x' })).status).toBe(401);
+    expect(sb.stats().uploads.refused).toBe(7);
+  });
+});

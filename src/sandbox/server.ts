@@ -75,7 +75,6 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     const key = requestKey(req.headers);
     if (key !== null && ctx.accounts.get(key)) return;
     if (endpoint === 'submit') return markUnauthenticated(req);
-    if (endpoint === 'upload') ctx.stats.uploads.refused++;
     return sendError(reply, 401, authMessage(req), styleOf(endpoint));
   });
 

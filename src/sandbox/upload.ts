@@ -2,6 +2,7 @@ import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isoNoZone } from './clock.js';
 import type { SandboxContext } from './context.js';
+import { requestKey } from './accounts.js';
 import { authenticate, authMessage, isObject, sendError } from './http.js';
 import { dataField, decodeData } from './uploads/base64.js';
 import { detectImage } from './uploads/image.js';
@@ -34,7 +35,7 @@ import { download } from './uploads/remote.js';
  * Errors: 400 validation_error for missing or invalid fields, 400
  * file_format_error for data that is not a usable image, 422 for a stream
  * upload without `file`. Stats: every upload request answered with an error
- * (401 and 429 included) counts as refused; each stored image as accepted.
+ * (401, 429, body parsing errors and faults included) counts as refused; each stored image as accepted.
  */
 
 export const UPLOAD_TTL_MS = 72 * 3600 * 1000;
@@ -87,35 +88,45 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
     };
   }
 
-  /** Auth, rate limit, then `read` and store; every refusal in the error shape, counted in stats. */
+  /**
+   * The rate limit, before the body is read (after the server's key check): every request
+   * with a valid key takes a slot, a malformed one too, as at a gateway.
+   */
+  const admit = async (req: FastifyRequest, reply: FastifyReply) => {
+    const key = requestKey(req.headers);
+    const account = key === null ? undefined : ctx.accounts.get(key);
+    if (!account) return;
+    const waitMs = limit.take(account.hash, ctx.now());
+    if (waitMs === null) return;
+    reply.header('retry-after', String(Math.max(1, Math.ceil(waitMs / 1000))));
+    return sendError(reply, 429, `upload rate limit: at most ${UPLOADS_PER_WINDOW} uploads per minute per API key; retry after ${Math.ceil(waitMs / 1000)} s`, 'error', 'rate_limit_error');
+  };
+
+  /** Every error answer of an upload route (401, 429, body parsing, faults included) counts as refused. */
+  const count = async (_req: FastifyRequest, reply: FastifyReply) => {
+    if (reply.statusCode >= 400) ctx.stats.uploads.refused++;
+  };
+
+  /** `read` and store; every refusal in the error shape. */
   const handle = (read: (req: FastifyRequest) => Promise<UploadInput>) => async (req: FastifyRequest, reply: FastifyReply) => {
     const account = authenticate(ctx, req);
-    if (!account) {
-      ctx.stats.uploads.refused++;
-      return sendError(reply, 401, authMessage(req));
-    }
-    const waitMs = limit.take(account.hash, ctx.now());
-    if (waitMs !== null) {
-      ctx.stats.uploads.refused++;
-      reply.header('retry-after', String(Math.max(1, Math.ceil(waitMs / 1000))));
-      return sendError(reply, 429, `upload rate limit: at most ${UPLOADS_PER_WINDOW} uploads per minute per API key; retry after ${Math.ceil(waitMs / 1000)} s`, 'error', 'rate_limit_error');
-    }
+    if (!account) return sendError(reply, 401, authMessage(req));
     try {
       const body = await store(await read(req), account.hash);
       ctx.stats.uploads.accepted++;
       return body;
     } catch (err) {
-      ctx.stats.uploads.refused++;
       if (err instanceof Refused) return sendError(reply, err.status, err.message, 'error', err.type);
       return sendError(reply, 500, 'internal error');
     }
   };
 
   const config = { endpoint: 'upload' };
+  const hooks = { config, onRequest: admit, onResponse: count };
 
   app.post(
     '/api/common/upload/base64',
-    { config },
+    hooks,
     handle(async (req) => {
       const body: unknown = req.body;
       if (!isObject(body)) throw invalid('body: must be a JSON object {base64_data, upload_path?, file_name?}');
@@ -130,7 +141,7 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
 
   app.post(
     '/api/common/upload/url',
-    { config },
+    hooks,
     handle(async (req) => {
       const body: unknown = req.body;
       if (!isObject(body)) throw invalid('body: must be a JSON object {file_url, upload_path?, file_name?}');
@@ -156,7 +167,7 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
     await scope.register(multipart, { limits: { fileSize: MAX_UPLOAD_BYTES, files: 1, fields: 20, fieldSize: 64 * 1024 } });
     scope.post(
       '/api/common/upload/stream',
-      { config },
+      hooks,
       handle(async (req) => {
         if (!req.isMultipart()) throw new Refused(422, 'validation_error', 'file: is required (send multipart/form-data with the image in the field "file")');
         const fields: Record<string, unknown> = {};
