@@ -81,6 +81,14 @@ describe('replace-section: callback_url inside input (contract: Music workflows,
     expect(sb.stats().callbacks.attempted).toBeGreaterThanOrEqual(1);
   });
 
+  it('leaves an input.callback_url of a model with open inputs (clip-02) alone', async () => {
+    const sb = await sandbox();
+    const r = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: 'clip-02', input: { prompt: 'a fox', callback_url: 'https://10.1.2.3/hook' } });
+    expect(r.status).toBe(200);
+    const listed = (await call(sb, 'GET', '/__sandbox/tasks', null)).body.tasks as Json[];
+    expect(listed.find((t) => t.task_id === r.body.data.task_id)).toMatchObject({ callback_url: null });
+  });
+
   it('prefers the root callback_url when both are given', async () => {
     const sb = await sandbox({ allowLoopback: true });
     const ref = await track(sb);

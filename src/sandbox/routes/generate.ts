@@ -16,6 +16,9 @@ import { planTask, startsRunning, type TaskRecord } from '../tasks.js';
  * GET /api/generate/detail/music?task_id=.
  */
 
+/** Models whose documented inputs include a callback_url (the contract's music table: replace-section). */
+const INPUT_CALLBACK_MODELS = new Set(['replace-section']);
+
 /** Families whose validation and authentication failures answer `{detail}` (the contract shows it for dream-5.0-lite). */
 const DETAIL_STYLE_FAMILIES = new Set(['dream-5.0-lite']);
 
@@ -59,7 +62,8 @@ export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void 
     const flagged = moderationHit(input, banned);
     if (flagged) return sendError(reply, 400, `${flagged}: the content was flagged by content moderation`, style, 'content_moderation_error');
     // replace-section takes its callback_url inside `input` (the contract's workflow table); the root one wins.
-    const inner = typeof body.callback_url !== 'string' && typeof input.callback_url === 'string';
+    // Models with open inputs pass an input.callback_url upstream untouched, as any other field.
+    const inner = INPUT_CALLBACK_MODELS.has(spec.id) && typeof body.callback_url !== 'string' && typeof input.callback_url === 'string';
     const callbackUrl = typeof body.callback_url === 'string' ? body.callback_url : inner ? (input.callback_url as string) : null;
     if (callbackUrl !== null) {
       const problem = callbackUrlProblem(callbackUrl, ctx.options.allowLoopback);
