@@ -220,3 +220,22 @@ describe('uploads: every request counts toward the 5-per-minute limit and the re
     expect(sb.stats().uploads.refused).toBe(7);
   });
 });
+
+describe('a malformed Authorization header is reported as invalid, not missing (contract: Authentication 1, 4)', () => {
+  it('says the header is not a Bearer token on the API and chat endpoints', async () => {
+    const sb = await sandbox();
+    for (const auth of ['k1', 'Token k1', 'Bearer', 'Bearer two words']) {
+      const bal = await call(sb, 'GET', '/api/user/balance', null, undefined, { authorization: auth });
+      expect(bal.status).toBe(401);
+      expect(bal.body.error.message, auth).toMatch(/^invalid Authorization header/);
+      const st = await call(sb, 'GET', '/api/generate/status/abc', null, undefined, { authorization: auth });
+      expect(st.body.detail, auth).toMatch(/^invalid Authorization header/);
+      const chat = await call(sb, 'POST', '/v1/chat/completions', null, { model: 'vendora/chat-5-mini', messages: [{ role: 'user', content: 'hi' }] }, { authorization: auth });
+      expect(chat.status).toBe(401);
+      expect(chat.body.error, auth).toMatchObject({ code: 'invalid_api_key' });
+      expect(chat.body.error.message, auth).toMatch(/^invalid Authorization header/);
+    }
+    // No header at all is still "missing".
+    expect((await call(sb, 'GET', '/api/user/balance', null)).body.error.message).toMatch(/^missing API key/);
+  });
+});

@@ -9,7 +9,7 @@ import { buildReply } from './chat/reply.js';
 import { responses } from './chat/responses.js';
 import { SseWriter } from './chat/sse.js';
 import type { SandboxContext } from './context.js';
-import { drop, faultOf, isObject } from './http.js';
+import { AUTH_INVALID, AUTH_MALFORMED, drop, faultOf, isObject, malformedAuthorization } from './http.js';
 import { Rng, mixSeed } from './rng.js';
 
 /**
@@ -68,7 +68,9 @@ async function handle(ctx: SandboxContext, h: ProtocolHandler, req: FastifyReque
   const key = h.key(req);
   const account = key === null ? undefined : ctx.accounts.get(key);
   if (!account) {
-    return sendChatError(reply, p, 401, key === null ? `missing API key: send ${h.keyHint}` : 'invalid API key', key === null ? { code: null } : {});
+    if (key !== null) return sendChatError(reply, p, 401, AUTH_INVALID);
+    if (malformedAuthorization(req)) return sendChatError(reply, p, 401, AUTH_MALFORMED);
+    return sendChatError(reply, p, 401, `missing API key: send ${h.keyHint}`, { code: null });
   }
   ctx.stats.keyRequest(account.hash);
 

@@ -59,9 +59,18 @@ export function authenticate(ctx: SandboxContext, req: FastifyRequest): Account 
 
 export const AUTH_MISSING = 'missing API key: send Authorization: Bearer <API_KEY>';
 export const AUTH_INVALID = 'invalid API key';
+export const AUTH_MALFORMED = 'invalid Authorization header: expected Bearer <API_KEY>';
 
+/** An Authorization header was sent but holds no Bearer token (`Token k`, a bare key, `Bearer a b`). */
+export function malformedAuthorization(req: FastifyRequest): boolean {
+  const v = req.headers.authorization;
+  return typeof v === 'string' && v.trim() !== '';
+}
+
+/** The 401 message: invalid key, malformed Authorization header, or missing key. */
 export function authMessage(req: FastifyRequest): string {
-  return requestKey(req.headers) === null ? AUTH_MISSING : AUTH_INVALID;
+  if (requestKey(req.headers) !== null) return AUTH_INVALID;
+  return malformedAuthorization(req) ? AUTH_MALFORMED : AUTH_MISSING;
 }
 
 const unauthenticated = new WeakSet<object>();
