@@ -239,3 +239,16 @@ describe('a malformed Authorization header is reported as invalid, not missing (
     expect((await call(sb, 'GET', '/api/user/balance', null)).body.error.message).toMatch(/^missing API key/);
   });
 });
+
+describe('a host name with the trailing dot of its absolute form is judged like the name (contract: Events, callback URL "no private or internal addresses")', () => {
+  it('refuses localhost., *.localhost., *.internal. and *.local. callback URLs at submit', async () => {
+    const sb = await sandbox();
+    for (const host of ['localhost.', 'LOCALHOST.', 'api.localhost.', 'metadata.google.internal.', 'printer.local.', 'intranet.']) {
+      const r = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: 'alpha-image-2', input: { prompt: 'x' }, callback_url: `https://${host}/hook` });
+      expect(r.status, host).toBe(400);
+      expect(r.body.error.message, host).toMatch(/^callback_url: must point to a publicly reachable host/);
+    }
+    const ok = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: 'alpha-image-2', input: { prompt: 'x' }, callback_url: 'https://example.com./hook' });
+    expect(ok.status).toBe(200);
+  });
+});

@@ -15,8 +15,9 @@ function v4(host: string): number[] | null {
   return n.every((x) => Number.isInteger(x) && x >= 0 && x <= 255) ? n : null;
 }
 
+/** A hostname without IPv6 brackets or the trailing dot of an absolute name (`localhost.` is `localhost`), lower case. */
 function bare(hostname: string): string {
-  return hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  return hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase();
 }
 
 export function isLoopbackHost(hostname: string): boolean {
