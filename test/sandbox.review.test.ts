@@ -252,3 +252,37 @@ describe('a host name with the trailing dot of its absolute form is judged like 
     expect(ok.status).toBe(200);
   });
 });
+
+describe('add-instrumental: the first-track callback hands out URLs that serve (contract: Music workflows, "callback ... at three stages: ... first track completion")', () => {
+  it('serves the first track\'s audio and cover once the first stage is reached, before the task finishes', async () => {
+    const got: Json[] = [];
+    const fetched: Array<{ key: string; status: number }> = [];
+    const { createServer } = await import('node:http');
+    const rx = createServer((req, res) => {
+      let b = '';
+      req.on('data', (c: Buffer) => (b += c.toString()));
+      req.on('end', () => {
+        const body = JSON.parse(b) as Json;
+        got.push(body);
+        res.end();
+        if (body.data.callback_type !== 'first') return;
+        void (async () => {
+          for (const key of ['audio_url', 'image_url', 'file_url']) fetched.push({ key, status: (await fetch(body.data.files[0][key] as string)).status });
+        })();
+      });
+    });
+    await new Promise<void>((r) => rx.listen(0, '127.0.0.1', r));
+    open.push({ close: () => rx.close() });
+    const sb = await sandbox({ allowLoopback: true, timeScale: 0.02 });
+    const ref = await track(sb);
+    const song = await call(sb, 'GET', `/api/generate/detail/music?task_id=${ref.task_id}`, 'k1');
+    const cb = `http://127.0.0.1:${(rx.address() as AddressInfo).port}/hook`;
+    const input = { upload_url: song.body.data.files[0].audio_url as string, title: 'Backing', tags: 'piano', negative_tags: 'metal' };
+    const r = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: 'add-instrumental', input, callback_url: cb });
+    expect(r.status).toBe(200);
+    await vi.waitFor(() => expect(fetched).toHaveLength(3), { timeout: 10_000 });
+    // The first stage came while the task was running, and its URLs answered 200.
+    expect(got.find((g) => g.data.callback_type === 'first')?.data.status).toBe('running');
+    expect(fetched).toEqual([{ key: 'audio_url', status: 200 }, { key: 'image_url', status: 200 }, { key: 'file_url', status: 200 }]);
+  });
+});

@@ -65,6 +65,11 @@ export class SandboxContext {
     return task.result;
   }
 
+  /** What the file URLs serve: the result once finished, else what a staged callback already handed out (or null). */
+  servedResult(task: TaskRecord, now = this.now()): TaskResult | null {
+    return this.resultOf(task, now) ?? extensionFor(task.spec)?.earlyResult?.(this, task, now) ?? null;
+  }
+
   /**
    * The Task object of the status endpoint, the music detail endpoint and callbacks.
    * Music workflows (resultEndpoint 'music') omit `progress` in callbacks (`forCallback`).

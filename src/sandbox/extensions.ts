@@ -47,6 +47,11 @@ export interface SandboxExtension {
    * Each is POSTed at virtual time `at` with `body` (retries as for the final one).
    */
   stagedCallbacks?(ctx: SandboxContext, task: TaskRecord): Array<{ at: number; body: () => unknown }>;
+  /**
+   * Files a staged callback has already handed out while the task runs (add-instrumental's
+   * first track), served at their URLs before the task finishes; null when none yet.
+   */
+  earlyResult?(ctx: SandboxContext, task: TaskRecord, now: number): TaskResult | null;
 }
 
 /** Registered extensions, in priority order. Add yours here. */

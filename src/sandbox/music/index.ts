@@ -3,6 +3,7 @@ import type { ModelSpec } from '../../models/index.js';
 import { isoNoZone } from '../clock.js';
 import type { SandboxContext } from '../context.js';
 import type { SandboxExtension } from '../extensions.js';
+import type { TaskResult } from '../results.js';
 import type { TaskRecord } from '../tasks.js';
 import { checkMusic, claimOf, isRefusal, resolveSource } from './checks.js';
 import { makePlan } from './plan.js';
@@ -26,6 +27,21 @@ function workflowOf(spec: ModelSpec): MusicWorkflow {
 
 function planned(ctx: SandboxContext, task: TaskRecord): MusicPlan {
   return planOf(task) ?? makePlan(ctx, task, workflowOf(task.spec), null);
+}
+
+/** add-instrumental's stages: text generated at 20% of the run, first track done at 60%. */
+function stageAt(task: TaskRecord, share: number): number {
+  return task.startAt + (task.runEndAt - task.startAt) * share;
+}
+
+/** The first track's entry and its files (audio, cover), as the `first` staged callback hands them out. */
+function firstTrack(ctx: SandboxContext, task: TaskRecord): TaskResult | null {
+  const full = musicResult(ctx, task, planned(ctx, task));
+  const first = full.files[0];
+  if (!first) return null;
+  const urls = Object.values(first).filter((v): v is string => typeof v === 'string' && v.includes(`/files/${task.id}/`));
+  const names = new Set(urls.map((u) => u.slice(u.lastIndexOf('/') + 1)));
+  return { files: [first], blobs: full.blobs.filter((b) => names.has(b.name)) };
 }
 
 export const musicExtension: SandboxExtension = {
@@ -55,23 +71,28 @@ export const musicExtension: SandboxExtension = {
 
   stagedCallbacks: (ctx, task) => {
     if (task.spec.id !== 'add-instrumental') return [];
-    const span = task.runEndAt - task.startAt;
     const body = (stage: 'text' | 'first', withFirst: boolean) => () => ({
       code: 200,
       data: {
         task_id: task.id,
         status: 'running',
-        files: withFirst ? musicResult(ctx, task, planned(ctx, task)).files.slice(0, 1) : [],
+        files: withFirst ? (firstTrack(ctx, task)?.files ?? []) : [],
         created_time: isoNoZone(task.createdAt),
         error_message: null,
         callback_type: stage,
       },
     });
     const stages: Array<{ at: number; body: () => unknown }> = [];
-    const textAt = task.startAt + span * 0.2;
-    const firstAt = task.startAt + span * 0.6;
+    const textAt = stageAt(task, 0.2);
+    const firstAt = stageAt(task, 0.6);
     if (textAt < task.endAt) stages.push({ at: textAt, body: body('text', false) });
     if (task.errorMessage === null && firstAt < task.endAt) stages.push({ at: firstAt, body: body('first', true) });
     return stages;
+  },
+
+  // The `first` callback's URLs serve from its moment on (the task will not fail: it was sent).
+  earlyResult: (ctx, task, now) => {
+    if (task.spec.id !== 'add-instrumental' || task.errorMessage !== null || now < stageAt(task, 0.6)) return null;
+    return firstTrack(ctx, task);
   },
 };

@@ -14,7 +14,7 @@ export function fileRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   app.get<{ Params: { task_id: string; name: string } }>('/files/:task_id/:name', { config: { endpoint: 'file' } }, async (req, reply) => {
     const task = ctx.tasks.get(req.params.task_id);
     const now = ctx.now();
-    const result = task ? ctx.resultOf(task, now) : null;
+    const result = task ? ctx.servedResult(task, now) : null;
     const blob = result?.blobs.find((b) => b.name === req.params.name);
     if (!task || !blob) return sendError(reply, 404, `file ${req.params.task_id}/${req.params.name} not found`);
     if (now >= task.endAt + FILE_TTL_MS) return sendError(reply, 410, `file ${req.params.name} expired 24 hours after its task finished`);
