@@ -1,7 +1,16 @@
+import { decide } from '../client/index.js';
 import { UnsafeResultError } from '../errors.js';
 import type { JobRow } from '../store/index.js';
 import { fetchJob } from './fetch.js';
 import { PipelineState, errorText } from './pipeline-state.js';
+
+/**
+ * A download that still fails on a transient error (429, 5xx, dropped or cut connection) after the
+ * client's retries is tried again in the same run, after a pause of 30 s, 60 s, 90 s (x time scale),
+ * at most this many times; then the job is left `downloading` for the next run.
+ */
+const DOWNLOAD_REQUEUES = 3;
+const DOWNLOAD_PAUSE_MS = 30_000;
 
 /** Downloads: jobs whose task finished, fetched soonest-expiring first. */
 export class PipelineDownloads extends PipelineState {
@@ -17,6 +26,18 @@ export class PipelineDownloads extends PipelineState {
       this.downloadsLoaded = true;
       for (const row of this.store.jobsIn('downloading')) this.downloadHeap.push({ at: row.expires_at ?? 0, id: row.id });
     }
+    let next = Infinity;
+    if (this.downloadAgain.size > 0) {
+      const now = Date.now();
+      for (const [id, at] of this.downloadAgain) {
+        if (at > now) next = Math.min(next, at);
+        else {
+          this.downloadAgain.delete(id);
+          const row = this.store.getJob(id);
+          if (row?.state === 'downloading') this.downloadHeap.push({ at: row.expires_at ?? 0, id });
+        }
+      }
+    }
     // Downloads wait on the disk (fsync) more than on the network: twice the submit slots.
     while (this.downloading.size < this.opts.concurrency * 2) {
       const next = this.downloadHeap.pop();
@@ -31,7 +52,7 @@ export class PipelineDownloads extends PipelineState {
           this.wake();
         });
     }
-    return Infinity;
+    return next;
   }
 
   protected async downloadJob(row: JobRow): Promise<void> {
@@ -48,8 +69,14 @@ export class PipelineDownloads extends PipelineState {
         this.move(row.id, 'downloading', 'expired', { last_error: `results no longer available: ${errorText(err)}` });
       } else if (err instanceof UnsafeResultError) {
         this.move(row.id, 'downloading', 'failed', { last_error: err.message });
+      } else if (decide(err, 'GET') === 'retry' && (this.downloadRetries.get(row.id) ?? 0) < DOWNLOAD_REQUEUES) {
+        // The client's retries were used up on a transient error: tried again in this run after a pause.
+        const round = (this.downloadRetries.get(row.id) ?? 0) + 1;
+        this.downloadRetries.set(row.id, round);
+        this.downloadAgain.set(row.id, Date.now() + this.scaled(DOWNLOAD_PAUSE_MS * round));
+        this.store.noteError(row.id, `download failed, tried again in this run: ${errorText(err)}`);
       } else {
-        // The client's retry layer already retried; the job stays `downloading` for the next run.
+        // Not transient, or tried again often enough: the job stays `downloading` for the next run.
         this.store.noteError(row.id, `download failed: ${errorText(err)}`);
         this.opts.emit({ type: 'warning', message: `job ${row.id}: download failed (${errorText(err)}); left for the next run` });
       }

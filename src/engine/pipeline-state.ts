@@ -72,6 +72,10 @@ export class PipelineState {
   protected readonly parents: ParentOutputs;
   /** Jobs sent back to the queue in this run after a transient upload failure, and how often. */
   protected readonly uploadRetries = new Map<string, number>();
+  /** Jobs whose download failed on a transient error in this run, waiting to be tried again: id -> when. */
+  protected readonly downloadAgain = new Map<string, number>();
+  /** How often each job's download was tried again in this run. */
+  protected readonly downloadRetries = new Map<string, number>();
   statusRequests = 0;
   /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
   submitsSent = 0;

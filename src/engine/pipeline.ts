@@ -39,7 +39,7 @@ export class Pipeline extends PipelineSubmits {
         if (busy === 0) {
           if (stopping) break;
           const submitsDone = this.pendingExhausted || this.stopReason !== null;
-          if (submitsDone && this.waiting.size === 0 && this.downloadHeap.size === 0) {
+          if (submitsDone && this.waiting.size === 0 && this.downloadHeap.size === 0 && this.downloadAgain.size === 0) {
             // With callbacks on, wait a while for late callbacks of this run's uncertain jobs.
             if (!this.opts.callbackUrlFor || this.uncertainHere.size === 0 || this.stopReason) break;
             if (this.graceUntil === 0) this.graceUntil = Date.now() + this.scaled(CALLBACK_GRACE_MS);
