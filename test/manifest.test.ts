@@ -99,6 +99,29 @@ describe('ids', () => {
       `job bad id/1 (${p}:4) id: must be 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit`,
     ]);
   });
+
+  it('refuses ids that would share an output folder (trailing dots, letter case, device names)', async () => {
+    const line = (id: string) => `  - {id: "${id}", model: alpha-image-2, input: {prompt: x}}\n`;
+    const p = write('m.yaml', 'jobs:\n' + ['a', 'a.', 'B..', 'b', 'con', 'CON.', 'c.d', 'c.D'].map(line).join(''));
+    const { jobs, problems } = await all(p);
+    const rule = 'ids must differ in more than letter case and trailing dots';
+    expect(problems).toEqual([
+      `job a. (${p}:3) id: its output folder is the same as job a's (first used at ${p}:2): ${rule}`,
+      `job b (${p}:5) id: its output folder is the same as job B..'s (first used at ${p}:4): ${rule}`,
+      `job CON. (${p}:7) id: its output folder is the same as job con's (first used at ${p}:6): ${rule}`,
+      `job c.D (${p}:9) id: its output folder is the same as job c.d's (first used at ${p}:8): ${rule}`,
+    ]);
+    expect(jobs).toHaveLength(8);
+  });
+
+  it('gives a derived id a suffix when an explicit id already has its folder in another case', async () => {
+    const first = await all(write('d.yaml', 'jobs:\n  - {model: alpha-image-2, input: {prompt: same}}\n'));
+    const derived = first.jobs[0]!.id;
+    const p = write('m.yaml', `jobs:\n  - {id: "${derived.toUpperCase()}", model: alpha-image-2, input: {prompt: other}}\n  - {model: alpha-image-2, input: {prompt: same}}\n`);
+    const { jobs, problems } = await all(p);
+    expect(problems).toEqual([]);
+    expect(jobs.map((j) => j.id)).toEqual([derived.toUpperCase(), `${derived}-2`]);
+  });
 });
 
 describe('rows sources', () => {

@@ -8,6 +8,7 @@ import { FileChecks } from './files.js';
 import { isPlainObject } from './template.js';
 import { cleanValue, type ValueProblem } from './safe.js';
 import { checkCallback } from './callback.js';
+import { sanitizeName } from '../download/names.js';
 
 /** One job of a manifest, defaults and templates applied. */
 export interface ManifestJob {
@@ -70,12 +71,23 @@ export function reservedIdProblem(id: string): string | null {
 }
 
 /**
+ * A job's output folder is out/<sanitizeName(id)>/ (src/engine/fetch.ts): trailing dots are dropped
+ * and, on macOS and Windows, letter case does not tell folders apart. Two ids with one key would
+ * write into one folder (one result.json over the other), on any platform the output is copied to.
+ */
+function folderKey(id: string): string {
+  return sanitizeName(id, 'job').toLowerCase();
+}
+
+/**
  * Turns raw jobs into checked ManifestJobs. One builder per manifest: it
  * remembers ids (to report duplicates and to keep derived ids unique) and
  * caches file checks per path.
  */
 export class JobBuilder {
   private readonly ids = new Map<string, string>();
+  /** Output folder names (out/<folder>/), folded to lower case, and the id that has each. */
+  private readonly folders = new Map<string, string>();
   private readonly files = new FileChecks();
   /** The job graph (references, needs, for_each), checked once every job was read. */
   readonly graph = new GraphCollector();
@@ -183,6 +195,15 @@ export class JobBuilder {
     return job;
   }
 
+  /** Records the output folder of `id`; returns the id that already has it, or null. */
+  private takeFolder(id: string): string | null {
+    const key = folderKey(id);
+    const other = this.folders.get(key);
+    if (other !== undefined) return other;
+    this.folders.set(key, id);
+    return null;
+  }
+
   private takeId(raw: RawJob, model: string, problems: Problem[]): string {
     if (raw.id !== undefined && raw.id !== '') {
       const id = typeof raw.id === 'string' ? raw.id : String(raw.id);
@@ -196,13 +217,25 @@ export class JobBuilder {
       }
       const first = this.ids.get(id);
       if (first !== undefined) problems.push({ job: id, where: where(), path: 'id', message: `duplicate id (first used at ${first})` });
-      else this.ids.set(id, raw.where);
+      else {
+        this.ids.set(id, raw.where);
+        const other = ID_PATTERN.test(id) ? this.takeFolder(id) : null;
+        if (other !== null) {
+          problems.push({
+            job: id,
+            where: where(),
+            path: 'id',
+            message: `its output folder is the same as job ${other}'s (first used at ${this.ids.get(other)}): ids must differ in more than letter case and trailing dots`,
+          });
+        }
+      }
       return id;
     }
     const base = deriveId({ model, input: raw.input, callback_url: raw.callback_url, protocol: raw.protocol, needs: raw.needs, for_each: raw.for_each });
     let id = base;
-    for (let n = 2; this.ids.has(id); n++) id = `${base}-${n}`;
+    for (let n = 2; this.ids.has(id) || this.folders.has(folderKey(id)); n++) id = `${base}-${n}`;
     this.ids.set(id, raw.where);
+    this.takeFolder(id);
     return id;
   }
 
