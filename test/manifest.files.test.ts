@@ -72,6 +72,21 @@ describe('local image files', () => {
     ]);
   });
 
+  it('names the file as written, also when the manifest folder has a space and the name a "$" (no absolute path left in the message)', async () => {
+    const sub = join(dir, 'my images');
+    mkdirSync(sub);
+    copyFileSync(join(FIX, 'not-image.png'), join(sub, "text $' x.png"));
+    writeFileSync(join(sub, 'empty.png'), '');
+    const p = join(sub, 'm.yaml');
+    writeFileSync(p, 'jobs:\n  - id: e\n    model: dream-4-edit\n    input:\n      prompt: x\n      image_urls: ["text $\' x.png", empty.png, nope.png]\n');
+    const { problems } = await all(p);
+    expect(problems).toEqual([
+      `job e (${p}:6) input.image_urls[0]: local file "text $' x.png" is not a JPEG, PNG, GIF or WebP image (its bytes say an unknown type)`,
+      `job e (${p}:6) input.image_urls[1]: local file "empty.png" is empty`,
+      `job e (${p}:6) input.image_urls[2]: local file "nope.png" does not exist`,
+    ]);
+  });
+
   it('checks a shared file once per path and still reports it on every job that uses it', async () => {
     const p = join(dir, 'm.yaml');
     writeFileSync(p, 'jobs:\n' + [1, 2, 3].map((i) => `  - {id: j${i}, model: alpha-image-2-edit, input: {prompt: x, image_urls: [gone.png]}}\n`).join(''));

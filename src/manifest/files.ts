@@ -16,7 +16,7 @@ const IMAGE_TYPES = new Map([
 
 /** What the bytes of a local image say. */
 export interface ImageCheck {
-  /** Null when the file exists and is a JPEG/PNG/GIF/WebP image; else the rule it breaks. */
+  /** Null when the file exists and is a JPEG/PNG/GIF/WebP image; else the rule it breaks, without the file's name ("is empty"). */
   problem: string | null;
   /** `jpeg`, `png`, `gif` or `webp` (from the bytes), or null. */
   format: string | null;
@@ -45,11 +45,11 @@ async function checkImageFile(file: string): Promise<ImageCheck> {
   let bytes: number;
   try {
     const st = await stat(file);
-    if (!st.isFile()) return { problem: `local file ${file} is not a regular file`, format: null, bytes: 0 };
-    if (st.size === 0) return { problem: `local file ${file} is empty`, format: null, bytes: 0 };
+    if (!st.isFile()) return { problem: 'is not a regular file', format: null, bytes: 0 };
+    if (st.size === 0) return { problem: 'is empty', format: null, bytes: 0 };
     bytes = st.size;
   } catch {
-    return { problem: `local file ${file} does not exist`, format: null, bytes: 0 };
+    return { problem: 'does not exist', format: null, bytes: 0 };
   }
   let head: Uint8Array;
   const fh = await open(file, 'r');
@@ -66,5 +66,5 @@ async function checkImageFile(file: string): Promise<ImageCheck> {
   const format = type ? IMAGE_TYPES.get(type.mime) : undefined;
   if (format) return { problem: null, format, bytes };
   const seen = type ? `${type.mime}` : 'an unknown type';
-  return { problem: `local file ${file} is not a JPEG, PNG, GIF or WebP image (its bytes say ${seen})`, format: null, bytes };
+  return { problem: `is not a JPEG, PNG, GIF or WebP image (its bytes say ${seen})`, format: null, bytes };
 }

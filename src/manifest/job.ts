@@ -250,7 +250,7 @@ export class JobBuilder {
         }
         const check = await this.files.checkImage(isAbsolute(value) ? value : resolve(this.dir, value));
         const name = JSON.stringify(value);
-        if (check.problem) add(path, check.problem.replace(/^local file \S+/, `local file ${name}`));
+        if (check.problem) add(path, `local file ${name} ${check.problem}`);
         else if (check.format && spec.imageFormats && !spec.imageFormats.includes(check.format)) {
           add(path, `local file ${name} is ${FORMAT_NAMES[check.format] ?? check.format} (from its bytes); ${spec.id} takes ${spec.imageFormats.map((f) => FORMAT_NAMES[f] ?? f).join(', ')} only`);
         } else if (spec.imageMaxBytes !== undefined && check.bytes > spec.imageMaxBytes) {
