@@ -57,6 +57,9 @@ export interface RunOutcome {
 /** Meta key of the callback path token (secret: never printed, logged or reported; only inside callback URLs). */
 const CALLBACK_TOKEN_KEY = 'callback_token';
 
+/** Meta key prefix (one key per run): set while the run's reports may not show its state (see runEngine). */
+const REPORTS_STALE_KEY = 'reports_stale';
+
 /** Uploaded files live 72 h at the service; reuse them while younger than 66 h. */
 export const UPLOAD_REUSE_MS = 66 * 3600 * 1000;
 
@@ -71,6 +74,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
   const madeState = !existsSync(o.statePath);
   const store = Store.openForWrite(o.statePath);
   let invalid = false;
+  let reportsKey: string | null = null;
+  let reportsStale = false;
   try {
     emit({ type: 'start', manifest: o.manifestPath, out_dir: o.outDir, state: o.statePath, base_url: o.baseUrl, sandbox: o.sandbox });
     if (store.leaseTakenOverFrom) emit({ type: 'lease-takeover', from: store.leaseTakenOverFrom });
@@ -78,6 +83,12 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const hasUserPrices = Object.keys(userPrices).length > 0;
     const previous = store.findRun(o.manifestPath);
     store.openRun(o.manifestPath, o.outDir, o.baseUrl, o.sandbox, hasUserPrices);
+    // Marked before anything can change and cleared once the reports are written (or found current): a run that
+    // ended without writing them (SIGKILL, a failed write) leaves the mark, and the next run writes them even if
+    // it changes nothing itself.
+    reportsKey = `${REPORTS_STALE_KEY}:${store.currentRunId}`;
+    reportsStale = store.getMeta(reportsKey) !== null;
+    if (!reportsStale) store.setMeta(reportsKey, '1');
     const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit);
     // --sandbox starts a new in-process sandbox each time: tasks of the earlier one (another base URL) are gone
     // with it, so jobs waiting on them are sent again (its credits were not real).
@@ -182,11 +193,13 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason);
     offChanges();
     const reportFiles = ['report.json', 'report.csv', 'report.md', 'report.html'].map((f) => join(o.outDir, f));
-    if (changes === 0 && reportFiles.every((f) => existsSync(f))) {
+    if (changes === 0 && !reportsStale && reportFiles.every((f) => existsSync(f))) {
+      store.setMeta(reportsKey, null);
       emit({ type: 'reports', out_dir: o.outDir, written: false });
     } else {
       try {
         await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000, 0, counts));
+        store.setMeta(reportsKey, null);
         emit({ type: 'reports', out_dir: o.outDir, written: true });
       } catch (err) {
         emit({ type: 'warning', message: `could not write the reports: ${errorText(err)}` });
@@ -196,6 +209,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     return { exitCode, counts, statusRequests: pipeline.statusRequests };
   } catch (err) {
     invalid = err instanceof ManifestError;
+    // An invalid manifest changed nothing (the sync is rolled back): the reports are as current as before.
+    if (invalid && reportsKey !== null && !reportsStale) store.setMeta(reportsKey, null);
     throw err;
   } finally {
     store.close();

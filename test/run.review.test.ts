@@ -1,0 +1,90 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+import { readJobs } from './helpers/verify.js';
+
+/**
+ * `genbatch run` cases found by using the CLI hard (child process, sandbox in this process, real files):
+ * reports that must follow the state even when the run that changed it never wrote them.
+ */
+const SCALE = '0.005';
+const KEY = 'sk-run-review-0123456789';
+/** Scripted `slow` steps hold a request this long (real ms). */
+const SLOW_MS = 5000;
+
+let sb: Sandbox;
+const cleanups: Array<() => void> = [];
+
+beforeAll(async () => {
+  ensureBuilt();
+  sb = await startSandbox({ port: 0, keys: { [KEY]: 1_000_000 }, timeScale: Number(SCALE), seed: 41, slowMs: SLOW_MS });
+}, 60_000);
+afterAll(async () => {
+  await sb?.close();
+  while (cleanups.length) cleanups.pop()!();
+});
+
+function work(): { dir: string; out: string; state: string } {
+  const t = tempDir('genbatch-review-');
+  cleanups.push(t.cleanup);
+  const out = join(t.dir, 'out');
+  return { dir: t.dir, out, state: join(out, 'state.db') };
+}
+
+const baseArgs = (manifest: string, out: string) => ['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', out];
+const env = { GENBATCH_API_KEY: KEY };
+
+interface Ev {
+  type: string;
+  to?: string;
+}
+
+/** Spawn a run with --json; `onEvent` sees every NDJSON event as it comes. */
+function spawnJson(args: string[], onEvent: (e: Ev, child: ReturnType<typeof spawnCli>) => void): Promise<{ code: number | null; signal: string | null }> {
+  return new Promise((resolve) => {
+    const child = spawnCli([...args, '--json'], env);
+    let rest = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      const lines = (rest + d.toString()).split('\n');
+      rest = lines.pop() ?? '';
+      for (const l of lines) if (l.startsWith('{')) onEvent(JSON.parse(l) as Ev, child);
+    });
+    child.on('exit', (code, signal) => resolve({ code, signal }));
+  });
+}
+
+const reportCounts = (out: string) => (JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as { summary: { counts: Record<string, number> } }).summary.counts;
+
+describe('genbatch run: reports follow the state', () => {
+  it('a run killed after its jobs finished but before its reports: the next run, which changes nothing, still rewrites them', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'stale.yaml'), 3, 'stale');
+    // Run 1: stopped (SIGINT) before any submit; its reports show 3 pending.
+    const first = await spawnJson([...baseArgs(manifest, w.out), '--concurrency', '1'], (e, child) => {
+      if (e.type === 'estimate') child.kill('SIGINT');
+    });
+    expect(first.code).toBe(130);
+    expect(reportCounts(w.out).pending).toBe(3);
+    // Run 2: every job done; the balance read after the run is held, and the run is SIGKILLed meanwhile.
+    sb.script('balance', ['ok', 'slow']);
+    let done = 0;
+    const second = await spawnJson(baseArgs(manifest, w.out), (e, child) => {
+      if (e.type === 'job' && e.to === 'done' && ++done === 3) child.kill('SIGKILL');
+    });
+    expect(second.signal).toBe('SIGKILL');
+    expect(readJobs(w.state).map((j) => j.state)).toEqual(['done', 'done', 'done']);
+    expect(reportCounts(w.out).pending).toBe(3); // still the reports of run 1
+    // Run 3 changes no job, but the reports on disk do not show the state: they are written.
+    const third = await runCli(baseArgs(manifest, w.out), env);
+    expect(third.code).toBe(0);
+    expect(third.stdout).not.toContain('nothing changed');
+    expect(reportCounts(w.out)).toMatchObject({ pending: 0, done: 3 });
+    // Run 4: now nothing changed and the reports are current.
+    const fourth = await runCli(baseArgs(manifest, w.out), env);
+    expect(fourth.code).toBe(0);
+    expect(fourth.stdout).toContain('nothing changed');
+  });
+});
