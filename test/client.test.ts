@@ -175,6 +175,25 @@ describe('submit (POST) retries only when nothing can have been created', () => 
     ac.abort(new Error('stopping'));
     expect(await failure(p)).toBeInstanceOf(AmbiguousSubmitError);
   });
+
+  it('keepIfSent: an abort while the submit is in flight waits for its answer (the task id), and an abort before the next try stops the retries', async () => {
+    const s = await serve([slow(300, ok(SUBMITTED))]);
+    const ac = new AbortController();
+    const p = client(s.url).submit(SUBMIT, { signal: ac.signal, keepIfSent: true });
+    while (s.calls.length === 0) await new Promise((r) => setTimeout(r, 5));
+    ac.abort(new Error('stopping'));
+    expect((await p).task_id).toBe('task-9');
+    // A 429 then a stop during the backoff: nothing was created, the reason is thrown, no second POST.
+    const t = await serve([json(429, { detail: 'later' }, { 'retry-after': '5' }), ok(SUBMITTED)]);
+    const ac2 = new AbortController();
+    const q = client(t.url, { policy: { baseMs: 5, maxMs: 5_000, maxAttempts: 3 } }).submit(SUBMIT, { signal: ac2.signal, keepIfSent: true });
+    while (t.calls.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 50));
+    const reason = new Error('stopping');
+    ac2.abort(reason);
+    expect(await failure(q)).toBe(reason);
+    expect(t.calls).toHaveLength(1);
+  });
 });
 
 describe('Retry-After', () => {

@@ -167,7 +167,7 @@ describe('genbatch run: more cases', () => {
     }
   });
 
-  it('SIGINT while submits are in flight: nothing left in submitting, the in-flight jobs recorded as uncertain, exit 130', async () => {
+  it('SIGINT while submits are in flight: the run waits for their answers and records the task ids (submitted, not uncertain); nothing else sent; exit 130', async () => {
     const w = work();
     const manifest = imageManifest(join(w.dir, 'inflight.yaml'), 6, 'inf');
     const submits0 = sb.stats().requests.submit ?? 0;
@@ -188,10 +188,17 @@ describe('genbatch run: more cases', () => {
     expect(r.events.some((e) => e.type === 'stopping')).toBe(true);
     const jobs = readJobs(w.state);
     expect(jobs.filter((j) => j.state === 'submitting')).toEqual([]);
-    // Both submits were sent and their answer never came: the task may exist, so uncertain (never pending).
-    expect(jobs.slice(0, 2).map((j) => j.state)).toEqual(['uncertain', 'uncertain']);
+    // Both submits were sent: a clean stop waits for their answers (the tasks exist and are paid for), so
+    // they are submitted with their task ids and the next run fetches them. (Was: aborted, so uncertain,
+    // and with the default --uncertain=skip their results were never fetched.)
+    expect(jobs.slice(0, 2).map((j) => j.state)).toEqual(['submitted', 'submitted']);
+    expect(jobs.slice(0, 2).every((j) => typeof j.task_id === 'string' && j.task_id.length > 0)).toBe(true);
     expect(jobs.slice(2).every((j) => j.state === 'pending')).toBe(true);
+    expect((sb.stats().requests.submit ?? 0) - submits0).toBe(2);
     expect(integrity(w.state)).toBe('ok');
+    const rest = await runCli([...baseArgs(manifest, w.out), '--yes'], env);
+    expect(rest.code).toBe(0);
+    expect(readJobs(w.state).slice(0, 2).map((j) => j.task_id)).toEqual(jobs.slice(0, 2).map((j) => j.task_id));
   });
 
   it('a second SIGINT ends the process at once, while the first stop is still waiting (exit by signal, not 130)', async () => {

@@ -21,6 +21,11 @@ export interface SendOptions {
   json?: unknown;
   form?: FormData;
   signal?: AbortSignal;
+  /**
+   * The signal does not abort the request once it is written (a run's submits): its answer is what says
+   * whether a task was made, so a stop waits for it (bounded by the headers timeout) instead of making it uncertain.
+   */
+  keepIfSent?: boolean;
 }
 
 /** Remove the key from any text that may end in a message (a server may echo a header back). */
@@ -84,14 +89,17 @@ class Exchange implements Dispatcher.DispatchHandler {
   #reason: unknown = undefined;
   readonly #resolve: (text: string) => void;
   readonly #reject: (err: unknown) => void;
+  readonly #keepIfSent: boolean;
 
-  constructor(resolve: (text: string) => void, reject: (err: unknown) => void) {
+  constructor(resolve: (text: string) => void, reject: (err: unknown) => void, keepIfSent = false) {
     this.#resolve = resolve;
     this.#reject = reject;
+    this.#keepIfSent = keepIfSent;
   }
 
   /** Called by the signal's one listener (or at once when it had fired already). */
   abort(reason: unknown): void {
+    if (this.sent && this.#keepIfSent) return; // written: its answer is awaited (SendOptions.keepIfSent)
     if (this.#controller !== null) this.#controller.abort(reason as Error);
     else {
       this.#abortAtStart = true;
@@ -229,7 +237,7 @@ export class HttpContext {
     try {
       const target = requestTarget(this.base, this.#split, opts.path);
       text = await new Promise<string>((resolve, reject) => {
-        const e = new Exchange(resolve, reject);
+        const e = new Exchange(resolve, reject, opts.keepIfSent === true);
         ex = e;
         if (signal !== undefined) {
           if (signal.aborted) e.abort(abortReason(signal));
@@ -275,7 +283,7 @@ function errorCode(err: unknown): string | undefined {
 }
 
 function transportError(err: unknown, sent: boolean, opts: SendOptions, apiKey: string, signal?: AbortSignal): unknown {
-  if (signal?.aborted) {
+  if (signal?.aborted && !(sent && opts.keepIfSent === true)) {
     // Stopping: before sending, nothing happened; after sending, the outcome is unknown.
     if (!sent) return abortReason(signal);
     return new NetworkError(`${what(opts)}: request aborted after it was sent`, true, { cause: signal.reason });

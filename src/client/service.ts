@@ -101,11 +101,16 @@ export class ServiceClient {
     this.#http = new HttpContext(this.baseUrl, opts.apiKey, dispatcher);
   }
 
-  /** POST /api/generate/submit. A possibly-created task is thrown as AmbiguousSubmitError. */
-  async submit(req: SubmitRequest, opts?: CallOptions): Promise<SubmitResult> {
+  /**
+   * POST /api/generate/submit. A possibly-created task is thrown as AmbiguousSubmitError (also an abort after
+   * the request was written), unless `keepIfSent`: then the signal stops waits and unsent tries only, and a
+   * written request is left to finish (its answer says whether a task was made).
+   */
+  async submit(req: SubmitRequest, opts?: AbortSignal | { signal?: AbortSignal; keepIfSent?: boolean }): Promise<SubmitResult> {
     const body: Record<string, unknown> = { model: req.model, input: req.input };
     if (req.callback_url !== undefined) body.callback_url = req.callback_url;
-    const send: SendOptions = { method: 'POST', path: '/api/generate/submit', json: body, signal: signalOf(opts) };
+    const keepIfSent = !(opts instanceof AbortSignal) && opts?.keepIfSent === true;
+    const send: SendOptions = { method: 'POST', path: '/api/generate/submit', json: body, signal: signalOf(opts), keepIfSent };
     // The answer is checked inside the retry layer: an unreadable one becomes "uncertain" (AmbiguousSubmitError).
     return withRetry(async () => this.#parse(SubmitResultSchema, dataOf(await this.#http.send(send), 'submit'), 'submit', fastSubmitResult), this.#retryOptions('submit', 'POST', true, send.signal));
   }

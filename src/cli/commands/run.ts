@@ -107,7 +107,8 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   });
   const service: ServicePort = {
     chat: (req, o) => chatClient.call(req, o),
-    submit: (body, signal) => client.submit(body, signal ? { signal } : {}),
+    // A stop never cuts a submit already sent: the run waits for its answer (task id recorded, not uncertain).
+    submit: (body, signal) => client.submit(body, signal ? { signal, keepIfSent: true } : {}),
     status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
     musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
     balance: () => client.balance(),
