@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -8,7 +8,8 @@ import { readJobs } from './helpers/verify.js';
 
 /**
  * `genbatch run` cases found by using the CLI hard (child process, sandbox in this process, real files):
- * reports that must follow the state even when the run that changed it never wrote them.
+ * reports that must follow the state even when the run that changed it never wrote them; flags
+ * checked before anything is recorded or sent.
  */
 const SCALE = '0.005';
 const KEY = 'sk-run-review-0123456789';
@@ -86,5 +87,24 @@ describe('genbatch run: reports follow the state', () => {
     const fourth = await runCli(baseArgs(manifest, w.out), env);
     expect(fourth.code).toBe(0);
     expect(fourth.stdout).toContain('nothing changed');
+  });
+});
+
+describe('genbatch run: flags checked before anything is done', () => {
+  it.each([
+    [['--callback-url', 'notaurl', '--listen', '127.0.0.1:0'], '--callback-url expects an absolute http:// or https:// URL, got "notaurl"'],
+    [['--callback-url', 'ftp://example.com/hook', '--listen', '127.0.0.1:0'], '--callback-url expects an absolute http:// or https:// URL'],
+    [['--listen', '127.0.0.1:99999'], '--listen expects HOST:PORT'],
+  ])('%j: exit 2 naming the flag, no state file, nothing sent', async (flags, message) => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'flags.yaml'), 2, 'flag');
+    const before = sb.stats();
+    const r = await runCli([...baseArgs(manifest, w.out), ...flags], env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(message);
+    expect(existsSync(w.state)).toBe(false);
+    const after = sb.stats();
+    expect(after.tasks_total).toBe(before.tasks_total);
+    expect(after.requests.balance ?? 0).toBe(before.requests.balance ?? 0);
   });
 });

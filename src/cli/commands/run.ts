@@ -45,9 +45,24 @@ export function defaultOutDir(manifest: string): string {
   return join(dirname(abs), 'genbatch-out', basename(abs, extname(abs)));
 }
 
+/** --callback-url is the public base of the receiver: an absolute http(s) URL (each submit's URL is made from it). */
+function checkCallbackUrl(value: string): void {
+  let url: URL | null = null;
+  try {
+    url = new URL(value);
+  } catch {
+    url = null;
+  }
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new UsageError(`--callback-url expects an absolute http:// or https:// URL, got "${value}"`);
+  }
+}
+
 export default async function run(manifest: string, flags: RunFlags): Promise<number> {
   ignoreBrokenPipe();
   if (flags.callbackUrl && !flags.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
+  if (flags.callbackUrl !== undefined) checkCallbackUrl(flags.callbackUrl);
+  if (flags.listen !== undefined) (await import('../../engine/callbacks.js')).parseListen(flags.listen);
   if (flags.concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${flags.concurrency}`);
   const outDir = resolve(flags.out ?? defaultOutDir(manifest));
   const statePath = resolve(flags.state ?? join(outDir, 'state.db'));
