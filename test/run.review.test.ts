@@ -108,3 +108,23 @@ describe('genbatch run: flags checked before anything is done', () => {
     expect(after.requests.balance ?? 0).toBe(before.requests.balance ?? 0);
   });
 });
+
+describe('genbatch report --out DIR: another folder than the run output', () => {
+  it("report.html written elsewhere links the run's files from there (every src and href leads to an existing file)", async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'gallery.yaml'), 2, 'gal');
+    expect((await runCli(baseArgs(manifest, w.out), env)).code).toBe(0);
+    const elsewhere = join(w.dir, 'shared reports', 'today');
+    const r = await runCli(['report', manifest, '--state', w.state, '--out', elsewhere], env);
+    expect(r.code).toBe(0);
+    const html = readFileSync(join(elsewhere, 'report.html'), 'utf8');
+    const links = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
+    expect(links.length).toBeGreaterThanOrEqual(4); // per job: the image, its link, its file list entry
+    for (const link of links) {
+      const file = join(elsewhere, ...link.split('/').map(decodeURIComponent));
+      expect(existsSync(file), `${link} from ${elsewhere}`).toBe(true);
+    }
+    // In the output folder itself, links stay relative to it.
+    expect(readFileSync(join(w.out, 'report.html'), 'utf8')).toMatch(/src="gal-0000\/[^"/]+\.(png|jpg)"/);
+  });
+});

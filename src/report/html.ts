@@ -1,7 +1,7 @@
 /**
  * report.html: a self-contained gallery (inline CSS, no script, no external
  * resource apart from the result files, linked by relative path from the
- * output folder). Images are shown, audio and video playable, text results
+ * folder report.html is in: the output folder, or another one given to `genbatch report --out`). Images are shown, audio and video playable, text results
  * shown, failed/uncertain/expired jobs listed with their messages first.
  *
  * Everything that comes from the manifest or the service is HTML-escaped;
@@ -10,6 +10,7 @@
  * One pass over the jobs with bounded memory: at most `galleryLimit` cards
  * and `problemLimit` problems are kept, the rest are counted in a note.
  */
+import { relative, resolve, sep } from 'node:path';
 import { writeSinks, type ReportSink } from './sink.js';
 import { PROBLEM_STATES, chatLine, creditsLine, fileTotals, formatBytes, formatDuration, orderedCounts, redactUrl, totalJobs } from './format.js';
 import type { ReportData, ReportFile, ReportJob, ReportSummary } from './types.js';
@@ -19,6 +20,11 @@ export interface HtmlOptions {
   galleryLimit?: number;
   /** Failed/uncertain/expired jobs listed; the rest are counted. Default 1000. */
   problemLimit?: number;
+  /**
+   * The folder report.html is written to, when it is not the run's output folder (`genbatch report --out DIR`):
+   * file links then lead from there to the files in the output folder. Default: the output folder.
+   */
+  reportDir?: string;
 }
 
 const TEXT_CHARS = 4000;
@@ -65,10 +71,21 @@ function metaLine(job: ReportJob): string {
   return parts.join(' · ');
 }
 
-function mediaHtml(file: ReportFile): string {
-  const href = fileHref(file.path);
-  if (href === null) return '';
-  const src = escapeHtml(href);
+/**
+ * The relative URL from `reportDir` to the output folder (`''` when they are the same, else ending in `/`),
+ * each segment URL-encoded. Paths of files under the output folder are appended to it.
+ */
+export function linkBase(outDir: string, reportDir: string | undefined): string {
+  if (reportDir === undefined) return '';
+  const rel = relative(resolve(reportDir), resolve(outDir));
+  if (rel === '') return '';
+  return rel.split(sep).map(encodeURIComponent).join('/') + '/';
+}
+
+function mediaHtml(file: ReportFile, base: string): string {
+  const rel = fileHref(file.path);
+  if (rel === null) return '';
+  const src = escapeHtml(base + rel);
   switch (mediaKind(file)) {
     case 'image':
       return `<a href="${src}"><img src="${src}" alt="${escapeHtml(file.path)}" loading="lazy"></a>`;
@@ -81,19 +98,20 @@ function mediaHtml(file: ReportFile): string {
   }
 }
 
-function fileItem(file: ReportFile): string {
+function fileItem(file: ReportFile, base: string): string {
   const href = fileHref(file.path);
   const name = escapeHtml(file.path);
-  const link = href === null ? `${name} <span class="note">(not linked: not a plain relative path)</span>` : `<a href="${escapeHtml(href)}">${name}</a>`;
+  const link = href === null ? `${name} <span class="note">(not linked: not a plain relative path)</span>` : `<a href="${escapeHtml(base + href)}">${name}</a>`;
   return `<li>${link} <span class="note">${escapeHtml(file.type)}, ${formatBytes(file.size)}</span></li>`;
 }
 
-export function cardHtml(job: ReportJob): string {
-  const media = job.files.map(mediaHtml).filter((m) => m !== '').join('');
+/** One job's card; `base` is linkBase() (file links are `base` + the file's path under the output folder). */
+export function cardHtml(job: ReportJob, base = ''): string {
+  const media = job.files.map((f) => mediaHtml(f, base)).filter((m) => m !== '').join('');
   const texts = Object.entries(job.texts)
     .map(([name, text]) => `<dt>${escapeHtml(name)}</dt><dd><pre>${clip(text, TEXT_CHARS, 'truncated; full text in report.json')}</pre></dd>`)
     .join('');
-  const files = job.files.length ? `<ul class="files">${job.files.map(fileItem).join('')}</ul>` : '';
+  const files = job.files.length ? `<ul class="files">${job.files.map((f) => fileItem(f, base)).join('')}</ul>` : '';
   const error = job.error ? `<pre class="err">${clip(job.error, ERROR_CHARS, 'truncated')}</pre>` : '';
   return (
     `<article class="card"><h3>${escapeHtml(job.id)}</h3><p class="meta">${metaLine(job)}</p>` +
@@ -133,6 +151,7 @@ pre{white-space:pre-wrap;word-break:break-word;margin:.25rem 0;max-height:20rem;
 export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSink {
   const galleryLimit = options.galleryLimit ?? 2000;
   const problemLimit = options.problemLimit ?? 1000;
+  const base = linkBase(s.out_dir, options.reportDir);
   const cards: string[] = [];
   const problems: string[] = [];
   let moreCards = 0;
@@ -150,7 +169,7 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
         else moreProblems++;
       }
       if (job.files.length > 0 || Object.keys(job.texts).length > 0) {
-        if (cards.length < galleryLimit) cards.push(cardHtml(job));
+        if (cards.length < galleryLimit) cards.push(cardHtml(job, base));
         else moreCards++;
       }
       return '';

@@ -12,7 +12,8 @@ export default async function report(manifest: string | undefined, opts: { state
     for (const run of runs) {
       store.useRun(run);
       const dir = resolve(opts.out ?? run.out_dir);
-      const paths = await writeReports(dir, buildReportData(store));
+      // Written elsewhere than the run's output folder: report.html links the files from there.
+      const paths = await writeReports(dir, buildReportData(store), dir === resolve(run.out_dir) ? {} : { reportDir: dir });
       process.stdout.write(`reports of ${run.manifest}: ${paths.json}, ${paths.csv}, ${paths.md}, ${paths.html}\n`);
     }
     return 0;
