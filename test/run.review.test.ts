@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -126,5 +126,31 @@ describe('genbatch report --out DIR: another folder than the run output', () => 
     }
     // In the output folder itself, links stay relative to it.
     expect(readFileSync(join(w.out, 'report.html'), 'utf8')).toMatch(/src="gal-0000\/[^"/]+\.(png|jpg)"/);
+  });
+});
+
+describe('genbatch run --uncertain resubmit', () => {
+  it('an uncertain job removed from the manifest is not sent again (it stays uncertain, with a warning); the others are left as they are', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'unc.yaml'), 3, 'unc');
+    sb.script('submit', ['500-after']); // the first submit creates its task, then answers 500: uncertain
+    const first = await runCli([...baseArgs(manifest, w.out), '--concurrency', '1'], env);
+    expect(first.code).toBe(4);
+    expect(readJobs(w.state).map((j) => [j.id, j.state])).toEqual([['unc-0000', 'uncertain'], ['unc-0001', 'done'], ['unc-0002', 'done']]);
+    // The user removes the job whose outcome is unknown.
+    const text = readFileSync(manifest, 'utf8').split('\n');
+    const at = text.findIndex((l) => l.includes('id: unc-0000'));
+    text.splice(at, 4);
+    writeFileSync(manifest, text.join('\n'));
+    const tasks0 = sb.stats().tasks_total;
+    const again = await runCli([...baseArgs(manifest, w.out), '--uncertain', 'resubmit'], env);
+    expect(sb.stats().tasks_total).toBe(tasks0);
+    expect(readJobs(w.state).map((j) => [j.id, j.state])).toEqual([['unc-0000', 'uncertain'], ['unc-0001', 'done'], ['unc-0002', 'done']]);
+    expect(again.stderr).toContain('1 uncertain job(s) are no longer in the manifest: not resubmitted');
+    expect(again.code).toBe(4);
+    // Once more with the same manifest (no sync needed to know it is unchanged): still not sent.
+    const third = await runCli([...baseArgs(manifest, w.out), '--uncertain', 'resubmit'], env);
+    expect(sb.stats().tasks_total).toBe(tasks0);
+    expect(third.code).toBe(4);
   });
 });

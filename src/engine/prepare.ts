@@ -43,12 +43,16 @@ class FileHashes {
   }
 }
 
-export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void): Promise<PrepareResult> {
+/**
+ * `fullSync`: read and check the manifest even when it matches the last sync (the caller needs to know which
+ * jobs it names: store.removedUncertain()).
+ */
+export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void, fullSync = false): Promise<PrepareResult> {
   const out: PrepareResult = { jobs: 0, new: 0, changed: 0, unchanged: 0, skipped: 0, recoveredUncertain: [] };
   // Read (and hashed) before the jobs are: see sync-key.ts.
   const print = await manifestPrint(manifest.path);
   const prices = pricesHash(userPrices);
-  const known = matchingKey(store, print, prices);
+  const known = fullSync ? null : matchingKey(store, print, prices);
   if (known) {
     // Same manifest bytes, local files, prices and genbatch as the last committed sync: every job is unchanged.
     out.jobs = known.jobs;

@@ -89,7 +89,10 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     reportsKey = `${REPORTS_STALE_KEY}:${store.currentRunId}`;
     reportsStale = store.getMeta(reportsKey) !== null;
     if (!reportsStale) store.setMeta(reportsKey, '1');
-    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit);
+    // --uncertain=resubmit sends only the uncertain jobs the manifest still names: the sync must say which.
+    const before = store.counts();
+    const resubmitting = o.uncertain === 'resubmit' && before.uncertain + before.submitting > 0;
+    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, resubmitting);
     // --sandbox starts a new in-process sandbox each time: tasks of the earlier one (another base URL) are gone
     // with it, so jobs waiting on them are sent again (its credits were not real).
     // Only when the earlier run was on an in-process sandbox too: tasks at a real service are never forgotten.
@@ -117,11 +120,19 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       if (e.type === 'job') changes++;
     });
     if (o.uncertain === 'resubmit') {
+      const removed = store.removedUncertain();
+      let kept = 0;
       for (const row of [...store.jobsIn('uncertain')]) {
+        // Removed from the manifest: never sent again (it keeps its state: its first task may exist).
+        if (removed?.has(row.id)) {
+          kept++;
+          continue;
+        }
         store.transition(row.id, 'uncertain', 'pending', { last_error: `resubmitted (--uncertain=resubmit) after: ${row.last_error ?? 'unknown outcome'}` });
         emit({ type: 'job', id: row.id, from: 'uncertain', to: 'pending' });
         for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending' });
       }
+      if (kept > 0) emit({ type: 'warning', message: `${kept} uncertain job(s) are no longer in the manifest: not resubmitted (they stay uncertain)` });
     }
     // Job graph: pending jobs whose parent ended without results become skipped, naming why.
     store.graph.settle();
