@@ -1,10 +1,10 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
-import { readJobs } from './helpers/verify.js';
+import { checkFiles, readJobs } from './helpers/verify.js';
 
 /**
  * `genbatch run` cases found by using the CLI hard (child process, sandbox in this process, real files):
@@ -152,5 +152,34 @@ describe('genbatch run --uncertain resubmit', () => {
     const third = await runCli([...baseArgs(manifest, w.out), '--uncertain', 'resubmit'], env);
     expect(sb.stats().tasks_total).toBe(tasks0);
     expect(third.code).toBe(4);
+  });
+});
+
+describe('genbatch run: an output folder that already holds unrelated files', () => {
+  it('text results and result.json never replace a file that was there: texts take numbered names, a foreign result.json goes to previous-1/', async () => {
+    const w = work();
+    const manifest = join(w.dir, 'lyrics.yaml');
+    writeFileSync(manifest, 'jobs:\n  - id: lyr\n    model: generate-lyrics\n    input: {prompt: "A song about a lighthouse keeper"}\n');
+    const jobDir = join(w.out, 'lyr');
+    mkdirSync(jobDir, { recursive: true });
+    const mine: Record<string, string> = { 'lyrics-1.txt': 'my own lyrics, not genbatch output\n', 'track-1.json': '{"mine": true}\n', 'result.json': '{"notes": "mine"}\n' };
+    for (const [name, text] of Object.entries(mine)) writeFileSync(join(jobDir, name), text);
+    const r = await runCli([...baseArgs(manifest, w.out), '--yes'], env);
+    expect(r.code).toBe(0);
+    // The user's files are untouched (result.json kept in previous-1/).
+    expect(readFileSync(join(jobDir, 'lyrics-1.txt'), 'utf8')).toBe(mine['lyrics-1.txt']);
+    expect(readFileSync(join(jobDir, 'track-1.json'), 'utf8')).toBe(mine['track-1.json']);
+    expect(readFileSync(join(jobDir, 'previous-1', 'result.json'), 'utf8')).toBe(mine['result.json']);
+    // The job's own texts are beside them, recorded under the names they got, with their size and sha256.
+    const result = JSON.parse(readFileSync(join(jobDir, 'result.json'), 'utf8')) as { job_id: string; files: Array<{ path: string }> };
+    expect(result.job_id).toBe('lyr');
+    const paths = result.files.map((f) => f.path);
+    expect(paths).toContain('lyr/lyrics-1 (2).txt');
+    expect(paths).toContain('lyr/track-1 (2).json');
+    expect(checkFiles(w.state, w.out)).toBe(paths.length);
+    // A rerun changes nothing and moves nothing.
+    const again = await runCli([...baseArgs(manifest, w.out), '--yes'], env);
+    expect(again.code).toBe(0);
+    expect(existsSync(join(jobDir, 'previous-2'))).toBe(false);
   });
 });

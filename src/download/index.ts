@@ -1,5 +1,6 @@
 /** The runner's safe downloader: clean names, contained paths, verified and atomic files. */
 export { sanitizeName, safeJoin, nameFromUrl, numberedName, MAX_NAME_BYTES } from './names.js';
+export { place } from './place.js';
 export {
   downloadFile,
   fsyncDir,

@@ -1,13 +1,47 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { findModel } from '../models/index.js';
 import type { FileRow, JobRow, Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
+import { place, tmpSuffix, writeNewFileSynced } from '../download/index.js';
 import { writeFileAtomic } from './files.js';
+import { moveAsideOne } from './previous.js';
 import type { DownloadPort, TaskView } from './ports.js';
 import { RESULT_FILE, extractResults, sha256Hex } from './results.js';
 
 type Got = { path: string; size: number; sha256: string; content_type: string | null };
+
+/** Write `text` under `name` in `dir` without replacing another file (same content: reused); returns the path used. */
+async function writeTextNoReplace(dir: string, name: string, text: string): Promise<string> {
+  const tmp = join(dir, `.${name}.${tmpSuffix()}.part`);
+  await writeNewFileSynced(tmp, text);
+  try {
+    const placed = await place(tmp, dir, name, Buffer.byteLength(text), sha256Hex(text), true);
+    return placed.path;
+  } finally {
+    try {
+      unlinkSync(tmp); // placed by a link, or the same content was there: the temporary name goes
+    } catch {
+      // already renamed into place (filesystems without hard links)
+    }
+  }
+}
+
+/** True when `path` is missing or is a result.json genbatch wrote for this job (so it may be replaced). */
+function isOwnResultFile(path: string, jobId: string): boolean {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    return typeof parsed === 'object' && parsed !== null && (parsed as { job_id?: unknown }).job_id === jobId;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Put one finished job's results on disk: every recorded file not yet done
@@ -57,9 +91,9 @@ export async function fetchJob(
       if (f.url === null) {
         texts ??= new Map(extractResults(JSON.parse(row.result ?? '{}') as TaskView, findModel(row.model)?.resultEndpoint ?? 'status', row.model).texts.map((t) => [t.idx, t.text]));
         const text = texts.get(f.idx) ?? '';
-        const name = c.download.sanitizeName(f.name);
-        await writeFileAtomic(join(jobDir, name), text, { dirExists: true });
-        got = { path: relative(c.outDir, join(jobDir, name)), size: Buffer.byteLength(text), sha256: sha256Hex(text), content_type: 'text/plain' };
+        // Placed like a download: an unrelated file under that name is never replaced (a numbered name is taken).
+        const placed = await writeTextNoReplace(jobDir, c.download.sanitizeName(f.name), text);
+        got = { path: relative(c.outDir, placed), size: Buffer.byteLength(text), sha256: sha256Hex(text), content_type: 'text/plain' };
         done.push({ idx: f.idx, got, text: true });
       } else {
         const d = await c.download.downloadFile({ url: f.url, dir: jobDir, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, dirExists: true, deferDirSync: true });
@@ -80,6 +114,8 @@ export async function fetchJob(
     finished_at: row.finished_at,
     files: files.map((f) => ({ name: f.name, path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.content_type, url: f.url })),
   };
+  // A result.json that is not this job's (a file that was in the folder before) is kept in previous-<n>/.
+  if (!isOwnResultFile(join(jobDir, RESULT_FILE), row.id)) await moveAsideOne(jobDir, RESULT_FILE);
   await writeFileAtomic(join(jobDir, RESULT_FILE), JSON.stringify(result, null, 2) + '\n', { dirExists: true });
   // One folder fsync covers every file above and result.json.
   if (done.length === 0) await c.download.syncDir(jobDir);

@@ -33,3 +33,13 @@ export async function moveAsidePrevious(outDir: string, jobFolder: string): Prom
   for (const n of move) await rename(join(dir, n), join(dir, target, n));
   return join(jobFolder, target);
 }
+
+/** Move the one entry `name` of `dir` into a new `previous-<n>/` there (n one more than the highest). */
+export async function moveAsideOne(dir: string, name: string): Promise<string> {
+  let highest = 0;
+  for (const n of await readdir(dir)) if (PREVIOUS_DIR.test(n)) highest = Math.max(highest, Number(n.slice('previous-'.length)));
+  const target = join(dir, `previous-${highest + 1}`);
+  await mkdir(target);
+  await rename(join(dir, name), join(target, name));
+  return target;
+}
