@@ -183,3 +183,33 @@ describe('genbatch run: an output folder that already holds unrelated files', ()
     expect(existsSync(join(jobDir, 'previous-2'))).toBe(false);
   });
 });
+
+describe('genbatch run: a spec changed while the job was in flight', () => {
+  it('the job finishes the spec it was sent with, and the next run reruns it with the new one (also when the manifest is unchanged since)', async () => {
+    const w = work();
+    const manifest = join(w.dir, 'edit.yaml');
+    writeFileSync(manifest, 'jobs:\n  - id: c1\n    model: alpha-image-2\n    input: {prompt: "old prompt"}\n');
+    const sentPrompt = () => (JSON.parse(readFileSync(join(w.out, 'c1', 'result.json'), 'utf8')) as { input: { prompt: string } }).input.prompt;
+    // Run 1: stopped once the task exists (submitted, not finished).
+    const first = await spawnJson(baseArgs(manifest, w.out), (e, child) => {
+      if (e.type === 'job' && e.to === 'submitted') child.kill('SIGINT');
+    });
+    expect(first.code).toBe(130);
+    expect(readJobs(w.state)[0]!.state).toBe('submitted');
+    // The user edits the prompt meanwhile. Run 2 finishes the task that was sent (old prompt).
+    writeFileSync(manifest, 'jobs:\n  - id: c1\n    model: alpha-image-2\n    input: {prompt: "new prompt"}\n');
+    expect((await runCli(baseArgs(manifest, w.out), env)).code).toBe(0);
+    expect(sentPrompt()).toBe('old prompt');
+    // Run 3, same manifest as run 2: the job is run again with the new prompt.
+    const tasks0 = sb.stats().tasks_total;
+    const third = await runCli(baseArgs(manifest, w.out), env);
+    expect(third.code).toBe(0);
+    expect(third.stdout).toContain('1 jobs (0 new, 1 changed, 0 unchanged)');
+    expect(sb.stats().tasks_total - tasks0).toBe(1);
+    expect(sentPrompt()).toBe('new prompt');
+    // Run 4: now it is current; nothing is sent.
+    const fourth = await runCli(baseArgs(manifest, w.out), env);
+    expect(fourth.stdout).toContain('nothing changed');
+    expect(sb.stats().tasks_total - tasks0).toBe(1);
+  });
+});

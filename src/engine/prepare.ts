@@ -59,8 +59,9 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
     out.unchanged = known.jobs;
   } else {
     const hashes = new FileHashes();
-    await syncAll(store, manifest, userPrices, out, hashes);
-    saveKey(store, print, prices, hashes.files(), out.jobs);
+    const deferred = await syncAll(store, manifest, userPrices, out, hashes);
+    // A job in flight whose spec changed is rerun by a later sync once it is finished: no shortcut until then.
+    if (deferred === 0) saveKey(store, print, prices, hashes.files(), out.jobs);
   }
   // State changes the sync made (spec changed, back in the manifest, removed): as job events, before the counts.
   for (const m of store.drainSyncMoves()) emit({ type: 'job', id: m.id, from: m.from, to: m.to, error: m.error });
@@ -70,8 +71,12 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
   return out;
 }
 
-/** Check every job of the manifest and record the valid ones (one transaction), then skip removed jobs. */
-async function syncAll(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, out: PrepareResult, hashes: FileHashes): Promise<void> {
+/**
+ * Check every job of the manifest and record the valid ones (one transaction), then skip removed jobs.
+ * Returns how many jobs in flight have another spec in the manifest (SyncResult `deferred`).
+ */
+async function syncAll(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, out: PrepareResult, hashes: FileHashes): Promise<number> {
+  let deferred = 0;
   const problems: Problem[] = [];
   const seen = new Set<string>();
   store.beginSync();
@@ -114,7 +119,10 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
       const r = store.syncJob({ id: job.id, model: job.model, kind, where: job.where, specHash: sha256Hex(specJson), spec: specJson, estimatedCredits: price.credits });
       if (r === 'new') out.new++;
       else if (r === 'unchanged') out.unchanged++;
-      else out.changed++;
+      else if (r === 'deferred') {
+        out.unchanged++;
+        deferred++;
+      } else out.changed++;
     }
     problems.unshift(...manifest.problems);
     if (problems.length > 0) throw new ManifestError(problems);
@@ -126,6 +134,7 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
     throw err;
   }
   out.skipped = store.skipRemoved();
+  return deferred;
 }
 
 /** Data URLs written in a job's image fields: uploaded through the base64 endpoint before the submit. */

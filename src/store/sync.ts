@@ -84,7 +84,7 @@ export function syncJob(h: SyncHost, job: JobInput): SyncResult {
     return finished ? 'changed' : 'updated';
   }
   // In flight (submitting, submitted, downloading, uncertain): it finishes the spec it was sent with.
-  return 'unchanged';
+  return 'deferred';
 }
 
 /**

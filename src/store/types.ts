@@ -105,5 +105,10 @@ export interface JobInput {
 }
 
 /** What syncJob did with one manifest job. */
-export type SyncResult = 'new' | 'unchanged' | 'changed' | 'updated';
+/**
+ * What a sync did with one manifest job. `deferred`: in flight (submitting, submitted, downloading,
+ * uncertain) with another spec than the one it was sent with; it finishes that one and a later sync
+ * applies the new spec (so this sync must not be remembered as final: src/engine/sync-key.ts).
+ */
+export type SyncResult = 'new' | 'unchanged' | 'changed' | 'updated' | 'deferred';
 
