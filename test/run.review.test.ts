@@ -153,6 +153,25 @@ describe('genbatch run --uncertain resubmit', () => {
     expect(sb.stats().tasks_total).toBe(tasks0);
     expect(third.code).toBe(4);
   });
+
+  it('an uncertain job whose spec changed is resubmitted with the new spec, once (not the old one, then the new one)', async () => {
+    const w = work();
+    const manifest = join(w.dir, 'unc2.yaml');
+    writeFileSync(manifest, 'jobs:\n  - id: u1\n    model: alpha-image-2\n    input: {prompt: "old prompt"}\n');
+    sb.script('submit', ['500-after']);
+    expect((await runCli(baseArgs(manifest, w.out), env)).code).toBe(4);
+    expect(readJobs(w.state)[0]!.state).toBe('uncertain');
+    writeFileSync(manifest, 'jobs:\n  - id: u1\n    model: alpha-image-2\n    input: {prompt: "new prompt"}\n');
+    const tasks0 = sb.stats().tasks_total;
+    const again = await runCli([...baseArgs(manifest, w.out), '--uncertain', 'resubmit'], env);
+    expect(again.code).toBe(0);
+    const result = JSON.parse(readFileSync(join(w.out, 'u1', 'result.json'), 'utf8')) as { input: { prompt: string } };
+    expect(result.input.prompt).toBe('new prompt');
+    // The next run finds it current: nothing more is sent.
+    const third = await runCli(baseArgs(manifest, w.out), env);
+    expect(third.code).toBe(0);
+    expect(sb.stats().tasks_total - tasks0).toBe(1);
+  });
 });
 
 describe('genbatch run: an output folder that already holds unrelated files', () => {

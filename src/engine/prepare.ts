@@ -45,9 +45,9 @@ class FileHashes {
 
 /**
  * `fullSync`: read and check the manifest even when it matches the last sync (the caller needs to know which
- * jobs it names: store.removedUncertain()).
+ * jobs it names: store.removedUncertain()). `resubmitUncertain`: see Store.beginSync.
  */
-export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void, fullSync = false): Promise<PrepareResult> {
+export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void, fullSync = false, resubmitUncertain = false): Promise<PrepareResult> {
   const out: PrepareResult = { jobs: 0, new: 0, changed: 0, unchanged: 0, skipped: 0, recoveredUncertain: [] };
   // Read (and hashed) before the jobs are: see sync-key.ts.
   const print = await manifestPrint(manifest.path);
@@ -59,7 +59,7 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
     out.unchanged = known.jobs;
   } else {
     const hashes = new FileHashes();
-    const deferred = await syncAll(store, manifest, userPrices, out, hashes);
+    const deferred = await syncAll(store, manifest, userPrices, out, hashes, resubmitUncertain);
     // A job in flight whose spec changed is rerun by a later sync once it is finished: no shortcut until then.
     if (deferred === 0) saveKey(store, print, prices, hashes.files(), out.jobs);
   }
@@ -75,11 +75,11 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
  * Check every job of the manifest and record the valid ones (one transaction), then skip removed jobs.
  * Returns how many jobs in flight have another spec in the manifest (SyncResult `deferred`).
  */
-async function syncAll(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, out: PrepareResult, hashes: FileHashes): Promise<number> {
+async function syncAll(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, out: PrepareResult, hashes: FileHashes, resubmitUncertain: boolean): Promise<number> {
   let deferred = 0;
   const problems: Problem[] = [];
   const seen = new Set<string>();
-  store.beginSync();
+  store.beginSync({ resubmitUncertain });
   // Inside the sync's transaction: a sync that commits never leaves the previous key behind.
   clearKey(store);
   try {

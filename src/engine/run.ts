@@ -92,7 +92,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // --uncertain=resubmit sends only the uncertain jobs the manifest still names: the sync must say which.
     const before = store.counts();
     const resubmitting = o.uncertain === 'resubmit' && before.uncertain + before.submitting > 0;
-    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, resubmitting);
+    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, resubmitting, o.uncertain === 'resubmit');
     // --sandbox starts a new in-process sandbox each time: tasks of the earlier one (another base URL) are gone
     // with it, so jobs waiting on them are sent again (its credits were not real).
     // Only when the earlier run was on an in-process sandbox too: tasks at a real service are never forgotten.
@@ -120,6 +120,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       if (e.type === 'job') changes++;
     });
     if (o.uncertain === 'resubmit') {
+      // Jobs brought back by the sync's resubmits (uncertain with a changed spec) of what they had skipped.
+      for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending' });
       const removed = store.removedUncertain();
       let kept = 0;
       for (const row of [...store.jobsIn('uncertain')]) {

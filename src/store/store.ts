@@ -40,6 +40,7 @@ export class Store extends StoreQueries {
   private replacedResults: string[] = [];
   /** Uncertain (or submitting) jobs the last sync found no longer in the manifest (they keep their state); null: no sync this run. */
   private removedUncertainIds: Set<string> | null = null;
+  private resubmitUncertain = false;
   /** The job graph: links, readiness, skipping descendants, for_each children (src/store/graph.ts). */
   readonly graph: GraphLinks;
   /** Context for a manifest sync of one job (src/store/sync.ts). */
@@ -62,6 +63,7 @@ export class Store extends StoreQueries {
       nextSeq: () => ++this.seq,
       move: (id, from, to, patch) => this.syncMove(id, from, to, patch),
       rerunDescendants: (id) => this.graph.rerunDescendants(id),
+      resubmitUncertain: () => this.resubmitUncertain,
     };
   }
 
@@ -175,8 +177,12 @@ export class Store extends StoreQueries {
 
   // ---- sync from the manifest ----
 
-  /** Start the transaction that holds a whole manifest sync (committed only when every job is valid). */
-  beginSync(): void {
+  /**
+   * Start the transaction that holds a whole manifest sync (committed only when every job is valid).
+   * `resubmitUncertain` (--uncertain=resubmit): an uncertain job whose spec changed goes back to pending with the new spec.
+   */
+  beginSync(o: { resubmitUncertain?: boolean } = {}): void {
+    this.resubmitUncertain = o.resubmitUncertain === true;
     this.db.exec('BEGIN IMMEDIATE');
     // The ids the manifest names (to find removed jobs afterwards); the store is read one job at a time.
     this.seen = new Set();

@@ -19,6 +19,8 @@ export interface SyncHost {
   move(jobId: string, from: JobState, to: JobState, patch: JobPatch): void;
   /** Job graph: what was made from a job's old results is made again. */
   rerunDescendants(jobId: string): void;
+  /** --uncertain=resubmit: an uncertain job whose spec changed is sent again with the new spec. */
+  resubmitUncertain(): boolean;
 }
 
 /**
@@ -48,7 +50,9 @@ export function syncJob(h: SyncHost, job: JobInput): SyncResult {
     return 'unchanged';
   }
   const finished = FINAL_STATES.includes(row.state);
-  if (finished || row.state === 'pending') {
+  // Uncertain, to be resubmitted anyway: it is sent with the manifest's spec, not the one it had.
+  const resubmit = row.state === 'uncertain' && h.resubmitUncertain();
+  if (finished || resubmit || row.state === 'pending') {
     const patch: JobPatch = {
       spec_hash: job.specHash,
       spec: job.spec,
@@ -65,7 +69,9 @@ export function syncJob(h: SyncHost, job: JobInput): SyncResult {
       result: null,
       last_error: null,
     };
-    if (finished) {
+    if (resubmit) {
+      h.move(job.id, 'uncertain', 'pending', { ...patch, last_error: 'resubmitted (--uncertain=resubmit) with its changed spec' });
+    } else if (finished) {
       h.move(job.id, row.state, 'pending', patch);
     } else {
       // Still pending: it takes the new spec (no state change), guarded by the state it is in.
@@ -81,7 +87,7 @@ export function syncJob(h: SyncHost, job: JobInput): SyncResult {
     h.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(runId, job.id);
     // Job graph: what was made from its old results is made again.
     if (finished) h.rerunDescendants(job.id);
-    return finished ? 'changed' : 'updated';
+    return finished || resubmit ? 'changed' : 'updated';
   }
   // In flight (submitting, submitted, downloading, uncertain): it finishes the spec it was sent with.
   return 'deferred';
