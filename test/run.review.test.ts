@@ -110,7 +110,7 @@ describe('genbatch run: flags checked before anything is done', () => {
 });
 
 describe('genbatch report --out DIR: another folder than the run output', () => {
-  it("report.html written elsewhere links the run's files from there (every src and href leads to an existing file)", async () => {
+  it("report.html written elsewhere links the run's files from there (every src and href leads to an existing file); two runs in one state file are refused", async () => {
     const w = work();
     const manifest = imageManifest(join(w.dir, 'gallery.yaml'), 2, 'gal');
     expect((await runCli(baseArgs(manifest, w.out), env)).code).toBe(0);
@@ -124,6 +124,17 @@ describe('genbatch report --out DIR: another folder than the run output', () => 
       const file = join(elsewhere, ...link.split('/').map(decodeURIComponent));
       expect(existsSync(file), `${link} from ${elsewhere}`).toBe(true);
     }
+    // A state file holding the runs of two manifests: one --out folder cannot take both sets of reports.
+    const other = imageManifest(join(w.dir, 'second.yaml'), 1, 'sec');
+    expect((await runCli([...baseArgs(other, join(w.dir, 'out2')), '--state', w.state], env)).code).toBe(0);
+    const both = join(w.dir, 'both');
+    const refused = await runCli(['report', '--state', w.state, '--out', both], env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('the state file holds 2 runs');
+    expect(existsSync(both)).toBe(false);
+    const one = await runCli(['report', other, '--state', w.state, '--out', both], env);
+    expect(one.code).toBe(0);
+    expect((JSON.parse(readFileSync(join(both, 'report.json'), 'utf8')) as { summary: { manifest: string } }).summary.manifest).toBe(other);
     // In the output folder itself, links stay relative to it.
     expect(readFileSync(join(w.out, 'report.html'), 'utf8')).toMatch(/src="gal-0000\/[^"/]+\.(png|jpg)"/);
   });

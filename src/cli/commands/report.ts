@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { buildReportData } from '../../engine/index.js';
 import { writeReports } from '../../report/index.js';
+import { UsageError } from '../../errors.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { openStateForRead } from './state-file.js';
 
@@ -9,6 +10,10 @@ export default async function report(manifest: string | undefined, opts: { state
   ignoreBrokenPipe();
   const { store, runs } = openStateForRead(manifest, opts.state, opts.out);
   try {
+    if (opts.out !== undefined && runs.length > 1) {
+      // One folder holds one set of reports: each run would replace the one written before it.
+      throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose reports go to --out ${opts.out}`);
+    }
     for (const run of runs) {
       store.useRun(run);
       const dir = resolve(opts.out ?? run.out_dir);
