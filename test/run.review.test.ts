@@ -243,3 +243,25 @@ describe('genbatch run: a spec changed while the job was in flight', () => {
     expect(sb.stats().tasks_total - tasks0).toBe(1);
   });
 });
+
+describe('genbatch run --sandbox after a killed --sandbox run', () => {
+  it('a job removed from the manifest while its task was in the gone sandbox is skipped, not sent again; the others are sent again', async () => {
+    const w = work();
+    const manifest = imageManifest(join(w.dir, 'gone.yaml'), 3, 'gone');
+    let submitted = 0;
+    // Slow tasks (time scale 0.5): all three are waited on when the run is killed.
+    const first = await spawnJson(['run', manifest, '--sandbox', '--time-scale', '0.5', '--out', w.out], (e, child) => {
+      if (e.type === 'job' && e.to === 'submitted' && ++submitted === 3) child.kill('SIGKILL');
+    });
+    expect(first.signal).toBe('SIGKILL');
+    const text = readFileSync(manifest, 'utf8').split('\n');
+    text.splice(text.findIndex((l) => l.includes('id: gone-0000')), 4);
+    writeFileSync(manifest, text.join('\n'));
+    const again = await runCli(['run', manifest, '--sandbox', '--time-scale', SCALE, '--out', w.out, '--json'], env);
+    expect(again.code).toBe(0);
+    const jobs = readJobs(w.state);
+    expect(jobs.map((j) => [j.id, j.state])).toEqual([['gone-0000', 'skipped'], ['gone-0001', 'done'], ['gone-0002', 'done']]);
+    expect(jobs[0]!.attempts).toBe(1); // sent once, by the first run only
+    expect(again.stdout).toContain('2 job(s) were in flight in the sandbox of an earlier run');
+  });
+});

@@ -45,7 +45,7 @@ class FileHashes {
 
 /**
  * `fullSync`: read and check the manifest even when it matches the last sync (the caller needs to know which
- * jobs it names: store.removedUncertain()). `resubmitUncertain`: see Store.beginSync.
+ * jobs it names: store.removedInFlight()). `resubmitUncertain`: see Store.beginSync.
  */
 export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void, fullSync = false, resubmitUncertain = false): Promise<PrepareResult> {
   const out: PrepareResult = { jobs: 0, new: 0, changed: 0, unchanged: 0, skipped: 0, recoveredUncertain: [] };

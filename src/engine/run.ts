@@ -89,21 +89,33 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     reportsKey = `${REPORTS_STALE_KEY}:${store.currentRunId}`;
     reportsStale = store.getMeta(reportsKey) !== null;
     if (!reportsStale) store.setMeta(reportsKey, '1');
-    // --uncertain=resubmit sends only the uncertain jobs the manifest still names: the sync must say which.
-    const before = store.counts();
-    const resubmitting = o.uncertain === 'resubmit' && before.uncertain + before.submitting > 0;
-    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, resubmitting, o.uncertain === 'resubmit');
     // --sandbox starts a new in-process sandbox each time: tasks of the earlier one (another base URL) are gone
     // with it, so jobs waiting on them are sent again (its credits were not real).
     // Only when the earlier run was on an in-process sandbox too: tasks at a real service are never forgotten.
-    if (o.sandbox && previous?.sandbox === 1 && previous.base_url && previous.base_url !== o.baseUrl) {
+    const sandboxGone = o.sandbox && previous?.sandbox === 1 && !!previous.base_url && previous.base_url !== o.baseUrl;
+    // Uncertain jobs resubmitted, or in-flight ones sent again to a new sandbox: only those the manifest still
+    // names, so the sync must say which (no sync-key shortcut).
+    const before = store.counts();
+    const fullSync =
+      (o.uncertain === 'resubmit' && before.uncertain + before.submitting > 0) ||
+      (sandboxGone && before.submitting + before.submitted + before.downloading + before.uncertain > 0);
+    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, fullSync, o.uncertain === 'resubmit');
+    if (sandboxGone) {
       const moved = store.returnInFlight('sent to an earlier in-process sandbox that is gone; sent again');
+      const removed = store.removedInFlight();
+      let sentAgain = 0;
       for (const m of moved) {
         emit({ type: 'job', id: m.id, from: m.from, to: 'pending', error: null });
         // Temporary files of its interrupted download (cleaned below only for jobs still downloading).
         if (m.from === 'downloading') await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(m.id)));
+        // No longer in the manifest: not sent again (its task went with the earlier sandbox).
+        if (removed?.has(m.id)) {
+          const reason = 'removed from the manifest; its task was in an earlier in-process sandbox that is gone';
+          store.transition(m.id, 'pending', 'skipped', { last_error: reason });
+          emit({ type: 'job', id: m.id, from: 'pending', to: 'skipped', error: reason });
+        } else sentAgain++;
       }
-      if (moved.length > 0) emit({ type: 'warning', message: `${moved.length} job(s) were in flight in the sandbox of an earlier run, which stopped with it; they are sent again to this sandbox (sandbox credits are not real)` });
+      if (sentAgain > 0) emit({ type: 'warning', message: `${sentAgain} job(s) were in flight in the sandbox of an earlier run, which stopped with it; they are sent again to this sandbox (sandbox credits are not real)` });
     }
     // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
     for (const id of store.drainReplacedResults()) {
@@ -122,7 +134,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     if (o.uncertain === 'resubmit') {
       // Jobs brought back by the sync's resubmits (uncertain with a changed spec) of what they had skipped.
       for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending' });
-      const removed = store.removedUncertain();
+      const removed = store.removedInFlight();
       let kept = 0;
       for (const row of [...store.jobsIn('uncertain')]) {
         // Removed from the manifest: never sent again (it keeps its state: its first task may exist).

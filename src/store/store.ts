@@ -38,8 +38,8 @@ export class Store extends StoreQueries {
   private seen: Set<string> | null = null;
   private syncMoves: Array<{ id: string; from: JobState; to: JobState; error: string | null }> = [];
   private replacedResults: string[] = [];
-  /** Uncertain (or submitting) jobs the last sync found no longer in the manifest (they keep their state); null: no sync this run. */
-  private removedUncertainIds: Set<string> | null = null;
+  /** In-flight and uncertain jobs this run's sync found no longer in the manifest (they keep their state); null: no sync this run. */
+  private removedInFlightIds: Set<string> | null = null;
   private resubmitUncertain = false;
   /** The job graph: links, readiness, skipping descendants, for_each children (src/store/graph.ts). */
   readonly graph: GraphLinks;
@@ -221,9 +221,9 @@ export class Store extends StoreQueries {
     this.db.transaction(() => {
       for (const r of gone) this.syncMove(r.id, r.state, 'skipped', {});
     })();
-    // Submitting ones too: recoverSubmitting() makes them uncertain right after the sync.
-    const uncertain = this.cached(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('uncertain', 'submitting')`).all(this.runId) as Array<{ id: string }>;
-    this.removedUncertainIds = new Set(uncertain.map((r) => r.id).filter((id) => !seen.has(id) && !children.has(id)));
+    // The states a removed job keeps (a task may exist): submitting ones become uncertain right after the sync.
+    const kept = this.cached(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('submitting', 'submitted', 'downloading', 'uncertain')`).all(this.runId) as Array<{ id: string }>;
+    this.removedInFlightIds = new Set(kept.map((r) => r.id).filter((id) => !seen.has(id) && !children.has(id)));
     this.seen = null;
     return gone.length;
   }
@@ -232,8 +232,8 @@ export class Store extends StoreQueries {
    * Uncertain jobs that the manifest no longer names, as found by this run's sync (skipRemoved); null when
    * this run did not sync (its manifest matched the last sync: see src/engine/sync-key.ts).
    */
-  removedUncertain(): ReadonlySet<string> | null {
-    return this.removedUncertainIds;
+  removedInFlight(): ReadonlySet<string> | null {
+    return this.removedInFlightIds;
   }
 
   /** A state change made by a manifest sync: through transition(), recorded for the engine's events (drainSyncMoves). */
