@@ -1,3 +1,4 @@
+import { decide } from '../client/index.js';
 import { ApiError } from '../errors.js';
 import { nowIso } from '../store/index.js';
 import { PipelineDownloads } from './pipeline-downloads.js';
@@ -6,6 +7,12 @@ import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
 
 const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
+/**
+ * Status reads that fail in a row, the last one not transient (an answer that is not the contract's
+ * shape, a 400 or 401): then the job is no longer waited on in this run and stays `submitted` for the
+ * next one. Transient failures (429, 5xx, network) are tried again for as long as the run lasts.
+ */
+const POLL_GIVE_UP = 5;
 
 /** Polls: each waited-on task read at its own due time, kept in a min-heap by due time. */
 export class PipelinePolls extends PipelineDownloads {
@@ -56,6 +63,12 @@ export class PipelinePolls extends PipelineDownloads {
         return;
       }
       w.failures++;
+      if (w.failures >= POLL_GIVE_UP && decide(err, 'GET') === 'fail') {
+        this.waiting.delete(id);
+        this.store.noteError(id, `status read failed ${w.failures} times: ${errorText(err)}`);
+        this.opts.emit({ type: 'warning', message: `job ${id}: status read failed ${w.failures} times in a row (${errorText(err)}); left submitted for the next run` });
+        return;
+      }
       this.schedule(id, w, Date.now() + Math.min(this.scaled(60_000), this.nextPollDelay() * 2 ** Math.min(w.failures, 5)));
       this.opts.emit({ type: 'warning', message: `job ${id}: status read failed (${errorText(err)}); will try again` });
       return;
