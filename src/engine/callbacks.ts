@@ -11,10 +11,13 @@ import { UsageError } from '../errors.js';
  * status read (a callback never changes a state by itself, so duplicate and
  * out-of-order deliveries are harmless). The job id travels in the `job`
  * query parameter, so a late callback can adopt a task whose submit answer
- * was lost (an `uncertain` job).
+ * was lost (an `uncertain` job), and the attempt in `attempt`, so only a
+ * callback of the job's latest submit can.
  */
 export interface CallbackNote {
   job: string;
+  /** The job's attempt the URL was made for (`attempt` parameter); null in URLs without one (older genbatch). */
+  attempt: number | null;
   taskId: string;
   status: string;
 }
@@ -71,7 +74,9 @@ export class CallbackReceiver {
         try {
           const body = bodySchema.parse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
           const job = url.searchParams.get('job');
-          if (job) note = { job, taskId: body.data.task_id, status: body.data.status };
+          const attempt = url.searchParams.get('attempt');
+          const n = attempt === null ? null : /^[1-9]\d{0,8}$/.test(attempt) ? Number(attempt) : NaN;
+          if (job && !Number.isNaN(n)) note = { job, attempt: n, taskId: body.data.task_id, status: body.data.status };
         } catch {
           note = null;
         }
@@ -93,11 +98,15 @@ export class CallbackReceiver {
     return server.address() as AddressInfo;
   }
 
-  /** The callback URL of one job: the public base, this run's token, the job id. */
-  urlFor(publicBase: string, jobId: string): string {
+  /**
+   * The callback URL of one submit: the public base, this run's token, the job id and the job's
+   * attempt number (a callback of an earlier attempt's task never adopts a later attempt's job).
+   */
+  urlFor(publicBase: string, jobId: string, attempt: number): string {
     const u = new URL(publicBase);
     u.pathname = `${u.pathname.replace(/\/+$/, '')}/${this.token}`;
     u.searchParams.set('job', jobId);
+    u.searchParams.set('attempt', String(attempt));
     return u.toString();
   }
 

@@ -25,8 +25,8 @@ export interface PipelineOptions {
   timeScale: number;
   signal: AbortSignal;
   emit: (e: EngineEvent) => void;
-  /** The callback URL of a job (with its id in the query), or null when callbacks are off. */
-  callbackUrlFor: ((jobId: string) => string) | null;
+  /** The callback URL of a job's submit (its id and attempt number in the query), or null when callbacks are off. */
+  callbackUrlFor: ((jobId: string, attempt: number) => string) | null;
   /** The service's base URL: uploads are reused only on the service that holds them. */
   baseUrl: string;
   /** Uploads younger than this are reused (72 h minus a margin). */

@@ -82,7 +82,8 @@ export class PipelineSubmits extends PipelinePolls {
     }
     if (this.stopReason || this.opts.signal.aborted) return;
     const body: { model: string; input: Record<string, unknown>; callback_url?: string } = { model: spec.model, input };
-    if (this.opts.callbackUrlFor) body.callback_url = this.opts.callbackUrlFor(row.id);
+    // The attempt this submit is (the intent below adds 1 to the stored count).
+    if (this.opts.callbackUrlFor) body.callback_url = this.opts.callbackUrlFor(row.id, row.attempts + 1);
     else if (spec.callback_url) body.callback_url = spec.callback_url;
     // The intent is fsynced before the POST: a crash after this point leaves `submitting`, which a rerun turns into `uncertain`.
     await this.moveDurable(row.id, 'pending', 'submitting', { attemptsInc: 1, submitted_input: JSON.stringify(input), submitted_at: nowIso(), last_error: null });

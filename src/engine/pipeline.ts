@@ -71,11 +71,11 @@ export class Pipeline extends PipelineSubmits {
   /**
    * A completion callback for `job`: never changes a state by itself. A job
    * being waited on with this task is polled now (one status read confirms);
-   * an uncertain job without a task id adopts the task (the job id in the
-   * callback URL proves it came from our submit), then is polled; a job still
+   * an uncertain job without a task id adopts the task (the job id and attempt in the
+   * callback URL prove it came from our latest submit), then is polled; a job still
    * `submitting` keeps the note for the end of its submit.
    */
-  onCallback(note: { job: string; taskId: string; status: string }): void {
+  onCallback(note: { job: string; attempt: number | null; taskId: string; status: string }): void {
     const w = this.waiting.get(note.job);
     if (w) {
       if (w.taskId === note.taskId && w.dueAt !== Infinity && w.dueAt > Date.now()) {
@@ -86,6 +86,9 @@ export class Pipeline extends PipelineSubmits {
     }
     const row = this.store.getJob(note.job);
     if (!row || row.task_id !== null || this.opts.signal.aborted) return;
+    // A callback of an earlier submit of this job (its URL names another attempt) names a task made for
+    // an earlier spec or attempt: it never adopts. URLs without an attempt (older genbatch) still do.
+    if (note.attempt !== null && note.attempt !== row.attempts) return;
     if (row.state === 'submitting') this.early.set(note.job, note.taskId);
     else if (row.state === 'uncertain') this.adopt(note.job, note.taskId, row.model);
   }

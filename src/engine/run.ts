@@ -162,7 +162,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
 
     let receiver: CallbackReceiver | null = null;
-    let callbackUrlFor: ((jobId: string) => string) | null = null;
+    let callbackUrlFor: ((jobId: string, attempt: number) => string) | null = null;
     let pipeline: Pipeline | null = null;
     if (o.callbacks) {
       // Loaded only with --listen (an HTTP server and its zod schemas: start-up cost every other run skips).
@@ -182,7 +182,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       const addr = await receiver.listen(host, port);
       const base = o.callbacks.publicUrl ?? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}/`;
       const r = receiver;
-      callbackUrlFor = (jobId) => r.urlFor(base, jobId);
+      callbackUrlFor = (jobId, attempt) => r.urlFor(base, jobId, attempt);
       emit({ type: 'listening', address: `${addr.address}:${addr.port}`, public_url: base });
     }
     pipeline = new Pipeline(store, o.service, o.download, {
