@@ -50,7 +50,13 @@ export interface Problem {
 
 export function formatProblem(p: Problem): string {
   const head = p.job === null ? p.where : `job ${p.job} (${p.where})`;
-  return p.path ? `${head} ${p.path}: ${p.message}` : `${head}: ${p.message}`;
+  return visible(p.path ? `${head} ${p.path}: ${p.message}` : `${head}: ${p.message}`);
+}
+
+/** Control characters (a newline, ESC, ...) and bidi overrides, e.g. in a job id, as \uXXXX: one problem is one line, and a manifest cannot drive the terminal. */
+const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+function visible(line: string): string {
+  return line.replace(INVISIBLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** The manifest (or one of its jobs) is invalid. Carries every problem found, not just the first. */

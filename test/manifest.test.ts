@@ -100,6 +100,12 @@ describe('ids', () => {
     ]);
   });
 
+  it('shows control characters of a bad id escaped: one problem per line, nothing for the terminal to act on', async () => {
+    const p = write('m.yaml', 'jobs:\n  - {id: "x\\e[2Jy\\nz", model: alpha-image-2, input: {prompt: x}}\n');
+    const { problems } = await all(p);
+    expect(problems).toEqual([`job x\\u001b[2Jy\\u000az (${p}:2) id: must be 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit`]);
+  });
+
   it('refuses ids that would share an output folder (trailing dots, letter case, device names)', async () => {
     const line = (id: string) => `  - {id: "${id}", model: alpha-image-2, input: {prompt: x}}\n`;
     const p = write('m.yaml', 'jobs:\n' + ['a', 'a.', 'B..', 'b', 'con', 'CON.', 'c.d', 'c.D'].map(line).join(''));
