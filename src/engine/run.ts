@@ -5,7 +5,7 @@ import { openManifest } from '../manifest/index.js';
 import type { ReportData } from '../report/types.js';
 import { Store, nowIso, type JobState } from '../store/index.js';
 import type { EventBus } from './events.js';
-import type { CallbackReceiver } from './callbacks.js';
+import type { CallbackNote, CallbackReceiver } from './callbacks.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, errorText } from './pipeline.js';
 import { moveAsidePrevious } from './previous.js';
@@ -76,6 +76,10 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
   let invalid = false;
   let reportsKey: string | null = null;
   let reportsStale = false;
+  let receiver: CallbackReceiver | null = null;
+  let callbackUrlFor: ((jobId: string, attempt: number) => string) | null = null;
+  let pipeline: Pipeline | null = null;
+  const early: CallbackNote[] = [];
   try {
     emit({ type: 'start', manifest: o.manifestPath, out_dir: o.outDir, state: o.statePath, base_url: o.baseUrl, sandbox: o.sandbox });
     if (store.leaseTakenOverFrom) emit({ type: 'lease-takeover', from: store.leaseTakenOverFrom });
@@ -89,6 +93,26 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     reportsKey = `${REPORTS_STALE_KEY}:${store.currentRunId}`;
     reportsStale = store.getMeta(reportsKey) !== null;
     if (!reportsStale) store.setMeta(reportsKey, '1');
+    if (o.callbacks) {
+      // The receiver listens first thing: the service retries a callback only for a few seconds, so a run that
+      // restarts after a crash must be reachable before its sync and balance read (long for a large manifest).
+      // Notes that come before the pipeline exists are kept and handed to it once it does.
+      // Loaded only with --listen (an HTTP server and its zod schemas: start-up cost every other run skips).
+      const { CallbackReceiver, newCallbackToken, parseListen } = await import('./callbacks.js');
+      const { host, port } = parseListen(o.callbacks.listen);
+      // One token per state file, reused by every run: a task sent before a crash keeps a URL a later run answers.
+      let token = store.getMeta(CALLBACK_TOKEN_KEY);
+      if (token === null) {
+        token = newCallbackToken();
+        store.setMeta(CALLBACK_TOKEN_KEY, token);
+      }
+      const r = new CallbackReceiver((note) => (pipeline ? pipeline.onCallback(note) : early.push(note)), token);
+      receiver = r;
+      const addr = await r.listen(host, port);
+      const base = o.callbacks.publicUrl ?? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}/`;
+      callbackUrlFor = (jobId, attempt) => r.urlFor(base, jobId, attempt);
+      emit({ type: 'listening', address: `${addr.address}:${addr.port}`, public_url: base });
+    }
     // --sandbox starts a new in-process sandbox each time: tasks of the earlier one (another base URL) are gone
     // with it, so jobs waiting on them are sent again (its credits were not real).
     // Only when the earlier run was on an in-process sandbox too: tasks at a real service are never forgotten.
@@ -161,29 +185,11 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // Leftover temporary files of interrupted downloads.
     for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
 
-    let receiver: CallbackReceiver | null = null;
-    let callbackUrlFor: ((jobId: string, attempt: number) => string) | null = null;
-    let pipeline: Pipeline | null = null;
     if (o.callbacks) {
-      // Loaded only with --listen (an HTTP server and its zod schemas: start-up cost every other run skips).
-      const { CallbackReceiver, newCallbackToken, parseListen } = await import('./callbacks.js');
       // Choice: with --listen every submit carries this run's receiver URL (it is how tasks are adopted and
       // polled less); a job's own callback_url from the manifest is not sent, and the user is told.
       const own = store.pendingWithOwnCallback();
       if (own > 0) emit({ type: 'warning', message: `${own} job(s) name their own callback_url in the manifest; with --listen the service is given this run's receiver URL instead, so those URLs are not called` });
-      const { host, port } = parseListen(o.callbacks.listen);
-      // One token per state file, reused by every run: a task sent before a crash keeps a URL a later run answers.
-      let token = store.getMeta(CALLBACK_TOKEN_KEY);
-      if (token === null) {
-        token = newCallbackToken();
-        store.setMeta(CALLBACK_TOKEN_KEY, token);
-      }
-      receiver = new CallbackReceiver((note) => pipeline?.onCallback(note), token);
-      const addr = await receiver.listen(host, port);
-      const base = o.callbacks.publicUrl ?? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}/`;
-      const r = receiver;
-      callbackUrlFor = (jobId, attempt) => r.urlFor(base, jobId, attempt);
-      emit({ type: 'listening', address: `${addr.address}:${addr.port}`, public_url: base });
     }
     pipeline = new Pipeline(store, o.service, o.download, {
       outDir: o.outDir,
@@ -199,11 +205,13 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       recoveredUncertain: prep.recoveredUncertain.filter((id) => store.getJob(id)?.state === 'uncertain'),
       creditLimit: creditLimit(o.maxCredits, manifest.budget),
     });
-    try {
-      await pipeline.run();
-    } finally {
-      await receiver?.close();
-    }
+    // run() registers the tasks it resumes before its first await; then the callbacks that came while the
+    // run was getting ready (sync, balance) are handed over, in order of arrival.
+    const running = pipeline.run();
+    for (const note of early.splice(0)) pipeline.onCallback(note);
+    await running;
+    await receiver?.close();
+    receiver = null;
 
     let balanceAfter: number | null = null;
     if (pipeline.submitsSent > 0 && !o.signal.aborted) {
@@ -238,6 +246,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     if (invalid && reportsKey !== null && !reportsStale) store.setMeta(reportsKey, null);
     throw err;
   } finally {
+    await receiver?.close();
     store.close();
     if (invalid && madeState) {
       removeState(o.statePath);
