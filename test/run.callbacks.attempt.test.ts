@@ -1,11 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
-import { readJobs } from './helpers/verify.js';
+import { callbackToken, readJobs } from './helpers/verify.js';
 
 /**
  * Callback URLs carry the job's attempt (`?job=<id>&attempt=<n>`), and only a callback of the
@@ -64,7 +63,7 @@ describe('callbacks of an earlier attempt', () => {
         if (e.type === 'listening') publicUrl = e.public_url!;
         if (e.type === 'job' && e.id === 'a' && e.to === 'uncertain' && replayed === null) {
           // The token is made once per state file (here by this run, before it listens).
-          replayed = fetch(`${publicUrl.replace(/\/$/, '')}/${readToken(state)}?job=a&attempt=1`, {
+          replayed = fetch(`${publicUrl.replace(/\/$/, '')}/${callbackToken(state)}?job=a&attempt=1`, {
             method: 'POST',
             headers: { 'content-type': 'application/json' },
             body: JSON.stringify({ code: 200, msg: 'success', data: { task_id: t1!.task_id, status: 'finished' } }),
@@ -82,11 +81,3 @@ describe('callbacks of an earlier attempt', () => {
   }, 60_000);
 });
 
-function readToken(state: string): string {
-  const db = new Database(state, { readonly: true });
-  try {
-    return (db.prepare("SELECT value FROM meta WHERE key = 'callback_token'").get() as { value: string }).value;
-  } finally {
-    db.close();
-  }
-}

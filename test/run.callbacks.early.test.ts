@@ -1,8 +1,7 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { BALANCE, bytes, json, startFakeService, type FakeService } from './helpers/fake-service.js';
 import { solidPng } from './helpers/png.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
@@ -16,53 +15,38 @@ import { readJobs } from './helpers/verify.js';
 const KEY = 'sk-early-callback-0123456789';
 const PNG = solidPng(8, 8, [10, 200, 10]);
 const t = tempDir('genbatch-cb-early-');
-let server: Server;
+let service: FakeService;
 let base = '';
 const submits: string[] = [];
 let taskNo = 0;
-
-function json(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-}
 
 function taskData(id: string) {
   return { task_id: id, status: 'finished', files: [{ file_url: `${base}/files/${id}.png`, file_type: 'image', file_size: PNG.length }], created_time: '2026-01-01T00:00:00', progress: 100, error_message: null };
 }
 
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
-}
-
 beforeAll(async () => {
   ensureBuilt();
-  server = createServer((req, res) => {
-    void (async () => {
-      const url = req.url ?? '/';
-      const body = await readBody(req);
-      if (url === '/api/user/balance') return json(res, 200, { code: 200, data: { balance: 1000 } });
-      if (url.startsWith('/files/')) return void res.writeHead(200, { 'content-type': 'image/png', 'content-length': PNG.length }).end(PNG);
-      if (url.startsWith('/api/generate/status/')) return json(res, 200, { code: 200, data: taskData(decodeURIComponent(url.split('/').pop()!)) });
-      if (url === '/api/generate/submit') {
-        const sent = JSON.parse(body) as { callback_url?: string };
-        const id = `task-${++taskNo}`;
-        submits.push(id);
-        // The task finishes at once; its callback is delivered before the submit answer, which is lost.
-        if (sent.callback_url) {
-          await fetch(sent.callback_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 200, data: taskData(id) }) });
-        }
-        return json(res, 500, { code: 500, error: { message: 'internal error after the task was created', type: 'internal_error' } });
+  service = await startFakeService(async (req, body, res) => {
+    const url = req.url ?? '/';
+    if (url === '/api/user/balance') return json(res, 200, BALANCE);
+    if (url.startsWith('/files/')) return bytes(res, 'image/png', PNG);
+    if (url.startsWith('/api/generate/status/')) return json(res, 200, { code: 200, data: taskData(decodeURIComponent(url.split('/').pop()!)) });
+    if (url === '/api/generate/submit') {
+      const sent = JSON.parse(body) as { callback_url?: string };
+      const id = `task-${++taskNo}`;
+      submits.push(id);
+      // The task finishes at once; its callback is delivered before the submit answer, which is lost.
+      if (sent.callback_url) {
+        await fetch(sent.callback_url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 200, data: taskData(id) }) });
       }
-      json(res, 404, { detail: 'not found' });
-    })();
+      return json(res, 500, { code: 500, error: { message: 'internal error after the task was created', type: 'internal_error' } });
+    }
+    json(res, 404, { detail: 'not found' });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = service.base;
 }, 60_000);
 afterAll(async () => {
-  server?.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await service?.close();
   t.cleanup();
 });
 

@@ -1,11 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
-import { readJobs } from './helpers/verify.js';
+import { callbackToken, readJobs } from './helpers/verify.js';
 
 /**
  * With --listen the receiver listens first thing, before the sync and the balance read: the service
@@ -28,14 +27,6 @@ afterAll(async () => {
   t.cleanup();
 });
 
-function token(state: string): string {
-  const db = new Database(state, { readonly: true });
-  try {
-    return (db.prepare("SELECT value FROM meta WHERE key = 'callback_token'").get() as { value: string }).value;
-  } finally {
-    db.close();
-  }
-}
 
 describe('the callback receiver', () => {
   it('listens before the sync and the balance read, and keeps what comes meanwhile', async () => {
@@ -66,7 +57,7 @@ describe('the callback receiver', () => {
         buf = buf.slice(i + 1);
         seen.push(e.type);
         if (e.type === 'listening') {
-          answered = fetch(`${e.public_url!.replace(/\/$/, '')}/${token(state)}?job=a&attempt=1`, {
+          answered = fetch(`${e.public_url!.replace(/\/$/, '')}/${callbackToken(state)}?job=a&attempt=1`, {
             method: 'POST',
             headers: { 'content-type': 'application/json' },
             body: JSON.stringify({ code: 200, msg: 'success', data: { task_id: tasks[0]!.task_id, status: 'finished' } }),

@@ -1,9 +1,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureBuilt, spawnCli } from './helpers/cli.js';
+import { ensureBuilt, runCli } from './helpers/cli.js';
+import { BALANCE, bytes, json, startFakeService, submitted, type FakeService } from './helpers/fake-service.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
 
@@ -16,37 +15,28 @@ import { readJobs } from './helpers/verify.js';
 const KEY = 'sk-music-nulls-0123456789';
 const MP3 = Buffer.from('ID3\u0004\u0000\u0000\u0000\u0000\u0000\u0000fake mp3 frames', 'latin1');
 const t = tempDir('genbatch-music-nulls-');
-let server: Server;
+let service: FakeService;
 let base = '';
 let detailReads = 0;
 
-function json(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-}
-
 beforeAll(async () => {
   ensureBuilt();
-  server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const url = req.url ?? '/';
-      if (url === '/api/user/balance') return json(res, 200, { code: 200, data: { balance: 1000 } });
-      if (url.startsWith('/files/')) return void res.writeHead(200, { 'content-type': 'audio/mpeg', 'content-length': MP3.length }).end(MP3);
-      if (url === '/api/generate/submit') return json(res, 200, { code: 200, data: { task_id: 'm-1', status: 'not_started', created_time: '2026-01-01T00:00:00' } });
-      if (url.startsWith('/api/generate/detail/music') || url.startsWith('/api/generate/status/')) {
-        detailReads++;
-        const item = { audio_id: 'a-1', audio_url: `${base}/files/a-1.mp3`, image_url: null, title: null, tags: null, duration: null, prompt: null };
-        return json(res, 200, { code: 200, data: { task_id: 'm-1', status: 'finished', files: [item], created_time: '2026-01-01T00:00:00', error_message: null } });
-      }
-      json(res, 404, { detail: 'not found' });
-    });
+  service = await startFakeService((req, _body, res) => {
+    const url = req.url ?? '/';
+    if (url === '/api/user/balance') return json(res, 200, BALANCE);
+    if (url.startsWith('/files/')) return bytes(res, 'audio/mpeg', MP3);
+    if (url === '/api/generate/submit') return json(res, 200, submitted('m-1'));
+    if (url.startsWith('/api/generate/detail/music') || url.startsWith('/api/generate/status/')) {
+      detailReads++;
+      const item = { audio_id: 'a-1', audio_url: `${base}/files/a-1.mp3`, image_url: null, title: null, tags: null, duration: null, prompt: null };
+      return json(res, 200, { code: 200, data: { task_id: 'm-1', status: 'finished', files: [item], created_time: '2026-01-01T00:00:00', error_message: null } });
+    }
+    json(res, 404, { detail: 'not found' });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = service.base;
 }, 60_000);
 afterAll(async () => {
-  server?.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await service?.close();
   t.cleanup();
 });
 
@@ -56,12 +46,7 @@ describe('music result items with null descriptive fields', () => {
     writeFileSync(manifest, ['jobs:', '  - id: song', '    model: generate-music', '    input:', '      custom_mode: false', '      prompt: "a calm piano song"', '      mv: V4_5'].join('\n') + '\n');
     const out = join(t.dir, 'out');
     // Before the fix the run never ends: it is killed after 15 s.
-    const child = spawnCli(['run', manifest, '--base-url', base, '--time-scale', '0.001', '--out', out, '--yes'], { GENBATCH_API_KEY: KEY });
-    child.stdout!.resume();
-    child.stderr!.resume();
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
-    clearTimeout(timer);
+    const { code } = await runCli(['run', manifest, '--base-url', base, '--time-scale', '0.001', '--out', out, '--yes'], { GENBATCH_API_KEY: KEY }, undefined, 15_000);
     const [job] = readJobs(join(out, 'state.db'));
     expect(job!.state).toBe('done');
     expect(code).toBe(0);

@@ -1,9 +1,8 @@
 import { writeFileSync } from 'node:fs';
-import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureBuilt, spawnCli } from './helpers/cli.js';
+import { ensureBuilt, runCli } from './helpers/cli.js';
+import { BALANCE, bytes, json, startFakeService, submitted, type FakeService } from './helpers/fake-service.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
 
@@ -14,49 +13,32 @@ import { readJobs } from './helpers/verify.js';
  */
 const KEY = 'sk-status-bad-0123456789';
 const t = tempDir('genbatch-status-bad-');
-let server: Server;
+let service: FakeService;
 let base = '';
 let statusReads = 0;
 let healthy = false;
-
-function json(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-}
 const PNG = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000000', 'hex');
 
 beforeAll(async () => {
   ensureBuilt();
-  server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const url = req.url ?? '/';
-      if (url === '/api/user/balance') return json(res, 200, { code: 200, data: { balance: 1000 } });
-      if (url === '/api/generate/submit') return json(res, 200, { code: 200, data: { task_id: 't-1', status: 'not_started', created_time: '2026-01-01T00:00:00' } });
-      if (url.startsWith('/files/')) return void res.writeHead(200, { 'content-type': 'image/png', 'content-length': PNG.length }).end(PNG);
-      if (url.startsWith('/api/generate/status')) {
-        statusReads++;
-        if (!healthy) return json(res, 200, { code: 200, data: { task_id: 't-1', status: 'done-ish', files: 'none' } });
-        return json(res, 200, { code: 200, data: { task_id: 't-1', status: 'finished', files: [{ file_url: `${base}/files/t-1.png`, file_type: 'image' }], created_time: '2026-01-01T00:00:00', progress: 100, error_message: null } });
-      }
-      json(res, 404, { detail: 'not found' });
-    });
+  service = await startFakeService((req, _body, res) => {
+    const url = req.url ?? '/';
+    if (url === '/api/user/balance') return json(res, 200, BALANCE);
+    if (url === '/api/generate/submit') return json(res, 200, submitted('t-1'));
+    if (url.startsWith('/files/')) return bytes(res, 'image/png', PNG);
+    if (url.startsWith('/api/generate/status')) {
+      statusReads++;
+      if (!healthy) return json(res, 200, { code: 200, data: { task_id: 't-1', status: 'done-ish', files: 'none' } });
+      return json(res, 200, { code: 200, data: { task_id: 't-1', status: 'finished', files: [{ file_url: `${base}/files/t-1.png`, file_type: 'image' }], created_time: '2026-01-01T00:00:00', progress: 100, error_message: null } });
+    }
+    json(res, 404, { detail: 'not found' });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = service.base;
 }, 60_000);
 afterAll(async () => {
-  server?.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await service?.close();
   t.cleanup();
 });
-
-function run(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawnCli(args, { GENBATCH_API_KEY: KEY });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += String(d)));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  return new Promise((resolve) => child.on('close', (code) => (clearTimeout(timer), resolve({ code, stderr }))));
-}
 
 describe('status answers that are never the contract shape', () => {
   it('the job is left submitted after 5 failed reads (exit 4); the next run finishes it', async () => {
@@ -64,7 +46,7 @@ describe('status answers that are never the contract shape', () => {
     writeFileSync(manifest, ['jobs:', '  - id: pic', '    model: alpha-image-2', '    input:', '      prompt: "a quiet harbour"'].join('\n') + '\n');
     const out = join(t.dir, 'out');
     const args = ['run', manifest, '--base-url', base, '--time-scale', '0.001', '--out', out, '--yes'];
-    const first = await run(args);
+    const first = await runCli(args, { GENBATCH_API_KEY: KEY }, undefined, 15_000);
     expect(first.code, first.stderr).toBe(4);
     expect(statusReads).toBe(5);
     expect(first.stderr).toMatch(/job pic: status read failed 5 times in a row/);
@@ -72,7 +54,7 @@ describe('status answers that are never the contract shape', () => {
     expect(job!.state).toBe('submitted');
     expect(job!.last_error).toMatch(/^status read failed 5 times: /);
     healthy = true;
-    const second = await run(args);
+    const second = await runCli(args, { GENBATCH_API_KEY: KEY }, undefined, 15_000);
     expect(second.code, second.stderr).toBe(0);
     expect(readJobs(join(out, 'state.db'))[0]!.state).toBe('done');
   }, 40_000);

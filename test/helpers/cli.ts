@@ -21,16 +21,23 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Run `genbatch <args>` as a child process and wait for it. */
-export function runCli(args: string[], env: Record<string, string> = {}, cwd = ROOT): Promise<CliResult> {
+/**
+ * Run `genbatch <args>` as a child process and wait for it. `killAfterMs`: SIGKILL it then (for a run
+ * that would never end before a fix; the result then has signal SIGKILL).
+ */
+export function runCli(args: string[], env: Record<string, string> = {}, cwd = ROOT, killAfterMs?: number): Promise<CliResult> {
   return new Promise((resolveP, reject) => {
     const child = spawnCli(args, env, cwd);
+    const timer = killAfterMs === undefined ? null : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
     let stdout = '';
     let stderr = '';
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('error', reject);
-    child.on('close', (code, signal) => resolveP({ code, signal, stdout, stderr }));
+    child.on('close', (code, signal) => {
+      if (timer) clearTimeout(timer);
+      resolveP({ code, signal, stdout, stderr });
+    });
   });
 }
 

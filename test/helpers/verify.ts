@@ -89,3 +89,13 @@ export function checkServerSizes(statePath: string, outDir: string): number {
   }
   return n;
 }
+
+/** The state file's callback token (meta `callback_token`), made by the first run with --listen. */
+export function callbackToken(statePath: string): string {
+  const db = new Database(statePath, { readonly: true });
+  try {
+    return (db.prepare("SELECT value FROM meta WHERE key = 'callback_token'").get() as { value: string }).value;
+  } finally {
+    db.close();
+  }
+}
