@@ -32,7 +32,10 @@ export interface PipelineOptions {
   /** Uploads younger than this are reused (72 h minus a margin). */
   uploadMaxAgeMs: number;
   random?: () => number;
-  /** Jobs made uncertain by a crash, found at this start: with callbacks on, the run waits for their late callbacks too. */
+  /**
+   * Uncertain jobs found at this start whose task may still call back (made uncertain by a crash just now, or
+   * sent less than their model's typical maximum time ago): with callbacks on, the run waits for those too.
+   */
   recoveredUncertain?: readonly string[];
   /** --max-credits / manifest budget: for_each children counted at run time are checked against it (src/engine/graph.ts). */
   creditLimit?: CreditLimit | null;

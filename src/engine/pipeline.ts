@@ -6,8 +6,20 @@ import { errorText, type Waiting } from './pipeline-state.js';
 export { errorText } from './pipeline-state.js';
 export type { PipelineOptions } from './pipeline-state.js';
 
-/** How long a run with callbacks waits, at the end, for late callbacks of its uncertain jobs. */
+/** How long a run with callbacks waits, at the end, for late callbacks of its uncertain jobs (at least). */
 const CALLBACK_GRACE_MS = 120_000;
+/** The service's callback retries (after 1, 2 and 4 s): the time a finished task may still call back. */
+const CALLBACK_RETRIES_MS = 10_000;
+
+/**
+ * When a task sent at `submittedAt` (ISO) for `model` has surely finished and called back: its
+ * model's typical maximum time plus the callback retries (x time scale); null when unknown.
+ */
+export function callbackDeadline(submittedAt: string | null, model: string, timeScale: number): number | null {
+  const at = submittedAt === null ? NaN : Date.parse(submittedAt);
+  if (!Number.isFinite(at)) return null;
+  return at + ((findModel(model)?.typicalSeconds[1] ?? 300) * 1000 + CALLBACK_RETRIES_MS) * timeScale;
+}
 
 /** The coordinator: the work loop and callbacks; the parts are in pipeline-state.ts, pipeline-submits.ts, pipeline-polls.ts, pipeline-downloads.ts. */
 export class Pipeline extends PipelineSubmits {
@@ -42,7 +54,7 @@ export class Pipeline extends PipelineSubmits {
           if (submitsDone && this.waiting.size === 0 && this.downloadHeap.size === 0 && this.downloadAgain.size === 0) {
             // With callbacks on, wait a while for late callbacks of this run's uncertain jobs.
             if (!this.opts.callbackUrlFor || this.uncertainHere.size === 0 || this.stopReason) break;
-            if (this.graceUntil === 0) this.graceUntil = Date.now() + this.scaled(CALLBACK_GRACE_MS);
+            if (this.graceUntil === 0) this.graceUntil = this.graceEnd();
             if (Date.now() >= this.graceUntil) break;
             nextDue = Math.min(nextDue, this.graceUntil);
           }
@@ -60,6 +72,20 @@ export class Pipeline extends PipelineSubmits {
   }
 
   // ---- callbacks ----
+
+  /**
+   * The end of the wait for late callbacks: 120 s (x time scale) from now, or later when an uncertain
+   * job's task may still be running (sent less than its model's typical maximum time ago).
+   */
+  private graceEnd(): number {
+    let end = Date.now() + this.scaled(CALLBACK_GRACE_MS);
+    for (const id of this.uncertainHere) {
+      const row = this.store.getJob(id);
+      const deadline = row ? callbackDeadline(row.submitted_at, row.model, this.opts.timeScale) : null;
+      if (deadline !== null && deadline > end) end = deadline;
+    }
+    return end;
+  }
 
   /**
    * Callbacks that came while their job was still `submitting` (a task can finish, and its

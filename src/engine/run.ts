@@ -7,7 +7,7 @@ import { Store, nowIso, type JobState } from '../store/index.js';
 import type { EventBus } from './events.js';
 import type { CallbackNote, CallbackReceiver } from './callbacks.js';
 import type { CreditLimit } from './graph.js';
-import { Pipeline, errorText } from './pipeline.js';
+import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
 import { moveAsidePrevious } from './previous.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
@@ -202,7 +202,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       baseUrl: o.baseUrl,
       // Scaled like every other duration: against a time-scaled sandbox, uploads are re-sent sooner, never later.
       uploadMaxAgeMs: UPLOAD_REUSE_MS * Math.min(1, o.timeScale),
-      recoveredUncertain: prep.recoveredUncertain.filter((id) => store.getJob(id)?.state === 'uncertain'),
+      recoveredUncertain: mayCallBack(store, prep.recoveredUncertain, o.timeScale),
       creditLimit: creditLimit(o.maxCredits, manifest.budget),
     });
     // run() registers the tasks it resumes before its first await; then the callbacks that came while the
@@ -257,6 +257,21 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       }
     }
   }
+}
+
+/**
+ * The uncertain jobs whose task may still call back: those recovered at this start, and those an earlier
+ * run (killed, say) left uncertain whose task may still be running (sent less than their model's typical
+ * maximum time ago, see callbackDeadline). Older ones are not waited for: their callbacks are over.
+ */
+function mayCallBack(store: Store, recovered: readonly string[], timeScale: number): string[] {
+  const now = Date.now();
+  const ids = new Set(recovered.filter((id) => store.getJob(id)?.state === 'uncertain'));
+  for (const row of store.jobsIn('uncertain')) {
+    const deadline = callbackDeadline(row.submitted_at, row.model, timeScale);
+    if (deadline !== null && deadline > now) ids.add(row.id);
+  }
+  return [...ids];
 }
 
 /** The tighter of --max-credits and the manifest budget, or null. */
