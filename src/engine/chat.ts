@@ -16,7 +16,8 @@ import type { StoredSpec } from './spec.js';
  *                           attempts + 1
  *   submitting -> done      answer read: out/<job>/response.txt (the text) and
  *                           response.json (the JSON body, or the stream's events)
- *                           written (temp file, fsync, rename), then the state,
+ *                           written (temp file, fsync, rename), ONE fsync of the
+ *                           folder, then the state,
  *                           the result {text, usage, ...} and both files in one transaction
  *   submitting -> failed    a 4xx answer (not 429, not 402) or an unusable 200 answer
  *   submitting -> pending   402 (new calls stop), retries used up on 429/5xx/network,
@@ -43,6 +44,8 @@ export interface ChatDeps {
   commit: (fn: () => void) => Promise<void>;
   stop: (reason: StopReason) => void;
   sanitizeName: (name: string) => string;
+  /** fsync a folder (names renamed into it survive a power loss); once, before the answer's files are recorded. */
+  syncDir: (dir: string) => Promise<void>;
 }
 
 /** The result JSON of a finished chat job (`jobs.result`). */
@@ -118,6 +121,8 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
   ];
   try {
     await writeFilesAtomic(jobDir, files);
+    // One folder fsync before the files are recorded as done (as fetch.ts does for downloads).
+    await d.syncDir(jobDir);
   } catch (err) {
     move('submitting', 'pending', { attemptsInc: calls - 1, last_error: `could not write the answer: ${errorText(err)}` });
     return;

@@ -54,6 +54,7 @@ export class PipelineSubmits extends PipelinePolls {
         commit: (fn) => this.group.commit(fn),
         stop: (reason) => this.stop(reason),
         sanitizeName: (name) => this.download.sanitizeName(name),
+        syncDir: (dir) => this.download.syncDir(dir),
       });
     }
     const spec = JSON.parse(row.spec) as StoredSpec;

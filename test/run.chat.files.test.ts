@@ -1,0 +1,90 @@
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChatClient } from '../src/client/index.js';
+import { fsyncDir } from '../src/download/index.js';
+import { runChatJob } from '../src/engine/chat.js';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { Store } from '../src/store/index.js';
+import { replyText } from '../src/sandbox/chat/reply.js';
+import { ensureBuilt } from './helpers/cli.js';
+import { tempDir } from './helpers/tmp.js';
+import { readJobs } from './helpers/verify.js';
+
+/**
+ * Where a chat job's answer goes on disk: the files are made durable (one
+ * folder fsync) before they are recorded as done, like downloads, and they
+ * never replace a file that was in out/<id>/ before (a numbered name, as for
+ * downloads and text results). Real sandbox on port 0, real store, real files.
+ */
+const KEY = 'sk-test-chat-files-0123456789';
+const SEED = 11;
+const SCALE = '0.005';
+const SYSTEM = 'You write one short line.';
+
+let sb: Sandbox;
+const cleanups: Array<() => void | Promise<void>> = [];
+
+beforeAll(async () => {
+  ensureBuilt();
+  sb = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: Number(SCALE), seed: SEED });
+}, 120_000);
+afterAll(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+  await sb?.close();
+});
+
+function work(): { dir: string; out: string; state: string } {
+  const t = tempDir('genbatch-chat-files-');
+  cleanups.push(t.cleanup);
+  const out = join(t.dir, 'out');
+  return { dir: t.dir, out, state: join(out, 'state.db') };
+}
+
+const expected = (model: string, user: string) => replyText(SEED, { model, texts: [SYSTEM, user], lastUser: user });
+
+describe('chat answer files', () => {
+  it('the job folder is fsynced once with both answer files in it, before they are recorded as done', async () => {
+    const w = work();
+    mkdirSync(w.out, { recursive: true });
+    const store = Store.openForWrite(w.state);
+    cleanups.push(() => store.close());
+    store.openRun(join(w.dir, 'm.yaml'), w.out, sb.url, true, false);
+    const user = 'Write a caption for the fsync test';
+    const spec = { model: 'vendora/chat-5', protocol: 'chat-completions', input: { stream: false, messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: user }] }, refs: [] };
+    store.beginSync();
+    store.syncJob({ id: 'c1', model: spec.model, kind: 'chat', where: 'm.yaml:c1', specHash: 'h', spec: JSON.stringify(spec), estimatedCredits: null });
+    store.commitSync();
+    const client = new ChatClient({ baseUrl: sb.url, apiKey: KEY });
+    cleanups.push(() => client.close());
+    const syncs: Array<{ dir: string; onDisk: string[]; recorded: number; state: string }> = [];
+    const row = store.nextPending(0, 10)[0]!;
+    await runChatJob(row, {
+      store,
+      chat: (req, o) => client.call(req, o),
+      outDir: w.out,
+      signal: new AbortController().signal,
+      emit: () => undefined,
+      commit: async (fn) => store.db.transaction(fn)(),
+      stop: () => undefined,
+      sanitizeName: (n) => n,
+      // The real folder fsync, observed: what is on disk and what the store has recorded when it runs.
+      syncDir: async (dir) => {
+        syncs.push({
+          dir,
+          onDisk: ['response.txt', 'response.json'].filter((n) => existsSync(join(dir, n))),
+          recorded: store.filesOf('c1').filter((f) => f.state === 'done').length,
+          state: readJobs(w.state).find((j) => j.id === 'c1')?.state ?? '',
+        });
+        await fsyncDir(dir);
+      },
+    });
+    expect(syncs).toEqual([{ dir: join(w.out, 'c1'), onDisk: ['response.txt', 'response.json'], recorded: 0, state: 'submitting' }]);
+    expect(readJobs(w.state).find((j) => j.id === 'c1')?.state).toBe('done');
+    expect(store.filesOf('c1').map((f) => [f.path, f.state])).toEqual([
+      [join('c1', 'response.txt'), 'done'],
+      [join('c1', 'response.json'), 'done'],
+    ]);
+    expect(readFileSync(join(w.out, 'c1', 'response.txt'), 'utf8')).toBe(expected('vendora/chat-5', user));
+  });
+});
