@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChatClient } from '../src/client/index.js';
@@ -7,7 +7,7 @@ import { runChatJob } from '../src/engine/chat.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { Store } from '../src/store/index.js';
 import { replyText } from '../src/sandbox/chat/reply.js';
-import { ensureBuilt } from './helpers/cli.js';
+import { ensureBuilt, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
 
@@ -87,4 +87,44 @@ describe('chat answer files', () => {
     ]);
     expect(readFileSync(join(w.out, 'c1', 'response.txt'), 'utf8')).toBe(expected('vendora/chat-5', user));
   });
+
+  it('a response.txt / response.json already in out/<id>/ is never replaced: the answer takes numbered names, in the state and the report', async () => {
+    const w = work();
+    const user = 'Write a caption for the no-replace test';
+    const manifest = join(w.dir, 'm.yaml');
+    writeFileSync(
+      manifest,
+      [
+        'jobs:',
+        '  - id: c1',
+        '    model: vendorb/verse-4.5',
+        '    protocol: messages',
+        '    input:',
+        '      stream: true',
+        '      messages:',
+        `        - {role: system, content: "${SYSTEM}"}`,
+        `        - {role: user, content: "${user}"}`,
+      ].join('\n') + '\n',
+    );
+    mkdirSync(join(w.out, 'c1'), { recursive: true });
+    writeFileSync(join(w.out, 'c1', 'response.txt'), 'my own notes, not genbatch output\n');
+    writeFileSync(join(w.out, 'c1', 'response.json'), '{"mine": true}\n');
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--yes'], { GENBATCH_API_KEY: KEY });
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(join(w.out, 'c1', 'response.txt'), 'utf8')).toBe('my own notes, not genbatch output\n');
+    expect(readFileSync(join(w.out, 'c1', 'response.json'), 'utf8')).toBe('{"mine": true}\n');
+    const text = expected('vendorb/verse-4.5', user);
+    expect(readFileSync(join(w.out, 'c1', 'response (2).txt'), 'utf8')).toBe(text);
+    expect(existsSync(join(w.out, 'c1', 'response (2).json'))).toBe(true);
+    const rep = JSON.parse(readFileSync(join(w.out, 'report.json'), 'utf8')) as { jobs: Array<{ id: string; state: string; texts: Record<string, string>; files: Array<{ path: string }> }> };
+    const job = rep.jobs.find((j) => j.id === 'c1')!;
+    expect(job.state).toBe('done');
+    expect(job.files.map((f) => f.path)).toEqual([join('c1', 'response (2).txt'), join('c1', 'response (2).json')]);
+    expect(job.texts['response.txt']).toBe(text);
+    // A second run changes nothing: the job is done, the files stay as they are.
+    const again = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--yes'], { GENBATCH_API_KEY: KEY });
+    expect(again.code, again.stderr).toBe(0);
+    expect(readFileSync(join(w.out, 'c1', 'response.txt'), 'utf8')).toBe('my own notes, not genbatch output\n');
+    expect(existsSync(join(w.out, 'c1', 'response (3).txt'))).toBe(false);
+  }, 60_000);
 });

@@ -1,11 +1,11 @@
-import { randomBytes } from 'node:crypto';
-import { mkdir, open, rename } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { ChatAnswer, ChatMessage, ChatRequest } from '../client/chat.js';
 import { ApiError, BadResponseError, GenbatchError } from '../errors.js';
 import { checkChatJob, isChatProtocol, type ChatProtocol } from '../models/chat.js';
 import { nowIso, type JobPatch, type JobRow, type JobState, type Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
+import { writeTextNoReplace } from './files.js';
 import { sha256Hex } from './results.js';
 import type { StoredSpec } from './spec.js';
 
@@ -16,9 +16,10 @@ import type { StoredSpec } from './spec.js';
  *                           attempts + 1
  *   submitting -> done      answer read: out/<job>/response.txt (the text) and
  *                           response.json (the JSON body, or the stream's events)
- *                           written (temp file, fsync, rename), ONE fsync of the
- *                           folder, then the state,
- *                           the result {text, usage, ...} and both files in one transaction
+ *                           written (temp file, fsync, placed without replacing a
+ *                           file already there: `response (2).txt`; same content
+ *                           reused), ONE fsync of the folder, then the state, the
+ *                           result {text, usage, ...} and both files in one transaction
  *   submitting -> failed    a 4xx answer (not 429, not 402) or an unusable 200 answer
  *   submitting -> pending   402 (new calls stop), retries used up on 429/5xx/network,
  *                           or the run was stopped during the call
@@ -119,8 +120,15 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
     { idx: 0, name: CHAT_TEXT_FILE, type: 'text', content_type: 'text/plain', data: answer.text },
     { idx: 1, name: CHAT_RAW_FILE, type: 'json', content_type: 'application/json', data: rawText },
   ];
+  const placed: Array<{ idx: number; path: string; size: number; sha256: string; content_type: string }> = [];
   try {
-    await writeFilesAtomic(jobDir, files);
+    await mkdir(jobDir, { recursive: true });
+    // Placed like downloads and text results: a file already there under that name with other
+    // content is never replaced (the answer takes `response (2).txt`); the same content is reused.
+    for (const f of files) {
+      const path = await writeTextNoReplace(jobDir, f.name, f.data);
+      placed.push({ idx: f.idx, path: relative(d.outDir, path), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data), content_type: f.content_type });
+    }
     // One folder fsync before the files are recorded as done (as fetch.ts does for downloads).
     await d.syncDir(jobDir);
   } catch (err) {
@@ -132,13 +140,11 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
   await d.commit(() =>
     d.store.transition(row.id, 'submitting', 'done', { attemptsInc: calls - 1, result: JSON.stringify(result), finished_at: nowIso() }, () => {
       d.store.addFiles(row.id, files.map((f) => ({ idx: f.idx, name: f.name, url: null, type: f.type, content_type: f.content_type, expected_size: null, expires_at: null })));
-      for (const f of files) {
-        d.store.fileDone(row.id, f.idx, { path: relative(d.outDir, join(jobDir, f.name)), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data), content_type: f.content_type });
-      }
+      for (const p of placed) d.store.fileDone(row.id, p.idx, { path: p.path, size: p.size, sha256: p.sha256, content_type: p.content_type });
     }),
   );
   d.emit({ type: 'job', id: row.id, from: 'submitting', to: 'done', task_id: null, error: null });
-  for (const f of files) d.emit({ type: 'file', id: row.id, path: relative(d.outDir, join(jobDir, f.name)), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data) });
+  for (const p of placed) d.emit({ type: 'file', id: row.id, path: p.path, size: p.size, sha256: p.sha256 });
 }
 
 /** Texts and usage of a chat job for the report, from its stored result. */
@@ -149,25 +155,6 @@ export function chatReportFields(result: string | null): { texts: Record<string,
     return { texts: typeof r.text === 'string' ? { [CHAT_TEXT_FILE]: r.text } : {}, usage: r.usage ?? null };
   } catch {
     return { texts: {}, usage: null };
-  }
-}
-
-/**
- * The same safe write as engine/files.ts writeFileAtomic (temp file named like the
- * downloader's, fsync, rename), for several files of one folder: one mkdir for all.
- */
-async function writeFilesAtomic(dir: string, files: ReadonlyArray<{ name: string; data: string }>): Promise<void> {
-  await mkdir(dir, { recursive: true });
-  for (const f of files) {
-    const tmp = join(dir, `.${f.name}.${randomBytes(6).toString('hex')}.part`);
-    const fh = await open(tmp, 'w');
-    try {
-      await fh.writeFile(f.data);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await rename(tmp, join(dir, f.name));
   }
 }
 

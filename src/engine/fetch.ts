@@ -1,31 +1,14 @@
-import { mkdirSync, readFileSync, unlinkSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { findModel } from '../models/index.js';
 import type { FileRow, JobRow, Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
-import { place, tmpSuffix, writeNewFileSynced } from '../download/index.js';
-import { writeFileAtomic } from './files.js';
+import { writeFileAtomic, writeTextNoReplace } from './files.js';
 import { moveAsideOne } from './previous.js';
 import type { DownloadPort, TaskView } from './ports.js';
 import { RESULT_FILE, extractResults, sha256Hex } from './results.js';
 
 type Got = { path: string; size: number; sha256: string; content_type: string | null };
-
-/** Write `text` under `name` in `dir` without replacing another file (same content: reused); returns the path used. */
-async function writeTextNoReplace(dir: string, name: string, text: string): Promise<string> {
-  const tmp = join(dir, `.${name}.${tmpSuffix()}.part`);
-  await writeNewFileSynced(tmp, text);
-  try {
-    const placed = await place(tmp, dir, name, Buffer.byteLength(text), sha256Hex(text), true);
-    return placed.path;
-  } finally {
-    try {
-      unlinkSync(tmp); // placed by a link, or the same content was there: the temporary name goes
-    } catch {
-      // already renamed into place (filesystems without hard links)
-    }
-  }
-}
 
 /** True when `path` is missing or is a result.json genbatch wrote for this job (so it may be replaced). */
 function isOwnResultFile(path: string, jobId: string): boolean {
