@@ -10,7 +10,8 @@ import type { ChatProtocol } from '../../models/chat.js';
  * responses: response.completed; messages: message_stop; gemini: a chunk with
  * finishReason). An error event inside a stream is thrown as ApiError (its
  * status: the protocol's, or 500 when the event names none), a stream that
- * ends without its terminator as NetworkError (sent): both are retried.
+ * ends without its terminator (or is cut inside its last event) as NetworkError
+ * (sent): both are retried.
  */
 
 export interface ChatUsage {
@@ -187,6 +188,15 @@ function json(data: string, what: string): unknown {
   }
 }
 
+function isJson(data: string): boolean {
+  try {
+    JSON.parse(data);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function ended(what: string, terminator: string): NetworkError {
   return new NetworkError(`${what}: the stream ended before ${terminator}`, true);
 }
@@ -194,16 +204,21 @@ function ended(what: string, terminator: string): NetworkError {
 /** A whole SSE body. */
 export function readStream(protocol: ChatProtocol, body: string, what: string): ChatAnswer {
   const events = parseSse(body);
+  // A body that does not end with a blank line was cut inside its last event (the connection
+  // closed cleanly mid-event): that event is incomplete, so a failure to read it is a cut stream
+  // (NetworkError, retried), not an unusable answer.
+  const cutInLast = !/\n\n$/.test(body.replace(/\r\n?/g, '\n'));
   const raw: Array<{ event: string | null; data: unknown }> = [];
   let text = '';
   let usage: ChatUsage = { input_tokens: 0, output_tokens: 0 };
   let complete = false;
-  for (const ev of events) {
+  for (const [i, ev] of events.entries()) {
     if (protocol === 'chat-completions' && ev.data === '[DONE]') {
       raw.push({ event: ev.event, data: ev.data });
       complete = true;
       break;
     }
+    if (cutInLast && i === events.length - 1 && !isJson(ev.data)) throw ended(what, TERMINATOR[protocol]);
     const data = json(ev.data, what);
     raw.push({ event: ev.event, data });
     switch (protocol) {
