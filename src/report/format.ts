@@ -101,10 +101,20 @@ export function formatSummaryLine(summary: ReportSummary): string {
   return `${head}; ${creditsLine(summary)}; ${formatDuration(summary.wall_seconds)}`;
 }
 
+/**
+ * The first `max` UTF-16 units of `text`, one fewer when the cut would split a surrogate pair
+ * (an emoji kept half would be written as U+FFFD).
+ */
+export function headOf(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
+}
+
 /** A single line of at most `max` characters: whitespace runs (newlines included) become one space. */
 export function oneLine(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+  return flat.length > max ? `${headOf(flat, max - 1)}…` : flat;
 }
 
 /** Number of files and total bytes of a job. */

@@ -12,7 +12,7 @@
  */
 import { relative, resolve, sep } from 'node:path';
 import { writeSinks, type ReportSink } from './sink.js';
-import { PROBLEM_STATES, chatLine, creditsLine, fileTotals, formatBytes, formatDuration, orderedCounts, redactUrl, totalJobs } from './format.js';
+import { PROBLEM_STATES, chatLine, creditsLine, fileTotals, formatBytes, formatDuration, headOf, orderedCounts, redactUrl, totalJobs } from './format.js';
 import type { ReportData, ReportFile, ReportJob, ReportSummary } from './types.js';
 
 export interface HtmlOptions {
@@ -60,7 +60,7 @@ export function mediaKind(file: ReportFile): MediaKind {
 }
 
 function clip(text: string, max: number, note: string): string {
-  return text.length > max ? `${escapeHtml(text.slice(0, max))}<span class="note">… (${note})</span>` : escapeHtml(text);
+  return text.length > max ? `${escapeHtml(headOf(text, max))}<span class="note">… (${note})</span>` : escapeHtml(text);
 }
 
 function metaLine(job: ReportJob): string {
