@@ -76,4 +76,19 @@ describe('chat usage in the reports', () => {
     expect(readFileSync(join(out, 'report.md'), 'utf8')).not.toContain('## Chat');
     expect(readFileSync(join(out, 'report.html'), 'utf8')).not.toContain('<dt>Chat</dt>');
   }, 60_000);
+
+  it('report.md and report.html show a charge below 0.005 credits (one short chat call) as it is, not as 0', async () => {
+    const manifest = join(t.dir, 'tiny.yaml');
+    writeFileSync(manifest, ['jobs:', '  - id: t1', '    model: vendora/chat-5', '    input:', '      max_tokens: 1', '      messages:', '        - {role: user, content: "hi"}'].join('\n') + '\n');
+    const out = join(t.dir, 'out-tiny');
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes'], { GENBATCH_API_KEY: KEY });
+    expect(r.code, r.stderr).toBe(0);
+    const charged = (JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as { summary: { credits: { charged: number } } }).summary.credits.charged;
+    expect(charged).toBeGreaterThan(0);
+    expect(charged).toBeLessThan(0.005);
+    const md = readFileSync(join(out, 'report.md'), 'utf8');
+    expect(md).toContain(`charged: ${charged}\n`);
+    expect(md).toContain(`, charged ${charged} (balance`);
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain(`, charged ${charged} (balance`);
+  }, 60_000);
 });

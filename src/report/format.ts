@@ -24,9 +24,15 @@ export function totalJobs(counts: Record<string, number>): number {
   return n;
 }
 
-/** Credits with at most 2 decimals, no trailing zeros: 12, 0.5, 3.25. */
+/**
+ * Credits with at most 2 decimals, no trailing zeros: 12, 0.5, 3.25. A value that 2 decimals
+ * would show as 0 keeps 2 significant digits (0.0005, 0.0012: a few chat calls), so a
+ * charge is never shown as nothing.
+ */
 export function formatCredits(n: number): string {
-  return String(Math.round(n * 100) / 100);
+  const r = Math.round(n * 100) / 100;
+  if (r === 0 && n !== 0 && Number.isFinite(n)) return String(Number(n.toPrecision(2)));
+  return String(r);
 }
 
 /** 12.3s, 4m 05s, 1h 02m 03s. */
