@@ -204,7 +204,8 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
         out.push('</ul>\n');
         if (moreProblems > 0) out.push(`<p class="note">and ${moreProblems} more, listed in report.csv and report.json.</p>\n`);
       }
-      out.push(`<h2>Results (${cards.length + moreCards} jobs)</h2>\n<div class="gallery">\n`);
+      const withResults = cards.length + moreCards;
+      out.push(`<h2>Results (${withResults} job${withResults === 1 ? '' : 's'})</h2>\n<div class="gallery">\n`);
       for (const c of cards) out.push(c);
       out.push('</div>\n');
       if (moreCards > 0) {
