@@ -28,6 +28,8 @@ export interface GraphHost {
   stmt(sql: string): Database.Statement;
   /** The guarded state change without graph effects. */
   move(jobId: string, from: JobState, to: JobState, patch: JobPatch): void;
+  /** A job whose earlier result has files on disk was removed (a for_each child made again): the run moves them aside. */
+  replaced(jobId: string): void;
 }
 
 /**
@@ -209,11 +211,15 @@ export class GraphLinks {
     return n;
   }
 
-  /** Remove the for_each children of `templateId` that are not in flight (with their files and links). */
+  /**
+   * Remove the for_each children of `templateId` that are not in flight (with their file rows and links).
+   * A removed child's files on disk are moved aside by the run (replaced()).
+   */
   private dropChildren(templateId: string): number {
     const run = this.h.runId();
     const kids = this.h.stmt(GRAPH_SQL.dropChildren).all(run, templateId, ...FINAL_STATES) as { id: string }[];
     for (const k of kids) {
+      if (this.h.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(run, k.id) !== undefined) this.h.replaced(k.id);
       this.h.stmt('DELETE FROM jobs WHERE run_id = ? AND id = ?').run(run, k.id);
       this.h.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(run, k.id);
       this.h.stmt('DELETE FROM job_links WHERE run_id = ? AND job_id = ?').run(run, k.id);

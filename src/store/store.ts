@@ -55,6 +55,7 @@ export class Store extends StoreQueries {
       nextSeq: () => ++this.seq,
       stmt: (sql) => this.stmt(sql),
       move: (id, from, to, patch) => this.guardedMove(id, from, to, patch),
+      replaced: (id) => this.replacedResults.push(id),
     });
     this.syncHost = {
       stmt: this.cached,
