@@ -131,9 +131,22 @@ describe('job graph in the store', () => {
       b: ['pending', null, 'made again: job a changed'],
       c: ['pending', null, 'made again: job a changed'],
       x: ['pending', null, null],
-      t: ['pending', null, 'made again: job a changed'],
-      // In flight: it finishes what it was sent with; the finished child is removed (made again from the new list).
+      // A child in flight: the for_each job and its children stay as they are (the new children would take their ids),
+      // and a later sync makes them again from the new list (the hash no longer matches the manifest's).
+      t: ['done', null, null],
+      't.0': ['done', 'task-t.0', null],
       't.1': ['submitted', 'in-flight', null],
     });
+    expect(store.getJob('t')!.spec_hash).toBe('rerun:h');
+    expect(store.graph.drainDeferred()).toBe(1);
+    // Once the child in flight is finished, the next sync makes the for_each job again: every old child removed.
+    store.transition('t.1', 'submitted', 'downloading');
+    store.transition('t.1', 'downloading', 'done');
+    store.beginSync();
+    expect(store.syncJob({ ...job('t', 'fanout'), estimatedCredits: 4 })).toBe('changed');
+    store.commitSync();
+    expect(store.getJob('t')).toMatchObject({ state: 'pending', spec_hash: 'h' });
+    expect(store.getJob('t.0')).toBeUndefined();
+    expect(store.getJob('t.1')).toBeUndefined();
   });
 });

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { ensureBuilt, runCli } from './helpers/cli.js';
+import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
 
@@ -10,7 +10,10 @@ import { readJobs } from './helpers/verify.js';
  * A for_each job made again because the job it takes its list from changed (a chat job whose
  * answer gives the lines; the sandbox echoes the user message line by line):
  *   - the old children's files are moved into `<child>/previous-<n>/`, also for a child index the
- *     new list no longer has, so `out/<child>/` holds only the result the report lists.
+ *     new list no longer has, so `out/<child>/` holds only the result the report lists;
+ *   - children in flight when the parent changed (a run killed after their submits) finish what they
+ *     were sent with, and the next run makes every child from the new list: none keeps an item of
+ *     the old list, every task is created once.
  */
 const SCALE = '0.005';
 const KEY = 'sk-test-graph-rerun-0123456789';
@@ -44,6 +47,21 @@ jobs:
 const args = (manifest: string, out: string) => ['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes', '--concurrency', '4'];
 const env = { GENBATCH_API_KEY: KEY };
 
+/** Run until the `n`-th NDJSON event matching `re`, then SIGKILL. */
+function killAfterEvent(argv: string[], re: RegExp, n: number): Promise<string> {
+  return new Promise((resolveP, reject) => {
+    const child = spawnCli([...argv, '--json'], env);
+    let buf = '';
+    let seen = 0;
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      if ((buf.match(new RegExp(re.source, 'g')) ?? []).length >= n && seen++ === 0) child.kill('SIGKILL');
+    });
+    child.on('error', reject);
+    child.on('close', () => resolveP(buf));
+  });
+}
+
 function sentPrompts(state: string, out: string): Record<string, string> {
   const res: Record<string, string> = {};
   for (const j of readJobs(state)) {
@@ -74,5 +92,33 @@ describe('a for_each job made again when its parent changed', () => {
     // imgs.2 is no longer made: its folder holds only its earlier result, aside.
     expect(readdirSync(join(out, 'imgs.2'))).toEqual(['previous-1']);
     expect(Object.values(sentPrompts(state, out)).join('|')).not.toMatch(/fox|whale|frog/);
+  }, 120_000);
+
+  it('children in flight finish what they were sent with; the next run makes every child from the new list', async () => {
+    const manifest = join(t.dir, 'inflight.yaml');
+    const out = join(t.dir, 'inflight');
+    const state = join(out, 'state.db');
+    writeFileSync(manifest, manifestText(['fox', 'whale', 'frog']));
+    const before = sb.stats().tasks_total;
+    // Killed once all three children are submitted (their task ids committed), before any finishes.
+    await killAfterEvent(args(manifest, out), /"id":"imgs\.\d","from":"submitting","to":"submitted"/, 3);
+    expect(readJobs(state).filter((j) => j.id.startsWith('imgs.') && j.state === 'submitted')).toHaveLength(3);
+    writeFileSync(manifest, manifestText(['lion', 'tiger']));
+    const second = await runCli(args(manifest, out), env);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toMatch(/in flight .*the next run makes them again/);
+    const third = await runCli(args(manifest, out), env);
+    expect(third.code, third.stderr).toBe(0);
+    const prompts = sentPrompts(state, out);
+    expect(Object.keys(prompts).sort()).toEqual(['imgs.0', 'imgs.1']);
+    expect(prompts['imgs.0']).toMatch(/lion/);
+    expect(prompts['imgs.1']).toMatch(/tiger/);
+    // Tasks: 3 old children (each once) + 2 new ones; chat calls create no task.
+    expect(sb.stats().tasks_total - before).toBe(5);
+    // A run after that changes nothing.
+    const fourth = await runCli(args(manifest, out), env);
+    expect(fourth.code).toBe(0);
+    expect(sentPrompts(state, out)).toEqual(prompts);
+    expect(sb.stats().tasks_total - before).toBe(5);
   }, 120_000);
 });

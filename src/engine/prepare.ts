@@ -24,6 +24,8 @@ export interface PrepareResult {
   unchanged: number;
   skipped: number;
   recoveredUncertain: string[];
+  /** Jobs made from a changed job's results that were in flight (or had for_each children in flight): made again by the next run. */
+  rerunLater?: number;
 }
 
 /** sha256 of local files, cached per path while size and mtime stay the same. */
@@ -66,6 +68,8 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
   // State changes the sync made (spec changed, back in the manifest, removed): as job events, before the counts.
   for (const m of store.drainSyncMoves()) emit({ type: 'job', id: m.id, from: m.from, to: m.to, error: m.error });
   out.recoveredUncertain = store.recoverSubmitting();
+  if (out.rerunLater)
+    emit({ type: 'warning', message: `${out.rerunLater} job(s) made from the results of a changed job are in flight (or their for_each jobs are): they finish what they were sent with, and the next run makes them again` });
   emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped, counts: store.counts() });
   if (out.recoveredUncertain.length > 0) emit({ type: 'recovered', uncertain: out.recoveredUncertain });
   return out;
@@ -128,9 +132,13 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
     if (problems.length > 0) throw new ManifestError(problems);
     if (out.jobs === 0) throw new ManifestError([{ job: null, where: manifest.path, path: 'jobs', message: 'the manifest has no jobs' }]);
     store.graph.setManifestLinks(manifest.links);
+    // Jobs made from a changed job's results that are in flight: made again by a later sync (which must read the manifest).
+    out.rerunLater = store.graph.drainDeferred();
+    deferred += out.rerunLater;
     store.commitSync();
   } catch (err) {
     store.rollbackSync();
+    store.graph.drainDeferred();
     throw err;
   }
   out.skipped = store.skipRemoved();

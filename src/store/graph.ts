@@ -46,16 +46,26 @@ export const GRAPH_SQL = {
   firstPendingChild: `SELECT MIN(j.seq) AS m FROM job_links l INDEXED BY job_links_by_parent CROSS JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind != 'child' AND j.state = 'pending'`,
   /** The for_each children of a template that are not in flight (dropChildren). */
   dropChildren: `SELECT j.id AS id FROM job_links l INDEXED BY job_links_by_parent CROSS JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind = 'child' AND j.state IN ('pending', ${FINAL_STATES.map(() => '?').join(', ')})`,
+  /** One for_each child of a template that is in flight (a task may exist: submitting, submitted, downloading, uncertain). */
+  childInFlight: `SELECT 1 FROM job_links l INDEXED BY job_links_by_parent CROSS JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind = 'child' AND j.state IN ('submitting', 'submitted', 'downloading', 'uncertain') LIMIT 1`,
 } as const;
 
 /** Text that starts the last_error of a job skipped because of a parent. */
 export const GRAPH_SKIP_PREFIX = 'skipped because job ';
+
+/**
+ * Prefix put before the spec hash of a job that must be made again once its work in flight is finished (a job
+ * it was made from changed): the next sync finds the hash changed and reruns it then (src/store/sync.ts).
+ */
+export const RERUN_HASH_PREFIX = 'rerun:';
 
 export class GraphLinks {
   /** Jobs skipped by the graph since the last drain (for events). */
   private skippedNow: Array<{ id: string; reason: string }> = [];
   /** Jobs brought back to pending since the last drain (for events). */
   private revivedNow: string[] = [];
+  /** Jobs whose rerun waits for work in flight, since the last drain (rerunDescendants). */
+  private deferredNow = 0;
 
   constructor(private readonly h: GraphHost) {}
 
@@ -76,6 +86,18 @@ export class GraphLinks {
   firstPendingChild(parentId: string): number | null {
     const r = this.h.stmt(GRAPH_SQL.firstPendingChild).get(this.h.runId(), parentId) as { m: number | null } | undefined;
     return r?.m ?? null;
+  }
+
+  /** True when a for_each child of `templateId` is in flight (the for_each job cannot make its children again yet). */
+  childrenInFlight(templateId: string): boolean {
+    return this.h.stmt(GRAPH_SQL.childInFlight).get(this.h.runId(), templateId) !== undefined;
+  }
+
+  /** Jobs whose rerun waits for work in flight (rerunDescendants) since the last drain: the sync keeps no key then. */
+  drainDeferred(): number {
+    const n = this.deferredNow;
+    this.deferredNow = 0;
+    return n;
   }
 
   /** Parents a job waits for. */
@@ -177,7 +199,9 @@ export class GraphLinks {
    * from its results is made again. Its for_each children that are not in
    * flight are removed (made again from the new list), and every finished
    * descendant goes back to pending with its results cleared. Descendants in
-   * flight finish what they were sent with. Runs inside the sync transaction.
+   * flight, and for_each jobs with children in flight, finish what they were
+   * sent with and are made again by a later sync (deferRerun: their children
+   * not sent yet are removed now). Runs inside the sync transaction.
    * Returns how many jobs were reset or removed.
    */
   rerunDescendants(jobId: string): number {
@@ -189,6 +213,7 @@ export class GraphLinks {
       `UPDATE jobs SET task_id = NULL, submitted_input = NULL, submitted_at = NULL, finished_at = NULL, expires_at = NULL, result = NULL WHERE run_id = ? AND id = ?`,
     );
     const files = this.h.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?');
+    const isChild = this.h.stmt(`SELECT 1 FROM job_links WHERE run_id = ? AND job_id = ? AND kind = 'child' LIMIT 1`);
     const queue = [jobId];
     const seen = new Set(queue);
     while (queue.length > 0) {
@@ -197,13 +222,26 @@ export class GraphLinks {
         if (seen.has(r.job_id)) continue;
         seen.add(r.job_id);
         const row = get.get(run, r.job_id) as { state: JobState; kind: string } | undefined;
-        if (!row) continue;
+        // A for_each child is made again (or kept, while its siblings run) only through its for_each job.
+        if (!row || isChild.get(run, r.job_id) !== undefined) continue;
+        // In flight, or a for_each job whose children are: it finishes what it was sent with (its children may not
+        // be made again under the same ids while the old ones run), and is made again by the sync of a later run.
+        if (!FINAL_STATES.includes(row.state) && row.state !== 'pending') {
+          this.deferRerun(r.job_id);
+          continue;
+        }
+        if (row.kind === 'fanout' && this.childrenInFlight(r.job_id)) {
+          // Its children not sent yet would go with an item of the old list: removed (made again with the rest).
+          n += this.dropChildren(r.job_id, true);
+          this.deferRerun(r.job_id);
+          continue;
+        }
         if (FINAL_STATES.includes(row.state)) {
           this.h.move(r.job_id, row.state, 'pending', { last_error: `made again: job ${jobId} changed` });
           clear.run(run, r.job_id);
           files.run(run, r.job_id);
           n++;
-        } else if (row.state !== 'pending') continue;
+        }
         if (row.kind === 'fanout') n += this.dropChildren(r.job_id);
         queue.push(r.job_id);
       }
@@ -211,13 +249,19 @@ export class GraphLinks {
     return n;
   }
 
+  /** Mark `jobId` to be made again by a later sync (its spec hash no longer matches the manifest's). */
+  private deferRerun(jobId: string): void {
+    this.h.stmt(`UPDATE jobs SET spec_hash = ? || spec_hash WHERE run_id = ? AND id = ? AND spec_hash NOT LIKE ?`).run(RERUN_HASH_PREFIX, this.h.runId(), jobId, `${RERUN_HASH_PREFIX}%`);
+    this.deferredNow++;
+  }
+
   /**
-   * Remove the for_each children of `templateId` that are not in flight (with their file rows and links).
-   * A removed child's files on disk are moved aside by the run (replaced()).
+   * Remove the for_each children of `templateId` that are not in flight (with their file rows and links; only
+   * the pending ones with `pendingOnly`). A removed child's files on disk are moved aside by the run (replaced()).
    */
-  private dropChildren(templateId: string): number {
+  private dropChildren(templateId: string, pendingOnly = false): number {
     const run = this.h.runId();
-    const kids = this.h.stmt(GRAPH_SQL.dropChildren).all(run, templateId, ...FINAL_STATES) as { id: string }[];
+    const kids = this.h.stmt(GRAPH_SQL.dropChildren).all(run, templateId, ...(pendingOnly ? FINAL_STATES.map(() => 'pending') : FINAL_STATES)) as { id: string }[];
     for (const k of kids) {
       if (this.h.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(run, k.id) !== undefined) this.h.replaced(k.id);
       this.h.stmt('DELETE FROM jobs WHERE run_id = ? AND id = ?').run(run, k.id);

@@ -64,6 +64,7 @@ export class Store extends StoreQueries {
       nextSeq: () => ++this.seq,
       move: (id, from, to, patch) => this.syncMove(id, from, to, patch),
       rerunDescendants: (id) => this.graph.rerunDescendants(id),
+      childrenInFlight: (id) => this.graph.childrenInFlight(id),
       resubmitUncertain: () => this.resubmitUncertain,
     };
   }

@@ -19,6 +19,8 @@ export interface SyncHost {
   move(jobId: string, from: JobState, to: JobState, patch: JobPatch): void;
   /** Job graph: what was made from a job's old results is made again. */
   rerunDescendants(jobId: string): void;
+  /** Job graph: a for_each child of this job is in flight (the job cannot make its children again yet). */
+  childrenInFlight(jobId: string): boolean;
   /** --uncertain=resubmit: an uncertain job whose spec changed is sent again with the new spec. */
   resubmitUncertain(): boolean;
 }
@@ -30,7 +32,7 @@ export interface SyncHost {
  */
 export function syncJob(h: SyncHost, job: JobInput): SyncResult {
   const runId = h.runId();
-  const row = h.stmt('SELECT state, spec_hash, "where" AS w, estimated_credits AS c FROM jobs WHERE run_id = ? AND id = ?').get(runId, job.id) as KnownJob | undefined;
+  const row = h.stmt('SELECT state, kind, spec_hash, "where" AS w, estimated_credits AS c FROM jobs WHERE run_id = ? AND id = ?').get(runId, job.id) as KnownJob | undefined;
   if (row && row.spec_hash === job.specHash && row.state !== 'skipped' && row.w === job.where && row.c === job.estimatedCredits) return 'unchanged';
   const now = nowIso();
   if (!row) {
@@ -50,6 +52,9 @@ export function syncJob(h: SyncHost, job: JobInput): SyncResult {
     return 'unchanged';
   }
   const finished = FINAL_STATES.includes(row.state);
+  // A for_each job whose children are in flight: they finish what they were sent with (the new children would take
+  // their ids); a later sync makes it again once they are finished.
+  if (finished && row.kind === 'fanout' && h.childrenInFlight(job.id)) return 'deferred';
   // Uncertain, to be resubmitted anyway: it is sent with the manifest's spec, not the one it had.
   const resubmit = row.state === 'uncertain' && h.resubmitUncertain();
   if (finished || resubmit || row.state === 'pending') {

@@ -89,6 +89,7 @@ export const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'fin
 /** What a sync needs to know about a job already in the store. */
 export interface KnownJob {
   state: JobState;
+  kind: string;
   spec_hash: string;
   w: string;
   c: number | null;
