@@ -94,6 +94,26 @@ describe('a for_each job made again when its parent changed', () => {
     expect(Object.values(sentPrompts(state, out)).join('|')).not.toMatch(/fox|whale|frog/);
   }, 120_000);
 
+  it('--json: the jobs the sync makes again are job events (done -> pending, naming the changed job)', async () => {
+    const manifest = join(t.dir, 'events.yaml');
+    const out = join(t.dir, 'events');
+    writeFileSync(manifest, manifestText(['fox', 'whale']));
+    expect((await runCli(args(manifest, out), env)).code).toBe(0);
+    writeFileSync(manifest, manifestText(['fox', 'owl']));
+    const r = await runCli([...args(manifest, out), '--json'], env);
+    expect(r.code, r.stderr).toBe(0);
+    const events = r.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { type: string; id?: string; from?: string; to?: string; error?: string | null });
+    const synced = events.findIndex((e) => e.type === 'synced');
+    const before = events.slice(0, synced).filter((e) => e.type === 'job');
+    expect(before).toEqual([
+      expect.objectContaining({ id: 'p', from: 'done', to: 'pending' }),
+      expect.objectContaining({ id: 'imgs', from: 'done', to: 'pending', error: 'made again: job p changed' }),
+    ]);
+  }, 120_000);
+
   it('children in flight finish what they were sent with; the next run makes every child from the new list', async () => {
     const manifest = join(t.dir, 'inflight.yaml');
     const out = join(t.dir, 'inflight');

@@ -30,6 +30,8 @@ export interface GraphHost {
   move(jobId: string, from: JobState, to: JobState, patch: JobPatch): void;
   /** A job whose earlier result has files on disk was removed (a for_each child made again): the run moves them aside. */
   replaced(jobId: string): void;
+  /** A state change made by a manifest sync (rerunDescendants): recorded for the engine's job events. */
+  synced(jobId: string, from: JobState, to: JobState, error: string | null): void;
 }
 
 /**
@@ -237,7 +239,9 @@ export class GraphLinks {
           continue;
         }
         if (FINAL_STATES.includes(row.state)) {
-          this.h.move(r.job_id, row.state, 'pending', { last_error: `made again: job ${jobId} changed` });
+          const why = `made again: job ${jobId} changed`;
+          this.h.move(r.job_id, row.state, 'pending', { last_error: why });
+          this.h.synced(r.job_id, row.state, 'pending', why);
           clear.run(run, r.job_id);
           files.run(run, r.job_id);
           n++;

@@ -56,6 +56,7 @@ export class Store extends StoreQueries {
       stmt: (sql) => this.stmt(sql),
       move: (id, from, to, patch) => this.guardedMove(id, from, to, patch),
       replaced: (id) => this.replacedResults.push(id),
+      synced: (id, from, to, error) => this.syncMoves.push({ id, from, to, error }),
     });
     this.syncHost = {
       stmt: this.cached,
@@ -244,7 +245,7 @@ export class Store extends StoreQueries {
     this.syncMoves.push({ id: jobId, from, to, error: patch.last_error ?? null });
   }
 
-  /** State changes made by syncJob and skipRemoved since the last call (the engine emits them as job events). */
+  /** State changes made by syncJob, rerunDescendants and skipRemoved since the last call (the engine emits them as job events). */
   drainSyncMoves(): Array<{ id: string; from: JobState; to: JobState; error: string | null }> {
     const out = this.syncMoves;
     this.syncMoves = [];
