@@ -141,6 +141,14 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       }
       if (sentAgain > 0) emit({ type: 'warning', message: `${sentAgain} job(s) were in flight in the sandbox of an earlier run, which stopped with it; they are sent again to this sandbox (sandbox credits are not real)` });
     }
+    if (sandboxGone) {
+      // Job graph: the results that pending jobs would reference (task ids, audio ids, file URLs) went with the earlier
+      // sandbox too: the finished jobs they come from are made again, with what was made from them.
+      const remade = store.remakeAncestors('its result was in an earlier in-process sandbox that is gone; made again for the jobs that use it');
+      for (const id of remade) emit({ type: 'job', id, from: 'done', to: 'pending', error: null });
+      for (const m of store.drainSyncMoves()) emit({ type: 'job', id: m.id, from: m.from, to: m.to, error: m.error });
+      if (remade.length > 0) emit({ type: 'warning', message: `${remade.length} finished job(s) whose results pending jobs use were made in the sandbox of an earlier run, which stopped with it; they are made again in this sandbox, with what was made from them (sandbox credits are not real)` });
+    }
     // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
     for (const id of store.drainReplacedResults()) {
       try {

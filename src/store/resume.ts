@@ -39,3 +39,41 @@ export function returnInFlight(db: Database.Database, stmt: Prepare, runId: numb
   })();
   return rows.map((r) => ({ id: r.id, from: r.state }));
 }
+
+/**
+ * The service that held this run's tasks is gone (an earlier in-process sandbox), and with it the results that
+ * job-graph references point at (task ids, audio ids, file URLs of its tasks): every finished job that a pending
+ * job waits for (or whose for_each made it), and their own ancestors, is made again (done -> pending, results
+ * cleared), and so is what was made from them (rerunDescendants). Without it such a job would be sent with
+ * references the new sandbox does not know (404: task not found). Returns the jobs moved to pending here.
+ */
+export function remakeAncestors(stmt: Prepare, runId: number, reason: string, transition: Transition, rerunDescendants: (id: string) => void): string[] {
+  const parents = stmt(`SELECT l.parent_id AS id, p.state AS state FROM job_links l JOIN jobs p ON p.run_id = l.run_id AND p.id = l.parent_id WHERE l.run_id = ? AND l.job_id = ?`);
+  const pending = stmt(`SELECT id FROM jobs WHERE run_id = ? AND state = 'pending' ORDER BY seq`).all(runId) as { id: string }[];
+  const roots: string[] = [];
+  const seen = new Set<string>();
+  const queue = pending.map((r) => r.id);
+  while (queue.length > 0) {
+    const id = queue.shift()!;
+    // Every link: needs and inherited (the parents it takes results from), child (the for_each job that made it from its list).
+    for (const p of parents.all(runId, id) as { id: string; state: JobState }[]) {
+      if (seen.has(p.id)) continue;
+      seen.add(p.id);
+      if (p.state === 'done') roots.push(p.id);
+      queue.push(p.id);
+    }
+  }
+  const moved: string[] = [];
+  const state = stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?');
+  const clear: JobPatch = { task_id: null, result: null, submitted_input: null, submitted_at: null, finished_at: null, expires_at: null, last_error: reason };
+  for (const id of roots) {
+    // Made again already as a descendant of an earlier one.
+    if ((state.get(runId, id) as { state: JobState } | undefined)?.state !== 'done') continue;
+    transition(id, 'done', 'pending', clear, () => {
+      stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(runId, id);
+      rerunDescendants(id);
+    });
+    moved.push(id);
+  }
+  return moved;
+}

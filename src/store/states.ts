@@ -44,7 +44,8 @@ export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
   // pending: the in-process sandbox that held the task is gone (a rerun with --sandbox starts a new one).
   submitted: ['downloading', 'failed', 'expired', 'pending'],
   downloading: ['done', 'expired', 'failed', 'pending'],
-  // Finished states go back to pending only when the job's spec changed (or it came back into the manifest).
+  // Finished states go back to pending only when the job's spec changed (or it came back into the manifest);
+  // done also when a new in-process sandbox runs pending jobs that use its results (Store.remakeAncestors).
   done: ['pending', 'skipped'],
   failed: ['pending', 'skipped'],
   expired: ['pending', 'skipped'],

@@ -273,6 +273,17 @@ export class Store extends StoreQueries {
     return resume.returnInFlight(this.db, this.cached, this.runId, reason, (id, from, to, patch, also) => this.transition(id, from, to, patch, also));
   }
 
+  /**
+   * The earlier in-process sandbox is gone with the results job-graph references point at: the finished jobs that
+   * pending jobs take results from (and their ancestors) are made again, with what was made from them. Returns the
+   * jobs moved to pending here (the descendants' moves: drainSyncMoves).
+   */
+  remakeAncestors(reason: string): string[] {
+    return this.db.transaction(() =>
+      resume.remakeAncestors(this.cached, this.runId, reason, (id, from, to, patch, also) => this.transition(id, from, to, patch, also), (id) => this.graph.rerunDescendants(id)),
+    )();
+  }
+
   // ---- transitions ----
 
   /**
