@@ -114,6 +114,25 @@ describe('a for_each job made again when its parent changed', () => {
     ]);
   }, 120_000);
 
+  it('--uncertain resubmit: an uncertain child is made again from the new list, never sent with an item of the old one', async () => {
+    const manifest = join(t.dir, 'uncertain.yaml');
+    const out = join(t.dir, 'uncertain');
+    const state = join(out, 'state.db');
+    writeFileSync(manifest, manifestText(['fox', 'whale', 'frog']));
+    // One at a time: the second child's task is created and its answer lost (500 after creating): uncertain.
+    sb.script('submit', ['ok', '500-after', 'ok']);
+    const first = await runCli([...args(manifest, out), '--concurrency', '1'], env);
+    expect(first.code, first.stderr).toBe(4);
+    expect(readJobs(state).find((j) => j.id === 'imgs.1')!.state).toBe('uncertain');
+    writeFileSync(manifest, manifestText(['lion', 'tiger', 'bear']));
+    const r = await runCli([...args(manifest, out), '--uncertain', 'resubmit'], env);
+    expect(r.code, r.stderr).toBe(0);
+    const prompts = sentPrompts(state, out);
+    expect(Object.keys(prompts).sort()).toEqual(['imgs.0', 'imgs.1', 'imgs.2']);
+    expect(Object.values(prompts).join('|')).not.toMatch(/fox|whale|frog/);
+    expect(prompts['imgs.1']).toMatch(/tiger/);
+  }, 120_000);
+
   it('children in flight finish what they were sent with; the next run makes every child from the new list', async () => {
     const manifest = join(t.dir, 'inflight.yaml');
     const out = join(t.dir, 'inflight');

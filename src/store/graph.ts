@@ -32,6 +32,8 @@ export interface GraphHost {
   replaced(jobId: string): void;
   /** A state change made by a manifest sync (rerunDescendants): recorded for the engine's job events. */
   synced(jobId: string, from: JobState, to: JobState, error: string | null): void;
+  /** The sync runs with --uncertain=resubmit (uncertain jobs are sent again: a for_each job's uncertain children are made again). */
+  resubmitUncertain(): boolean;
 }
 
 /**
@@ -50,6 +52,10 @@ export const GRAPH_SQL = {
   dropChildren: `SELECT j.id AS id FROM job_links l INDEXED BY job_links_by_parent CROSS JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind = 'child' AND j.state IN ('pending', ${FINAL_STATES.map(() => '?').join(', ')})`,
   /** One for_each child of a template that is in flight (a task may exist: submitting, submitted, downloading, uncertain). */
   childInFlight: `SELECT 1 FROM job_links l INDEXED BY job_links_by_parent CROSS JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind = 'child' AND j.state IN ('submitting', 'submitted', 'downloading', 'uncertain') LIMIT 1`,
+  /** The same, uncertain children apart (--uncertain=resubmit: they are sent again anyway, so they are removed and made again). */
+  childSentInFlight: `SELECT 1 FROM job_links l INDEXED BY job_links_by_parent CROSS JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind = 'child' AND j.state IN ('submitting', 'submitted', 'downloading') LIMIT 1`,
+  /** The uncertain for_each children of a template (dropChildren with --uncertain=resubmit). */
+  uncertainChildren: `SELECT j.id AS id FROM job_links l INDEXED BY job_links_by_parent CROSS JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE l.run_id = ? AND l.parent_id = ? AND l.kind = 'child' AND j.state = 'uncertain'`,
 } as const;
 
 /** Text that starts the last_error of a job skipped because of a parent. */
@@ -92,7 +98,8 @@ export class GraphLinks {
 
   /** True when a for_each child of `templateId` is in flight (the for_each job cannot make its children again yet). */
   childrenInFlight(templateId: string): boolean {
-    return this.h.stmt(GRAPH_SQL.childInFlight).get(this.h.runId(), templateId) !== undefined;
+    const sql = this.h.resubmitUncertain() ? GRAPH_SQL.childSentInFlight : GRAPH_SQL.childInFlight;
+    return this.h.stmt(sql).get(this.h.runId(), templateId) !== undefined;
   }
 
   /** Jobs whose rerun waits for work in flight (rerunDescendants) since the last drain: the sync keeps no key then. */
@@ -266,6 +273,8 @@ export class GraphLinks {
   private dropChildren(templateId: string, pendingOnly = false): number {
     const run = this.h.runId();
     const kids = this.h.stmt(GRAPH_SQL.dropChildren).all(run, templateId, ...(pendingOnly ? FINAL_STATES.map(() => 'pending') : FINAL_STATES)) as { id: string }[];
+    // --uncertain=resubmit: an uncertain child would be sent again with an item of the old list and the new parent's values.
+    if (this.h.resubmitUncertain()) kids.push(...(this.h.stmt(GRAPH_SQL.uncertainChildren).all(run, templateId) as { id: string }[]));
     for (const k of kids) {
       if (this.h.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(run, k.id) !== undefined) this.h.replaced(k.id);
       this.h.stmt('DELETE FROM jobs WHERE run_id = ? AND id = ?').run(run, k.id);

@@ -57,6 +57,7 @@ export class Store extends StoreQueries {
       move: (id, from, to, patch) => this.guardedMove(id, from, to, patch),
       replaced: (id) => this.replacedResults.push(id),
       synced: (id, from, to, error) => this.syncMoves.push({ id, from, to, error }),
+      resubmitUncertain: () => this.resubmitUncertain,
     });
     this.syncHost = {
       stmt: this.cached,
