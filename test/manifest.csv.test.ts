@@ -75,6 +75,22 @@ describe('CSV manifests', () => {
     ]);
   });
 
+  it('reports columns that set the same field twice (one a part of the other, or one path spelled two ways): no cell is dropped silently', async () => {
+    const p = write(
+      'jobs.csv',
+      'id,model,input.prompt,input.size,input.size.width,input.size.height,input.image_urls,input.image_urls[0],input.image_urls.[1]\nj1,dream-5.0-lite,a,2K,800,600,"[""https://x/a.png""]",https://x/b.png,https://x/c.png\n',
+    );
+    const { problems } = await all(p);
+    expect(problems).toEqual([
+      `${p}:header input.size.width: sets a part of input.size, which column "input.size" sets whole: use one or the other`,
+      `${p}:header input.size.height: sets a part of input.size, which column "input.size" sets whole: use one or the other`,
+      `${p}:header input.image_urls[0]: sets a part of input.image_urls, which column "input.image_urls" sets whole: use one or the other`,
+      `${p}:header input.image_urls.[1]: sets a part of input.image_urls, which column "input.image_urls" sets whole: use one or the other`,
+    ]);
+    const same = write('same.csv', 'model,input.prompt,input.a[0],input.a.[0]\nalpha-image-4o,x,1,2\n');
+    expect((await all(same)).problems).toEqual([`${same}:header input.a.[0]: sets the same field as column "input.a[0]"`]);
+  });
+
   it('requires a model column, and reports malformed quoting with its row after the good rows', async () => {
     const noModel = write('nomodel.csv', 'id,input.prompt\na,x\n');
     expect((await all(noModel)).problems).toContain(`${noModel}:header model: a model column is required`);

@@ -103,7 +103,41 @@ function readHeader(cells: string[], name: string, problems: Problem[]): { cols:
     });
   });
   if (!cols.has('model')) problems.push({ job: null, where, path: 'model', message: 'a model column is required' });
-  return { cols, inputs: contiguous(inputs, where, problems) };
+  return { cols, inputs: contiguous(distinctFields(inputs, where, problems), where, problems) };
+}
+
+/** `input.` and a split path, written back: ["size", "width"] -> input.size.width, ["image_urls", 0] -> input.image_urls[0]. */
+function fieldName(parts: ReadonlyArray<string | number>): string {
+  return `input.${parts.map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('').replace(/^\./, '').replace(/\.\[/g, '[')}`;
+}
+
+/**
+ * Each field is set by one column: a column whose path is spelled another way (`input.a.[0]` after
+ * `input.a[0]`) or lies inside another column's field (`input.size.width` next to `input.size`) would
+ * overwrite that column's cell, or have its own overwritten, without a word. Such a column is reported
+ * and left out.
+ */
+function distinctFields(inputs: Column[], where: string, problems: Problem[]): Column[] {
+  const whole = new Map<string, Column>();
+  for (const col of inputs) {
+    const key = JSON.stringify(col.parts);
+    if (!whole.has(key)) whole.set(key, col);
+  }
+  return inputs.filter((col) => {
+    const name = `input.${col.path}`;
+    const first = whole.get(JSON.stringify(col.parts));
+    if (first !== undefined && first !== col) {
+      problems.push({ job: null, where, path: name, message: `sets the same field as column ${JSON.stringify(`input.${first.path}`)}` });
+      return false;
+    }
+    for (let i = 1; i < col.parts.length; i++) {
+      const outer = whole.get(JSON.stringify(col.parts.slice(0, i)));
+      if (outer === undefined) continue;
+      problems.push({ job: null, where, path: name, message: `sets a part of ${fieldName(col.parts.slice(0, i))}, which column ${JSON.stringify(`input.${outer.path}`)} sets whole: use one or the other` });
+      return false;
+    }
+    return true;
+  });
 }
 
 /** Why a column path cannot be used (forbidden key, too deep, index too big), or null. */
@@ -138,7 +172,7 @@ function contiguous(inputs: Column[], where: string, problems: Problem[]): Colum
     const missing = [...Array(Math.max(...set) + 1).keys()].filter((n) => !set.has(n));
     if (missing.length === 0) continue;
     gappy.add(key);
-    const name = `input.${(JSON.parse(key) as Array<string | number>).map((p) => (typeof p === 'number' ? `[${p}]` : `.${p}`)).join('').replace(/^\./, '').replace(/\.\[/g, '[')}`;
+    const name = fieldName(JSON.parse(key) as Array<string | number>);
     problems.push({ job: null, where, path: name, message: `list columns must number their items from [0] without gaps: no column for ${missing.slice(0, 5).map((n) => `[${n}]`).join(', ')}${missing.length > 5 ? ', ...' : ''}` });
   }
   if (gappy.size === 0) return inputs;
