@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { UsageError } from '../src/errors.js';
-import { openManifest, type ManifestJob } from '../src/manifest/index.js';
+import { UsageError, formatProblem } from '../src/errors.js';
+import { openManifest, validateManifest, type ManifestJob } from '../src/manifest/index.js';
 import { estimate, loadPrices, priceJob } from '../src/pricing/index.js';
 
 /** Pricing aggregation: contract prices, user prices (labelled), unknown prices (never 0). */
@@ -96,7 +96,15 @@ describe('estimate', () => {
     const p = join(dir, 'huge.yaml');
     writeFileSync(p, 'pricing: {dream-4: 1e308}\njobs:\n  - {id: a, model: dream-4, input: {prompt: x, n: 15}}\n');
     const m = await openManifest(p);
-    await expect(estimate(m.jobs(), m.pricing)).rejects.toThrow(/dream-4: must be at most/);
+    await expect(estimate(m.jobs(), { 'dream-4': 1e308 })).rejects.toThrow(/dream-4: must be at most/);
+    expect(m.pricing).toBeNull();
+  });
+
+  it('validate reports an absurd pricing: block price with its line, as estimate and run refuse it', async () => {
+    const p = join(dir, 'huge.yaml');
+    writeFileSync(p, 'jobs:\n  - {id: a, model: dream-4, input: {prompt: x, n: 15}}\npricing:\n  kontext-pro: 4\n  dream-4: 2e9\n');
+    const r = await validateManifest(p);
+    expect(r.problems.map(formatProblem)).toEqual([`${p}:5 pricing.dream-4: must be at most 1,000,000,000 credits per unit`]);
   });
 
   it('keeps no per-job list unless asked, and does not price invalid jobs', async () => {

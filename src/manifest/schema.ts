@@ -1,6 +1,10 @@
 import { z } from 'zod';
 import { listModels } from '../models/index.js';
 import { CHAT_MODELS } from '../models/chat.js';
+import { MAX_USER_PRICE } from '../pricing/index.js';
+
+/** MAX_USER_PRICE with thousands separators, written out (no toLocaleString at import: it loads ICU on every start-up). */
+const MAX_USER_PRICE_TEXT = String(MAX_USER_PRICE).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
 
 /**
  * The shape of a YAML manifest. Model inputs are checked per job against the
@@ -84,7 +88,15 @@ export const manifestSchema = z
     {
       budget: z.number({ error: 'must be a number of credits' }).min(0, { error: 'must be at least 0' }).optional().describe('Maximum credits: estimate and run refuse when the known total exceeds it'),
       pricing: z
-        .record(z.string(), z.number({ error: 'must be a number of credits' }).min(0, { error: 'must be at least 0' }), { error: 'must be a mapping of model id -> credits' })
+        .record(
+          z.string(),
+          z
+            .number({ error: 'must be a number of credits' })
+            .min(0, { error: 'must be at least 0' })
+            // The bound estimate and run apply (pricing/index.ts): validate reports it here, with the line.
+            .max(MAX_USER_PRICE, { error: `must be at most ${MAX_USER_PRICE_TEXT} credits per unit` }),
+          { error: 'must be a mapping of model id -> credits' },
+        )
         .optional()
         .describe('User-supplied prices (model id -> credits: per image for image models, times n; per request for other models) for models whose price the contract does not give; labelled user-supplied in every output'),
       defaults: defaultsSchema.optional(),
