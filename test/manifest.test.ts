@@ -176,6 +176,14 @@ describe('rows sources', () => {
       `${p}:12 input.prompt: template {{Prompt}} names no variable (available: prompt, row)`,
     ]);
   });
+
+  it('refuses a template naming a column the rows file has twice (it would take one of them silently)', async () => {
+    write('d.csv', 'Prompt,Prompt,sec,note,note\ncat,dog,5,x,y\n');
+    const p = write('m.yaml', 'jobs:\n  - id: "d{{row}}"\n    rows: {file: d.csv}\n    model: motion-1.6/pro\n    input: {prompt: "{{Prompt}}", duration: "{{sec}}"}\n');
+    const { jobs, problems } = await all(p);
+    expect(jobs).toEqual([]);
+    expect(problems).toEqual([`${p}:5 input.prompt: template {{Prompt}} is ambiguous: d.csv has 2 columns named "Prompt" (columns 1, 2)`]);
+  });
 });
 
 describe('glob sources', () => {

@@ -89,6 +89,15 @@ export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob>
     const hint = available.size === 0 ? 'this job has no rows, glob or matrix source to fill it' : `available: ${[...available].join(', ')}`;
     entryProblem(at, `template {{${missing}}} names no variable (${hint})`);
   }
+  // A column name the rows file has twice: {{name}} would take the last of them without a word (glob and matrix variables win over columns).
+  const shadowing = new Set([...(files ? GLOB_VARS : []), ...(combos ? Object.keys(entry.matrix as object) : [])]);
+  for (const name of templateNames(fields)) {
+    if (shadowing.has(name)) continue;
+    const at = columns.flatMap((col, i) => (col === name ? [i + 1] : []));
+    if (at.length < 2) continue;
+    bad = true;
+    entryProblem(templatePath(fields, name) ?? '', `template {{${name}}} is ambiguous: ${rowsSpec?.file ?? 'the rows file'} has ${at.length} columns named ${JSON.stringify(name)} (columns ${at.join(', ')})`);
+  }
   const expands = rows !== null || (files?.length ?? 0) > 1 || comboCount > 1;
   if (expands && typeof entry.id === 'string' && templateNames(entry.id).size === 0) {
     bad = true;
