@@ -177,6 +177,14 @@ describe('rows sources', () => {
     ]);
   });
 
+  it('reads rows column names without surrounding spaces, as a CSV job list does ({{ sec }} names sec)', async () => {
+    write('s.csv', 'Prompt, sec \ncat,5\n');
+    const p = write('m.yaml', 'jobs:\n  - id: "s{{row}}"\n    rows: {file: s.csv}\n    model: motion-1.6/pro\n    input: {prompt: "{{Prompt}}", duration: "{{ sec }}"}\n');
+    const { jobs, problems } = await all(p);
+    expect(problems).toEqual([]);
+    expect(jobs[0]?.input).toEqual({ prompt: 'cat', duration: 5 });
+  });
+
   it('refuses a template naming a column the rows file has twice (it would take one of them silently)', async () => {
     write('d.csv', 'Prompt,Prompt,sec,note,note\ncat,dog,5,x,y\n');
     const p = write('m.yaml', 'jobs:\n  - id: "d{{row}}"\n    rows: {file: d.csv}\n    model: motion-1.6/pro\n    input: {prompt: "{{Prompt}}", duration: "{{sec}}"}\n');

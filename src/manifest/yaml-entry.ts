@@ -72,7 +72,8 @@ export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob>
       entryProblem('rows.file', message.replace(resolve(dir, rowsSpec.file), rowsSpec.file));
       return;
     }
-    columns = first.value.cells;
+    // Names without surrounding spaces (as a CSV job list reads its header): a template's name is trimmed, so " sec " could never be named.
+    columns = first.value.cells.map((c) => c.trim());
   }
 
   // Templates: every {{name}} must name a variable of this entry's sources.
