@@ -272,6 +272,12 @@ describe('manifest-level problems', () => {
     ]);
   });
 
+  it('reports an input that is not a mapping once, with its rule (not also "input: is required")', async () => {
+    const p = write('m.yaml', 'jobs:\n  - {id: d, model: alpha-image-2, input: "text"}\n  - {id: c, model: vendora/chat-5, input: [x]}\n');
+    const { problems } = await all(p);
+    expect(problems).toEqual([`job d (${p}:2) input: must be a mapping of model parameters`, `job c (${p}:3) input: must be a mapping of model parameters`]);
+  });
+
   it('reports a missing manifest file and a manifest that is not a mapping', async () => {
     expect((await validateManifest(join(dir, 'none.yaml'))).problems.map(formatProblem)).toEqual([`${join(dir, 'none.yaml')}: manifest file not found`]);
     const p = write('list.yaml', '- a\n- b\n');

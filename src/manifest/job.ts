@@ -140,7 +140,10 @@ export class JobBuilder {
     const id = this.takeId(raw, model, problems);
     const add = (path: string, message: string) => problems.push({ job: id, where: raw.locate(path), path, message });
 
-    if (raw.input !== undefined && !isPlainObject(raw.input)) add('input', 'must be a mapping of model parameters');
+    // A given input that is not a mapping is reported here once; the model's own "input" issue about it is dropped below.
+    const badInput = raw.input !== undefined && !isPlainObject(raw.input);
+    if (badInput) add('input', 'must be a mapping of model parameters');
+    const ownIssue = (path: string) => badInput && path === 'input';
     const callback = typeof raw.callback_url === 'string' ? raw.callback_url : undefined;
     if (raw.callback_url !== undefined && callback === undefined) add('callback_url', 'must be a string URL');
     const protocol = typeof raw.protocol === 'string' ? raw.protocol : undefined;
@@ -176,7 +179,7 @@ export class JobBuilder {
       if (protocol !== undefined) add('protocol', 'applies only to chat models; this is a submit model');
       if (callback !== undefined && !refKeys.includes('callback_url')) checkCallback(callback, add);
       const check = checkSubmit({ model, input: checkedInput, ...(callback !== undefined ? { callback_url: callback } : {}) });
-      for (const iss of check.issues) if (iss.path !== 'callback_url' && !inRefField(iss.path, ph.refs)) add(iss.path, iss.message);
+      for (const iss of check.issues) if (iss.path !== 'callback_url' && !ownIssue(iss.path) && !inRefField(iss.path, ph.refs)) add(iss.path, iss.message);
       keep(check);
       if (spec.imageFields.length > 0 || spec.urlOnlyFields.length > 0) await this.checkFiles(spec, inputObj, add, new Set(check.issues.map((i) => i.path)));
       return job;
@@ -186,7 +189,7 @@ export class JobBuilder {
       if (callback !== undefined) add('callback_url', 'applies only to submit models; chat answers come back in the response');
       if (raw.rehost === true) add('rehost', 'applies only to submit models (image uploads)');
       const check = checkChatJob({ model, input: checkedInput, ...(protocol !== undefined ? { protocol } : {}) });
-      for (const iss of check.issues) if (!inRefField(iss.path, ph.refs)) add(iss.path, iss.message);
+      for (const iss of check.issues) if (!ownIssue(iss.path) && !inRefField(iss.path, ph.refs)) add(iss.path, iss.message);
       keep(check);
       if (check.protocol) job.protocol = check.protocol;
       return job;
