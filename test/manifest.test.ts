@@ -185,6 +185,14 @@ describe('rows sources', () => {
     expect(jobs[0]?.input).toEqual({ prompt: 'cat', duration: 5 });
   });
 
+  it('matches template names and rows column names in one Unicode form (NFD header, NFC template)', async () => {
+    write('u.csv', `${'Cate\u0301gorie'},sec\ncat,5\n`);
+    const p = write('m.yaml', `jobs:\n  - id: "u{{row}}"\n    rows: {file: u.csv}\n    model: motion-1.6/pro\n    input: {prompt: "{{${'Cat\u00e9gorie'}}} x", negative_prompt: "{{ ${'Cat\u00e9gorie'} }}", duration: "{{sec}}"}\n`);
+    const { jobs, problems } = await all(p);
+    expect(problems).toEqual([]);
+    expect(jobs[0]?.input).toEqual({ prompt: 'cat x', negative_prompt: 'cat', duration: 5 });
+  });
+
   it('refuses a template naming a column the rows file has twice (it would take one of them silently)', async () => {
     write('d.csv', 'Prompt,Prompt,sec,note,note\ncat,dog,5,x,y\n');
     const p = write('m.yaml', 'jobs:\n  - id: "d{{row}}"\n    rows: {file: d.csv}\n    model: motion-1.6/pro\n    input: {prompt: "{{Prompt}}", duration: "{{sec}}"}\n');

@@ -14,6 +14,15 @@
 const TEMPLATE = /(?<!\$)\{\{\s*([^{}]*?)\s*\}\}/g;
 const WHOLE = /^\{\{\s*([^{}]*?)\s*\}\}$/;
 
+/**
+ * A variable name in one Unicode form (NFC), so a name typed in the manifest matches a rows column
+ * written in another form (macOS tools often write NFD: "e" + combining accent for "é"). ASCII names,
+ * the usual case, are returned as they are.
+ */
+export function varName(name: string): string {
+  return /^[\x00-\x7f]*$/.test(name) ? name : name.normalize('NFC');
+}
+
 /** A variable's value: text from a table or a path, or any YAML value from a matrix. */
 export type Vars = ReadonlyMap<string, unknown>;
 
@@ -23,7 +32,7 @@ export const ABSENT: unique symbol = Symbol('absent');
 /** Every variable name used by templates anywhere inside `value` (strings, arrays, objects). */
 export function templateNames(value: unknown, into: Set<string> = new Set()): Set<string> {
   if (typeof value === 'string') {
-    if (value.includes('{{')) for (const m of value.matchAll(TEMPLATE)) into.add(m[1] ?? '');
+    if (value.includes('{{')) for (const m of value.matchAll(TEMPLATE)) into.add(varName(m[1] ?? ''));
   } else if (Array.isArray(value)) {
     for (const v of value) templateNames(v, into);
   } else if (isPlainObject(value)) {
@@ -47,12 +56,12 @@ export function fill(value: unknown, vars: Vars, base: string, typed: (path: str
     if (!value.includes('{{')) return value;
     const whole = WHOLE.exec(value);
     if (whole) {
-      const v = vars.get(whole[1] ?? '');
+      const v = vars.get(varName(whole[1] ?? ''));
       if (typeof v === 'string') return v === '' ? ABSENT : typed(base, v);
       return v === undefined ? value : v;
     }
     return value.replace(TEMPLATE, (all, name: string) => {
-      const v = vars.get(name);
+      const v = vars.get(varName(name));
       if (v === undefined) return all;
       return typeof v === 'string' ? v : JSON.stringify(v);
     });

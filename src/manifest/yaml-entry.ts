@@ -5,7 +5,7 @@ import { splitPath, typedCell } from './coerce.js';
 import type { JobBuilder, ManifestJob } from './job.js';
 import { readTable } from './table.js';
 import { MAX_COMBINATIONS, product } from './matrix.js';
-import { ABSENT, deepMerge, fill, isPlainObject, templateNames, type Vars } from './template.js';
+import { ABSENT, deepMerge, fill, isPlainObject, templateNames, varName, type Vars } from './template.js';
 import { nodeAt, type Loc } from './yaml-loc.js';
 
 /**
@@ -73,7 +73,7 @@ export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob>
       return;
     }
     // Names without surrounding spaces (as a CSV job list reads its header): a template's name is trimmed, so " sec " could never be named.
-    columns = first.value.cells.map((c) => c.trim());
+    columns = first.value.cells.map((c) => varName(c.trim()));
   }
 
   // Templates: every {{name}} must name a variable of this entry's sources.
