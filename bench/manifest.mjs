@@ -119,13 +119,9 @@ try {
     console.log(`cli ${cmd.join(' ').replace(csv, 'jobs.csv').padEnd(27)} exit ${r.status}, ${fmt(r.ms)} ms wall (node startup included), ${fmt(rows / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
   }
   const parti = join(root, 'manifests', 'parti.yaml');
-  if (existsSync(join(root, '..', 'shared', 'data', 'PartiPrompts.tsv'))) {
-    const runs = [1, 2, 3].map(() => cli(['estimate', '--offline', parti]));
-    const best = runs.reduce((a, b) => (a.ms < b.ms ? a : b));
-    console.log(`cli estimate --offline manifests/parti.yaml: exit ${best.status}, best of 3 ${fmt(best.ms)} ms wall, peak RSS ${best.rssMB.toFixed(0)} MB (${best.out.trim().split('\n').find((l) => l.startsWith('total')) ?? ''})`);
-  } else {
-    console.log('skipped PartiPrompts: ../shared/data/PartiPrompts.tsv not found beside the repository');
-  }
+  const runs = [1, 2, 3].map(() => cli(['estimate', '--offline', parti]));
+  const best = runs.reduce((a, b) => (a.ms < b.ms ? a : b));
+  console.log(`cli estimate --offline manifests/parti.yaml: exit ${best.status}, best of 3 ${fmt(best.ms)} ms wall, peak RSS ${best.rssMB.toFixed(0)} MB (${best.out.trim().split('\n').find((l) => l.startsWith('total')) ?? ''})`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -86,7 +86,7 @@ describe('genbatch estimate --offline', () => {
     expect(r.stderr).toContain('clip-2.3: must be a number of credits');
   });
 
-  it.skipIf(!existsSync(join(ROOT, '..', 'shared', 'data', 'PartiPrompts.tsv')))('prices the 1632 PartiPrompts jobs', async () => {
+  it('prices the 1632 PartiPrompts jobs', async () => {
     const r = await genbatch(['estimate', '--offline', '--json', 'manifests/parti.yaml']);
     expect(r.code).toBe(0);
     const out = JSON.parse(r.stdout) as { total_credits: number; jobs: unknown[]; unknown_price_jobs: unknown[] };

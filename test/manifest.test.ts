@@ -142,8 +142,8 @@ describe('rows sources', () => {
   });
 
   it('reads the whole PartiPrompts file (1632 rows; cells may start with a quote)', async () => {
-    const shared = join(import.meta.dirname, '..', '..', 'shared', 'data', 'PartiPrompts.tsv');
-    const p = write('m.yaml', `jobs:\n  - rows: {file: ${JSON.stringify(shared)}}\n    model: alpha-image-2\n    input: {prompt: "{{Prompt}}"}\n`);
+    const parti = join(import.meta.dirname, '..', 'manifests', 'data', 'PartiPrompts.tsv');
+    const p = write('m.yaml', `jobs:\n  - rows: {file: ${JSON.stringify(parti)}}\n    model: alpha-image-2\n    input: {prompt: "{{Prompt}}"}\n`);
     const r = await validateManifest(p);
     expect(r).toEqual({ jobs: 1632, problems: [] });
   });
