@@ -1,13 +1,23 @@
 import type { ChildProcess } from 'node:child_process';
 import { spawnCli } from './cli.js';
 
+/** One task as GET /__sandbox/tasks lists it. */
+export interface SandboxTask {
+  task_id: string;
+  model: string;
+  state: string;
+  callback_url: string | null;
+  callback_attempts: number;
+  callback_delivered: boolean;
+}
+
 /** A sandbox served by `genbatch sandbox --port 0` in its own process; URL and key read from its stdout. */
 export interface SandboxProcess {
   url: string;
   key: string;
   child: ChildProcess;
   stats(): Promise<{ tasks_total: number; requests: Record<string, number>; faults_injected: Record<string, number>; uploads: Record<string, number> }>;
-  tasks(): Promise<Array<{ task_id: string; model: string; state: string }>>;
+  tasks(): Promise<SandboxTask[]>;
   stop(): Promise<void>;
 }
 
@@ -30,7 +40,7 @@ export function startSandboxProcess(args: string[] = []): Promise<SandboxProcess
         key,
         child,
         stats: () => get('/__sandbox/stats'),
-        tasks: async () => (await get<{ tasks: Array<{ task_id: string; model: string; state: string }> }>('/__sandbox/tasks')).tasks,
+        tasks: async () => (await get<{ tasks: SandboxTask[] }>('/__sandbox/tasks')).tasks,
         stop: () =>
           new Promise<void>((done) => {
             if (child.exitCode !== null) return done();
