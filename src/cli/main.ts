@@ -124,6 +124,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--image-edge <px>', 'longest edge of served images, >= 8 (default: 128)')
     .option('--callback-timeout-ms <ms>', 'how long a callback receiver may take to answer (default: 10000 x time scale, at least 1000)')
     .option('--clock-start <when>', 'virtual clock start: epoch ms or ISO date, e.g. 2026-01-01T00:00:00Z (default: now)')
+    .option('--admin-token <token>', 'token the /__sandbox/ endpoints require in X-Sandbox-Admin-Token, 16+ characters (default: random, printed; or GENBATCH_SANDBOX_ADMIN_TOKEN); not needed from loopback when --host is loopback')
     .action(wrap(lazy('sandbox')));
 
   return program;

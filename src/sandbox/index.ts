@@ -16,7 +16,7 @@ export type { SandboxOptions } from './options.js';
 export type { FaultEndpoint, FaultKind, FaultRule, ScriptStep } from './faults.js';
 export type { SandboxStats } from './routes/admin.js';
 export { parseFaults } from './faults.js';
-export { checkClockStart, checkImageEdge, checkNonNegative, checkRate, checkTimerMs, parseKeys, parseWords } from './options.js';
+export { checkAdminToken, checkClockStart, checkImageEdge, checkNonNegative, checkRate, checkTimerMs, parseKeys, parseWords } from './options.js';
 export { keyHash } from './accounts.js';
 
 export interface Sandbox {
@@ -29,6 +29,8 @@ export interface Sandbox {
   localUrl: string;
   /** The API keys it accepts, in option order. */
   keys: string[];
+  /** The token /__sandbox/* requires in X-Sandbox-Admin-Token (not needed from loopback to a loopback host). */
+  adminToken: string;
   /** The virtual clock: `advance(seconds)` moves it forward; `now()` is virtual epoch ms. */
   clock: { advance(seconds: number): void; now(): number };
   /** The same counters as GET /__sandbox/stats. */
@@ -105,6 +107,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     url: ctx.baseUrl,
     localUrl,
     keys: ctx.accounts.keys(),
+    adminToken: o.adminToken,
     clock: { advance: (s) => ctx.clock.advance(s), now: () => ctx.now() },
     stats: () => statsSnapshot(ctx),
     script: (endpoint, steps) => ctx.faults.script(endpoint, steps),

@@ -48,6 +48,12 @@ export interface SandboxOptions {
    * connecting). Default: the system resolver. Tests pass a fixed table here.
    */
   resolveHost?: (host: string) => Promise<string[]>;
+  /**
+   * The token that /__sandbox/* (stats, tasks, clock, faults) requires in the X-Sandbox-Admin-Token
+   * header. Default: a random one. Without the token these endpoints answer only when the sandbox
+   * listens on a loopback host and the request comes from a loopback address.
+   */
+  adminToken?: string;
 }
 
 /** Options with every default applied. */
@@ -71,6 +77,7 @@ export interface ResolvedOptions {
   clockStart: number;
   callbackTimeoutMs: number;
   resolveHost: (host: string) => Promise<string[]>;
+  adminToken: string;
 }
 
 export const DEFAULT_CREDITS = 10000;
@@ -170,7 +177,14 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
     clockStart: optional(o.clockStart, Date.now(), checkClockStart, 'clockStart'),
     callbackTimeoutMs: optional(o.callbackTimeoutMs, Math.min(MAX_TIMER_MS, Math.max(1000, 10000 * timeScale)), checkTimerMs, 'callbackTimeoutMs'),
     resolveHost: o.resolveHost ?? systemResolver,
+    adminToken: o.adminToken === undefined ? randomBytes(18).toString('base64url') : checkAdminToken(o.adminToken),
   };
+}
+
+/** An admin token: 16 to 256 printable ASCII characters without spaces (a short one is guessable). */
+export function checkAdminToken(token: string): string {
+  if (!/^[\x21-\x7e]{16,256}$/.test(token)) throw new UsageError('--admin-token must be 16 to 256 printable ASCII characters without spaces');
+  return token;
 }
 
 /** Parse `--keys k1=1000,k2=50` (a key without `=` gets the default 10000 credits). */

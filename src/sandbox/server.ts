@@ -7,7 +7,7 @@ import { FAULT_ENDPOINTS, isAfterKind, type FaultEndpoint } from './faults.js';
 import { requestKey } from './accounts.js';
 import { authMessage, drop, isUnauthenticated, markUnauthenticated, sendError, setFault, type ErrorStyle } from './http.js';
 import { accountRoutes } from './routes/account.js';
-import { adminRoutes } from './routes/admin.js';
+import { adminAllowed, adminRoutes } from './routes/admin.js';
 import { fileRoutes } from './routes/files.js';
 import { generateRoutes, submitStyle } from './routes/generate.js';
 import { notFoundHandler } from './routes/methods.js';
@@ -59,6 +59,9 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
   app.addHook('onRequest', async (req, reply) => {
     const endpoint = req.routeOptions.config.endpoint ?? 'other';
     ctx.stats.request(endpoint);
+    if (endpoint === 'admin' && !adminAllowed(ctx, req)) {
+      return sendError(reply, 401, 'the /__sandbox/ endpoints need the admin token in the X-Sandbox-Admin-Token header (printed at start, or set with --admin-token)');
+    }
     const fault = (FAULT_ENDPOINTS as readonly string[]).includes(endpoint) ? ctx.faults.draw(endpoint as FaultEndpoint) : null;
     if (fault?.kind === 'slow') await sleep(fault.delayMs ?? ctx.options.slowMs);
     else if (fault && (isAfterKind(fault.kind) || fault.kind === 'truncate')) setFault(req, fault);

@@ -1,5 +1,6 @@
 import { UsageError } from '../../errors.js';
 import {
+  checkAdminToken,
   checkClockStart,
   checkImageEdge,
   checkNonNegative,
@@ -30,6 +31,7 @@ interface SandboxFlags {
   imageEdge?: string;
   callbackTimeoutMs?: string;
   clockStart?: string;
+  adminToken?: string;
 }
 
 type Check = (name: string, v: number, given: string) => number;
@@ -76,6 +78,8 @@ export function sandboxOptions(opts: SandboxFlags): SandboxOptions {
   if (opts.imageEdge !== undefined) o.imageEdge = numberFlag('--image-edge', opts.imageEdge, checkImageEdge);
   if (opts.callbackTimeoutMs !== undefined) o.callbackTimeoutMs = numberFlag('--callback-timeout-ms', opts.callbackTimeoutMs, checkTimerMs);
   if (opts.clockStart !== undefined) o.clockStart = parseClockStart(opts.clockStart);
+  const adminToken = opts.adminToken ?? process.env.GENBATCH_SANDBOX_ADMIN_TOKEN;
+  if (adminToken !== undefined) o.adminToken = checkAdminToken(adminToken);
   return o;
 }
 
@@ -85,6 +89,9 @@ export default async function sandbox(opts: SandboxFlags): Promise<number> {
   process.stdout.write(`genbatch sandbox listening on ${sb.localUrl}\n`);
   if (sb.url !== sb.localUrl) process.stdout.write(`file URLs: ${sb.url}\n`);
   for (const key of sb.keys) process.stdout.write(`key: ${key}\n`);
+  // A token the user chose is theirs to know; a generated one is printed, or nobody could use it.
+  const chosen = opts.adminToken !== undefined || process.env.GENBATCH_SANDBOX_ADMIN_TOKEN !== undefined;
+  process.stdout.write(`admin token (header X-Sandbox-Admin-Token, for /__sandbox/*): ${chosen ? '(as given)' : sb.adminToken}\n`);
   process.stdout.write(`try: curl -s -H "Authorization: Bearer ${sb.keys[0] ?? ''}" ${sb.localUrl}/api/user/balance\n`);
   process.stdout.write('press Ctrl+C to stop\n');
   const signal = await new Promise<NodeJS.Signals>((resolve) => {

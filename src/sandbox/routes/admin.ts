@@ -1,12 +1,15 @@
-import type { FastifyInstance } from 'fastify';
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { isoNoZone } from '../clock.js';
 import type { SandboxContext } from '../context.js';
 import { FAULT_ENDPOINTS, type FaultEndpoint, type ScriptStep } from '../faults.js';
 import { isObject, sendError } from '../http.js';
+import { isLoopbackHost } from '../net.js';
 import { stateAt, type TaskState } from '../tasks.js';
 
 /**
- * Admin endpoints under /__sandbox/ (sandbox only; no key needed):
+ * Admin endpoints under /__sandbox/ (sandbox only; no API key, but the admin token in the
+ * X-Sandbox-Admin-Token header unless both the sandbox's host and the caller are loopback):
  *   GET  /__sandbox/clock                 virtual clock
  *   POST /__sandbox/clock {advance_s: N}  move it forward N seconds
  *   GET  /__sandbox/stats                 counters (see statsSnapshot)
@@ -38,6 +41,24 @@ export function statsSnapshot(ctx: SandboxContext) {
 }
 
 export type SandboxStats = ReturnType<typeof statsSnapshot>;
+
+export const ADMIN_TOKEN_HEADER = 'x-sandbox-admin-token';
+
+/**
+ * Whether an admin request may pass: it carries the admin token, or the sandbox listens on a
+ * loopback host and the request comes from a loopback address (nobody else can reach it then).
+ * The admin API lists every key's tasks (with the callback URLs' tokens) and moves the clock and
+ * faults for every key, so on any other host it is never open.
+ */
+export function adminAllowed(ctx: SandboxContext, req: FastifyRequest): boolean {
+  const given = req.headers[ADMIN_TOKEN_HEADER];
+  if (typeof given === 'string') {
+    const a = Buffer.from(given);
+    const b = Buffer.from(ctx.options.adminToken);
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+  return isLoopbackHost(ctx.options.host) && isLoopbackHost(req.socket.remoteAddress ?? '');
+}
 
 export function adminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   const config = { endpoint: 'admin' };
