@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /**
  * Address checks for callback URLs (and remote upload URLs): which hosts are
@@ -61,45 +62,32 @@ function mappedOrCompatible(g: number[]): number[] | null {
   return null;
 }
 
-function privateV4([a = 0, b = 0, c = 0]: number[]): boolean {
-  return (
-    a === 0 || a === 10 || a === 127 || a >= 224 ||
-    (a === 100 && b >= 64 && b <= 127) ||
-    (a === 169 && b === 254) ||
-    (a === 172 && b >= 16 && b <= 31) ||
-    (a === 192 && b === 168) ||
-    (a === 192 && b === 0 && c === 0) ||
-    (a === 198 && (b === 18 || b === 19))
-  );
-}
-
 /**
- * IPv6: unspecified, loopback, IPv4-compatible (::/96, deprecated: all refused), IPv4-mapped,
- * NAT64 (64:ff9b::/96) and 6to4 (2002::/16) judged by the IPv4 address inside them;
- * local-use NAT64 64:ff9b:1::/48, discard 100::/64, Teredo 2001::/32, documentation
- * 2001:db8::/32, unique-local fc00::/7, link- and site-local fe80::/9, multicast ff00::/8.
+ * Whether an IP literal is a special-purpose address: anything the IANA IPv4 and IPv6
+ * special-purpose registries (and the multicast, link-local and reserved blocks) set apart,
+ * as ipaddr.js's range table lists them; only its 'unicast' is public. The translation forms
+ * that carry an IPv4 address (IPv4-mapped ::ffff:0:0/96, NAT64 64:ff9b::/96, 6to4 2002::/16)
+ * are judged by that address; IPv4-compatible ::/96 (deprecated) is always refused.
  */
-function privateV6(g: number[]): boolean {
-  const [a = 0, b = 0, c = 0, d = 0, , , y = 0, z = 0] = g;
+export function isSpecialAddress(ip: string): boolean {
+  if (!ipaddr.isValid(ip)) return true;
+  const addr = ipaddr.parse(ip);
+  if (addr.kind() === 'ipv4') return addr.range() !== 'unicast';
+  const g = (addr as ipaddr.IPv6).parts;
+  const [a = 0, b = 0, c = 0, , , , y = 0, z = 0] = g;
+  const embedded = (hi: number, lo: number) => ipaddr.fromByteArray(quad(hi, lo)).range() !== 'unicast';
   if (g.slice(0, 6).every((x) => x === 0)) return true; // ::, ::1, ::a.b.c.d
-  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return privateV4(quad(y, z));
-  if (a === 0x64 && b === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return privateV4(quad(y, z));
-  if (a === 0x64 && b === 0xff9b && c === 1) return true;
-  if (a === 0x2002) return privateV4(quad(b, c));
-  if (a === 0x100 && b === 0 && c === 0 && d === 0) return true;
-  if (a === 0x2001 && (b === 0 || b === 0xdb8)) return true;
-  return (a & 0xfe00) === 0xfc00 || (a & 0xff80) === 0xfe80 || (a & 0xff00) === 0xff00;
+  if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return embedded(y, z);
+  if (a === 0x64 && b === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return embedded(y, z);
+  if (a === 0x2002) return embedded(b, c);
+  return addr.range() !== 'unicast';
 }
 
 /** Loopback, private, link-local, multicast, reserved, or an internal-looking name. */
 export function isPrivateHost(hostname: string): boolean {
   const h = bare(hostname);
   if (isLoopbackHost(h)) return true;
-  const a = v4(h);
-  if (a) return privateV4(a);
-  const g = v6(h);
-  if (g) return privateV6(g);
-  if (isIP(h) === 6) return true;
+  if (isIP(h) !== 0) return isSpecialAddress(h);
   if (!h.includes('.')) return true;
   return /\.(local|internal|lan|intranet|corp|home\.arpa|localdomain)$/.test(h);
 }
