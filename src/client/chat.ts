@@ -1,6 +1,7 @@
 import { Agent, request, type Dispatcher } from 'undici';
 import { ApiError, BadResponseError, NetworkError, UsageError } from '../errors.js';
-import { redact, retryAfterMs } from './http.js';
+import { retryAfterMs } from './http.js';
+import { redact, redactDeep } from './redact.js';
 import { abortReason, checkPolicy, DEFAULT_POLICY, withRetry, type RetryInfo, type RetryPolicy } from './retry.js';
 import { errorOf, readJson, readStream, type ChatAnswer } from './chat/parse.js';
 import { wireRequest, type ChatRequest } from './chat/wire.js';
@@ -103,14 +104,14 @@ export class ChatClient {
       throw new ApiError(status, e?.type ?? null, this.#redact(`${what}: ${message}`), retryAfterMs(res.headers['retry-after']));
     }
     try {
-      if (req.stream) return readStream(req.protocol, text, what);
+      if (req.stream) return redactDeep(readStream(req.protocol, text, what), this.#apiKey);
       let body: unknown;
       try {
         body = JSON.parse(text);
       } catch {
         throw new BadResponseError(status, `${what}: the answer is not JSON (HTTP ${status}, ${text.length} bytes)`);
       }
-      return readJson(req.protocol, body, what);
+      return redactDeep(readJson(req.protocol, body, what), this.#apiKey);
     } catch (err) {
       if (err instanceof Error) err.message = this.#redact(err.message);
       throw err;

@@ -3,6 +3,7 @@ import { errors, type Dispatcher, type FormData } from 'undici';
 import { ApiError, BadResponseError, NetworkError } from '../errors.js';
 import { abortReason } from './retry.js';
 import { ErrorBodySchema } from './schemas.js';
+import { redact, redactDeep } from './redact.js';
 
 /**
  * One HTTP exchange with the service: sends the key in the Authorization
@@ -28,10 +29,7 @@ export interface SendOptions {
   keepIfSent?: boolean;
 }
 
-/** Remove the key from any text that may end in a message (a server may echo a header back). */
-export function redact(text: string, apiKey: string): string {
-  return apiKey.length >= 4 ? text.split(apiKey).join('[redacted]') : text;
-}
+export { redact } from './redact.js';
 
 /**
  * Characters a path (then an optional query) may hold to be sent as written:
@@ -269,7 +267,8 @@ export class HttpContext {
       const code = asError.data.code ?? status;
       if (code !== 200) throw new ApiError(code >= 400 && code < 600 ? code : 500, asError.data.error.type ?? null, redact(asError.data.error.message, apiKey), retryAfterMs(retryAfter));
     }
-    return parsed;
+    // The key never goes further than this: a server may echo it in any field.
+    return redactDeep(parsed, apiKey);
   }
 }
 

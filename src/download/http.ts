@@ -24,6 +24,16 @@ export function parseHttpUrl(raw: string, base?: URL): URL {
   return url;
 }
 
+/**
+ * The media type of a Content-Type header (`image/png`), lower case, without parameters; null when
+ * the header is absent or not a plain type/subtype of at most 64 + 64 characters. What is stored is
+ * then never a server's free text (which could carry anything, the API key included).
+ */
+export function mediaType(value: string | null): string | null {
+  const m = /^\s*([a-z0-9!#$&^_.+-]{1,64}\/[a-z0-9!#$&^_.+-]{1,64})\s*(?:;|$)/i.exec(value ?? '');
+  return m?.[1] ? m[1].toLowerCase() : null;
+}
+
 export function header(headers: Record<string, string | string[] | undefined>, name: string): string | null {
   const v = headers[name];
   return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);

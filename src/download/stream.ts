@@ -4,7 +4,7 @@ import { closeSync, openSync } from 'node:fs';
 import { request, type Dispatcher } from 'undici';
 import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
 import { fsyncFd, removeQuietly, tmpSuffix, writeAllV } from './fileops.js';
-import { MAX_REDIRECTS, asNetworkError, discard, header, parseHttpUrl, shown } from './http.js';
+import { MAX_REDIRECTS, asNetworkError, discard, header, mediaType, parseHttpUrl, shown } from './http.js';
 import { retryAfterMs } from '../client/http.js';
 import { safeJoin } from './names.js';
 import { SMALL_BODY, type DownloadOptions, type DownloadResult } from './options.js';
@@ -56,7 +56,7 @@ async function get(start: URL, opts: DownloadOptions): Promise<{ url: URL; res: 
 export async function streamToFile(startUrl: URL, name: string, expected: number | null, maxBytes: number, opts: DownloadOptions): Promise<DownloadResult> {
   const { url, res } = await get(startUrl, opts);
   const where = shown(url);
-  const contentType = header(res.headers, 'content-type');
+  const contentType = mediaType(header(res.headers, 'content-type'));
   const encoding = header(res.headers, 'content-encoding');
   const lengthHeader = header(res.headers, 'content-length');
   const declared = lengthHeader !== null && /^\d+$/.test(lengthHeader.trim()) ? Number(lengthHeader.trim()) : null;

@@ -3,7 +3,7 @@ import { createHash, type Hash } from 'node:crypto';
 import { errors as undiciErrors, getGlobalDispatcher, type Dispatcher } from 'undici';
 import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
 import { tmpSuffix } from './fileops.js';
-import { MAX_REDIRECTS, asNetworkError, header, parseHttpUrl, shown } from './http.js';
+import { MAX_REDIRECTS, asNetworkError, header, mediaType, parseHttpUrl, shown } from './http.js';
 import { retryAfterMs } from '../client/http.js';
 import { safeJoin } from './names.js';
 import type { DownloadOptions, DownloadResult } from './options.js';
@@ -93,7 +93,7 @@ class WholeBody implements Dispatcher.DispatchHandler {
     }
     // Thrown here: undici aborts the request and hands the error to onResponseError.
     const where = shown(url);
-    this.contentType = header(headers, 'content-type');
+    this.contentType = mediaType(header(headers, 'content-type'));
     const encoding = header(headers, 'content-encoding');
     const lengthHeader = header(headers, 'content-length');
     const declared = lengthHeader !== null && /^\d+$/.test(lengthHeader.trim()) ? Number(lengthHeader.trim()) : null;

@@ -50,6 +50,8 @@ export class CallbackReceiver {
   constructor(
     private readonly onNote: (note: CallbackNote) => void,
     readonly token: string = newCallbackToken(),
+    /** Takes the API key out of what a callback carries (a task id is stored and reported). */
+    private readonly redact: (text: string) => string = (t) => t,
   ) {}
 
   async listen(host: string, port: number): Promise<AddressInfo> {
@@ -76,7 +78,7 @@ export class CallbackReceiver {
           const job = url.searchParams.get('job');
           const attempt = url.searchParams.get('attempt');
           const n = attempt === null ? null : /^[1-9]\d{0,8}$/.test(attempt) ? Number(attempt) : NaN;
-          if (job && !Number.isNaN(n)) note = { job, attempt: n, taskId: body.data.task_id, status: body.data.status };
+          if (job && !Number.isNaN(n)) note = { job, attempt: n, taskId: this.redact(body.data.task_id), status: body.data.status };
         } catch {
           note = null;
         }

@@ -41,7 +41,7 @@ export interface RunOptions {
    * `publicUrl` (or, when null, http://<listen address>) plus this run's token
    * and the job id. Null: polling only.
    */
-  callbacks: { publicUrl: string | null; listen: string } | null;
+  callbacks: { publicUrl: string | null; listen: string; redact?: (text: string) => string } | null;
   userPrices: Record<string, number> | null;
   signal: AbortSignal;
   events: EventBus;
@@ -106,7 +106,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
         token = newCallbackToken();
         store.setMeta(CALLBACK_TOKEN_KEY, token);
       }
-      const r = new CallbackReceiver((note) => (pipeline ? pipeline.onCallback(note) : early.push(note)), token);
+      const r = new CallbackReceiver((note) => (pipeline ? pipeline.onCallback(note) : early.push(note)), token, o.callbacks.redact);
       receiver = r;
       const addr = await r.listen(host, port);
       const base = o.callbacks.publicUrl ?? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}/`;

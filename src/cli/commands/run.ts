@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { basename, dirname, extname, join, resolve } from 'node:path';
-import { ChatClient, ServiceClient, UploadLimiter, serviceConfigFromEnv, withRetry } from '../../client/index.js';
+import { ChatClient, ServiceClient, UploadLimiter, redact, serviceConfigFromEnv, withRetry } from '../../client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../../download/index.js';
 import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
 import { UsageError } from '../../errors.js';
@@ -178,7 +178,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       maxCredits: flags.maxCredits ?? null,
       uncertain: flags.uncertain,
       timeScale,
-      callbacks: flags.listen ? { publicUrl: flags.callbackUrl ?? null, listen: flags.listen } : null,
+      callbacks: flags.listen ? { publicUrl: flags.callbackUrl ?? null, listen: flags.listen, redact: (text: string) => redact(text, apiKey) } : null,
       userPrices,
       signal: controller.signal,
       events: bus,
