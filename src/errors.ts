@@ -178,6 +178,16 @@ export class InterruptedError extends GenbatchError {
   }
 }
 
+/**
+ * A folder genbatch would write into is not a real folder inside the output folder (a symbolic
+ * link, or a file): nothing is written through it. Exit 74, naming the path.
+ */
+export class UnsafePathError extends GenbatchError {
+  constructor(readonly path: string, what: string) {
+    super('GB_UNSAFE_PATH', `${path} ${what}; genbatch writes only into real folders inside the output folder (remove it or choose another --out)`, EXIT.io);
+  }
+}
+
 /** System error codes of a file or folder the machine refused (not a bug of ours): exit 74 with the system's message. */
 const FILE_SYSTEM_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM', 'EIO', 'EMFILE', 'ENFILE', 'ENOTDIR', 'EISDIR', 'EEXIST', 'ENAMETOOLONG', 'ELOOP', 'EFBIG']);
 

@@ -1,11 +1,10 @@
-import { mkdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { ChatAnswer, ChatMessage, ChatRequest } from '../client/chat.js';
 import { ApiError, BadResponseError, GenbatchError } from '../errors.js';
 import { checkChatJob, isChatProtocol, type ChatProtocol } from '../models/chat.js';
 import { nowIso, type JobPatch, type JobRow, type JobState, type Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
-import { writeTextNoReplace } from './files.js';
+import { realJobDir, writeTextNoReplace } from './files.js';
 import { sha256Hex } from './results.js';
 import type { StoredSpec } from './spec.js';
 
@@ -122,7 +121,7 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
   ];
   const placed: Array<{ idx: number; path: string; size: number; sha256: string; content_type: string }> = [];
   try {
-    await mkdir(jobDir, { recursive: true });
+    realJobDir(d.outDir, d.sanitizeName(row.id));
     // Placed like downloads and text results: a file already there under that name with other
     // content is never replaced (the answer takes `response (2).txt`); the same content is reused.
     for (const f of files) {

@@ -1,9 +1,9 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { findModel } from '../models/index.js';
 import type { FileRow, JobRow, Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
-import { writeFileAtomic, writeTextNoReplace } from './files.js';
+import { realJobDir, writeFileAtomic, writeTextNoReplace } from './files.js';
 import { moveAsideOne } from './previous.js';
 import type { DownloadPort, TaskView } from './ports.js';
 import { RESULT_FILE, extractResults, sha256Hex } from './results.js';
@@ -61,7 +61,7 @@ export async function fetchJob(
     c.store.db.transaction(record)();
   };
 
-  mkdirSync(jobDir, { recursive: true });
+  realJobDir(c.outDir, c.download.sanitizeName(row.id));
   let texts: Map<number, string> | null = null;
   try {
     for (const f of files) {

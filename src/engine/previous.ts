@@ -1,5 +1,6 @@
 import { mkdir, readdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
+import { checkRealDir } from './files.js';
 import { PREVIOUS_DIR } from './results.js';
 
 /**
@@ -15,6 +16,7 @@ import { PREVIOUS_DIR } from './results.js';
  */
 export async function moveAsidePrevious(outDir: string, jobFolder: string): Promise<string | null> {
   const dir = join(outDir, jobFolder);
+  checkRealDir(dir);
   let names: string[];
   try {
     names = await readdir(dir);
@@ -36,6 +38,7 @@ export async function moveAsidePrevious(outDir: string, jobFolder: string): Prom
 
 /** Move the one entry `name` of `dir` into a new `previous-<n>/` there (n one more than the highest). */
 export async function moveAsideOne(dir: string, name: string): Promise<string> {
+  checkRealDir(dir);
   let highest = 0;
   for (const n of await readdir(dir)) if (PREVIOUS_DIR.test(n)) highest = Math.max(highest, Number(n.slice('previous-'.length)));
   const target = join(dir, `previous-${highest + 1}`);

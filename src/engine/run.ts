@@ -9,6 +9,7 @@ import type { CallbackNote, CallbackReceiver } from './callbacks.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
 import { moveAsidePrevious } from './previous.js';
+import { checkJobFolders } from './files.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData } from './report-data.js';
@@ -149,6 +150,11 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       for (const m of store.drainSyncMoves()) emit({ type: 'job', id: m.id, from: m.from, to: m.to, error: m.error });
       if (remade.length > 0) emit({ type: 'warning', message: `${remade.length} finished job(s) whose results pending jobs use were made in the sandbox of an earlier run, which stopped with it; they are made again in this sandbox, with what was made from them (sandbox credits are not real)` });
     }
+    // A job folder replaced by a symbolic link (out/cat -> ../victim) or a file: refused before anything is sent
+    // or moved (exit 74), since writes and moves into it would leave the output folder.
+    checkJobFolders(o.outDir, function* () {
+      for (const row of store.allJobs()) yield o.download.sanitizeName(row.id);
+    });
     // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
     for (const id of store.drainReplacedResults()) {
       try {
