@@ -156,7 +156,7 @@ function creditsHtml(s: ReportSummary): string {
     out += '<ul class="note">';
     for (const inv of c.invocations) {
       const after = inv.charged_to === 'next-start' ? `not read (measured to the opening reading of invocation ${inv.n + 1})` : n(inv.balance_after);
-      out += `<li>invocation ${inv.n}, started ${escapeHtml(inv.started_at)}: balance ${n(inv.balance_before)} before, ${after} after; charged ${n(inv.charged)}; ${inv.submits ?? 'unknown'} submits</li>`;
+      out += `<li>invocation ${inv.n}, started ${escapeHtml(inv.started_at)}: balance before ${n(inv.balance_before)}, after ${after}; charged ${n(inv.charged)}; ${inv.submits === null ? 'submits not recorded' : `${inv.submits} submit${inv.submits === 1 ? '' : 's'} started`}</li>`;
     }
     out += '</ul>\n';
   }

@@ -96,10 +96,10 @@ function markdownText(s: ReportSummary, problems: Map<string, ProblemList>, file
   out.push(`- Balance before the first invocation: ${bal(c.balance_before)}, after the last: ${bal(c.balance_after)}\n`);
   if (c.user_prices) out.push('- Some prices were supplied by the user (--prices or the manifest), not by the catalogue.\n');
   if (runs > 0) {
-    out.push('\n| Invocation | Started | Balance before | Balance after | Charged | Submits |\n| ---: | --- | ---: | ---: | ---: | ---: |\n');
+    out.push('\n| Invocation | Started | Balance before | Balance after | Charged | Submits started |\n| ---: | --- | ---: | ---: | ---: | ---: |\n');
     for (const inv of c.invocations) {
       const after = inv.charged_to === 'next-start' ? 'not read (next opening reading used)' : bal(inv.balance_after);
-      out.push(`| ${inv.n} | ${cellText(inv.started_at)} | ${bal(inv.balance_before)} | ${after} | ${bal(inv.charged)} | ${inv.submits ?? 'unknown'} |\n`);
+      out.push(`| ${inv.n} | ${cellText(inv.started_at)} | ${bal(inv.balance_before)} | ${after} | ${bal(inv.charged)} | ${inv.submits ?? 'not recorded'} |\n`);
     }
   }
   out.push('\n');
