@@ -38,7 +38,7 @@ function script(bus: EventBus, finish = true): void {
   bus.emit({ type: 'file', id: 'a', path: 'a/x.png', size: 3, sha256: 'y' });
   bus.emit({ type: 'job', id: 'a', from: 'downloading', to: 'done' });
   bus.emit({ type: 'job', id: 'c', from: 'submitted', to: 'failed', error: 'nope' });
-  if (finish) bus.emit({ type: 'finish', counts: { ...zero(), done: 1, submitted: 1, failed: 1 }, exit_code: 4, wall_seconds: 1, status_requests: 3, balance_after: 94 });
+  if (finish) bus.emit({ type: 'finish', counts: { ...zero(), done: 1, submitted: 1, failed: 1 }, exit_code: 4, wall_seconds: 1, status_requests: 3, balance_after: 94, charged: 6, run_charged: 10 });
 }
 
 describe('progress', () => {
@@ -55,6 +55,8 @@ describe('progress', () => {
     expect(text).toMatch(/credits\s.* 6\/6 estimated/);
     expect(text).toMatch(/downloaded\s.* 1\/3 jobs, 1 files/);
     expect(out.text).toContain('finished in');
+    // The run's charge over all its invocations, and this invocation's.
+    expect(out.text).toContain('; charged 10 credits over the run, 6 in this invocation; balance 94\n');
   });
 
   it('not on a TTY: plain lines name every measure; --json: one JSON object per event', async () => {

@@ -66,13 +66,24 @@ function* varied(n: number): Generator<ReportJob> {
   }
 }
 
+/** varied: a run stopped (killed) and resumed twice; capped: one invocation not measured yet; empty: none. */
+function invocationsOf(n: number, chat: boolean): ReportSummary['credits']['invocations'] {
+  const inv = (k: number, before: number | null, after: number | null, charged: number | null, to: 'end' | 'next-start' | null, submits: number | null) => ({
+    n: k, started_at: `2026-11-21T10:0${k}:00.000Z`, finished_at: after === null ? null : `2026-11-21T10:0${k}:30.000Z`,
+    balance_before: before, balance_before_at: before === null ? null : `2026-11-21T10:0${k}:01.000Z`,
+    balance_after: after, balance_after_at: after === null ? null : `2026-11-21T10:0${k}:29.000Z`, submits, charged, charged_to: to,
+  });
+  if (chat) return [inv(1, 1000, null, 50, 'next-start', 25), inv(2, 950, 950, 0, 'end', 0), inv(3, 950, 880.125, 69.875, 'end', null)];
+  return n === 0 ? [] : [inv(1, 1000, null, null, null, 7)];
+}
+
 function summaryOf(n: number, chat: boolean): ReportSummary {
   const counts: Record<string, number> = {};
   for (const j of varied(n)) counts[j.state] = (counts[j.state] ?? 0) + 1;
   return {
     manifest: '/data/demo <b>&.yaml', out_dir: '/data/out `x`', base_url: 'http://user:s3cret@127.0.0.1:8080/?key=qz9canary#frag', sandbox: chat,
     started_at: '2026-11-21T10:00:00.000Z', finished_at: '2026-11-21T10:04:05.000Z', wall_seconds: 245.25, counts,
-    credits: { estimated_known: 120.5, unknown_price_jobs: 3, balance_before: chat ? 1000 : null, balance_after: chat ? 880.125 : null, charged: chat ? 119.875 : null, user_prices: chat },
+    credits: { estimated_known: 120.5, unknown_price_jobs: 3, balance_before: chat ? 1000 : n === 0 ? null : 1000, balance_after: chat ? 880.125 : null, charged: chat ? 119.875 : n === 0 ? 0 : null, user_prices: chat, invocations: invocationsOf(n, chat) },
     ...(chat ? { chat: { jobs: 9, done: 8, repeated_calls: 1, input_tokens: 1234, output_tokens: 567 } } : {}),
   };
 }

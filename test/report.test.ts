@@ -29,7 +29,10 @@ const summary = (counts: Record<string, number>): ReportSummary => ({
   finished_at: '2026-11-21T10:04:05.000Z',
   wall_seconds: 245,
   counts,
-  credits: { estimated_known: 120.5, unknown_price_jobs: 1, balance_before: 1000, balance_after: 880, charged: 120, user_prices: false },
+  credits: {
+    estimated_known: 120.5, unknown_price_jobs: 1, balance_before: 1000, balance_after: 880, charged: 120, user_prices: false,
+    invocations: [{ n: 1, started_at: '2026-11-21T10:00:00.000Z', finished_at: '2026-11-21T10:04:05.000Z', balance_before: 1000, balance_before_at: '2026-11-21T10:00:01.000Z', balance_after: 880, balance_after_at: '2026-11-21T10:04:04.000Z', submits: 9, charged: 120, charged_to: 'end' }],
+  },
 });
 
 /** Write a real result file under `out` and describe it as the downloader would. */
@@ -127,7 +130,7 @@ describe('writeReports', () => {
     expect(md).toMatch(/## Expired .*\(1\)\n\n- `old`.*results expired before download/);
     expect(md).toContain('``results expired before download (`files` gone)``');
     expect(md).toContain('wall time 4m 05s');
-    expect(md).toContain('charged: 120');
+    expect(md).toContain('- Charged over the run (1 invocation): 120\n');
 
     // report.html
     const html = readFileSync(paths.html, 'utf8');
@@ -253,7 +256,7 @@ describe('formatSummaryLine', () => {
       '9 jobs: 5 done, 1 failed, 1 uncertain, 1 expired, 1 pending; estimated 120.5 credits (+1 job of unknown price), charged 120 (balance 1000 -> 880); 4m 05s',
     );
     const s = summary({ done: 1 });
-    s.credits = { estimated_known: 0, unknown_price_jobs: 0, balance_before: null, balance_after: null, charged: null, user_prices: true };
+    s.credits = { estimated_known: 0, unknown_price_jobs: 0, balance_before: null, balance_after: null, charged: null, user_prices: true, invocations: [] };
     s.wall_seconds = 3.21;
     expect(formatSummaryLine(s)).toBe('1 job: 1 done; estimated 0 credits (some prices user-supplied), charged unknown; 3.2s');
   });

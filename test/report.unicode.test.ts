@@ -74,7 +74,7 @@ describe('cut texts in the reports', () => {
         finished_at: '2026-11-21T10:00:01.000Z',
         wall_seconds: 1,
         counts: { failed: 1 },
-        credits: { estimated_known: 0, unknown_price_jobs: 1, balance_before: null, balance_after: null, charged: null, user_prices: false },
+        credits: { estimated_known: 0, unknown_price_jobs: 1, balance_before: null, balance_after: null, charged: null, user_prices: false, invocations: [] },
       },
       jobs: () => [job],
     };

@@ -87,7 +87,7 @@ describe('chat usage in the reports', () => {
     expect(charged).toBeGreaterThan(0);
     expect(charged).toBeLessThan(0.005);
     const md = readFileSync(join(out, 'report.md'), 'utf8');
-    expect(md).toContain(`charged: ${charged}\n`);
+    expect(md).toContain(`- Charged over the run (1 invocation): ${charged}\n`);
     expect(md).toContain(`, charged ${charged} (balance`);
     expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain(`, charged ${charged} (balance`);
   }, 60_000);

@@ -208,7 +208,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         counts = e.counts;
         const c = e.counts;
         const parts = (Object.keys(c) as JobState[]).filter((k) => c[k] > 0).map((k) => `${c[k]} ${k}`);
-        out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${parts.join(', ') || 'no jobs'}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
+        out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${parts.join(', ') || 'no jobs'}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
         break;
       }
@@ -224,6 +224,13 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
       bars.multi.stop();
     }
   };
+}
+
+/** The end-of-run line's charge: the run's over all its invocations, and this invocation's. */
+function chargedText(run: number | null, now: number | null): string {
+  if (run !== null) return `; charged ${formatCredits(run)} credits over the run${now !== null ? `, ${formatCredits(now)} in this invocation` : ''}`;
+  if (now !== null) return `; charged ${formatCredits(now)} credits in this invocation (the run's total is not known: an earlier invocation has no closing balance reading)`;
+  return '';
 }
 
 /** Resolves once everything written so far to `stream` is flushed (main.ts calls process.exit right after a command returns). */

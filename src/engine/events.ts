@@ -37,7 +37,12 @@ export type EngineEvent =
   | { type: 'stopping'; reason: StopReason }
   /** written: false when the run changed nothing and the four reports already exist (`genbatch report` rewrites them). */
   | { type: 'reports'; out_dir: string; written: boolean }
-  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null };
+  /**
+   * balance_after: read after this invocation's work (null: not read). charged: this invocation's balance before
+   * minus after (null: either not read). run_charged: the run's charge over all its invocations, as in report.json's
+   * summary.credits.charged (null: one of them not measured).
+   */
+  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null; charged: number | null; run_charged: number | null };
 
 /** Why new submissions stopped early. */
 export type StopReason = 'signal' | 'insufficient-credits' | 'lease-lost';

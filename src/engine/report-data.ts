@@ -1,6 +1,6 @@
-import type { ReportData, ReportFile, ReportJob } from '../report/types.js';
+import type { ReportData, ReportFile, ReportInvocation, ReportJob } from '../report/types.js';
 import { findModel } from '../models/index.js';
-import type { Store, SummaryRow } from '../store/index.js';
+import type { InvocationRow, Store, SummaryRow } from '../store/index.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
 import { chatReportFields, chatSummary } from './chat.js';
@@ -16,8 +16,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
   const est = store.estimate();
   const started = run.started_at ?? new Date().toISOString();
   const finished = run.finished_at ?? new Date().toISOString();
-  // Rounded to 6 decimals: a difference of two balances carries binary noise (0.013999999966472387).
-  const charged = run.balance_before !== null && run.balance_after !== null ? round6(run.balance_before - run.balance_after) : null;
+  const credits = runCredits(store);
   const chat = chatSummary(store);
   return {
     summary: {
@@ -32,15 +31,51 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
       credits: {
         estimated_known: round6(est.known),
         unknown_price_jobs: est.unknown,
-        balance_before: run.balance_before,
-        balance_after: run.balance_after,
-        charged,
+        balance_before: credits.invocations[0]?.balance_before ?? null,
+        balance_after: credits.invocations.at(-1)?.balance_after ?? null,
+        charged: credits.charged,
         user_prices: run.user_prices === 1,
+        invocations: credits.invocations,
       },
       ...(chat ? { chat } : {}),
     },
     jobs: keptJobs(store, keepRows),
   };
+}
+
+/**
+ * The run's charge over every invocation that read the balance: each invocation's balance before its work
+ * minus the one after it, added up. An invocation without a closing reading (killed, or the read failed) is
+ * measured to the next invocation's opening reading; when there is none, it is not measured and the run's
+ * total is null. No invocation at all: 0 (nothing was sent or waited for).
+ */
+export function runCredits(store: Store): { charged: number | null; invocations: ReportInvocation[] } {
+  return chargesOf(store.invocations());
+}
+
+export function chargesOf(rows: readonly InvocationRow[]): { charged: number | null; invocations: ReportInvocation[] } {
+  let total: number | null = 0;
+  const invocations = rows.map((r, i): ReportInvocation => {
+    const next = rows[i + 1]?.balance_before ?? null;
+    const to = r.balance_before === null ? null : r.balance_after !== null ? 'end' : next !== null ? 'next-start' : null;
+    const closing = to === 'end' ? r.balance_after : next;
+    // Rounded to 6 decimals: a difference of two balances carries binary noise (0.013999999966472387).
+    const charged = to === null || r.balance_before === null || closing === null ? null : round6(r.balance_before - closing);
+    total = total === null || charged === null ? null : total + charged;
+    return {
+      n: r.n,
+      started_at: r.started_at,
+      finished_at: r.finished_at,
+      balance_before: r.balance_before,
+      balance_before_at: r.balance_before_at,
+      balance_after: r.balance_after,
+      balance_after_at: r.balance_after_at,
+      submits: r.submits,
+      charged,
+      charged_to: to,
+    };
+  });
+  return { charged: total === null ? null : round6(total), invocations };
 }
 
 /**
@@ -144,6 +179,6 @@ function fillTexts(row: SummaryRow, result: string | null, texts: Record<string,
   for (const k of Object.keys(texts)) if (texts[k] === '') delete texts[k];
 }
 
-function round6(n: number): number {
+export function round6(n: number): number {
   return Math.round(n * 1e6) / 1e6;
 }

@@ -4,7 +4,7 @@ import { EXIT, ManifestError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import type { ReportData } from '../report/types.js';
 import { Store, nowIso, type JobState } from '../store/index.js';
-import type { EventBus } from './events.js';
+import type { EngineEvent, EventBus } from './events.js';
 import type { CallbackNote, CallbackReceiver } from './callbacks.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
@@ -12,7 +12,7 @@ import { moveAsidePrevious } from './previous.js';
 import { checkJobFolders } from './files.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
-import { buildReportData } from './report-data.js';
+import { buildReportData, round6, runCredits } from './report-data.js';
 
 /**
  * A whole run: lease the state file, check and record the manifest, refuse
@@ -190,11 +190,15 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     store.graph.settle();
     for (const s of store.graph.drainSkipped()) emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', error: s.reason });
     checkLimits(store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes });
-    // The balance is read only when there is something to submit.
-    const anyPending = store.counts().pending > 0;
-    const balance = anyPending ? await o.service.balance() : null;
-    store.setRunFields({ balance_before: balance });
+    // The balance is read only when this invocation has work that can move it: jobs to submit (then a failed read
+    // stops the run: the balance check needs it), or tasks to wait for (charged on completion by some models,
+    // refunded on failure; a failed read is a warning). Each such invocation keeps its readings in the state
+    // file: the run's charge is the sum over its invocations (report-data.ts).
+    const left = store.counts();
+    const balance = left.pending > 0 ? await o.service.balance() : left.submitted > 0 ? await balanceOrWarn(o.service, 'before the run', emit) : null;
+    const balanceAt = balance === null ? null : nowIso();
     checkBalance(store, balance, emit);
+    const invocation = left.pending + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
 
     // Leftover temporary files of interrupted downloads.
     for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
@@ -227,15 +231,15 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     await receiver?.close();
     receiver = null;
 
-    let balanceAfter: number | null = null;
-    if (pipeline.submitsSent > 0 && !o.signal.aborted) {
-      try {
-        balanceAfter = await o.service.balance();
-      } catch (err) {
-        emit({ type: 'warning', message: `could not read the balance after the run: ${errorText(err)}` });
-      }
+    // Read after a stop (SIGINT, SIGTERM, 402) too: the submits it waited for are charged by now.
+    const balanceAfter = invocation === null ? null : await balanceOrWarn(o.service, 'after the run', emit);
+    if (invocation !== null) {
+      store.finishInvocation(invocation, balanceAfter, balanceAfter === null ? null : nowIso(), pipeline.submitsSent);
+      // Its readings are part of the reports (the run's charge), also when no job changed.
+      changes++;
     }
-    store.setRunFields({ balance_after: balanceAfter, finished_at: nowIso() });
+    store.setRunFields({ finished_at: nowIso() });
+    const credits = runCredits(store);
     const counts = store.counts();
     const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason);
     offChanges();
@@ -252,7 +256,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
         emit({ type: 'warning', message: `could not write the reports: ${errorText(err)}` });
       }
     }
-    emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: pipeline.statusRequests, balance_after: balanceAfter });
+    const charged = balance !== null && balanceAfter !== null ? round6(balance - balanceAfter) : null;
+    emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: pipeline.statusRequests, balance_after: balanceAfter, charged, run_charged: credits.charged });
     return { exitCode, counts, statusRequests: pipeline.statusRequests };
   } catch (err) {
     invalid = err instanceof ManifestError;
@@ -286,6 +291,16 @@ function mayCallBack(store: Store, recovered: readonly string[], timeScale: numb
     if (deadline !== null && deadline > now) ids.add(row.id);
   }
   return [...ids];
+}
+
+/** The account balance, or null with a warning naming `when` (a reading that only measures the charge). */
+async function balanceOrWarn(service: ServicePort, when: string, emit: (e: EngineEvent) => void): Promise<number | null> {
+  try {
+    return await service.balance();
+  } catch (err) {
+    emit({ type: 'warning', message: `could not read the balance ${when}: ${errorText(err)}` });
+    return null;
+  }
 }
 
 /** The tighter of --max-credits and the manifest budget, or null. */

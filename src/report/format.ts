@@ -81,19 +81,48 @@ export function reportSummary(summary: ReportSummary): ReportSummary {
   return { ...summary, base_url: redactUrl(summary.base_url) };
 }
 
-/** One line of credit accounting, e.g. "estimated 120 credits (+2 jobs of unknown price), charged 118 (balance 1000 -> 882)". */
+/**
+ * One line of credit accounting, e.g. "estimated 120 credits (+2 jobs of unknown price), charged 118 (balance 1000 -> 882)",
+ * or "..., charged 118 over 2 invocations (balance 1000 -> 880)" for a run stopped and resumed.
+ */
 export function creditsLine(summary: ReportSummary): string {
   const c = summary.credits;
+  const runs = c.invocations.length;
   let line = `estimated ${formatCredits(c.estimated_known)} credit${c.estimated_known === 1 ? '' : 's'}`;
   if (c.unknown_price_jobs > 0) line += ` (+${c.unknown_price_jobs} job${c.unknown_price_jobs === 1 ? '' : 's'} of unknown price)`;
   if (c.user_prices) line += ' (some prices user-supplied)';
-  if (c.charged !== null) line += `, charged ${formatCredits(c.charged)}`;
+  if (c.charged !== null) line += `, charged ${formatCredits(c.charged)}${runs > 1 ? ` over ${runs} invocations` : ''}`;
   else line += ', charged unknown';
   if (c.balance_before !== null || c.balance_after !== null) {
     const b = (v: number | null): string => (v === null ? '?' : formatCredits(v));
     line += ` (balance ${b(c.balance_before)} -> ${b(c.balance_after)})`;
   }
   return line;
+}
+
+/** What "estimated" and "charged" measure, in plain sentences (report.md and report.html). */
+export function creditsNotes(summary: ReportSummary): string[] {
+  const c = summary.credits;
+  const unknown = c.unknown_price_jobs;
+  const notes = [
+    `"Estimated" is the sum of the known prices of the run's jobs only${c.user_prices ? ' (some supplied by the user)' : ''}: ` +
+      (unknown > 0 ? `${unknown} job${unknown === 1 ? '' : 's'} of unknown price ${unknown === 1 ? 'is' : 'are'} not in it.` : 'every job has a known price.'),
+    '"Charged" is measured, not computed from prices: for each invocation of `genbatch run` on this manifest that had work (jobs to send or tasks to wait for), ' +
+      'the balance read before its work minus the balance read after it, added up over the invocations. Anything else that uses the same API key meanwhile (another run, another program) moves the balance too and is counted; ' +
+      'what happens between invocations (another use, a refund of a task that failed while nothing ran) is not.',
+  ];
+  if (c.invocations.length === 0) notes.push('No invocation had work, so nothing was charged by this run and the balance was not read.');
+  for (const inv of c.invocations) {
+    if (inv.charged_to === 'next-start') notes.push(`Invocation ${inv.n} has no closing balance reading (stopped before it, or the read failed): it is measured up to the opening reading of invocation ${inv.n + 1}.`);
+    else if (inv.charged === null) {
+      notes.push(
+        inv.balance_before === null
+          ? `Invocation ${inv.n} could not read the balance before its work: its charge, and so the run's, is unknown.`
+          : `Invocation ${inv.n} has no closing balance reading (stopped before it, or the read failed): its charge, and so the run's, is unknown until a later invocation reads the balance.`,
+      );
+    }
+  }
+  return notes;
 }
 
 /**

@@ -12,7 +12,7 @@
  */
 import { relative, resolve, sep } from 'node:path';
 import { writeSinks, type ReportSink } from './sink.js';
-import { PROBLEM_STATES, chatLine, creditsLine, fileTotals, formatBytes, formatDuration, headOf, orderedCounts, redactUrl, totalJobs } from './format.js';
+import { PROBLEM_STATES, chatLine, creditsLine, creditsNotes, fileTotals, formatCredits, formatBytes, formatDuration, headOf, orderedCounts, redactUrl, totalJobs } from './format.js';
 import type { ReportData, ReportFile, ReportJob, ReportSummary } from './types.js';
 
 export interface HtmlOptions {
@@ -147,6 +147,23 @@ pre{white-space:pre-wrap;word-break:break-word;margin:.25rem 0;max-height:20rem;
 .err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}
 `;
 
+/** The invocations of the run with their balance readings, and what "estimated" and "charged" measure. */
+function creditsHtml(s: ReportSummary): string {
+  const c = s.credits;
+  const n = (v: number | null): string => (v === null ? 'unknown' : formatCredits(v));
+  let out = '';
+  if (c.invocations.length > 0) {
+    out += '<ul class="note">';
+    for (const inv of c.invocations) {
+      const after = inv.charged_to === 'next-start' ? `not read (measured to the opening reading of invocation ${inv.n + 1})` : n(inv.balance_after);
+      out += `<li>invocation ${inv.n}, started ${escapeHtml(inv.started_at)}: balance before ${n(inv.balance_before)}, after ${after}; charged ${n(inv.charged)}; ${inv.submits === null ? 'submits not recorded' : `${inv.submits} submit${inv.submits === 1 ? '' : 's'} started`}</li>`;
+    }
+    out += '</ul>\n';
+  }
+  for (const note of creditsNotes(s)) out += `<p class="note">${escapeHtml(note)}</p>\n`;
+  return out;
+}
+
 /** report.html as a sink: file totals, problems and cards (bounded) gathered job by job, everything written at the end. */
 export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSink {
   const galleryLimit = options.galleryLimit ?? 2000;
@@ -196,7 +213,8 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
           row('Credits', escapeHtml(creditsLine(s))) +
           (s.chat ? row('Chat', escapeHtml(chatLine(s.chat) ?? '')) : '') +
           row('Files', `${files} (${formatBytes(bytes)})`) +
-          `</dl>\n<ul class="counts"><li><span class="badge">jobs: ${totalJobs(s.counts)}</span></li>${counts}</ul>\n`,
+          `</dl>\n<ul class="counts"><li><span class="badge">jobs: ${totalJobs(s.counts)}</span></li>${counts}</ul>\n` +
+          creditsHtml(s),
       );
       if (problems.length > 0) {
         out.push(`<h2>Failed, uncertain and expired jobs (${problems.length + moreProblems})</h2>\n<ul class="problems">\n`);

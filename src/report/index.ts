@@ -16,7 +16,7 @@ import { markdownSink } from './markdown.js';
 import { writeSinks } from './sink.js';
 import type { ReportData } from './types.js';
 
-export type { ReportData, ReportFile, ReportJob, ReportSummary } from './types.js';
+export type { ReportData, ReportFile, ReportInvocation, ReportJob, ReportSummary } from './types.js';
 export { formatSummaryLine, formatDuration, formatCredits } from './format.js';
 export { writeJsonReport } from './json.js';
 export { writeCsvReport } from './csv.js';

@@ -6,7 +6,7 @@
  * interpreted by a renderer.
  */
 import { writeSinks, type ReportSink } from './sink.js';
-import { PROBLEM_STATES, chatLine, creditsLine, fileTotals, formatBytes, formatCredits, formatDuration, oneLine, orderedCounts, redactUrl, totalJobs } from './format.js';
+import { PROBLEM_STATES, chatLine, creditsLine, creditsNotes, fileTotals, formatBytes, formatCredits, formatDuration, oneLine, orderedCounts, redactUrl, totalJobs } from './format.js';
 import type { ReportData, ReportJob, ReportSummary } from './types.js';
 
 /** Longest error text kept per job in report.md and report.html. */
@@ -88,12 +88,23 @@ function markdownText(s: ReportSummary, problems: Map<string, ProblemList>, file
   out.push(`| total | ${totalJobs(s.counts)} |\n\n`);
 
   out.push('## Credits\n\n');
-  out.push(`- Estimated (known prices): ${formatCredits(c.estimated_known)}\n`);
-  out.push(`- Jobs of unknown price: ${c.unknown_price_jobs}\n`);
+  out.push(`- Estimated (known prices only): ${formatCredits(c.estimated_known)}\n`);
+  out.push(`- Jobs of unknown price (not in the estimate): ${c.unknown_price_jobs}\n`);
   const bal = (v: number | null): string => (v === null ? 'unknown' : formatCredits(v));
-  out.push(`- Balance before: ${bal(c.balance_before)}, after: ${bal(c.balance_after)}, charged: ${bal(c.charged)}\n`);
+  const runs = c.invocations.length;
+  out.push(`- Charged over the run (${runs} invocation${runs === 1 ? '' : 's'}): ${bal(c.charged)}\n`);
+  out.push(`- Balance before the first invocation: ${bal(c.balance_before)}, after the last: ${bal(c.balance_after)}\n`);
   if (c.user_prices) out.push('- Some prices were supplied by the user (--prices or the manifest), not by the catalogue.\n');
-  out.push(`\nIn one line: ${creditsLine(s)}.\n`);
+  if (runs > 0) {
+    out.push('\n| Invocation | Started | Balance before | Balance after | Charged | Submits started |\n| ---: | --- | ---: | ---: | ---: | ---: |\n');
+    for (const inv of c.invocations) {
+      const after = inv.charged_to === 'next-start' ? 'not read (next opening reading used)' : bal(inv.balance_after);
+      out.push(`| ${inv.n} | ${cellText(inv.started_at)} | ${bal(inv.balance_before)} | ${after} | ${bal(inv.charged)} | ${inv.submits ?? 'not recorded'} |\n`);
+    }
+  }
+  out.push('\n');
+  for (const note of creditsNotes(s)) out.push(`${note}\n\n`);
+  out.push(`In one line: ${creditsLine(s)}.\n`);
   const chat = chatLine(s.chat);
   if (chat !== null && s.chat) {
     out.push('\n## Chat\n\n| Chat jobs | Done | Repeated calls | Input tokens | Output tokens |\n| ---: | ---: | ---: | ---: | ---: |\n');

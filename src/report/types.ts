@@ -35,6 +35,28 @@ export interface ReportJob {
   finished_at: string | null;
 }
 
+/** One `genbatch run` of the run, with the balance read before and after its work. */
+export interface ReportInvocation {
+  /** 1, 2, ... within the run. */
+  n: number;
+  started_at: string;
+  /** Null when it was stopped before its end (killed) or is still running. */
+  finished_at: string | null;
+  balance_before: number | null;
+  balance_before_at: string | null;
+  balance_after: number | null;
+  balance_after_at: string | null;
+  /** Submit requests it started (one a stop caught before it was sent counts too); null: not recorded by the genbatch that ran it. */
+  submits: number | null;
+  /** balance_before minus the closing reading (see charged_to); null when not measured. */
+  charged: number | null;
+  /**
+   * The closing reading `charged` is measured to: "end" (balance_after), "next-start" (no closing reading,
+   * e.g. killed: the next invocation's balance_before), null when `charged` is null.
+   */
+  charged_to: 'end' | 'next-start' | null;
+}
+
 export interface ReportSummary {
   manifest: string;
   out_dir: string;
@@ -45,14 +67,24 @@ export interface ReportSummary {
   wall_seconds: number;
   counts: Record<string, number>;
   credits: {
+    /** The sum of the known prices of the run's jobs (jobs of unknown price are not in it: see unknown_price_jobs). */
     estimated_known: number;
+    /** Jobs whose price is unknown, left out of estimated_known. */
     unknown_price_jobs: number;
+    /** The balance read before the run's first invocation that read it (null: none did). */
     balance_before: number | null;
+    /** The balance read after the run's last such invocation (null: not read, e.g. it was killed). */
     balance_after: number | null;
-    /** balance_before - balance_after when both are known. */
+    /**
+     * The run's charge over every invocation: the sum of the invocations' charges (`invocations[].charged`),
+     * 0 when no invocation had work; null when one of them is not measured. A difference of balance
+     * readings: any other use of the same key during an invocation moves it too.
+     */
     charged: number | null;
     /** True when any price came from the user (--prices or the manifest's pricing block). */
     user_prices: boolean;
+    /** Each `genbatch run` of the run that had work that can move the balance, in order. */
+    invocations: ReportInvocation[];
   };
   /** Chat jobs (absent when the run has none): calls repeated (attempts beyond the first) and tokens used. */
   chat?: { jobs: number; done: number; repeated_calls: number; input_tokens: number; output_tokens: number };

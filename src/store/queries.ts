@@ -2,10 +2,11 @@ import { resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { nowIso } from './clock.js';
 import * as files from './files.js';
+import * as invocationTable from './invocations.js';
 import * as reads from './reads.js';
 import * as runTable from './runs.js';
 import type { JobState } from './states.js';
-import type { FileRow, JobRow, RunRow, SummaryRow } from './types.js';
+import type { FileRow, InvocationRow, JobRow, RunRow, SummaryRow } from './types.js';
 
 /**
  * The part of Store's API that reads and writes rows without changing a job's
@@ -81,8 +82,25 @@ export abstract class StoreQueries {
     return runTable.runById(this.cached, this.runId);
   }
 
-  setRunFields(fields: { balance_before?: number | null; balance_after?: number | null; finished_at?: string | null }): void {
+  setRunFields(fields: { finished_at?: string | null }): void {
     runTable.setRunFields(this.cached, this.runId, fields);
+  }
+
+  // ---- invocations (balance readings of each `genbatch run` of the run) ----
+
+  /** Record the start of an invocation of the run in use with its opening balance reading (null: not read); returns its number. */
+  startInvocation(balance: number | null, readAt: string | null): number {
+    return invocationTable.startInvocation(this.db, this.cached, this.run(), balance, readAt);
+  }
+
+  /** Record the end of invocation `n` with its closing balance reading (null: not read) and the submit requests it sent. */
+  finishInvocation(n: number, balance: number | null, readAt: string | null, submits: number): void {
+    invocationTable.finishInvocation(this.db, this.cached, this.runId, n, balance, readAt, submits);
+  }
+
+  /** The invocations of the run in use that read the balance, in order. */
+  invocations(): InvocationRow[] {
+    return invocationTable.invocations(this.db, this.run());
   }
 
   /** Set last_error without changing the state. */

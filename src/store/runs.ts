@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { nowIso } from './clock.js';
+import { adoptRunReadings } from './invocations.js';
 import type { Prepare } from './reads.js';
 import type { RunRow } from './types.js';
 
@@ -12,6 +13,7 @@ import type { RunRow } from './types.js';
 export function openRun(db: Database.Database, stmt: Prepare, abs: string, outDir: string, baseUrl: string, sandbox: boolean, userPrices: boolean): RunRow {
   db.transaction(() => {
     stmt('INSERT INTO runs (manifest, out_dir) VALUES (?, ?) ON CONFLICT(manifest) DO NOTHING').run(abs, outDir);
+    adoptRunReadings(stmt, abs);
     stmt('UPDATE runs SET out_dir = ?, base_url = ?, sandbox = ?, user_prices = ?, generation = generation + 1, started_at = ?, finished_at = NULL WHERE manifest = ?').run(
       outDir,
       baseUrl,
@@ -44,9 +46,9 @@ export function runById(stmt: Prepare, runId: number): RunRow {
   return stmt('SELECT * FROM runs WHERE id = ?').get(runId) as RunRow;
 }
 
-export function setRunFields(stmt: Prepare, runId: number, fields: { balance_before?: number | null; balance_after?: number | null; finished_at?: string | null }): void {
+export function setRunFields(stmt: Prepare, runId: number, fields: { finished_at?: string | null }): void {
   for (const [k, v] of Object.entries(fields)) {
-    if (!['balance_before', 'balance_after', 'finished_at'].includes(k)) continue;
+    if (!['finished_at'].includes(k)) continue;
     stmt(`UPDATE runs SET ${k} = ? WHERE id = ?`).run(v ?? null, runId);
   }
 }

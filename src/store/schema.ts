@@ -26,6 +26,18 @@ CREATE TABLE IF NOT EXISTS runs (
   user_prices INTEGER NOT NULL DEFAULT 0,
   generation INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS invocations (
+  run_id INTEGER NOT NULL,
+  n INTEGER NOT NULL,
+  started_at TEXT NOT NULL,
+  finished_at TEXT,
+  balance_before REAL,
+  balance_before_at TEXT,
+  balance_after REAL,
+  balance_after_at TEXT,
+  submits INTEGER,
+  PRIMARY KEY (run_id, n)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS jobs (
   run_id INTEGER NOT NULL,
   id TEXT NOT NULL,

@@ -62,6 +62,25 @@ export interface RunRow {
   generation: number;
 }
 
+/**
+ * One `genbatch run` of a run that had work that can move the balance (src/store/invocations.ts):
+ * the balance read before its work and after it, with the times the readings were taken.
+ */
+export interface InvocationRow {
+  run_id: number;
+  /** 1, 2, ... within the run. */
+  n: number;
+  started_at: string;
+  /** Null while it runs, or when it was stopped before its end (killed). */
+  finished_at: string | null;
+  balance_before: number | null;
+  balance_before_at: string | null;
+  balance_after: number | null;
+  balance_after_at: string | null;
+  /** Submit requests it started (Pipeline.submitsSent); null for readings kept from a state file written before this table. */
+  submits: number | null;
+}
+
 /** Columns a transition may set besides the state. */
 export interface JobPatch {
   task_id?: string | null;
