@@ -4,7 +4,7 @@ import { BudgetError, ManifestError, type Problem } from '../errors.js';
 import { localImageRefs, type Manifest, type ManifestJob } from '../manifest/index.js';
 import { valuesAt } from '../manifest/job.js';
 import { findModel } from '../models/index.js';
-import { priceJob } from '../pricing/index.js';
+import { priceJob, type ObservedPrices } from '../pricing/index.js';
 import type { Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import { canonicalJson, sha256Hex } from './results.js';
@@ -49,11 +49,11 @@ class FileHashes {
  * `fullSync`: read and check the manifest even when it matches the last sync (the caller needs to know which
  * jobs it names: store.removedInFlight()). `resubmitUncertain`: see Store.beginSync.
  */
-export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void, fullSync = false, resubmitUncertain = false): Promise<PrepareResult> {
+export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void, fullSync = false, resubmitUncertain = false, observed: ObservedPrices | null = null): Promise<PrepareResult> {
   const out: PrepareResult = { jobs: 0, new: 0, changed: 0, unchanged: 0, skipped: 0, recoveredUncertain: [] };
   // Read (and hashed) before the jobs are: see sync-key.ts.
   const print = await manifestPrint(manifest.path);
-  const prices = pricesHash(userPrices);
+  const prices = pricesHash(userPrices, observed?.digest);
   const known = fullSync ? null : matchingKey(store, print, prices);
   if (known) {
     // Same manifest bytes, local files, prices and genbatch as the last committed sync: every job is unchanged.
@@ -61,7 +61,7 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
     out.unchanged = known.jobs;
   } else {
     const hashes = new FileHashes();
-    const deferred = await syncAll(store, manifest, userPrices, out, hashes, resubmitUncertain);
+    const deferred = await syncAll(store, manifest, userPrices, out, hashes, resubmitUncertain, observed);
     // A job in flight whose spec changed is rerun by a later sync once it is finished: no shortcut until then.
     if (deferred === 0) saveKey(store, print, prices, hashes.files(), out.jobs);
   }
@@ -79,7 +79,7 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
  * Check every job of the manifest and record the valid ones (one transaction), then skip removed jobs.
  * Returns how many jobs in flight have another spec in the manifest (SyncResult `deferred`).
  */
-async function syncAll(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, out: PrepareResult, hashes: FileHashes, resubmitUncertain: boolean): Promise<number> {
+async function syncAll(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, out: PrepareResult, hashes: FileHashes, resubmitUncertain: boolean, observed: ObservedPrices | null): Promise<number> {
   let deferred = 0;
   const problems: Problem[] = [];
   const seen = new Set<string>();
@@ -116,9 +116,9 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
       if (job.callback_url !== undefined) spec.callback_url = job.callback_url;
       if (job.kind === 'chat' && job.protocol !== undefined) spec.protocol = job.protocol;
       // A for_each job is stored as kind `fanout`: its children are made when its list is known.
-      if (job.for_each !== undefined) spec.forEach = { expr: job.for_each, childKind: job.kind, childCredits: priceJob({ ...job, fanout: undefined }, userPrices).credits };
+      if (job.for_each !== undefined) spec.forEach = { expr: job.for_each, childKind: job.kind, childCredits: priceJob({ ...job, fanout: undefined }, userPrices, observed).credits };
       const specJson = canonicalJson(spec);
-      const price = priceJob(job, userPrices);
+      const price = priceJob(job, userPrices, observed);
       const kind = job.for_each !== undefined ? 'fanout' : job.kind;
       const r = store.syncJob({ id: job.id, model: job.model, kind, where: job.where, specHash: sha256Hex(specJson), spec: specJson, estimatedCredits: price.credits });
       if (r === 'new') out.new++;

@@ -2,6 +2,7 @@ import { existsSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { EXIT, ManifestError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
+import type { ObservedPrices } from '../pricing/index.js';
 import type { ReportData } from '../report/types.js';
 import { Store, nowIso, type JobState } from '../store/index.js';
 import type { EngineEvent, EventBus } from './events.js';
@@ -44,6 +45,8 @@ export interface RunOptions {
    */
   callbacks: { publicUrl: string | null; listen: string; redact?: (text: string) => string } | null;
   userPrices: Record<string, number> | null;
+  /** Prices observed on the account (the price book), used where neither the service nor the user gives one. */
+  observedPrices?: ObservedPrices | null;
   signal: AbortSignal;
   events: EventBus;
   writeReports: (outDir: string, data: ReportData) => Promise<unknown> | unknown;
@@ -124,7 +127,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const fullSync =
       (o.uncertain === 'resubmit' && before.uncertain + before.submitting > 0) ||
       (sandboxGone && before.submitting + before.submitted + before.downloading + before.uncertain > 0);
-    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, fullSync, o.uncertain === 'resubmit');
+    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, fullSync, o.uncertain === 'resubmit', o.observedPrices ?? null);
     if (sandboxGone) {
       const moved = store.returnInFlight('sent to an earlier in-process sandbox that is gone; sent again');
       const removed = store.removedInFlight();

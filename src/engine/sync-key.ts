@@ -74,8 +74,8 @@ export async function manifestPrint(manifestPath: string): Promise<ManifestPrint
   }
 }
 
-export function pricesHash(userPrices: Record<string, number> | null): string {
-  return sha256Hex(canonicalJson(userPrices ?? null));
+export function pricesHash(userPrices: Record<string, number> | null, observed = ''): string {
+  return sha256Hex(canonicalJson(userPrices ?? null) + (observed === '' ? '' : `\n${observed}`));
 }
 
 /** The stored key when everything it names is still the same, else null. */

@@ -3,6 +3,11 @@ import { z } from 'zod';
 import { UsageError, type Problem } from '../errors.js';
 import type { ManifestJob } from '../manifest/index.js';
 import { findChatModel, findModel } from '../models/index.js';
+import { BOOK_MARK, observedLabel, PriceBook, type BookEntry } from './book.js';
+import { priceClass } from './classes.js';
+
+export { defaultBookPath, isBook, observedLabel, PriceBook, serviceName, type BookEntry } from './book.js';
+export { priceClass, type PriceClass } from './classes.js';
 
 /**
  * Credits per job, per model and in total.
@@ -18,7 +23,32 @@ import { findChatModel, findModel } from '../models/index.js';
  * unknown: listed apart, never counted as 0.
  */
 
-export type PriceSource = 'contract' | 'user' | 'unknown';
+export type PriceSource = 'contract' | 'user' | 'observed' | 'unknown';
+
+/** Prices observed on the account (the price book for one service): looked up by the job's price class. */
+export interface ObservedPrices {
+  lookup(job: { model: string; kind: 'submit' | 'chat'; input: Record<string, unknown> }): BookEntry | undefined;
+  /** Changes when any price of this service changes (a run's sync key includes it). */
+  digest: string;
+}
+
+/** The observed prices of `book` for the service at `baseUrl`. */
+export function observedPrices(book: PriceBook, baseUrl: string): ObservedPrices {
+  const entries = book.entries(baseUrl).map((e) => `${e.key}=${e.entry.credits}`).sort();
+  return { lookup: (job) => book.lookup(baseUrl, priceClass(job).key), digest: entries.join('\n') };
+}
+
+/** A --prices file: user prices (model id -> credits), or a price book (observed prices). */
+export async function loadPriceFile(file: string): Promise<{ user: UserPrices | null; book: PriceBook | null }> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    throw new UsageError(`--prices: cannot read ${file}`);
+  }
+  if (/^\s*\{/.test(text) && text.includes(BOOK_MARK)) return { user: null, book: PriceBook.fromJson(file, text) };
+  return { user: await loadPrices(file), book: null };
+}
 
 export interface JobPrice {
   /** Credits of the job, or null when unknown. */
@@ -119,10 +149,10 @@ export function unknownPriceWarning(model: string): string {
 }
 
 /** The price of one (valid) job. */
-export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fanout'>, userPrices: UserPrices | null): JobPrice {
+export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fanout'>, userPrices: UserPrices | null, observed: ObservedPrices | null = null): JobPrice {
   // A for_each job: the price of one child times the documented count, or unknown when the count is not known before its parent runs.
   if (job.fanout) {
-    const one = priceJob({ model: job.model, kind: job.kind, input: job.input }, userPrices);
+    const one = priceJob({ model: job.model, kind: job.kind, input: job.input }, userPrices, observed);
     if (one.credits === null) return { ...one, basis: `${one.basis}; for_each: ${job.fanout.basis}` };
     if (job.fanout.count === null) return { credits: null, basis: `for_each: ${job.fanout.basis} (${one.credits} credits each)`, source: 'unknown', unknownCount: true };
     return { credits: round(one.credits * job.fanout.count), basis: `for_each: ${job.fanout.basis}, ${one.basis} each`, source: one.source };
@@ -144,6 +174,11 @@ export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fa
     }
     return { credits: user, basis: `user-supplied: ${user} credits per request`, source: 'user' };
   }
+  const seen = observed?.lookup(job);
+  if (seen !== undefined) {
+    const spread = seen.min === seen.max ? '' : ` (seen ${seen.min} to ${seen.max})`;
+    return { credits: seen.credits, basis: `${observedLabel(seen)}: ${seen.credits} credits${spread}`, source: 'observed' };
+  }
   return { credits: null, basis: why, source: 'unknown' };
 }
 
@@ -159,6 +194,8 @@ export interface ModelTotal {
   unknown_count_jobs: number;
   /** Jobs priced from user-supplied prices. */
   user_jobs: number;
+  /** Jobs priced from prices observed on the account (the price book). */
+  observed_jobs: number;
 }
 
 export interface JobEstimate {
@@ -177,6 +214,8 @@ export interface Estimate {
   total_credits: number;
   /** Part of total_credits that comes from user-supplied prices. */
   user_supplied_credits: number;
+  /** Part of total_credits that comes from prices observed on the account. */
+  observed_credits: number;
   /** Ids of the valid jobs whose price is unknown (not for_each jobs of unknown count). */
   unknown_price_jobs: string[];
   /** Ids of for_each jobs whose children have a price but an unknown count (fan-out decided at run time). */
@@ -192,6 +231,8 @@ export interface Estimate {
 export interface EstimateOptions {
   /** Keep the per-job list (needed for --json and the table); default false. */
   keepJobs?: boolean;
+  /** Prices observed on the account, used where neither the service nor the user gives one. */
+  observed?: ObservedPrices | null;
   /** Called with each priced job, in order (e.g. to print a table as it streams). */
   onJob?: (job: JobEstimate) => void;
 }
@@ -202,6 +243,7 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
     jobs_count: 0,
     total_credits: 0,
     user_supplied_credits: 0,
+    observed_credits: 0,
     unknown_price_jobs: [],
     unknown_count_jobs: [],
     per_model: {},
@@ -217,8 +259,8 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
       out.problems.push(...job.problems);
       continue;
     }
-    const price = priceJob(job, userPrices);
-    const m = (out.per_model[job.model] ??= { jobs: 0, credits: null, known_jobs: 0, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 0 });
+    const price = priceJob(job, userPrices, opts.observed ?? null);
+    const m = (out.per_model[job.model] ??= { jobs: 0, credits: null, known_jobs: 0, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 0, observed_jobs: 0 });
     m.jobs++;
     if (price.credits === null) {
       m.unknown_jobs++;
@@ -232,6 +274,10 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
         m.user_jobs++;
         out.user_supplied_credits += price.credits;
       }
+      if (price.source === 'observed') {
+        m.observed_jobs++;
+        out.observed_credits += price.credits;
+      }
     }
     const row: JobEstimate = { id: job.id, model: job.model, credits: price.credits, source: price.source, basis: price.basis };
     if (job.fanout) row.children = job.fanout.count;
@@ -240,6 +286,7 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
   }
   out.total_credits = round(out.total_credits);
   out.user_supplied_credits = round(out.user_supplied_credits);
+  out.observed_credits = round(out.observed_credits);
   for (const m of Object.values(out.per_model)) if (m.credits !== null) m.credits = round(m.credits);
   return out;
 }

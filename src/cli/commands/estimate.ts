@@ -1,7 +1,7 @@
 import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../../client/index.js';
 import { EXIT, UsageError } from '../../errors.js';
 import { openManifest } from '../../manifest/index.js';
-import { checkUserPrices, estimate, loadPrices, unknownPriceModels, unknownPriceWarning, type Estimate, type JobEstimate, type UserPrices } from '../../pricing/index.js';
+import { checkUserPrices, defaultBookPath, estimate, loadPriceFile, observedPrices, PriceBook, unknownPriceModels, unknownPriceWarning, type Estimate, type JobEstimate, type ModelTotal, type UserPrices } from '../../pricing/index.js';
 import { write, writeProblems } from './validate.js';
 
 /**
@@ -26,7 +26,11 @@ const UNKNOWN_IDS_SHOWN = 20;
 
 export default async function estimateCommand(manifestPath: string, opts: Options): Promise<number> {
   const config: ServiceConfig | null = opts.offline ? null : configOrHint(opts.baseUrl);
-  const fileP = opts.prices ? await loadPrices(opts.prices) : null;
+  const file = opts.prices ? await loadPriceFile(opts.prices) : { user: null, book: null };
+  const fileP = file.user;
+  // Prices observed on the account (genbatch prices probe): from a --prices book, else the user's price book.
+  const service = config?.baseUrl ?? opts.baseUrl ?? process.env.GENBATCH_BASE_URL ?? null;
+  const observed = service ? observedPrices(file.book ?? PriceBook.load(defaultBookPath()), service) : null;
   const manifest = await openManifest(manifestPath);
   checkUserPrices(manifest.pricing, `${manifestPath}: pricing`);
   const userPrices: UserPrices | null = manifest.pricing || fileP ? { ...(manifest.pricing ?? {}), ...(fileP ?? {}) } : null;
@@ -34,6 +38,7 @@ export default async function estimateCommand(manifestPath: string, opts: Option
   const shown: JobEstimate[] = [];
   const est = await estimate(manifest.jobs(), userPrices, {
     keepJobs: opts.json === true,
+    observed,
     onJob: (j) => {
       if (!opts.json && shown.length < TABLE_ROWS) shown.push(j);
     },
@@ -74,10 +79,11 @@ export default async function estimateCommand(manifestPath: string, opts: Option
         budget: manifest.budget,
         within_budget: manifest.budget === null ? null : !overBudget,
         user_supplied_credits: est.user_supplied_credits,
+        observed_credits: est.observed_credits,
         user_prices_unused: unusedUserPrices,
         user_prices_unknown_models: unknownModels,
         jobs_count: est.jobs_count,
-        per_model: est.per_model,
+        per_model: Object.fromEntries(Object.entries(est.per_model).map(([m, t]) => [m, { ...t, source: modelSource(t) }])),
         jobs: (est.jobs ?? []).map((j) => ({ id: j.id, model: j.model, credits: j.credits, source: j.source, basis: j.basis, ...(j.children !== undefined ? { children: j.children } : {}) })),
       }) + '\n',
     );
@@ -93,9 +99,9 @@ function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance:
   out.push(`${path}: ${plural(est.jobs_count, 'job')}`, '');
   const idW = Math.max(3, ...shown.map((j) => j.id.length));
   const modelW = Math.max(5, ...shown.map((j) => j.model.length));
-  out.push(`${'job'.padEnd(idW)}  ${'model'.padEnd(modelW)}  ${'credits'.padStart(8)}  basis`);
+  out.push(`${'job'.padEnd(idW)}  ${'model'.padEnd(modelW)}  ${'credits'.padStart(8)}  ${'source'.padEnd(9)}  basis`);
   for (const j of shown) {
-    out.push(`${j.id.padEnd(idW)}  ${j.model.padEnd(modelW)}  ${(j.credits === null ? 'unknown' : String(j.credits)).padStart(8)}  ${j.basis}`);
+    out.push(`${j.id.padEnd(idW)}  ${j.model.padEnd(modelW)}  ${(j.credits === null ? 'unknown' : String(j.credits)).padStart(8)}  ${SOURCE_WORD[j.source].padEnd(9)}  ${j.basis}`);
   }
   if (est.jobs_count > shown.length) out.push(`... ${plural(est.jobs_count - shown.length, 'more job')} (estimate --json lists every job)`);
   out.push('');
@@ -106,6 +112,7 @@ function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance:
   for (const [m, t] of models) {
     const notes: string[] = [];
     if (t.user_jobs > 0) notes.push(`${t.user_jobs === t.jobs ? 'all' : t.user_jobs} at user-supplied prices`);
+    if (t.observed_jobs > 0) notes.push(`${t.observed_jobs === t.jobs ? 'all' : t.observed_jobs} at prices observed on the account`);
     if (t.unknown_jobs > t.unknown_count_jobs) notes.push(`${t.unknown_jobs - t.unknown_count_jobs} with unknown price, not counted`);
     if (t.unknown_count_jobs > 0) notes.push(`${t.unknown_count_jobs} for_each with unknown count, not counted`);
     const credits = t.unknown_jobs === t.jobs ? 'unknown' : String(t.credits);
@@ -124,7 +131,8 @@ function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance:
     out.push(`unknown count (fan-out decided at run time; each child has a price, not counted in the total; run checks the children against --max-credits and the budget when they are made): ${plural(est.unknown_count_jobs.length, 'for_each job')}: ${ids}${more}`);
   }
   for (const m of unusedUserPrices) out.push(`note: the user-supplied price for ${m} is not used: the contract prices these jobs`);
-  const userPart = est.user_supplied_credits > 0 ? ` (${est.user_supplied_credits} of them from user-supplied prices)` : '';
+  const parts = [est.user_supplied_credits > 0 ? `${est.user_supplied_credits} of them from user-supplied prices` : '', est.observed_credits > 0 ? `${est.observed_credits} from prices observed on the account` : ''].filter(Boolean);
+  const userPart = parts.length > 0 ? ` (${parts.join(', ')})` : '';
   const known = est.jobs_count - est.unknown_price_jobs.length - est.unknown_count_jobs.length;
   out.push(`total: ${est.total_credits} credits${userPart} for ${plural(known, 'job')} with a known price`);
   if (balance === null) out.push('balance: not checked (--offline)');
@@ -136,6 +144,16 @@ function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance:
     out.push(est.total_credits > budget ? `budget: ${budget} credits: OVER budget by ${round(est.total_credits - budget)} credits` : `budget: ${budget} credits: within budget`);
   }
   return out.join('\n') + '\n';
+}
+
+/** How a job's price source is shown in the table. */
+const SOURCE_WORD: Readonly<Record<JobEstimate['source'], string>> = { contract: 'published', user: 'yours', observed: 'observed', unknown: 'unknown' };
+
+/** One word for the prices of a model's jobs: the one source they share, or "mixed". */
+function modelSource(t: ModelTotal): string {
+  const contract = t.known_jobs - t.user_jobs - t.observed_jobs;
+  const sources = [contract > 0 ? 'published' : '', t.user_jobs > 0 ? 'yours' : '', t.observed_jobs > 0 ? 'observed' : '', t.unknown_jobs > 0 ? 'unknown' : ''].filter(Boolean);
+  return sources.length === 1 ? sources[0]! : 'mixed';
 }
 
 function configOrHint(baseUrl: string | undefined): ServiceConfig {

@@ -5,7 +5,7 @@ import { ChatClient, ServiceClient, UploadLimiter, redact, serviceConfigFromEnv,
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../../download/index.js';
 import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
 import { UsageError } from '../../errors.js';
-import { loadPrices } from '../../pricing/index.js';
+import { defaultBookPath, loadPriceFile, observedPrices, PriceBook } from '../../pricing/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
 
 /**
@@ -68,7 +68,8 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   const statePath = resolve(flags.state ?? join(outDir, 'state.db'));
   const timeScale = flags.timeScale ?? (flags.sandbox ? SANDBOX_TIME_SCALE : 1);
   if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
-  const userPrices = flags.prices ? await loadPrices(flags.prices) : null;
+  const priceFile = flags.prices ? await loadPriceFile(flags.prices) : { user: null, book: null };
+  const userPrices = priceFile.user;
 
   let sandbox: { url: string; close(): Promise<void> } | null = null;
   let baseUrl: string;
@@ -180,6 +181,8 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       timeScale,
       callbacks: flags.listen ? { publicUrl: flags.callbackUrl ?? null, listen: flags.listen, redact: (text: string) => redact(text, apiKey) } : null,
       userPrices,
+      // Prices observed on the account (genbatch prices probe), for this service; none for an in-process sandbox.
+      observedPrices: flags.sandbox ? null : observedPrices(priceFile.book ?? PriceBook.load(defaultBookPath()), baseUrl),
       signal: controller.signal,
       events: bus,
       writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),
