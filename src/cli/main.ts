@@ -77,6 +77,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
     .option('--listen <host:port>', 'start a callback receiver here')
     .option('--time-scale <s>', 'with --sandbox: scale all sandbox durations', num('--time-scale'))
+    .option('--request-timeout <seconds>', 'the most one API request may take, headers and body (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)', num('--request-timeout'))
     .action(wrap(lazy('run')));
 
   program
