@@ -82,7 +82,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
 
   program
     .command('status')
-    .description('jobs by state from a state file')
+    .description('jobs by state from a state file, and jobs stuck (sent more than 1 h ago, not finished) with their last error')
     .argument('[manifest]', 'manifest whose default state file to read')
     .option('--state <path>', 'state file')
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')

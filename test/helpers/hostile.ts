@@ -10,7 +10,7 @@ import type { ServerResponse } from 'node:http';
  * as fast as the client reads it (`status`: 200 unless given). `onEnd` gets the bytes written when the answer ends or the client leaves.
  */
 export function hugeStatus(res: ServerResponse, taskId: string, bytes: number, o: { status?: number; onEnd?: (written: number) => void } = {}): void {
-  const head = Buffer.from(`{"code":200,"data":{"task_id":"${taskId}","status":"running","files":[],"metadata":{"pad":"`);
+  const head = Buffer.from(`{"code":200,"data":{"task_id":"${taskId}","status":"running","files":[],"created_time":"2026-01-01T00:00:00","metadata":{"pad":"`);
   const tail = Buffer.from('"}}}');
   const block = Buffer.alloc(1024 * 1024, 'x');
   let written = 0;
