@@ -64,6 +64,20 @@ function peakRss(pid: number): number {
   }
 }
 
+describe('--request-timeout', () => {
+  it('refuses a deadline that is not a number of seconds > 0, from the flag or GENBATCH_REQUEST_TIMEOUT (exit 2)', async () => {
+    const m = manifest();
+    const [flag, env] = await Promise.all([
+      runCli(['run', m.path, '--base-url', service.base, '--out', m.out, '--request-timeout', '0'], { GENBATCH_API_KEY: KEY }),
+      runCli(['run', m.path, '--base-url', service.base, '--out', m.out], { GENBATCH_API_KEY: KEY, GENBATCH_REQUEST_TIMEOUT: 'soon' }),
+    ]);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain('--request-timeout expects a number of seconds > 0, got "0"');
+    expect(env.code).toBe(2);
+    expect(env.stderr).toContain('GENBATCH_REQUEST_TIMEOUT expects a number of seconds > 0, got "soon"');
+  });
+});
+
 describe('a hostile service', () => {
   it('stops reading a 200 MB status answer at 16 MiB: the run stays small, and the job error names the limit', async () => {
     mode = 'huge';
