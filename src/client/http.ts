@@ -308,7 +308,7 @@ export class HttpContext {
       text = await new Promise<string>((resolve, reject) => {
         const e = new Exchange(resolve, reject, {
           keepIfSent: opts.keepIfSent === true,
-          what: what(opts),
+          what: redact(what(opts), apiKey), // every message of ours starts with it
           maxBytes: opts.maxBytes ?? ANSWER_MAX_BYTES.status,
           requestMs: this.#requestMs,
           stopGraceMs: this.#stopGraceMs,
