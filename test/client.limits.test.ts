@@ -174,6 +174,19 @@ describe('request deadline', () => {
   });
 });
 
+describe('upload deadline', () => {
+  it('gives an upload the request deadline plus the time to send its bytes at 32 KiB/s', async () => {
+    const s = await serve((_req, _body, res) => {
+      setTimeout(() => json(res, 200, { code: 200, data: { file_url: 'https://files.example/u/ref.png', file_name: 'ref.png', file_size: 65536 } }), 800);
+    });
+    // 0.3 s + 64 KiB at 32 KiB/s = 2.3 s: an answer after 0.8 s is in time (a status read would be cut at 0.3 s).
+    const record = await client(s.base, { requestMs: 300 }).uploadStream(Buffer.alloc(64 * 1024, 1), { fileName: 'ref.png' });
+    expect(record.file_url).toBe('https://files.example/u/ref.png');
+    const err = await rejection(client(s.base, { requestMs: 300 }).status('t-1'));
+    expect((err as Error).message).toMatch(/no complete answer within 0\.3 s/);
+  });
+});
+
 describe('chat answers', () => {
   const REQ = { model: 'gpt-4o-mini', protocol: 'chat-completions' as const, messages: [{ role: 'user', content: 'hi' }], options: {} };
 

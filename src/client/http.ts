@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { errors, type Dispatcher, type FormData } from 'undici';
 import { ApiError, BadResponseError, GenbatchError, NetworkError, UnusableAnswerError } from '../errors.js';
-import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, MAX_DEPTH, NestingGauge, sizeText } from './limits.js';
+import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, MAX_DEPTH, NestingGauge, sizeText, UPLOAD_MIN_BYTES_PER_SEC } from './limits.js';
 import { abortReason } from './retry.js';
 import { ErrorBodySchema } from './schemas.js';
 
@@ -34,6 +34,8 @@ export interface SendOptions {
   keepIfSent?: boolean;
   /** Size limit of the answer (default ANSWER_MAX_BYTES.status). */
   maxBytes?: number;
+  /** Bytes this request uploads: its deadline grows by the time to send them at UPLOAD_MIN_BYTES_PER_SEC. */
+  uploadBytes?: number;
 }
 
 /** Deadlines of every exchange of one HttpContext, in ms. */
@@ -310,7 +312,7 @@ export class HttpContext {
           keepIfSent: opts.keepIfSent === true,
           what: redact(what(opts), apiKey), // every message of ours starts with it
           maxBytes: opts.maxBytes ?? ANSWER_MAX_BYTES.status,
-          requestMs: this.#requestMs,
+          requestMs: this.#requestMs + Math.ceil(((opts.uploadBytes ?? 0) * 1000) / UPLOAD_MIN_BYTES_PER_SEC),
           stopGraceMs: this.#stopGraceMs,
         });
         ex = e;

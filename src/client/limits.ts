@@ -25,6 +25,8 @@ export const MAX_DEPTH = 256;
 
 /** Total deadline of one API request, headers and body (`--request-timeout`). */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+/** An upload's deadline is the request deadline plus the time to send its bytes at this rate (a slow uplink is not a hostile server). */
+export const UPLOAD_MIN_BYTES_PER_SEC = 32 * 1024;
 /** A chat call's total deadline when none is given: a model may think for minutes before its answer ends. */
 export const DEFAULT_CHAT_TIMEOUT_MS = 300_000;
 /** After a stop, how long a submit already written may still take to answer before it is cut (then uncertain). */

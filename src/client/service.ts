@@ -160,7 +160,7 @@ export class ServiceClient {
       if (opts.uploadPath !== undefined) form.set('upload_path', opts.uploadPath);
       return form;
     };
-    return this.#upload('upload stream', '/api/common/upload/stream', () => ({ form: makeForm() }), opts.signal);
+    return this.#upload('upload stream', '/api/common/upload/stream', () => ({ form: makeForm(), uploadBytes: blob.size }), opts.signal);
   }
 
   /**
@@ -171,7 +171,7 @@ export class ServiceClient {
     const json: Record<string, unknown> = { base64_data: dataUrlOrBase64 };
     if (opts.fileName !== undefined) json.file_name = opts.fileName;
     if (opts.uploadPath !== undefined) json.upload_path = opts.uploadPath;
-    return this.#upload('upload base64', '/api/common/upload/base64', () => ({ json }), opts.signal);
+    return this.#upload('upload base64', '/api/common/upload/base64', () => ({ json, uploadBytes: dataUrlOrBase64.length }), opts.signal);
   }
 
   /** POST /api/common/upload/url: the service fetches a public URL. */
@@ -187,7 +187,7 @@ export class ServiceClient {
     await this.#ownAgent?.close();
   }
 
-  async #upload(operation: string, path: string, body: () => Pick<SendOptions, 'json' | 'form'>, signal?: AbortSignal): Promise<UploadRecord> {
+  async #upload(operation: string, path: string, body: () => Pick<SendOptions, 'json' | 'form' | 'uploadBytes'>, signal?: AbortSignal): Promise<UploadRecord> {
     // Every try, retries included, takes a slot of the upload window.
     const data = await withRetry(
       async () => {
