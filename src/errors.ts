@@ -140,9 +140,20 @@ export class AmbiguousSubmitError extends GenbatchError {
 /** A service answer whose body does not have the documented shape (not JSON, or a field missing or of the wrong type). */
 export class BadResponseError extends GenbatchError {
   readonly status: number;
-  constructor(status: number, message: string) {
-    super('GB_BAD_RESPONSE', message, EXIT.jobsFailed);
+  constructor(status: number, message: string, code = 'GB_BAD_RESPONSE') {
+    super(code, message, EXIT.jobsFailed);
     this.status = status;
+  }
+}
+
+/**
+ * An answer that was not read to its end because it broke a limit: over its endpoint's size limit, or
+ * nested deeper than the reader allows. Reading stopped at the limit (the connection was dropped).
+ * Retried a few times like a transient error (retry.ts); a submit's becomes uncertain.
+ */
+export class UnusableAnswerError extends BadResponseError {
+  constructor(status: number, message: string) {
+    super(status, message, 'GB_ANSWER_UNUSABLE');
   }
 }
 

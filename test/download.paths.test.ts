@@ -120,11 +120,12 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-/** A dispatcher that records which kind of handler each request used. */
+/** A dispatcher that records which kind of handler each request used (seen through the pace watch, src/download/pace.ts). */
 class Recording extends Agent {
   readonly kinds: string[] = [];
   override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    this.kinds.push(typeof handler.onResponseStart === 'function' ? 'whole' : 'stream');
+    const inner = (handler as { inner?: Dispatcher.DispatchHandler }).inner ?? handler;
+    this.kinds.push(inner.constructor.name === 'WholeBody' ? 'whole' : 'stream');
     return super.dispatch(opts, handler);
   }
 }

@@ -16,8 +16,8 @@ import { checkFiles, integrity, readJobs } from './helpers/verify.js';
  */
 const SCALE = '0.005';
 const KEY = 'sk-run-more-0123456789';
-/** Scripted `slow` steps hold a request this long (real ms). */
-const SLOW_MS = 5000;
+/** Scripted `slow` steps hold a request this long (real ms): less than the 5 s a stop waits for a submit already sent. */
+const SLOW_MS = 2500;
 
 let sb: Sandbox;
 const cleanups: Array<() => void> = [];

@@ -77,11 +77,12 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
     .option('--listen <host:port>', 'start a callback receiver here')
     .option('--time-scale <s>', 'with --sandbox: scale all sandbox durations', num('--time-scale'))
+    .option('--request-timeout <seconds>', 'the most one API request may take, headers and body (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)', num('--request-timeout'))
     .action(wrap(lazy('run')));
 
   program
     .command('status')
-    .description('jobs by state from a state file')
+    .description('jobs by state from a state file, and jobs stuck (sent more than 1 h ago, not finished) with their last error')
     .argument('[manifest]', 'manifest whose default state file to read')
     .option('--state <path>', 'state file')
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')

@@ -1,6 +1,7 @@
 import { Agent, request, type Dispatcher } from 'undici';
-import { ApiError, BadResponseError, NetworkError, UsageError } from '../errors.js';
+import { ApiError, BadResponseError, NetworkError, UnusableAnswerError, UsageError } from '../errors.js';
 import { retryAfterMs } from './http.js';
+import { ANSWER_MAX_BYTES, DEFAULT_CHAT_TIMEOUT_MS, nestingWithin, MAX_DEPTH, sizeText } from './limits.js';
 import { redact, redactDeep } from './redact.js';
 import { abortReason, checkPolicy, DEFAULT_POLICY, withRetry, type RetryInfo, type RetryPolicy } from './retry.js';
 import { errorOf, readJson, readStream, type ChatAnswer } from './chat/parse.js';
@@ -22,6 +23,10 @@ export { wireRequest, MESSAGES_DEFAULT_MAX_TOKENS } from './chat/wire.js';
  * call (and its tokens). Other 4xx answers (400, 401, 402, 404) are not
  * retried. Anthropic's 529 "overloaded" (HTTP or in a stream) is read as 503. The key is sent only in the protocol's key header and is redacted
  * from every message.
+ *
+ * Bounds (limits.ts): a total deadline per call (default 300 s: a model may think long), an answer or a
+ * whole stream over ANSWER_MAX_BYTES.chat, one stream event over ANSWER_MAX_BYTES.chatEvent, or JSON nested
+ * deeper than MAX_DEPTH is not read further (UnusableAnswerError, retried a few times).
  */
 
 export interface ChatClientOptions {
@@ -29,8 +34,11 @@ export interface ChatClientOptions {
   apiKey: string;
   policy?: RetryPolicy;
   dispatcher?: Dispatcher;
-  /** Timeouts of the client's own Agent, in ms (defaults: connect 10 s, headers 120 s, body 120 s). */
-  timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number };
+  /**
+   * Timeouts in ms: `requestMs`, the total deadline of one call, headers and body (default 300 s); of the
+   * client's own Agent: connect 10 s, headers and body idle 120 s (or `requestMs`, when smaller).
+   */
+  timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number; requestMs?: number };
   onRetry?: (info: RetryInfo & { operation: string }) => void;
 }
 
@@ -41,6 +49,7 @@ export class ChatClient {
   #dispatcher: Dispatcher;
   #ownAgent: Agent | undefined;
   #onRetry: ChatClientOptions['onRetry'];
+  #requestMs: number;
 
   constructor(opts: ChatClientOptions) {
     if (!/^https?:\/\//i.test(opts.baseUrl)) throw new UsageError(`the service base URL must start with http:// or https://, got "${opts.baseUrl}"`);
@@ -49,10 +58,12 @@ export class ChatClient {
     this.policy = checkPolicy(opts.policy ?? DEFAULT_POLICY);
     this.#apiKey = opts.apiKey;
     this.#onRetry = opts.onRetry;
+    const t = opts.timeouts ?? {};
+    this.#requestMs = t.requestMs ?? DEFAULT_CHAT_TIMEOUT_MS;
     if (opts.dispatcher) this.#dispatcher = opts.dispatcher;
     else {
-      const t = opts.timeouts ?? {};
-      this.#ownAgent = new Agent({ keepAliveTimeout: 4_000, connect: { timeout: t.connectMs ?? 10_000 }, headersTimeout: t.headersMs ?? 120_000, bodyTimeout: t.bodyMs ?? 120_000 });
+      const idle = Math.min(120_000, this.#requestMs + 1_000);
+      this.#ownAgent = new Agent({ keepAliveTimeout: 4_000, connect: { timeout: t.connectMs ?? 10_000 }, headersTimeout: t.headersMs ?? idle, bodyTimeout: t.bodyMs ?? idle });
       this.#dispatcher = this.#ownAgent;
     }
   }
@@ -81,13 +92,16 @@ export class ChatClient {
   async #once(req: ChatRequest, wire: ReturnType<typeof wireRequest>, what: string, signal?: AbortSignal): Promise<ChatAnswer> {
     const [keyName, keyValue] = wire.keyHeader(this.#apiKey);
     const headers: Record<string, string> = { ...wire.headers, 'content-type': 'application/json', accept: req.stream ? 'text/event-stream' : 'application/json', [keyName]: keyValue };
-    let res: Dispatcher.ResponseData;
+    let res: Dispatcher.ResponseData | null = null;
     let text: string;
+    const deadline = AbortSignal.timeout(this.#requestMs);
     try {
-      res = await request(this.baseUrl + wire.path, { method: 'POST', headers, body: JSON.stringify(wire.body), signal, dispatcher: this.#dispatcher });
-      text = await res.body.text();
+      res = await request(this.baseUrl + wire.path, { method: 'POST', headers, body: JSON.stringify(wire.body), signal: signal ? AbortSignal.any([signal, deadline]) : deadline, dispatcher: this.#dispatcher });
+      text = await readBounded(res, req.stream, what);
     } catch (err) {
       if (signal?.aborted) throw abortReason(signal);
+      if (err instanceof UnusableAnswerError) throw err;
+      if (deadline.aborted) throw new NetworkError(`${what}: no complete answer within ${+(this.#requestMs / 1000).toFixed(3)} s (the request deadline)`, true, { cause: err });
       const code = typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : err instanceof Error ? err.name : 'error';
       throw new NetworkError(this.#redact(`${what}: ${code}: ${err instanceof Error ? err.message : String(err)}`), true, { cause: err });
     }
@@ -106,6 +120,7 @@ export class ChatClient {
     try {
       if (req.stream) return redactDeep(readStream(req.protocol, text, what), this.#apiKey);
       let body: unknown;
+      if (!nestingWithin(text)) throw new UnusableAnswerError(status, `${what}: the answer is nested deeper than ${MAX_DEPTH} levels`);
       try {
         body = JSON.parse(text);
       } catch {
@@ -125,6 +140,43 @@ export class ChatClient {
   async close(): Promise<void> {
     await this.#ownAgent?.close();
   }
+}
+
+/**
+ * The body as text, read no further than its limits: ANSWER_MAX_BYTES.chat in total and, for a stream,
+ * ANSWER_MAX_BYTES.chatEvent bytes without an event's end (a blank line). Over a limit: the body is dropped
+ * and UnusableAnswerError thrown (an error answer keeps its status: ApiError).
+ */
+async function readBounded(res: Dispatcher.ResponseData, stream: boolean, what: string): Promise<string> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  let sinceBlank = 0;
+  const over = (message: string): never => {
+    res.body.on('error', () => undefined);
+    res.body.destroy();
+    if (res.statusCode >= 200 && res.statusCode < 300) throw new UnusableAnswerError(res.statusCode, `${what}: ${message} (reading stopped)`);
+    throw new ApiError(res.statusCode, null, `${what}: ${message} (reading stopped)`, retryAfterMs(res.headers['retry-after']));
+  };
+  for await (const chunk of res.body) {
+    const buf = chunk as Buffer;
+    total += buf.length;
+    if (total > ANSWER_MAX_BYTES.chat) over(`the answer is over the limit of ${sizeText(ANSWER_MAX_BYTES.chat)}`);
+    if (stream) {
+      // An event ends at a blank line (\n\n, or \r\n\r\n); a separator split across chunks only makes the count larger.
+      const end = Math.max(lastEnd(buf, '\n\n'), lastEnd(buf, '\r\n\r\n'), lastEnd(buf, '\r\r'));
+      sinceBlank = end < 0 ? sinceBlank + buf.length : buf.length - end;
+      if (sinceBlank > ANSWER_MAX_BYTES.chatEvent) over(`a stream event is over the limit of ${sizeText(ANSWER_MAX_BYTES.chatEvent)}`);
+    }
+    chunks.push(buf);
+  }
+  const buf = Buffer.concat(chunks, total);
+  return buf.toString('utf8', buf.length > 2 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf ? 3 : 0);
+}
+
+/** The index just past the last `sep` in `buf`, or -1. */
+function lastEnd(buf: Buffer, sep: string): number {
+  const i = buf.lastIndexOf(sep);
+  return i < 0 ? -1 : i + sep.length;
 }
 
 /** Anthropic's 529 overloaded means "unavailable, try again": read as 503 so the retry layer retries it. */

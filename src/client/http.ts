@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { errors, type Dispatcher, type FormData } from 'undici';
-import { ApiError, BadResponseError, NetworkError } from '../errors.js';
+import { ApiError, BadResponseError, GenbatchError, NetworkError, UnusableAnswerError } from '../errors.js';
+import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, MAX_DEPTH, NestingGauge, sizeText, UPLOAD_MIN_BYTES_PER_SEC } from './limits.js';
 import { abortReason } from './retry.js';
 import { ErrorBodySchema } from './schemas.js';
 import { redact, redactDeep } from './redact.js';
@@ -13,6 +14,10 @@ import { redact, redactDeep } from './redact.js';
  * Each exchange is one `dispatcher.dispatch()` with a small handler of our own
  * (no `request()` API, no response stream): what never changes per request
  * (origin, base path, header lists) is computed once per client.
+ *
+ * Bounds (limits.ts): a total deadline per request (connect, headers and body: a server
+ * dripping bytes cannot keep it open), a size limit per endpoint and a nesting limit on a
+ * 2xx answer; reading stops at the limit and the connection is dropped.
  */
 
 export interface SendOptions {
@@ -23,10 +28,23 @@ export interface SendOptions {
   form?: FormData;
   signal?: AbortSignal;
   /**
-   * The signal does not abort the request once it is written (a run's submits): its answer is what says
-   * whether a task was made, so a stop waits for it (bounded by the headers timeout) instead of making it uncertain.
+   * The signal does not abort the request at once once it is written (a run's submits): its answer is what
+   * says whether a task was made, so a stop waits for it a short grace (HttpTiming.stopGraceMs), then cuts it
+   * (an unknown outcome: NetworkError, sent).
    */
   keepIfSent?: boolean;
+  /** Size limit of the answer (default ANSWER_MAX_BYTES.status). */
+  maxBytes?: number;
+  /** Bytes this request uploads: its deadline grows by the time to send them at UPLOAD_MIN_BYTES_PER_SEC. */
+  uploadBytes?: number;
+}
+
+/** Deadlines of every exchange of one HttpContext, in ms. */
+export interface HttpTiming {
+  /** Total deadline of one request: connect, headers and the whole body (default 60 s). */
+  requestMs?: number;
+  /** After the signal fired, how long a written keepIfSent request may still take (default 5 s). */
+  stopGraceMs?: number;
 }
 
 export { redact } from './redact.js';
@@ -81,28 +99,59 @@ class Exchange implements Dispatcher.DispatchHandler {
   watchedBy: SignalWatch | null = null;
   #chunks: Buffer[] = [];
   #length = 0;
+  #gauge: NestingGauge | null = null;
   #controller: Dispatcher.DispatchController | null = null;
   /** The signal fired before the request started: abort it as it starts. */
   #abortAtStart = false;
   #reason: unknown = undefined;
+  #deadline: NodeJS.Timeout | null = null;
+  #grace: NodeJS.Timeout | null = null;
+  #ended = false;
   readonly #resolve: (text: string) => void;
   readonly #reject: (err: unknown) => void;
   readonly #keepIfSent: boolean;
+  readonly #what: string;
+  readonly #maxBytes: number;
+  readonly #stopGraceMs: number;
 
-  constructor(resolve: (text: string) => void, reject: (err: unknown) => void, keepIfSent = false) {
+  constructor(resolve: (text: string) => void, reject: (err: unknown) => void, o: { keepIfSent: boolean; what: string; maxBytes: number; requestMs: number; stopGraceMs: number }) {
     this.#resolve = resolve;
     this.#reject = reject;
-    this.#keepIfSent = keepIfSent;
+    this.#keepIfSent = o.keepIfSent;
+    this.#what = o.what;
+    this.#maxBytes = o.maxBytes;
+    this.#stopGraceMs = o.stopGraceMs;
+    this.#deadline = setTimeout(() => this.#cut(new NetworkError(`${o.what}: no complete answer within ${seconds(o.requestMs)} (the request deadline)`, this.sent)), o.requestMs);
   }
 
   /** Called by the signal's one listener (or at once when it had fired already). */
   abort(reason: unknown): void {
-    if (this.sent && this.#keepIfSent) return; // written: its answer is awaited (SendOptions.keepIfSent)
+    if (this.sent && this.#keepIfSent) {
+      // Written: its answer says whether a task was made, so it is awaited a short grace, then cut (unknown outcome).
+      this.#grace ??= setTimeout(
+        () => this.#cut(new NetworkError(`${this.#what}: no answer ${seconds(this.#stopGraceMs)} after the run was stopped (request cut)`, true)),
+        this.#stopGraceMs,
+      );
+      return;
+    }
+    this.#cut(reason);
+  }
+
+  #cut(reason: unknown): void {
+    if (this.#ended) return;
     if (this.#controller !== null) this.#controller.abort(reason as Error);
     else {
       this.#abortAtStart = true;
       this.#reason = reason;
     }
+  }
+
+  /** The exchange is over (or its dispatch threw): timers cleared, the signal no longer watched. */
+  end(): void {
+    this.#ended = true;
+    if (this.#deadline !== null) clearTimeout(this.#deadline);
+    if (this.#grace !== null) clearTimeout(this.#grace);
+    this.unwatch();
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -114,24 +163,41 @@ class Exchange implements Dispatcher.DispatchHandler {
     else this.sent = true;
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     if (statusCode < 200) return; // 1xx informational: the answer follows
     this.status = statusCode;
     this.retryAfter = headers['retry-after'];
+    if (statusCode < 300) this.#gauge = new NestingGauge(MAX_DEPTH);
+    const length = Number(headers['content-length']);
+    if (Number.isFinite(length) && length > this.#maxBytes) controller.abort(this.#tooLarge(`Content-Length ${length}`));
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    this.#chunks.push(chunk);
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#ended) return;
     this.#length += chunk.length;
+    if (this.#length > this.#maxBytes) return controller.abort(this.#tooLarge(`reading stopped at ${sizeText(this.#maxBytes)}`));
+    if (this.#gauge !== null && !this.#gauge.feed(chunk)) {
+      return controller.abort(new UnusableAnswerError(this.status, `${this.#what}: the answer is nested deeper than ${MAX_DEPTH} levels (reading stopped)`));
+    }
+    this.#chunks.push(chunk);
+  }
+
+  /** A 2xx answer over the limit is unusable; an error answer keeps its status (the retry decision is made from it). */
+  #tooLarge(detail: string): GenbatchError {
+    const message = `${this.#what}: the answer is over the limit of ${sizeText(this.#maxBytes)} (${detail})`;
+    this.#chunks = [];
+    if (this.status >= 200 && this.status < 300) return new UnusableAnswerError(this.status, message);
+    return new ApiError(this.status, null, message, retryAfterMs(this.retryAfter));
   }
 
   onResponseEnd(): void {
-    this.unwatch();
+    this.end();
     this.#resolve(decodeBody(this.#chunks, this.#length));
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
-    this.unwatch();
+    this.end();
+    this.#chunks = [];
     this.#reject(error);
   }
 
@@ -202,8 +268,13 @@ export class HttpContext {
   /** The watch of each signal with exchanges in flight. */
   readonly #watches = new WeakMap<AbortSignal, SignalWatch>();
 
-  constructor(base: string, apiKey: string, dispatcher: Dispatcher) {
+  readonly #requestMs: number;
+  readonly #stopGraceMs: number;
+
+  constructor(base: string, apiKey: string, dispatcher: Dispatcher, timing: HttpTiming = {}) {
     this.base = base;
+    this.#requestMs = timing.requestMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.#stopGraceMs = timing.stopGraceMs ?? DEFAULT_STOP_GRACE_MS;
     this.dispatcher = dispatcher;
     this.#apiKey = apiKey;
     this.#split = splitBase(base);
@@ -235,7 +306,13 @@ export class HttpContext {
     try {
       const target = requestTarget(this.base, this.#split, opts.path);
       text = await new Promise<string>((resolve, reject) => {
-        const e = new Exchange(resolve, reject, opts.keepIfSent === true);
+        const e = new Exchange(resolve, reject, {
+          keepIfSent: opts.keepIfSent === true,
+          what: redact(what(opts), apiKey), // every message of ours starts with it
+          maxBytes: opts.maxBytes ?? ANSWER_MAX_BYTES.status,
+          requestMs: this.#requestMs + Math.ceil(((opts.uploadBytes ?? 0) * 1000) / UPLOAD_MIN_BYTES_PER_SEC),
+          stopGraceMs: this.#stopGraceMs,
+        });
         ex = e;
         if (signal !== undefined) {
           if (signal.aborted) e.abort(abortReason(signal));
@@ -244,7 +321,7 @@ export class HttpContext {
         try {
           this.dispatcher.dispatch({ origin: target.origin, path: target.path, method: opts.method, headers, body }, e);
         } catch (err) {
-          e.unwatch();
+          e.end();
           throw err;
         }
       });
@@ -276,6 +353,11 @@ function what(opts: SendOptions): string {
   return `${opts.method} ${opts.path}`;
 }
 
+/** `60 s`, `0.5 s`. */
+function seconds(ms: number): string {
+  return `${+(ms / 1000).toFixed(3)} s`;
+}
+
 function errorCode(err: unknown): string | undefined {
   if (typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string') return err.code;
   return undefined;
@@ -287,6 +369,8 @@ function transportError(err: unknown, sent: boolean, opts: SendOptions, apiKey: 
     if (!sent) return abortReason(signal);
     return new NetworkError(`${what(opts)}: request aborted after it was sent`, true, { cause: signal.reason });
   }
+  // Ours: a deadline, a size or nesting limit (messages hold no server text).
+  if (err instanceof GenbatchError) return err;
   const code = errorCode(err) ?? (err instanceof Error ? err.name : 'unknown');
   const detail = err instanceof Error ? err.message : String(err);
   return new NetworkError(redact(`${what(opts)}: ${code}: ${detail}${sent ? '' : ' (request not sent)'}`, apiKey), sent, { cause: err });

@@ -1,4 +1,4 @@
-import { AmbiguousSubmitError, ApiError, BadResponseError, GenbatchError, NetworkError } from '../errors.js';
+import { AmbiguousSubmitError, ApiError, BadResponseError, GenbatchError, NetworkError, UnusableAnswerError } from '../errors.js';
 
 /**
  * The one retry layer of genbatch. Decisions are made only from the error's
@@ -11,6 +11,7 @@ import { AmbiguousSubmitError, ApiError, BadResponseError, GenbatchError, Networ
  * | ApiError 500, 502, 504       | retry | AmbiguousSubmitError | retry                |
  * | NetworkError sent=false      | retry | retry                | retry                |
  * | NetworkError sent=true       | retry | AmbiguousSubmitError | retry                |
+ * | UnusableAnswerError (2xx)    | retry, at most UNUSABLE_TRIES tries | AmbiguousSubmitError | retry, idem |
  * | BadResponseError (HTTP 2xx)  | fail  | AmbiguousSubmitError | fail                 |
  * | anything else (4xx, ...)     | fail  | fail                 | fail                 |
  *
@@ -23,7 +24,14 @@ import { AmbiguousSubmitError, ApiError, BadResponseError, GenbatchError, Networ
  * second temporary copy (deleted by the service after 72 h), and the URL of
  * the answer that arrives is the one used. So 500/502/504 and a connection
  * lost after sending are retried, as for a GET.
+ *
+ * Choice (unusable answers): an answer over its size limit or nested too deep (limits.ts) may be a
+ * passing fault of the server, so it is asked again, but only a few times: each try costs up to the
+ * limit in bytes. A NetworkError includes a request cut at its deadline (a server dripping bytes).
  */
+
+/** Tries (the first included) of a request whose answer is unusable (too large, nested too deep). */
+export const UNUSABLE_TRIES = 3;
 
 /** How a request is retried: GET (idempotent), POST (a submit: only when nothing can have been created), UPLOAD (a POST retried like a GET). */
 export type RetryMethod = 'GET' | 'POST' | 'UPLOAD';
@@ -88,6 +96,7 @@ export function decide(err: unknown, method: RetryMethod): RetryDecision {
     return 'ambiguous';
   }
   if (err instanceof BadResponseError && method === 'POST' && err.status >= 200 && err.status < 300) return 'ambiguous';
+  if (err instanceof UnusableAnswerError) return 'retry';
   return 'fail';
 }
 
@@ -116,6 +125,7 @@ export interface RetryOptions {
  */
 export async function withRetry<T>(fn: (tryNumber: number) => Promise<T>, opts: RetryOptions): Promise<T> {
   const { policy, method, signal } = opts;
+  let unusable = 0;
   for (let tryNumber = 1; ; tryNumber++) {
     throwIfAborted(signal);
     try {
@@ -128,6 +138,7 @@ export async function withRetry<T>(fn: (tryNumber: number) => Promise<T>, opts: 
       }
       if (signal?.aborted) throw abortReason(signal);
       if (decision !== 'retry' || tryNumber >= policy.maxAttempts || !(err instanceof GenbatchError)) throw err;
+      if (err instanceof UnusableAnswerError && ++unusable >= UNUSABLE_TRIES) throw err;
       const retryAfter = err instanceof ApiError ? err.retryAfterMs : null;
       let delayMs = delay(tryNumber, policy, retryAfter, opts.random);
       // The contract says to wait before retrying a 429: without Retry-After, never less than baseMs.

@@ -5,6 +5,7 @@ import { Agent, FormData, type Dispatcher } from 'undici';
 import type { z } from 'zod';
 import { BadResponseError, UsageError } from '../errors.js';
 import { HttpContext, type SendOptions } from './http.js';
+import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS } from './limits.js';
 import { TokenBucket, UploadLimiter } from './limiters.js';
 import { checkPolicy, DEFAULT_POLICY, withRetry, type RetryInfo, type RetryMethod, type RetryPolicy } from './retry.js';
 import {
@@ -36,8 +37,12 @@ export interface ServiceClientOptions {
   statusRatePerSec?: number;
   /** Upload limiter (default: 5 per 60 s). Pass one with a short window in tests, or share one per key. */
   uploadLimiter?: UploadLimiter;
-  /** Timeouts of the client's own Agent, in ms (defaults: connect 10 s, headers 60 s, body 60 s). */
-  timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number };
+  /**
+   * Timeouts in ms. `requestMs`: the total deadline of one request, headers and body (default 60 s);
+   * `stopGraceMs`: how long a submit already written may still answer after its signal fired (default 5 s).
+   * Of the client's own Agent: connect (10 s), headers and body idle (default: 1 s past `requestMs`).
+   */
+  timeouts?: { connectMs?: number; headersMs?: number; bodyMs?: number; requestMs?: number; stopGraceMs?: number };
   /** Called before each retry wait (for logs and progress; the error message never holds the key). */
   onRetry?: (info: RetryInfo & { operation: string }) => void;
 }
@@ -86,31 +91,36 @@ export class ServiceClient {
     this.statusBucket = new TokenBucket(opts.statusRatePerSec ?? 10);
     this.#onRetry = opts.onRetry;
     let dispatcher = opts.dispatcher;
+    const t = opts.timeouts ?? {};
     if (!dispatcher) {
-      const t = opts.timeouts ?? {};
       this.#ownAgent = new Agent({
         // Below common server idle timeouts (Node's 5 s), so an idle socket is dropped by us first:
         // a POST written on a socket the server is closing would end as an uncertain submit.
         keepAliveTimeout: 4_000,
         connect: { timeout: t.connectMs ?? 10_000 },
-        headersTimeout: t.headersMs ?? 60_000,
-        bodyTimeout: t.bodyMs ?? 60_000,
+        // Idle timeouts a little past the request deadline, which ends a request first (with its own message).
+        headersTimeout: t.headersMs ?? (t.requestMs ?? DEFAULT_REQUEST_TIMEOUT_MS) + 1_000,
+        bodyTimeout: t.bodyMs ?? (t.requestMs ?? DEFAULT_REQUEST_TIMEOUT_MS) + 1_000,
       });
       dispatcher = this.#ownAgent;
     }
-    this.#http = new HttpContext(this.baseUrl, opts.apiKey, dispatcher);
+    this.#http = new HttpContext(this.baseUrl, opts.apiKey, dispatcher, {
+      ...(t.requestMs !== undefined ? { requestMs: t.requestMs } : {}),
+      ...(t.stopGraceMs !== undefined ? { stopGraceMs: t.stopGraceMs } : {}),
+    });
   }
 
   /**
    * POST /api/generate/submit. A possibly-created task is thrown as AmbiguousSubmitError (also an abort after
-   * the request was written), unless `keepIfSent`: then the signal stops waits and unsent tries only, and a
-   * written request is left to finish (its answer says whether a task was made).
+   * the request was written), unless `keepIfSent`: then the signal stops waits and unsent tries at once, and a
+   * written request is left a short grace to answer (its answer says whether a task was made), then cut
+   * (AmbiguousSubmitError).
    */
   async submit(req: SubmitRequest, opts?: AbortSignal | { signal?: AbortSignal; keepIfSent?: boolean }): Promise<SubmitResult> {
     const body: Record<string, unknown> = { model: req.model, input: req.input };
     if (req.callback_url !== undefined) body.callback_url = req.callback_url;
     const keepIfSent = !(opts instanceof AbortSignal) && opts?.keepIfSent === true;
-    const send: SendOptions = { method: 'POST', path: '/api/generate/submit', json: body, signal: signalOf(opts), keepIfSent };
+    const send: SendOptions = { method: 'POST', path: '/api/generate/submit', json: body, signal: signalOf(opts), keepIfSent, maxBytes: ANSWER_MAX_BYTES.submit };
     // The answer is checked inside the retry layer: an unreadable one becomes "uncertain" (AmbiguousSubmitError).
     return withRetry(async () => this.#parse(SubmitResultSchema, dataOf(await this.#http.send(send), 'submit'), 'submit', fastSubmitResult), this.#retryOptions('submit', 'POST', true, send.signal));
   }
@@ -118,14 +128,14 @@ export class ServiceClient {
   /** GET /api/generate/status/{task_id}, under the shared status rate cap. */
   async status(taskId: string, opts?: CallOptions): Promise<Task> {
     const path = `/api/generate/status/${encodeURIComponent(taskId)}`;
-    const data = await this.#call('status', { method: 'GET', path, signal: signalOf(opts) }, this.statusBucket);
+    const data = await this.#call('status', { method: 'GET', path, signal: signalOf(opts), maxBytes: ANSWER_MAX_BYTES.status }, this.statusBucket);
     return this.#parse(TaskSchema, data, 'status', fastTask);
   }
 
   /** GET /api/generate/detail/music?task_id=..., under the shared status rate cap. */
   async musicDetail(taskId: string, opts?: CallOptions): Promise<MusicTask> {
     const path = `/api/generate/detail/music?task_id=${encodeURIComponent(taskId)}`;
-    const data = await this.#call('music detail', { method: 'GET', path, signal: signalOf(opts) }, this.statusBucket);
+    const data = await this.#call('music detail', { method: 'GET', path, signal: signalOf(opts), maxBytes: ANSWER_MAX_BYTES.musicDetail }, this.statusBucket);
     return this.#parse(MusicTaskSchema, data, 'music detail');
   }
 
@@ -135,7 +145,7 @@ export class ServiceClient {
    * (balance, credits, remaining, available, ...) or its only numeric field.
    */
   async balance(opts?: CallOptions): Promise<number> {
-    const raw = await this.#callRaw('balance', { method: 'GET', path: '/api/user/balance', signal: signalOf(opts) });
+    const raw = await this.#callRaw('balance', { method: 'GET', path: '/api/user/balance', signal: signalOf(opts), maxBytes: ANSWER_MAX_BYTES.balance });
     return parseBalance(raw);
   }
 
@@ -150,7 +160,7 @@ export class ServiceClient {
       if (opts.uploadPath !== undefined) form.set('upload_path', opts.uploadPath);
       return form;
     };
-    return this.#upload('upload stream', '/api/common/upload/stream', () => ({ form: makeForm() }), opts.signal);
+    return this.#upload('upload stream', '/api/common/upload/stream', () => ({ form: makeForm(), uploadBytes: blob.size }), opts.signal);
   }
 
   /**
@@ -161,7 +171,7 @@ export class ServiceClient {
     const json: Record<string, unknown> = { base64_data: dataUrlOrBase64 };
     if (opts.fileName !== undefined) json.file_name = opts.fileName;
     if (opts.uploadPath !== undefined) json.upload_path = opts.uploadPath;
-    return this.#upload('upload base64', '/api/common/upload/base64', () => ({ json }), opts.signal);
+    return this.#upload('upload base64', '/api/common/upload/base64', () => ({ json, uploadBytes: dataUrlOrBase64.length }), opts.signal);
   }
 
   /** POST /api/common/upload/url: the service fetches a public URL. */
@@ -177,13 +187,13 @@ export class ServiceClient {
     await this.#ownAgent?.close();
   }
 
-  async #upload(operation: string, path: string, body: () => Pick<SendOptions, 'json' | 'form'>, signal?: AbortSignal): Promise<UploadRecord> {
+  async #upload(operation: string, path: string, body: () => Pick<SendOptions, 'json' | 'form' | 'uploadBytes'>, signal?: AbortSignal): Promise<UploadRecord> {
     // Every try, retries included, takes a slot of the upload window.
     const data = await withRetry(
       async () => {
         const releaseSlot = await this.uploadLimiter.acquire(signal);
         try {
-          return dataOf(await this.#http.send({ method: 'POST', path, ...body(), signal }), operation);
+          return dataOf(await this.#http.send({ method: 'POST', path, ...body(), signal, maxBytes: ANSWER_MAX_BYTES.upload }), operation);
         } finally {
           releaseSlot();
         }

@@ -6,14 +6,17 @@
  * place.ts (moving a finished file into place), fileops.ts (synchronous file operations, fsync helpers).
  */
 import { mkdirSync } from 'node:fs';
+import { getGlobalDispatcher } from 'undici';
 import { ApiError, UnsafeResultError } from '../errors.js';
 import { parseHttpUrl } from './http.js';
 import { safeJoin, sanitizeName } from './names.js';
 import { DEFAULT_MAX_BYTES, SMALL_BODY, type DownloadOptions, type DownloadResult } from './options.js';
+import { DEFAULT_PACE, paced } from './pace.js';
 import { streamToFile } from './stream.js';
 import { whole } from './whole.js';
 
 export { DEFAULT_MAX_BYTES, SMALL_BODY, type DownloadOptions, type DownloadResult } from './options.js';
+export { DEFAULT_PACE, type DownloadPace } from './pace.js';
 export { fsyncFd, writeNewFileSynced, tmpSuffix, fsyncDir, verifyFile, cleanupPartials } from './fileops.js';
 
 /** True for an HTTP 404 or 410 answer: the result is expired or gone, retrying will not help. */
@@ -28,8 +31,10 @@ export function isGone(err: unknown): boolean {
  * replacing an existing file, and fsyncs the folder. On any failure the
  * temporary file is removed. No retries here: the caller owns retries.
  *
+ * Every request is paced (pace.ts): headers within 60 s, then at least 1 KiB/s over every 60 s.
+ *
  * Errors: ApiError for a non-2xx answer (isGone() for 404/410); NetworkError
- * (sent=true) for resets and truncated bodies; UnsafeResultError for a bad URL,
+ * (sent=true) for resets, truncated bodies and a request cut by its pace; UnsafeResultError for a bad URL,
  * name or size; the signal's AbortError when aborted.
  */
 export async function downloadFile(opts: DownloadOptions): Promise<DownloadResult> {
@@ -45,6 +50,7 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
   const name = sanitizeName(opts.name, 'file');
   safeJoin(opts.dir, name); // the cleaned name is a plain segment; this double-checks it
   if (!opts.dirExists) mkdirSync(opts.dir, { recursive: true });
-  if (expected !== null && expected <= SMALL_BODY && opts.stream !== true) return whole(startUrl, name, expected, maxBytes, opts);
-  return streamToFile(startUrl, name, expected, maxBytes, opts);
+  const watched = { ...opts, dispatcher: paced(opts.dispatcher ?? getGlobalDispatcher(), { ...DEFAULT_PACE, ...opts.pace }) };
+  if (expected !== null && expected <= SMALL_BODY && opts.stream !== true) return whole(startUrl, name, expected, maxBytes, watched);
+  return streamToFile(startUrl, name, expected, maxBytes, watched);
 }

@@ -10,6 +10,8 @@ export {
   verifyFile,
   isGone,
   DEFAULT_MAX_BYTES,
+  DEFAULT_PACE,
+  type DownloadPace,
   type DownloadOptions,
   type DownloadResult,
 } from './download.js';

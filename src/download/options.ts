@@ -1,5 +1,6 @@
 /** The downloader's options, result and size limits (used by every path: download.ts, whole.ts, stream.ts). */
 import type { Dispatcher } from 'undici';
+import type { DownloadPace } from './pace.js';
 
 /** Default cap on one downloaded file. */
 export const DEFAULT_MAX_BYTES = 2 * 1024 ** 3;
@@ -37,6 +38,8 @@ export interface DownloadOptions {
    * is at most SMALL_BODY. Same files, hashes and errors either way; tests compare the two paths.
    */
   stream?: boolean;
+  /** Deadlines of each request (pace.ts; default: headers within 60 s, then at least 1 KiB/s over every 60 s). */
+  pace?: Partial<DownloadPace>;
 }
 
 export interface DownloadResult {

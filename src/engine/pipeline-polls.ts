@@ -1,5 +1,5 @@
 import { decide } from '../client/index.js';
-import { ApiError } from '../errors.js';
+import { ApiError, UnusableAnswerError } from '../errors.js';
 import { nowIso } from '../store/index.js';
 import { PipelineDownloads } from './pipeline-downloads.js';
 import { errorText, type Waiting } from './pipeline-state.js';
@@ -9,8 +9,9 @@ import { extractResults } from './results.js';
 const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
 /**
  * Status reads that fail in a row, the last one not transient (an answer that is not the contract's
- * shape, a 400 or 401): then the job is no longer waited on in this run and stays `submitted` for the
- * next one. Transient failures (429, 5xx, network) are tried again for as long as the run lasts.
+ * shape, too large or nested too deep, a 400 or 401): then the job is no longer waited on in this run and
+ * stays `submitted` for the next one. Transient failures (429, 5xx, network) are tried again for as long as
+ * the run lasts. Once its task is older than its results can live (24 h after submit), such a job is `failed`.
  */
 const POLL_GIVE_UP = 5;
 
@@ -50,6 +51,12 @@ export class PipelinePolls extends PipelineDownloads {
     return this.opts.callbackUrlFor ? this.scaled(20_000 + this.rand * 20_000) : this.scaled(2000 + this.rand * 3000);
   }
 
+  /** The job's task was sent longer ago than its results can live (24 h x time scale). */
+  private pastResults(id: string): boolean {
+    const sent = Date.parse(this.store.getJob(id)?.submitted_at ?? '');
+    return Number.isFinite(sent) && Date.now() - sent > this.scaled(GENERATED_VALIDITY_MS);
+  }
+
   protected async poll(id: string, w: Waiting): Promise<void> {
     let task: TaskView;
     try {
@@ -63,7 +70,12 @@ export class PipelinePolls extends PipelineDownloads {
         return;
       }
       w.failures++;
-      if (w.failures >= POLL_GIVE_UP && decide(err, 'GET') === 'fail') {
+      if (w.failures >= POLL_GIVE_UP && this.pastResults(id)) {
+        this.waiting.delete(id);
+        this.move(id, 'submitted', 'failed', { last_error: `no usable status of task ${w.taskId} within the 24 h its results live after submit: ${errorText(err)}` });
+        return;
+      }
+      if (w.failures >= POLL_GIVE_UP && (decide(err, 'GET') === 'fail' || err instanceof UnusableAnswerError)) {
         this.waiting.delete(id);
         this.store.noteError(id, `status read failed ${w.failures} times: ${errorText(err)}`);
         this.opts.emit({ type: 'warning', message: `job ${id}: status read failed ${w.failures} times in a row (${errorText(err)}); left submitted for the next run` });

@@ -37,12 +37,26 @@ export interface RunFlags {
   callbackUrl?: string;
   listen?: string;
   timeScale?: number;
+  /** Seconds: the total deadline of one API request (also GENBATCH_REQUEST_TIMEOUT). */
+  requestTimeout?: number;
 }
 
 /** Default output folder: `<manifest dir>/genbatch-out/<manifest name>/`. */
 export function defaultOutDir(manifest: string): string {
   const abs = resolve(manifest);
   return join(dirname(abs), 'genbatch-out', basename(abs, extname(abs)));
+}
+
+/**
+ * The total deadline of one API request in ms: --request-timeout, else GENBATCH_REQUEST_TIMEOUT, else null
+ * (the clients' defaults: 60 s, a chat call 300 s). Seconds, fractions allowed, more than 0.
+ */
+export function requestTimeoutMs(flag: number | undefined, env: string | undefined): number | null {
+  const [value, name] = flag !== undefined ? [String(flag), '--request-timeout'] : [env, 'GENBATCH_REQUEST_TIMEOUT'];
+  if (value === undefined || value.trim() === '') return null;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name} expects a number of seconds > 0, got "${value}"`);
+  return Math.round(n * 1000);
 }
 
 /** --callback-url is the public base of the receiver: an absolute http(s) URL (each submit's URL is made from it). */
@@ -70,6 +84,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
   const priceFile = flags.prices ? await loadPriceFile(flags.prices) : { user: null, book: null };
   const userPrices = priceFile.user;
+  const requestMs = requestTimeoutMs(flags.requestTimeout, process.env.GENBATCH_REQUEST_TIMEOUT);
 
   let sandbox: { url: string; close(): Promise<void> } | null = null;
   let baseUrl: string;
@@ -112,6 +127,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
     // request latency never make the service see a sixth upload inside its minute.
     uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 61_200 * timeScale + 20 }),
     statusRatePerSec: 10 / timeScale,
+    ...(requestMs !== null ? { timeouts: { requestMs } } : {}),
     onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
   });
   // Chat calls: same key, base URL and retry policy; retried like a GET (src/client/chat.ts).
@@ -119,6 +135,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
     baseUrl,
     apiKey,
     policy: client.policy,
+    ...(requestMs !== null ? { timeouts: { requestMs } } : {}),
     onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
   });
   const service: ServicePort = {

@@ -1,6 +1,20 @@
-import { JOB_STATES } from '../../store/index.js';
+import { JOB_STATES, type SummaryRow } from '../../store/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { openStateForRead } from './state-file.js';
+
+/** Jobs still in flight (sent, not finished) this long after their submit are listed as stuck, with their last error. */
+export const STUCK_AFTER_MS = 3600 * 1000;
+const IN_FLIGHT: ReadonlySet<string> = new Set(['submitting', 'submitted', 'downloading']);
+
+/** The jobs of the current run sent more than STUCK_AFTER_MS before `now` and not finished. */
+function stuckJobs(rows: Iterable<SummaryRow>, now: number): Array<{ id: string; state: string; since: string; error: string | null }> {
+  const out = [];
+  for (const j of rows) {
+    const sent = Date.parse(j.submitted_at ?? '');
+    if (IN_FLIGHT.has(j.state) && Number.isFinite(sent) && now - sent > STUCK_AFTER_MS) out.push({ id: j.id, state: j.state, since: j.submitted_at as string, error: j.last_error });
+  }
+  return out;
+}
 
 /** `genbatch status [manifest|--state PATH|--out DIR] [--json] [--jobs]`: jobs by state (and each job on request). Reads only; safe during a run. */
 export default async function status(manifest: string | undefined, opts: { state?: string; out?: string; json?: boolean; jobs?: boolean }): Promise<number> {
@@ -12,16 +26,19 @@ export default async function status(manifest: string | undefined, opts: { state
       store.useRun(run);
       const counts = store.counts();
       const est = store.estimate();
+      const stuck = stuckJobs(store.summaryRows(), Date.now());
       const jobs = opts.jobs
         ? [...store.summaryRows()].map((j) => ({ id: j.id, model: j.model, state: j.state, task_id: j.task_id, attempts: j.attempts, error: j.last_error, where: j.where }))
         : undefined;
       if (opts.json) {
-        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, estimated_credits: est.known, unknown_price_jobs: est.unknown, ...(jobs ? { jobs } : {}) });
+        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, estimated_credits: est.known, unknown_price_jobs: est.unknown, stuck, ...(jobs ? { jobs } : {}) });
         continue;
       }
       const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
       process.stdout.write(`${run.manifest}\n  output: ${run.out_dir}\n  last run: ${run.started_at ?? '-'} to ${run.finished_at ?? '(running or interrupted)'}\n  ${total} jobs:`);
       process.stdout.write(JOB_STATES.filter((s) => counts[s] > 0).map((s) => ` ${counts[s]} ${s}`).join(',') + '\n');
+      if (stuck.length > 0) process.stdout.write(`  ${stuck.length} stuck (sent more than 1 h ago, not finished):\n`);
+      for (const j of stuck) process.stdout.write(`  ${j.id}\t${j.state} since ${j.since}\t${j.error ?? 'no error recorded'}\n`);
       for (const j of jobs ?? []) {
         process.stdout.write(`  ${j.id}\t${j.state}\t${j.model}\t${j.task_id ?? '-'}\t${j.attempts}${j.error ? `\t${j.error}` : ''}\n`);
       }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { ApiError, BadResponseError, NetworkError } from '../../errors.js';
+import { ApiError, BadResponseError, NetworkError, UnusableAnswerError } from '../../errors.js';
+import { MAX_DEPTH, nestingWithin } from '../limits.js';
 import type { ChatProtocol } from '../../models/chat.js';
 
 /**
@@ -181,6 +182,7 @@ export function readJson(protocol: ChatProtocol, body: unknown, what: string): C
 }
 
 function json(data: string, what: string): unknown {
+  if (!nestingWithin(data)) throw new UnusableAnswerError(200, `${what}: a stream event is nested deeper than ${MAX_DEPTH} levels`);
   try {
     return JSON.parse(data);
   } catch {
