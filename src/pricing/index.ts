@@ -8,6 +8,7 @@ import { priceClass } from './classes.js';
 
 export { defaultBookPath, isBook, observedLabel, PriceBook, serviceName, type BookEntry } from './book.js';
 export { priceClass, type PriceClass } from './classes.js';
+export { probe, type ProbeOutcome, type ProbePort } from './probe.js';
 
 /**
  * Credits per job, per model and in total.
