@@ -14,6 +14,8 @@ export interface ProgressOptions {
   tty: boolean;
   /** Seconds between plain lines (default 5). */
   everyS?: number;
+  /** The command that runs this run again (`genbatch run <manifest> ...`): the summary of a run with failures adds `--redo failed`. */
+  again?: string;
   out?: NodeJS.WritableStream;
   err?: NodeJS.WritableStream;
 }
@@ -70,6 +72,8 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   let bars: { multi: cliProgress.MultiBar; uploaded: Bar; submitted: Bar; running: Bar; downloaded: Bar; failed: Bar; credits: Bar } | null = null;
   let timer: NodeJS.Timeout | null = null;
   let reportsLine: string | null = null;
+  /** Pending jobs this run leaves for a later one (--only, --limit). */
+  let leftPending = 0;
   /** A line for stderr: through the bars while they are shown (so it is neither lost nor drawn over). */
   const errLine = (text: string): void => {
     if (bars) bars.multi.log(text);
@@ -114,6 +118,16 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         counts = { ...e.counts };
         total = Object.entries(counts).reduce((a, [k, n]) => (k === 'skipped' ? a : a + n), 0);
         out.write(`genbatch: ${e.jobs} jobs (${e.new} new, ${e.changed} changed, ${e.unchanged} unchanged${e.skipped ? `, ${e.skipped} removed from the manifest` : ''})\n`);
+        break;
+      }
+      case 'redo':
+        out.write(`genbatch: --redo ${e.states.join(',')}: ${e.ids} job(s) sent again\n`);
+        break;
+      case 'selection': {
+        leftPending = e.left_pending;
+        const by = [e.only ? `--only ${e.only.join(',')}` : '', e.limit !== null ? `--limit ${e.limit}` : ''].filter(Boolean).join(' ');
+        const needed = e.needed > 0 ? `, ${e.needed} of them because jobs chosen need them` : '';
+        out.write(`genbatch: ${by}: sending ${e.selected} of ${e.selected + e.left_pending} pending job(s)${needed}; ${e.left_pending} stay pending for a later run\n`);
         break;
       }
       case 'reports':
@@ -210,6 +224,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         const parts = (Object.keys(c) as JobState[]).filter((k) => c[k] > 0).map((k) => `${c[k]} ${k}`);
         out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${parts.join(', ') || 'no jobs'}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
+        for (const line of redoLines(e, o.again ?? 'genbatch run <manifest>', leftPending)) out.write(`genbatch: ${line}\n`);
         break;
       }
       default:
@@ -224,6 +239,24 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
       bars.multi.stop();
     }
   };
+}
+
+/**
+ * The end of the summary of a run with failed or expired jobs: their ids (the first 20, then how many more)
+ * and the command that sends them again; and the jobs --only/--limit left pending.
+ */
+function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, again: string, leftPending: number): string[] {
+  const lines: string[] = [];
+  const states: string[] = [];
+  for (const [state, ids] of [['failed', e.failed_ids ?? []], ['expired', e.expired_ids ?? []]] as const) {
+    const n = e.counts[state];
+    if (n === 0) continue;
+    states.push(state);
+    lines.push(`${state}: ${ids.join(', ')}${n > ids.length ? `, and ${n - ids.length} more` : ''}`);
+  }
+  if (states.length > 0) lines.push(`to send the ${states.join(' and ')} jobs again: ${again} --redo ${states.join(',')}`);
+  if (leftPending > 0 && e.counts.pending > 0) lines.push(`${e.counts.pending} job(s) left pending (--only, --limit): ${again} sends them`);
+  return lines;
 }
 
 /** Resolves once everything written so far to `stream` is flushed (main.ts calls process.exit right after a command returns). */

@@ -22,6 +22,13 @@ export type EngineEvent =
       unknown_count_jobs?: string[];
       balance: number | null;
     }
+  /**
+   * --only / --limit: this run sends `selected` of the pending jobs (`needed` of them only because a chosen
+   * job needs them) and leaves `left_pending` for a later run.
+   */
+  | { type: 'selection'; selected: number; needed: number; left_pending: number; only: string[] | null; limit: number | null }
+  /** --redo: jobs that had ended in these states went back to pending to be sent again. */
+  | { type: 'redo'; states: string[]; ids: number }
   | { type: 'upload'; file: string; sha256: string; url: string; reused: boolean }
   /** A job sent again: the files of its earlier result were moved to `dir` (relative to the output folder). */
   | { type: 'previous'; id: string; dir: string }
@@ -37,7 +44,8 @@ export type EngineEvent =
   | { type: 'stopping'; reason: StopReason }
   /** written: false when the run changed nothing and the four reports already exist (`genbatch report` rewrites them). */
   | { type: 'reports'; out_dir: string; written: boolean }
-  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null };
+  /** failed_ids, expired_ids: the first 20 jobs in that state at the end (`run --redo` sends them again). */
+  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null; failed_ids?: string[]; expired_ids?: string[] };
 
 /** Why new submissions stopped early. */
 export type StopReason = 'signal' | 'insufficient-credits' | 'lease-lost';

@@ -6,3 +6,5 @@ export type { EngineEvent, EventListener, StopReason } from './events.js';
 export type { DownloadPort, DownloadResult, ServicePort, SubmitBody, TaskStatus, TaskView } from './ports.js';
 export { buildReportData } from './report-data.js';
 export { extractResults, canonicalJson, setAtPath } from './results.js';
+export { parseOnly, parseRedo, REDO_VALUES } from './select.js';
+export type { RedoState } from './select.js';

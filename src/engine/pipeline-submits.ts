@@ -25,6 +25,8 @@ export class PipelineSubmits extends PipelinePolls {
         this.cursor = this.buffer[this.buffer.length - 1]!.seq;
       }
       const row = this.buffer.shift()!;
+      // Not chosen by --only / --limit: left pending for a later run.
+      if (this.selected && !this.selected.has(row.id)) continue;
       if (this.graphOn && (this.claimed.has(row.id) || this.graphStep(row))) continue;
       this.claimed.add(row.id);
       this.submitsInFlight++;
