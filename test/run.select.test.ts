@@ -132,6 +132,32 @@ describe('genbatch run --only / --limit', () => {
     expect(states(w2.state)).toEqual(['other:pending', 'child:done', 'parent:done']);
   }, 60_000);
 
+  it('the children a chosen for_each job makes are sent with it', async () => {
+    const w = work();
+    const m = join(w.dir, 'f.yaml');
+    writeFileSync(
+      m,
+      [
+        'jobs:',
+        '  - {id: other, model: alpha-image-2, input: {prompt: "another picture"}}',
+        '  - id: song',
+        '    model: generate-music',
+        '    input: {custom_mode: false, instrumental: false, prompt: A sea shanty about a lighthouse}',
+        '  - id: stems',
+        '    for_each: ${{ jobs.song.audio }}',
+        '    model: stem-split',
+        '    input: {task_id: "${{ jobs.song.task_id }}", audio_id: "${{ item.audio_id }}"}',
+        '',
+      ].join('\n'),
+    );
+    const r = await runCli(args(m, w.out, '--only', 'stems', '--yes'), env);
+    expect(r.code).toBe(4);
+    const s = states(w.state);
+    expect(s[0]).toBe('other:pending');
+    expect(s.slice(1)).toEqual(['song:done', 'stems:done', ...s.slice(3).map((x) => x.replace(/:.*/, ':done'))]);
+    expect(s.length).toBeGreaterThan(3); // the song's tracks: at least one child
+  }, 60_000);
+
   it('--limit 0 and a --limit that is not a number are usage errors', async () => {
     const w = work();
     const m = imageManifest(join(w.dir, 'm.yaml'), 1, 'img');
