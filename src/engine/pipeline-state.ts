@@ -77,6 +77,8 @@ export class PipelineState {
   protected readonly parents: ParentOutputs;
   /** The pending jobs this run may send (--only, --limit; see src/engine/select.ts), or null for all. */
   protected readonly selected: Set<string> | null;
+  /** Chosen jobs handed to submitJob so far (each once; see fillSubmits). */
+  protected handedOut = 0;
   /** Jobs sent back to the queue in this run after a transient upload failure, and how often. */
   protected readonly uploadRetries = new Map<string, number>();
   /** Jobs whose download failed on a transient error in this run, waiting to be tried again: id -> when. */

@@ -112,28 +112,36 @@ export interface Selection {
  * not fit is passed over). Call after the sync, --redo and the graph's settle.
  */
 export function selectPending(store: Store, match: ((id: string) => boolean) | null, limit: number | null): Selection {
-  const pending = [...store.jobsIn('pending')].map((r) => ({ id: r.id, credits: r.estimated_credits }));
-  const byId = new Map(pending.map((p) => [p.id, p]));
-  const graph = store.graph.any();
   const ids = new Set<string>();
+  const estimate = { known: 0, unknown: 0 };
+  const take = (id: string, credits: number | null) => {
+    ids.add(id);
+    if (credits === null) estimate.unknown++;
+    else estimate.known += credits;
+  };
   let needed = 0;
-  for (const p of pending) {
-    if (limit !== null && ids.size >= limit) break;
-    if (ids.has(p.id) || (match !== null && !match(p.id))) continue;
-    const need = graph ? pendingAncestors(store, p.id, byId, ids) : [];
-    if (limit !== null && ids.size + need.length + 1 > limit) continue;
-    for (const a of need) ids.add(a);
-    needed += need.filter((a) => match === null || !match(a)).length;
-    ids.add(p.id);
+  if (!store.graph.any()) {
+    // No job graph: one pass in manifest order, ended as soon as the limit is reached.
+    for (const [id, credits] of store.pendingCredits()) {
+      if (limit !== null && ids.size >= limit) break;
+      if (match === null || match(id)) take(id, credits);
+    }
+  } else {
+    // Read first: the parents are read from the store while choosing.
+    const pending = new Map(store.pendingCredits());
+    for (const [id, credits] of pending) {
+      if (limit !== null && ids.size >= limit) break;
+      if (ids.has(id) || (match !== null && !match(id))) continue;
+      const need = pendingAncestors(store, id, pending, ids);
+      if (limit !== null && ids.size + need.length + 1 > limit) continue;
+      for (const a of need) take(a, pending.get(a) ?? null);
+      needed += need.filter((a) => match === null || !match(a)).length;
+      take(id, credits);
+    }
   }
-  const sel: Selection = { ids, needed, leftOut: { jobs: 0, known: 0, unknown: 0 }, estimate: { known: 0, unknown: 0 } };
-  for (const p of pending) {
-    const into = ids.has(p.id) ? sel.estimate : sel.leftOut;
-    if (p.credits === null) into.unknown++;
-    else into.known += p.credits;
-    if (!ids.has(p.id)) sel.leftOut.jobs++;
-  }
-  return sel;
+  const all = store.pendingEstimate();
+  const leftOut = { jobs: store.counts().pending - ids.size, known: all.known - estimate.known, unknown: all.unknown - estimate.unknown };
+  return { ids, needed, leftOut, estimate };
 }
 
 /** The pending ancestors of `id` not chosen yet (a job runs only once its parents are done). */
