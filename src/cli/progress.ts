@@ -72,8 +72,8 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   let bars: { multi: cliProgress.MultiBar; uploaded: Bar; submitted: Bar; running: Bar; downloaded: Bar; failed: Bar; credits: Bar } | null = null;
   let timer: NodeJS.Timeout | null = null;
   let reportsLine: string | null = null;
-  /** Pending jobs this run leaves for a later one (--only, --limit). */
-  let leftPending = 0;
+  /** Pending jobs this run leaves for a later one (--only, --limit); null: it sends them all. */
+  let leftPending: number | null = null;
   /** A line for stderr: through the bars while they are shown (so it is neither lost nor drawn over). */
   const errLine = (text: string): void => {
     if (bars) bars.multi.log(text);
@@ -121,7 +121,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         break;
       }
       case 'redo':
-        out.write(`genbatch: --redo ${e.states.join(',')}: ${e.ids} job(s) sent again\n`);
+        out.write(`genbatch: --redo ${e.states.join(',')}: ${e.jobs} job(s) sent again\n`);
         break;
       case 'selection': {
         leftPending = e.left_pending;
@@ -142,7 +142,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
       case 'estimate':
         credits = e.pending_credits;
         out.write(
-          `genbatch: estimate ${formatCredits(e.pending_credits)} credits for the jobs left${e.unknown_price_jobs.length ? ` (+${e.unknown_price_jobs.length} job(s) of unknown price)` : ''}${e.unknown_count_jobs?.length ? ` (+${e.unknown_count_jobs.length} for_each job(s) of unknown count: fan-out decided at run time)` : ''}${e.balance !== null ? `; balance ${formatCredits(e.balance)}` : ''}\n`,
+          `genbatch: estimate ${formatCredits(e.pending_credits)} credits for the jobs ${leftPending === null ? 'left' : 'this run sends'}${e.unknown_price_jobs.length ? ` (+${e.unknown_price_jobs.length} job(s) of unknown price)` : ''}${e.unknown_count_jobs?.length ? ` (+${e.unknown_count_jobs.length} for_each job(s) of unknown count: fan-out decided at run time)` : ''}${e.balance !== null ? `; balance ${formatCredits(e.balance)}` : ''}\n`,
         );
         balance = e.balance;
         if (o.tty && counts && counts.pending > 0) {
@@ -224,7 +224,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         const parts = (Object.keys(c) as JobState[]).filter((k) => c[k] > 0).map((k) => `${c[k]} ${k}`);
         out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${parts.join(', ') || 'no jobs'}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
-        for (const line of redoLines(e, o.again ?? 'genbatch run <manifest>', leftPending)) out.write(`genbatch: ${line}\n`);
+        for (const line of redoLines(e, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
         break;
       }
       default:

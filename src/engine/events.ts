@@ -28,7 +28,7 @@ export type EngineEvent =
    */
   | { type: 'selection'; selected: number; needed: number; left_pending: number; only: string[] | null; limit: number | null }
   /** --redo: jobs that had ended in these states went back to pending to be sent again. */
-  | { type: 'redo'; states: string[]; ids: number }
+  | { type: 'redo'; states: string[]; jobs: number }
   | { type: 'upload'; file: string; sha256: string; url: string; reused: boolean }
   /** A job sent again: the files of its earlier result were moved to `dir` (relative to the output folder). */
   | { type: 'previous'; id: string; dir: string }

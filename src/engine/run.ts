@@ -160,7 +160,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const match = o.only && o.only.length > 0 ? onlyMatcher(store, o.only) : null;
     // --redo: jobs that ended failed or expired go back to pending (with --only: those it names).
     const redone = o.redo && o.redo.length > 0 ? redoJobs(store, o.redo, match, emit) : [];
-    if (o.redo && o.redo.length > 0) emit({ type: 'redo', states: [...o.redo], ids: redone.length });
+    if (o.redo && o.redo.length > 0) emit({ type: 'redo', states: [...o.redo], jobs: redone.length });
     // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
     // A job sent again by --redo: whatever its folder holds (a failed or expired job may have some files) goes too.
     const replaced = store.drainReplacedResults();
