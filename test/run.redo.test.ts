@@ -91,6 +91,9 @@ describe('genbatch run --redo', () => {
     const second = await runCli(args(fixed, m, w.out, '--redo', 'failed'), env);
     expect(second.stderr).toBe('');
     expect(second.code).toBe(0);
+    // The estimate and the checks cover the jobs sent again (2 credits each), like any job to be sent.
+    expect(second.stdout).toContain('genbatch: --redo failed: 2 job(s) sent again\n');
+    expect(second.stdout).toContain('genbatch: estimate 4 credits for the jobs left;');
     const after = readJobs(w.state);
     // The new sandbox got exactly one task per failed job, and they are the tasks the state file holds for them.
     const sent = after.filter((j) => j.id.startsWith('bad-'));
@@ -141,6 +144,9 @@ describe('genbatch run --redo', () => {
     const tasks0 = await tasksOf(fixed);
     const second = await runCli(args(fixed, m, w.out, '--redo', 'failed'), env);
     expect(second.code).toBe(0);
+    // The child comes back with its parent: both are in the estimate.
+    expect(second.stdout).toContain('genbatch: --redo failed: 1 job(s) sent again\n');
+    expect(second.stdout).toContain('genbatch: estimate 4 credits for the jobs left;');
     const after = readJobs(w.state);
     expect(after.map((j) => `${j.id}:${j.state}:${j.attempts}`)).toEqual(['parent:done:2', 'child:done:1']);
     expect((await tasksOf(fixed)).filter((t) => !tasks0.includes(t))).toEqual(after.map((j) => j.task_id).sort());

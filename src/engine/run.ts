@@ -163,8 +163,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     if (o.redo && o.redo.length > 0) emit({ type: 'redo', states: [...o.redo], jobs: redone.length });
     // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
     // A job sent again by --redo: whatever its folder holds (a failed or expired job may have some files) goes too.
-    const replaced = store.drainReplacedResults();
-    for (const id of redone) if (!replaced.includes(id)) replaced.push(id);
+    const replaced = new Set([...store.drainReplacedResults(), ...redone]);
     for (const id of replaced) {
       try {
         const dir = await moveAsidePrevious(o.outDir, o.download.sanitizeName(id));
