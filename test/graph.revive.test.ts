@@ -63,3 +63,31 @@ describe('a job leaving uncertain', () => {
     expect([s.b, s.c, s.d]).toEqual(['pending', 'pending', 'skipped skipped because job y is failed: bad']);
   });
 });
+
+describe('a failed or expired job sent again (run --redo: Store.redo)', () => {
+  it('its descendants skipped for it are pending again, one skipped for another failed parent stays skipped until that one is sent again too; its results and file rows are cleared, attempts kept', () => {
+    const store = fresh();
+    graph(store);
+    store.transition('y', 'pending', 'submitting', { attemptsInc: 1 });
+    store.transition('y', 'submitting', 'failed', { last_error: 'bad' });
+    store.transition('a', 'pending', 'submitting', { attemptsInc: 1 });
+    store.transition('a', 'submitting', 'submitted', { task_id: 'task-a' });
+    store.transition('a', 'submitted', 'downloading', { result: '{"files":[]}' });
+    store.addFiles('a', [{ idx: 0, name: 'a.png', url: 'http://x/a.png', type: 'image', content_type: null, expected_size: null, expires_at: null }]);
+    store.transition('a', 'downloading', 'expired', { last_error: 'gone (410)' });
+    // d was skipped when y failed (first): it names y.
+    expect(store.graph.drainSkipped().map((s) => s.id).sort()).toEqual(['b', 'c', 'd']);
+    store.redo('a', 'expired', 'sent again (--redo expired)');
+    expect(store.graph.drainRevived().sort()).toEqual(['b', 'c']);
+    expect(store.graph.drainSkipped()).toEqual([]);
+    const a = store.getJob('a')!;
+    expect([a.state, a.task_id, a.result, a.attempts, a.last_error]).toEqual(['pending', null, null, 1, 'sent again (--redo expired)']);
+    expect(store.filesOf('a')).toEqual([]);
+    const s = states(store);
+    expect([s.b, s.c, s.d]).toEqual(['pending', 'pending', 'skipped skipped because job y is failed: bad']);
+    // y sent again too: d, skipped for y now, comes back.
+    store.redo('y', 'failed', 'sent again (--redo failed)');
+    expect(store.graph.drainRevived()).toEqual(['d']);
+    expect(states(store).d).toBe('pending');
+  });
+});

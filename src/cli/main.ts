@@ -28,6 +28,11 @@ function num(name: string) {
   };
 }
 
+/** A repeatable option: every value, in order. */
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
 export function buildProgram(setCode: (code: number) => void): Command {
   const program = new Command('genbatch')
     .description('Batch runner for an asynchronous media-generation service, with a local sandbox')
@@ -78,6 +83,10 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--listen <host:port>', 'start a callback receiver here')
     .option('--time-scale <s>', 'with --sandbox: scale all sandbox durations', num('--time-scale'))
     .option('--request-timeout <seconds>', 'the most one API request may take, headers and body (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)', num('--request-timeout'))
+    .option('--redo <states>', 'send again the jobs that ended in these states: failed, expired (comma list); done jobs are untouched, earlier files go to <job>/previous-<n>/')
+    .option('--only <ids>', 'send only the pending jobs whose id matches (globs with * and ?; repeatable, comma separated); a chosen job takes the pending jobs it needs along', collect)
+    .option('--limit <n>', 'send at most N pending jobs, in manifest order', int('--limit'))
+    .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 4\n(incomplete).')
     .action(wrap(lazy('run')));
 
   program

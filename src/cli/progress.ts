@@ -14,6 +14,8 @@ export interface ProgressOptions {
   tty: boolean;
   /** Seconds between plain lines (default 5). */
   everyS?: number;
+  /** The command that runs this run again (`genbatch run <manifest> ...`): the summary of a run with failures adds `--redo failed`. */
+  again?: string;
   out?: NodeJS.WritableStream;
   err?: NodeJS.WritableStream;
 }
@@ -70,6 +72,8 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   let bars: { multi: cliProgress.MultiBar; uploaded: Bar; submitted: Bar; running: Bar; downloaded: Bar; failed: Bar; credits: Bar } | null = null;
   let timer: NodeJS.Timeout | null = null;
   let reportsLine: string | null = null;
+  /** Pending jobs this run leaves for a later one (--only, --limit); null: it sends them all. */
+  let leftPending: number | null = null;
   /** A line for stderr: through the bars while they are shown (so it is neither lost nor drawn over). */
   const errLine = (text: string): void => {
     if (bars) bars.multi.log(text);
@@ -116,6 +120,16 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         out.write(`genbatch: ${e.jobs} jobs (${e.new} new, ${e.changed} changed, ${e.unchanged} unchanged${e.skipped ? `, ${e.skipped} removed from the manifest` : ''})\n`);
         break;
       }
+      case 'redo':
+        out.write(`genbatch: --redo ${e.states.join(',')}: ${e.jobs} job(s) sent again\n`);
+        break;
+      case 'selection': {
+        leftPending = e.left_pending;
+        const by = [e.only ? `--only ${e.only.join(',')}` : '', e.limit !== null ? `--limit ${e.limit}` : ''].filter(Boolean).join(' ');
+        const needed = e.needed > 0 ? `, ${e.needed} of them because jobs chosen need them` : '';
+        out.write(`genbatch: ${by}: sending ${e.selected} of ${e.selected + e.left_pending} pending job(s)${needed}; ${e.left_pending} stay pending for a later run\n`);
+        break;
+      }
       case 'reports':
         reportsLine = e.written ? `reports: ${e.out_dir}/report.{json,csv,md,html}` : 'nothing changed: the reports are as they were (genbatch report rewrites them)';
         break;
@@ -128,7 +142,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
       case 'estimate':
         credits = e.pending_credits;
         out.write(
-          `genbatch: estimate ${formatCredits(e.pending_credits)} credits for the jobs left${e.unknown_price_jobs.length ? ` (+${e.unknown_price_jobs.length} job(s) of unknown price)` : ''}${e.unknown_count_jobs?.length ? ` (+${e.unknown_count_jobs.length} for_each job(s) of unknown count: fan-out decided at run time)` : ''}${e.balance !== null ? `; balance ${formatCredits(e.balance)}` : ''}\n`,
+          `genbatch: estimate ${formatCredits(e.pending_credits)} credits for the jobs ${leftPending === null ? 'left' : 'this run sends'}${e.unknown_price_jobs.length ? ` (+${e.unknown_price_jobs.length} job(s) of unknown price)` : ''}${e.unknown_count_jobs?.length ? ` (+${e.unknown_count_jobs.length} for_each job(s) of unknown count: fan-out decided at run time)` : ''}${e.balance !== null ? `; balance ${formatCredits(e.balance)}` : ''}\n`,
         );
         balance = e.balance;
         if (o.tty && counts && counts.pending > 0) {
@@ -210,6 +224,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         const parts = (Object.keys(c) as JobState[]).filter((k) => c[k] > 0).map((k) => `${c[k]} ${k}`);
         out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${parts.join(', ') || 'no jobs'}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
+        for (const line of redoLines(e, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
         break;
       }
       default:
@@ -231,6 +246,24 @@ function chargedText(run: number | null, now: number | null): string {
   if (run !== null) return `; charged ${formatCredits(run)} credits over the run${now !== null ? `, ${formatCredits(now)} in this invocation` : ''}`;
   if (now !== null) return `; charged ${formatCredits(now)} credits in this invocation (the run's total is not known: an earlier invocation has no closing balance reading)`;
   return '';
+}
+
+/**
+ * The end of the summary of a run with failed or expired jobs: their ids (the first 20, then how many more)
+ * and the command that sends them again; and the jobs --only/--limit left pending.
+ */
+function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, again: string, leftPending: number): string[] {
+  const lines: string[] = [];
+  const states: string[] = [];
+  for (const [state, ids] of [['failed', e.failed_ids ?? []], ['expired', e.expired_ids ?? []]] as const) {
+    const n = e.counts[state];
+    if (n === 0) continue;
+    states.push(state);
+    lines.push(`${state}: ${ids.join(', ')}${n > ids.length ? `, and ${n - ids.length} more` : ''}`);
+  }
+  if (states.length > 0) lines.push(`to send the ${states.join(' and ')} jobs again: ${again} --redo ${states.join(',')}`);
+  if (leftPending > 0 && e.counts.pending > 0) lines.push(`${e.counts.pending} job(s) left pending (--only, --limit): ${again} sends them`);
+  return lines;
 }
 
 /** Resolves once everything written so far to `stream` is flushed (main.ts calls process.exit right after a command returns). */

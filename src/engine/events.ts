@@ -22,6 +22,13 @@ export type EngineEvent =
       unknown_count_jobs?: string[];
       balance: number | null;
     }
+  /**
+   * --only / --limit: this run sends `selected` of the pending jobs (`needed` of them only because a chosen
+   * job needs them) and leaves `left_pending` for a later run.
+   */
+  | { type: 'selection'; selected: number; needed: number; left_pending: number; only: string[] | null; limit: number | null }
+  /** --redo: jobs that had ended in these states went back to pending to be sent again. */
+  | { type: 'redo'; states: string[]; jobs: number }
   | { type: 'upload'; file: string; sha256: string; url: string; reused: boolean }
   /** A job sent again: the files of its earlier result were moved to `dir` (relative to the output folder). */
   | { type: 'previous'; id: string; dir: string }
@@ -40,9 +47,10 @@ export type EngineEvent =
   /**
    * balance_after: read after this invocation's work (null: not read). charged: this invocation's balance before
    * minus after (null: either not read). run_charged: the run's charge over all its invocations, as in report.json's
-   * summary.credits.charged (null: one of them not measured).
+   * summary.credits.charged (null: one of them not measured). failed_ids, expired_ids: the first 20 jobs in that
+   * state at the end (`run --redo` sends them again).
    */
-  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null; charged: number | null; run_charged: number | null };
+  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null; charged: number | null; run_charged: number | null; failed_ids?: string[]; expired_ids?: string[] };
 
 /** Why new submissions stopped early. */
 export type StopReason = 'signal' | 'insufficient-credits' | 'lease-lost';

@@ -83,6 +83,8 @@ export interface CreditLimit {
   credits: number;
   /** How the limit is named in messages: "--max-credits 10", "the manifest budget of 10". */
   name: string;
+  /** Known credits of the pending jobs this run leaves for a later one (--only, --limit): not counted against the limit. */
+  leftOut?: number;
 }
 
 export function expandForEach(store: Store, parents: ParentOutputs, row: JobRow, limit: CreditLimit | null = null): { made: string[]; count: number } | { error: string } | { held: string } {
@@ -121,7 +123,7 @@ export function expandForEach(store: Store, parents: ParentOutputs, row: JobRow,
   // over it, none is made and the for_each job stays pending (the run ends incomplete, exit 4).
   if (limit && fe.childCredits !== null && children.length > 0) {
     const added = children.length * fe.childCredits;
-    const total = round6(store.estimate().known - (row.estimated_credits ?? 0) + added);
+    const total = round6(store.estimate().known - (limit.leftOut ?? 0) - (row.estimated_credits ?? 0) + added);
     if (total > limit.credits + 1e-9) {
       return {
         held: `${row.id}: its ${children.length} job(s) from ${fe.expr} (${round6(added)} credits) would bring the known estimate to ${round6(total)} credits, over ${limit.name}; they were not made or sent (${row.id} stays pending: raise the limit and run again)`,

@@ -39,6 +39,8 @@ export interface PipelineOptions {
   recoveredUncertain?: readonly string[];
   /** --max-credits / manifest budget: for_each children counted at run time are checked against it (src/engine/graph.ts). */
   creditLimit?: CreditLimit | null;
+  /** --only / --limit: the pending jobs this run sends (the children a chosen for_each job makes are added); null: all. */
+  selected?: ReadonlySet<string> | null;
 }
 
 export interface Waiting {
@@ -73,6 +75,10 @@ export class PipelineState {
   /** Jobs handed to submitJob and not finished with it (a rescan must not hand them out again). */
   protected readonly claimed = new Set<string>();
   protected readonly parents: ParentOutputs;
+  /** The pending jobs this run may send (--only, --limit; see src/engine/select.ts), or null for all. */
+  protected readonly selected: Set<string> | null;
+  /** Chosen jobs handed to submitJob so far (each once; see fillSubmits). */
+  protected handedOut = 0;
   /** Jobs sent back to the queue in this run after a transient upload failure, and how often. */
   protected readonly uploadRetries = new Map<string, number>();
   /** Jobs whose download failed on a transient error in this run, waiting to be tried again: id -> when. */
@@ -93,6 +99,7 @@ export class PipelineState {
     protected readonly opts: PipelineOptions,
   ) {
     this.group = new GroupCommit(store);
+    this.selected = opts.selected ? new Set(opts.selected) : null;
     this.parents = new ParentOutputs(store);
     if (opts.callbackUrlFor) for (const id of opts.recoveredUncertain ?? []) this.uncertainHere.add(id);
     this.uploader = new Uploader(store, service, { baseUrl: opts.baseUrl, maxAgeMs: opts.uploadMaxAgeMs, signal: opts.signal, emit: opts.emit });
@@ -173,6 +180,8 @@ export class PipelineState {
       this.opts.emit({ type: 'warning', message: r.held });
     } else if ('error' in r) this.move(row.id, 'pending', 'failed', { last_error: r.error });
     else {
+      // A chosen for_each job: its children are sent in this run too.
+      if (this.selected?.has(row.id)) for (let i = 0; i < r.count; i++) this.selected.add(`${row.id}.${i}`);
       if (r.made.length > 0) this.opts.emit({ type: 'children', id: row.id, ids: r.made });
       this.opts.emit({ type: 'job', id: row.id, from: 'pending', to: 'done', task_id: null, error: null });
     }

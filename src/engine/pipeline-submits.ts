@@ -17,6 +17,11 @@ export class PipelineSubmits extends PipelinePolls {
   protected fillSubmits(): void {
     while (!this.stopReason && !this.pendingExhausted && this.submitsInFlight < this.opts.concurrency && this.waiting.size + this.submitsInFlight < this.opts.maxActive) {
       if (this.buffer.length === 0) {
+        // --only / --limit without a job graph: once every chosen job was handed out, the rest is not read.
+        if (this.selected && !this.graphOn && this.handedOut >= this.selected.size) {
+          this.pendingExhausted = true;
+          return;
+        }
         this.buffer = this.store.nextPending(this.cursor, 64);
         if (this.buffer.length === 0) {
           this.pendingExhausted = true;
@@ -25,7 +30,10 @@ export class PipelineSubmits extends PipelinePolls {
         this.cursor = this.buffer[this.buffer.length - 1]!.seq;
       }
       const row = this.buffer.shift()!;
+      // Not chosen by --only / --limit: left pending for a later run.
+      if (this.selected && !this.selected.has(row.id)) continue;
       if (this.graphOn && (this.claimed.has(row.id) || this.graphStep(row))) continue;
+      if (this.selected && !this.uploadRetries.has(row.id)) this.handedOut++;
       this.claimed.add(row.id);
       this.submitsInFlight++;
       void this.submitJob(row)

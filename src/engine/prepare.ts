@@ -7,6 +7,7 @@ import { findModel } from '../models/index.js';
 import { priceJob, type ObservedPrices } from '../pricing/index.js';
 import type { Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
+import type { Selection } from './select.js';
 import { canonicalJson, sha256Hex } from './results.js';
 import { clearKey, manifestPrint, matchingKey, pricesHash, saveKey } from './sync-key.js';
 import type { StoredSpec } from './spec.js';
@@ -176,15 +177,26 @@ export interface BudgetLimits {
 }
 
 /**
+ * The known estimate of the jobs this run sends (pending: all of them, or those --only/--limit chose),
+ * and of the manifest without the pending jobs this run leaves for a later one.
+ */
+function toSend(store: Store, sel: Selection | null): { jobs: number; pending: { known: number; unknown: number }; total: number } {
+  if (sel === null) return { jobs: store.counts().pending, pending: store.pendingEstimate(), total: store.estimate().known };
+  return { jobs: sel.ids.size, pending: sel.estimate, total: store.estimate().known - sel.leftOut.known };
+}
+
+/**
  * Refuse (BudgetError, exit 3) before anything is spent when the known
  * estimate of the manifest exceeds --max-credits or the manifest budget, or
- * when jobs left to run have no known price and --yes was not given. Needs no
+ * when jobs left to run have no known price and --yes was not given. With a
+ * selection (--only, --limit), the pending jobs it leaves for a later run are
+ * not counted. Needs no
  * network; the balance is checked after (checkBalance).
  */
-export function checkLimits(store: Store, c: BudgetLimits): void {
-  const pending = store.pendingEstimate();
-  if (store.counts().pending === 0) return; // nothing will be spent
-  const total = store.estimate();
+export function checkLimits(store: Store, c: BudgetLimits, sel: Selection | null = null): void {
+  const { jobs, pending, total: known } = toSend(store, sel);
+  if (jobs === 0) return; // nothing will be spent
+  const total = { known };
   if (c.maxCredits !== null && total.known > c.maxCredits) {
     throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds --max-credits ${fmt(c.maxCredits)}`);
   }
@@ -192,7 +204,7 @@ export function checkLimits(store: Store, c: BudgetLimits): void {
     throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds the manifest budget of ${fmt(c.budget)}`);
   }
   if (pending.unknown > 0 && !c.yes) {
-    const u = unknownJobs(store, 10);
+    const u = unknownJobs(store, 10, sel);
     const list = (ids: string[], n: number) => ids.join(', ') + (n > ids.length ? `, and ${n - ids.length} more` : '');
     const parts: string[] = [];
     if (u.priceCount > 0) parts.push(`${u.priceCount} job(s) have no known price (${list(u.price, u.priceCount)}); the contract gives no price for their model: give prices with --prices`);
@@ -202,12 +214,11 @@ export function checkLimits(store: Store, c: BudgetLimits): void {
 }
 
 /** Refuse when the known estimate of the jobs left to run exceeds the balance; emits the estimate event. */
-export function checkBalance(store: Store, balance: number | null, emit: (e: EngineEvent) => void): void {
-  const pending = store.pendingEstimate();
-  const total = store.estimate();
+export function checkBalance(store: Store, balance: number | null, emit: (e: EngineEvent) => void, sel: Selection | null = null): void {
+  const { pending, total } = toSend(store, sel);
   // The pending rows are read only when some have no estimate (pendingEstimate counts exactly those).
-  const u = pending.unknown > 0 ? unknownJobs(store, 1000) : { price: [], count: [] };
-  emit({ type: 'estimate', pending_credits: round6(pending.known), total_credits: round6(total.known), unknown_price_jobs: u.price, unknown_count_jobs: u.count, balance });
+  const u = pending.unknown > 0 ? unknownJobs(store, 1000, sel) : { price: [], count: [] };
+  emit({ type: 'estimate', pending_credits: round6(pending.known), total_credits: round6(total), unknown_price_jobs: u.price, unknown_count_jobs: u.count, balance });
   if (balance !== null && pending.known > balance) {
     throw new BudgetError(`the known estimate of ${fmt(pending.known)} credits for the jobs left to run exceeds the balance of ${fmt(balance)} credits`);
   }
@@ -216,12 +227,12 @@ export function checkBalance(store: Store, balance: number | null, emit: (e: Eng
 /**
  * Pending jobs without a known estimate, apart: `price` (no price for the model)
  * and `count` (for_each jobs whose children are priced but counted only at run time).
- * At most `max` ids of each; the counts are complete.
+ * At most `max` ids of each; the counts are complete. With a selection (--only, --limit): only the jobs chosen.
  */
-function unknownJobs(store: Store, max: number): { price: string[]; count: string[]; priceCount: number; countCount: number } {
+function unknownJobs(store: Store, max: number, sel: Selection | null): { price: string[]; count: string[]; priceCount: number; countCount: number } {
   const out = { price: [] as string[], count: [] as string[], priceCount: 0, countCount: 0 };
   for (const row of store.jobsIn('pending')) {
-    if (row.estimated_credits !== null) continue;
+    if (row.estimated_credits !== null || (sel !== null && !sel.ids.has(row.id))) continue;
     const fe = row.kind === 'fanout' ? (JSON.parse(row.spec) as StoredSpec).forEach : undefined;
     if (fe && fe.childCredits !== null) {
       out.countCount++;

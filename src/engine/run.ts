@@ -14,6 +14,7 @@ import { checkJobFolders } from './files.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData, round6, runCredits } from './report-data.js';
+import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
 
 /**
  * A whole run: lease the state file, check and record the manifest, refuse
@@ -47,6 +48,12 @@ export interface RunOptions {
   userPrices: Record<string, number> | null;
   /** Prices observed on the account (the price book), used where neither the service nor the user gives one. */
   observedPrices?: ObservedPrices | null;
+  /** --redo: jobs that ended in these states are sent again (src/engine/select.ts). */
+  redo?: readonly RedoState[];
+  /** --only: id patterns (globs) of the jobs to send; null or absent: every pending job. */
+  only?: readonly string[] | null;
+  /** --limit: send at most this many pending jobs; null or absent: no limit. */
+  limit?: number | null;
   signal: AbortSignal;
   events: EventBus;
   writeReports: (outDir: string, data: ReportData) => Promise<unknown> | unknown;
@@ -158,8 +165,15 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     checkJobFolders(o.outDir, function* () {
       for (const row of store.allJobs()) yield o.download.sanitizeName(row.id);
     });
+    // --only names jobs of the manifest: a pattern that matches none is a usage error, before anything changes.
+    const match = o.only && o.only.length > 0 ? onlyMatcher(store, o.only) : null;
+    // --redo: jobs that ended failed or expired go back to pending (with --only: those it names).
+    const redone = o.redo && o.redo.length > 0 ? redoJobs(store, o.redo, match, emit) : [];
+    if (o.redo && o.redo.length > 0) emit({ type: 'redo', states: [...o.redo], jobs: redone.length });
     // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
-    for (const id of store.drainReplacedResults()) {
+    // A job sent again by --redo: whatever its folder holds (a failed or expired job may have some files) goes too.
+    const replaced = new Set([...store.drainReplacedResults(), ...redone]);
+    for (const id of replaced) {
       try {
         const dir = await moveAsidePrevious(o.outDir, o.download.sanitizeName(id));
         if (dir) emit({ type: 'previous', id, dir });
@@ -168,7 +182,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       }
     }
     // Count state changes made by this run: a run that changed nothing leaves the reports as they are.
-    let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length;
+    let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length + redone.length;
     const offChanges = o.events.on((e) => {
       if (e.type === 'job') changes++;
     });
@@ -192,16 +206,23 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // Job graph: pending jobs whose parent ended without results become skipped, naming why.
     store.graph.settle();
     for (const s of store.graph.drainSkipped()) emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', error: s.reason });
-    checkLimits(store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes });
+    // --only / --limit: the pending jobs this run sends; the estimate and the checks cover only those.
+    let selection: Selection | null = null;
+    if (match !== null || (o.limit !== undefined && o.limit !== null)) {
+      selection = selectPending(store, match, o.limit ?? null);
+      emit({ type: 'selection', selected: selection.ids.size, needed: selection.needed, left_pending: selection.leftOut.jobs, only: o.only ? [...o.only] : null, limit: o.limit ?? null });
+    }
+    checkLimits(store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes }, selection);
     // The balance is read only when this invocation has work that can move it: jobs to submit (then a failed read
     // stops the run: the balance check needs it), or tasks to wait for (charged on completion by some models,
     // refunded on failure; a failed read is a warning). Each such invocation keeps its readings in the state
     // file: the run's charge is the sum over its invocations (report-data.ts).
     const left = store.counts();
-    const balance = left.pending > 0 ? await o.service.balance() : left.submitted > 0 ? await balanceOrWarn(o.service, 'before the run', emit) : null;
+    const toSend = selection ? selection.ids.size : left.pending;
+    const balance = toSend > 0 ? await o.service.balance() : left.submitted > 0 ? await balanceOrWarn(o.service, 'before the run', emit) : null;
     const balanceAt = balance === null ? null : nowIso();
-    checkBalance(store, balance, emit);
-    const invocation = left.pending + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
+    checkBalance(store, balance, emit, selection);
+    const invocation = toSend + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
 
     // Leftover temporary files of interrupted downloads.
     for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
@@ -224,7 +245,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       // Scaled like every other duration: against a time-scaled sandbox, uploads are re-sent sooner, never later.
       uploadMaxAgeMs: UPLOAD_REUSE_MS * Math.min(1, o.timeScale),
       recoveredUncertain: mayCallBack(store, prep.recoveredUncertain, o.timeScale),
-      creditLimit: creditLimit(o.maxCredits, manifest.budget),
+      creditLimit: creditLimit(o.maxCredits, manifest.budget, selection),
+      selected: selection?.ids ?? null,
     });
     // run() registers the tasks it resumes before its first await; then the callbacks that came while the
     // run was getting ready (sync, balance) are handed over, in order of arrival.
@@ -260,7 +282,18 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       }
     }
     const charged = balance !== null && balanceAfter !== null ? round6(balance - balanceAfter) : null;
-    emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: pipeline.statusRequests, balance_after: balanceAfter, charged, run_charged: credits.charged });
+    emit({
+      type: 'finish',
+      counts,
+      exit_code: exitCode,
+      wall_seconds: (Date.now() - t0) / 1000,
+      status_requests: pipeline.statusRequests,
+      balance_after: balanceAfter,
+      charged,
+      run_charged: credits.charged,
+      failed_ids: firstIds(store, 'failed', SUMMARY_IDS),
+      expired_ids: firstIds(store, 'expired', SUMMARY_IDS),
+    });
     return { exitCode, counts, statusRequests: pipeline.statusRequests };
   } catch (err) {
     invalid = err instanceof ManifestError;
@@ -306,10 +339,24 @@ async function balanceOrWarn(service: ServicePort, when: string, emit: (e: Engin
   }
 }
 
-/** The tighter of --max-credits and the manifest budget, or null. */
-function creditLimit(maxCredits: number | null, budget: number | null): CreditLimit | null {
-  if (maxCredits !== null && (budget === null || maxCredits <= budget)) return { credits: maxCredits, name: `--max-credits ${maxCredits}` };
-  return budget !== null ? { credits: budget, name: `the manifest budget of ${budget}` } : null;
+/** The tighter of --max-credits and the manifest budget, or null; the pending jobs a selection leaves out are not counted. */
+function creditLimit(maxCredits: number | null, budget: number | null, sel: Selection | null): CreditLimit | null {
+  const leftOut = sel ? { leftOut: sel.leftOut.known } : {};
+  if (maxCredits !== null && (budget === null || maxCredits <= budget)) return { credits: maxCredits, name: `--max-credits ${maxCredits}`, ...leftOut };
+  return budget !== null ? { credits: budget, name: `the manifest budget of ${budget}`, ...leftOut } : null;
+}
+
+/** How many failed (and expired) ids the end-of-run summary names. */
+const SUMMARY_IDS = 20;
+
+/** The first `max` ids of the jobs in `state`, in manifest order. */
+function firstIds(store: Store, state: JobState, max: number): string[] {
+  const out: string[] = [];
+  for (const row of store.jobsIn(state)) {
+    if (out.length >= max) break;
+    out.push(row.id);
+  }
+  return out;
 }
 
 /** 130 after SIGINT (4 after SIGTERM); 4 when work is left; 1 when some failed; else 0. */

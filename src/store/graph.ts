@@ -285,13 +285,14 @@ export class GraphLinks {
   }
 
   /**
-   * `jobId` left `uncertain` for a state with results to come (its task adopted from a late
-   * callback: submitted; or --uncertain=resubmit: pending): the descendants skipped because it was
-   * uncertain go back to pending (they were skipped for that reason only, inside the same
-   * transaction as the move to uncertain). Runs inside the caller's transaction.
+   * `jobId` left `state` for a state with results to come: uncertain (its task adopted from a late
+   * callback: submitted; or --uncertain=resubmit: pending), or failed or expired (`run --redo`: pending).
+   * The descendants skipped because it was in `state` go back to pending (they were skipped for that
+   * reason only, inside the same transaction as the move to `state`; a descendant skipped because of
+   * another parent stays skipped). Runs inside the caller's transaction.
    */
-  private revive(jobId: string): void {
-    const reason = `${GRAPH_SKIP_PREFIX}${jobId} is uncertain`;
+  revive(jobId: string, state: JobState = 'uncertain'): void {
+    const reason = `${GRAPH_SKIP_PREFIX}${jobId} is ${state}`;
     const row = this.h.stmt('SELECT state, last_error FROM jobs WHERE run_id = ? AND id = ?');
     this.walkDescendants(jobId, (id) => {
       const cur = row.get(this.h.runId(), id) as { state: JobState; last_error: string | null } | undefined;

@@ -132,6 +132,11 @@ export abstract class StoreQueries {
     yield* reads.jobsIn(this.db, this.runId, state);
   }
 
+  /** Id and estimated credits of every pending job, in manifest order (iterated lazily). */
+  *pendingCredits(): IterableIterator<[string, number | null]> {
+    yield* reads.pendingCredits(this.db, this.runId);
+  }
+
   /** Every job of the run, in manifest order. */
   *allJobs(): IterableIterator<JobRow> {
     yield* reads.allJobs(this.db, this.runId);

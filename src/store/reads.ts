@@ -132,6 +132,11 @@ export function jobsIn(db: Database.Database, runId: number, state: JobState): I
   return mapRows(rows, jobRow);
 }
 
+/** Id and estimated credits of the pending jobs, in manifest order (iterated lazily; `--only`/`--limit` choose from these). */
+export function pendingCredits(db: Database.Database, runId: number): IterableIterator<[string, number | null]> {
+  return db.prepare(`SELECT id, estimated_credits FROM jobs WHERE run_id = ? AND state = 'pending' ORDER BY seq`).raw(true).iterate(runId) as IterableIterator<[string, number | null]>;
+}
+
 /** Every job of the run, in manifest order. */
 export function allJobs(db: Database.Database, runId: number): IterableIterator<JobRow> {
   return mapRows(db.prepare(`SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).raw(true).iterate(runId), jobRow);

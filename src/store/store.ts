@@ -285,6 +285,20 @@ export class Store extends StoreQueries {
     )();
   }
 
+  /**
+   * `run --redo`: a failed or expired job goes back to pending to be sent again with the spec it has. Its task
+   * id, result and file rows are cleared (the engine moves its files on disk aside: previous.ts); `attempts`
+   * keeps counting. Jobs skipped because of it come back to pending too (graph.drainRevived), unless another
+   * parent of theirs still ended without results (then they are skipped again, naming it: graph.drainSkipped).
+   */
+  redo(jobId: string, from: 'failed' | 'expired', note: string): void {
+    const clear: JobPatch = { task_id: null, submitted_input: null, submitted_at: null, finished_at: null, expires_at: null, result: null, last_error: note };
+    this.transition(jobId, from, 'pending', clear, () => {
+      this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, jobId);
+      this.graph.revive(jobId, from);
+    });
+  }
+
   // ---- transitions ----
 
   /**

@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { ChatClient, ServiceClient, UploadLimiter, redact, serviceConfigFromEnv, withRetry } from '../../client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../../download/index.js';
-import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
+import { EventBus, parseOnly, parseRedo, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
 import { UsageError } from '../../errors.js';
 import { defaultBookPath, loadPriceFile, observedPrices, PriceBook } from '../../pricing/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
@@ -39,6 +39,11 @@ export interface RunFlags {
   timeScale?: number;
   /** Seconds: the total deadline of one API request (also GENBATCH_REQUEST_TIMEOUT). */
   requestTimeout?: number;
+  /** --redo failed,expired */
+  redo?: string;
+  /** --only, each value as given (may be a comma list). */
+  only?: string[];
+  limit?: number;
 }
 
 /** Default output folder: `<manifest dir>/genbatch-out/<manifest name>/`. */
@@ -72,12 +77,29 @@ function checkCallbackUrl(value: string): void {
   }
 }
 
+/**
+ * The command that runs this run again (the end-of-run summary adds `--redo failed`): the manifest and the
+ * options that say where the run is (output folder, state file, service).
+ */
+function againCommand(manifest: string, flags: RunFlags): string {
+  const q = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+  const parts = ['genbatch run', q(manifest)];
+  if (flags.sandbox) parts.push('--sandbox');
+  if (flags.out !== undefined) parts.push('--out', q(flags.out));
+  if (flags.state !== undefined) parts.push('--state', q(flags.state));
+  if (flags.baseUrl !== undefined) parts.push('--base-url', q(flags.baseUrl));
+  return parts.join(' ');
+}
+
 export default async function run(manifest: string, flags: RunFlags): Promise<number> {
   ignoreBrokenPipe();
   if (flags.callbackUrl && !flags.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
   if (flags.callbackUrl !== undefined) checkCallbackUrl(flags.callbackUrl);
   if (flags.listen !== undefined) (await import('../../engine/callbacks.js')).parseListen(flags.listen);
   if (flags.concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${flags.concurrency}`);
+  const redo = flags.redo !== undefined ? parseRedo(flags.redo) : [];
+  const only = flags.only && flags.only.length > 0 ? parseOnly(flags.only) : null;
+  if (flags.limit !== undefined && flags.limit < 1) throw new UsageError(`--limit expects an integer >= 1, got ${flags.limit}`);
   const outDir = resolve(flags.out ?? defaultOutDir(manifest));
   const statePath = resolve(flags.state ?? join(outDir, 'state.db'));
   const timeScale = flags.timeScale ?? (flags.sandbox ? SANDBOX_TIME_SCALE : 1);
@@ -100,7 +122,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   }
 
   const bus = new EventBus();
-  const stopProgress = attachProgress(bus, { json: flags.json === true, tty: process.stderr.isTTY === true && flags.json !== true });
+  const stopProgress = attachProgress(bus, { json: flags.json === true, tty: process.stderr.isTTY === true && flags.json !== true, again: againCommand(manifest, flags) });
   // The report writers are loaded once the run has work to do, not when the reports are written: a run can last
   // hours, and a rebuild or upgrade of genbatch meanwhile replaces dist/bundle/ (chunks under new hashed names),
   // so a chunk first imported at the end would be gone. A run that changes nothing still never loads them.
@@ -200,6 +222,9 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       userPrices,
       // Prices observed on the account (genbatch prices probe), for this service; none for an in-process sandbox.
       observedPrices: flags.sandbox ? null : observedPrices(priceFile.book ?? PriceBook.load(defaultBookPath()), baseUrl),
+      redo,
+      only,
+      limit: flags.limit ?? null,
       signal: controller.signal,
       events: bus,
       writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),

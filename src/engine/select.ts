@@ -1,0 +1,163 @@
+import { UsageError } from '../errors.js';
+import type { Store } from '../store/index.js';
+import type { EngineEvent } from './events.js';
+
+/**
+ * Which jobs a run sends: `--redo` (finished jobs sent again) and `--only` / `--limit` (a subset of the
+ * pending jobs; the rest stay pending for a later run).
+ *
+ *   --redo failed,expired  the jobs that ended in these states go back to pending (Store.redo), with
+ *                          the jobs a job graph skipped because of them; with --only, only those it names
+ *   --only <id|glob>       pending jobs whose id matches (`*` any run of characters, `?` one character;
+ *                          repeatable and comma separated); a pattern that matches no job is a usage error
+ *   --limit N              at most N of them, in manifest order
+ *
+ * Job graphs: a chosen job whose parents are pending takes those parents (and theirs) along, since it
+ * cannot run without them; they count towards --limit (a job whose needs do not fit is left for a later
+ * run). The children a chosen for_each job makes run with it (they are not counted).
+ */
+
+/** The states `--redo` takes. A later state (e.g. `rejected`) is one more entry here and one more move in Store.redo. */
+export const REDO_VALUES = ['failed', 'expired'] as const;
+export type RedoState = (typeof REDO_VALUES)[number];
+
+/** `--redo failed,expired`: the states named (each once, in the order of REDO_VALUES); a usage error for an unknown one. */
+export function parseRedo(value: string): RedoState[] {
+  const names = value.split(',').map((s) => s.trim());
+  const unknown = names.filter((n) => !(REDO_VALUES as readonly string[]).includes(n));
+  if (unknown.length > 0 || names.length === 0) {
+    throw new UsageError(`--redo expects a comma list of ${REDO_VALUES.join(', ')}, got "${value}" (${unknown.map((u) => (u === '' ? 'an empty value' : `"${u}"`)).join(', ')} is not one of them)`);
+  }
+  return REDO_VALUES.filter((v) => names.includes(v));
+}
+
+/** The patterns of every `--only` (each may be a comma list), trimmed; a usage error for an empty one. */
+export function parseOnly(values: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const v of values) {
+    for (const p of v.split(',').map((s) => s.trim())) {
+      if (p === '') throw new UsageError(`--only expects job ids or globs (comma separated), got "${v}" (an empty pattern)`);
+      if (!out.includes(p)) out.push(p);
+    }
+  }
+  return out;
+}
+
+/** A test for one `--only` pattern: the whole id, `*` any run of characters (also none), `?` one character. */
+export function globTest(pattern: string): (id: string) => boolean {
+  if (!/[*?]/.test(pattern)) return (id) => id === pattern;
+  const source = pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[\\s\\S]*').replace(/\?/g, '[\\s\\S]');
+  const re = new RegExp(`^${source}$`, 'u');
+  return (id) => re.test(id);
+}
+
+/**
+ * A test for the ids the `--only` patterns name. Every pattern must match a job of the run (any state):
+ * otherwise a usage error naming each pattern that matches none.
+ */
+export function onlyMatcher(store: Store, patterns: readonly string[]): (id: string) => boolean {
+  const tests = patterns.map(globTest);
+  const used = new Array<boolean>(patterns.length).fill(false);
+  let left = patterns.length;
+  for (const row of store.summaryRows()) {
+    for (let i = 0; i < tests.length && left > 0; i++) {
+      if (!used[i] && tests[i]!(row.id)) {
+        used[i] = true;
+        left--;
+      }
+    }
+    if (left === 0) break;
+  }
+  const none = patterns.filter((_, i) => !used[i]);
+  if (none.length > 0) throw new UsageError(`--only ${none.map((p) => `"${p}"`).join(', ')} ${none.length === 1 ? 'matches' : 'match'} no job of the manifest`);
+  return (id) => tests.some((t) => t(id));
+}
+
+/**
+ * `--redo`: every job in one of `states` (and named by `match`, when given) goes back to pending, as its own
+ * transaction. Emits the job events (the job, then the jobs of a graph brought back or skipped again).
+ * Returns the ids sent again.
+ */
+export function redoJobs(store: Store, states: readonly RedoState[], match: ((id: string) => boolean) | null, emit: (e: EngineEvent) => void): string[] {
+  const out: string[] = [];
+  for (const state of states) {
+    // Read first: the store is not read and written at once.
+    const rows = [...store.jobsIn(state)].filter((r) => match === null || match(r.id));
+    for (const row of rows) {
+      store.redo(row.id, state, `sent again (--redo ${state}); it had ${state}${row.last_error ? `: ${row.last_error}` : ''}`.slice(0, 2000));
+      out.push(row.id);
+      emit({ type: 'job', id: row.id, from: state, to: 'pending', error: null });
+      for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending', error: null });
+      for (const s of store.graph.drainSkipped()) emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', error: s.reason });
+    }
+  }
+  return out;
+}
+
+/** The pending jobs this run sends (--only, --limit), and what it leaves pending. */
+export interface Selection {
+  /** Ids of the pending jobs chosen, with the pending jobs they need (job graphs). */
+  ids: Set<string>;
+  /** How many of `ids` were taken only because a chosen job needs them. */
+  needed: number;
+  /** Pending jobs left for a later run: how many, and their known credits and count of unknown price. */
+  leftOut: { jobs: number; known: number; unknown: number };
+  /** Known credits and count of unknown price of the jobs chosen. */
+  estimate: { known: number; unknown: number };
+}
+
+/**
+ * Choose the pending jobs to send: those `match` names (all when null), in manifest order, each with the
+ * pending jobs it needs (its pending parents, theirs, ...), at most `limit` in all (a job whose needs do
+ * not fit is passed over). Call after the sync, --redo and the graph's settle.
+ */
+export function selectPending(store: Store, match: ((id: string) => boolean) | null, limit: number | null): Selection {
+  const ids = new Set<string>();
+  const estimate = { known: 0, unknown: 0 };
+  const take = (id: string, credits: number | null) => {
+    ids.add(id);
+    if (credits === null) estimate.unknown++;
+    else estimate.known += credits;
+  };
+  let needed = 0;
+  if (!store.graph.any()) {
+    // No job graph: one pass in manifest order, ended as soon as the limit is reached.
+    for (const [id, credits] of store.pendingCredits()) {
+      if (limit !== null && ids.size >= limit) break;
+      if (match === null || match(id)) take(id, credits);
+    }
+  } else {
+    // Read first: the parents are read from the store while choosing.
+    const pending = new Map(store.pendingCredits());
+    for (const [id, credits] of pending) {
+      if (limit !== null && ids.size >= limit) break;
+      if (ids.has(id) || (match !== null && !match(id))) continue;
+      const need = pendingAncestors(store, id, pending, ids);
+      if (limit !== null && ids.size + need.length + 1 > limit) continue;
+      for (const a of need) take(a, pending.get(a) ?? null);
+      needed += need.filter((a) => match === null || !match(a)).length;
+      take(id, credits);
+    }
+  }
+  const all = store.pendingEstimate();
+  const leftOut = { jobs: store.counts().pending - ids.size, known: all.known - estimate.known, unknown: all.unknown - estimate.unknown };
+  return { ids, needed, leftOut, estimate };
+}
+
+/** The pending ancestors of `id` not chosen yet (a job runs only once its parents are done). */
+function pendingAncestors(store: Store, id: string, pending: ReadonlyMap<string, unknown>, chosen: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  const seen = new Set([id]);
+  const queue = [id];
+  while (queue.length > 0) {
+    for (const parent of store.graph.parentsOf(queue.shift()!)) {
+      if (seen.has(parent)) continue;
+      seen.add(parent);
+      // Done or in flight: it needs nothing more from this run's choice (an in-flight job finishes in any run).
+      if (!pending.has(parent)) continue;
+      queue.push(parent);
+      if (!chosen.has(parent)) out.push(parent);
+    }
+  }
+  return out;
+}
