@@ -19,11 +19,11 @@ let work: { dir: string; cleanup: () => void };
 let project: string;
 let packed: string[];
 
-function sh(cmd: string, args: string[], cwd: string): { code: number | null; out: string } {
+function sh(cmd: string, args: string[], cwd: string): { code: number | null; out: string; stdout: string } {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('GENBATCH_') && !k.startsWith('VITEST') && !k.startsWith('npm_')) env[k] = v;
   const r = spawnSync(cmd, args, { cwd, env: { ...env, NO_COLOR: '1' }, encoding: 'utf8', timeout: 120_000 });
-  return { code: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
+  return { code: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}`, stdout: r.stdout ?? '' };
 }
 
 beforeAll(() => {
@@ -43,7 +43,7 @@ beforeAll(() => {
   writeFileSync(join(stage, 'test', 'a.test.ts'), 'x');
   const pack = sh('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work.dir], stage);
   if (pack.code !== 0) throw new Error(`npm pack failed: ${pack.out}`);
-  const info = JSON.parse(pack.out.slice(pack.out.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  const info = JSON.parse(pack.stdout.slice(pack.stdout.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
   packed = info[0]!.files.map((f) => f.path);
 
   // The user's empty project, with the tarball unpacked as npm installs it.
