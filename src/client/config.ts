@@ -8,10 +8,11 @@ export interface ServiceConfig {
 /**
  * Key and base URL for commands that talk to the service: the key only from
  * GENBATCH_API_KEY (never a flag, so it stays out of shell history and `ps`),
- * the base URL from --base-url or else GENBATCH_BASE_URL.
+ * the base URL from --base-url or else GENBATCH_BASE_URL. The library API may pass
+ * `apiKey` (a program's own setting, not a command line): it wins over the variable.
  */
-export function serviceConfigFromEnv(opts: { baseUrl?: string }, env: NodeJS.ProcessEnv = process.env): ServiceConfig {
-  const apiKey = env.GENBATCH_API_KEY?.trim();
+export function serviceConfigFromEnv(opts: { baseUrl?: string; apiKey?: string }, env: NodeJS.ProcessEnv = process.env): ServiceConfig {
+  const apiKey = (opts.apiKey ?? env.GENBATCH_API_KEY)?.trim();
   if (!apiKey) throw new UsageError('GENBATCH_API_KEY is not set: export your API key in this variable');
   const baseUrl = (opts.baseUrl ?? env.GENBATCH_BASE_URL ?? '').trim();
   if (!baseUrl) throw new UsageError('no service base URL: pass --base-url URL or set GENBATCH_BASE_URL');

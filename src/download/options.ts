@@ -1,5 +1,5 @@
 /** The downloader's options, result and size limits (used by every path: download.ts, whole.ts, stream.ts). */
-import type { Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { DownloadPace } from './pace.js';
 
 /** Default cap on one downloaded file. */
@@ -24,7 +24,7 @@ export interface DownloadOptions {
   /** Refuse bodies larger than this (default 2 GiB). */
   maxBytes?: number;
   signal?: AbortSignal;
-  /** undici dispatcher (Agent, Pool with timeouts...). Default: undici's global dispatcher. */
+  /** undici dispatcher (Agent, Pool with timeouts...). Default: ownDispatcher(). */
   dispatcher?: Dispatcher;
   /** `dir` exists already (the caller made it): no mkdir. */
   dirExists?: boolean;
@@ -56,4 +56,16 @@ export interface DownloadResult {
   reused: boolean;
   /** The requested name held a different file, so `name (n).ext` was used instead. */
   renamed: boolean;
+}
+
+let own: Agent | null = null;
+/**
+ * The dispatcher of downloads given none: one Agent of genbatch's undici, made on first use. Not undici's
+ * global dispatcher: that one is shared by the whole process (under a Symbol.for key), and Node's built-in
+ * fetch sets it to an Agent of the undici bundled in Node when it is first loaded (by a fetch() call, or the
+ * sandbox's server) before genbatch's undici is; on Node 22 that Agent refuses our handlers ("invalid onError
+ * method"), so every download of a library user who had started the sandbox or called fetch() first failed.
+ */
+export function ownDispatcher(): Dispatcher {
+  return (own ??= new Agent());
 }

@@ -7,7 +7,7 @@ import { fsyncFd, removeQuietly, tmpSuffix, writeAllV } from './fileops.js';
 import { MAX_REDIRECTS, asNetworkError, discard, header, mediaType, parseHttpUrl, shown } from './http.js';
 import { retryAfterMs } from '../client/http.js';
 import { safeJoin } from './names.js';
-import { SMALL_BODY, type DownloadOptions, type DownloadResult } from './options.js';
+import { SMALL_BODY, ownDispatcher, type DownloadOptions, type DownloadResult } from './options.js';
 import { commitWhole, place } from './place.js';
 
 /** The streaming path writes the body to the temporary file in batches of about this many bytes. */
@@ -23,7 +23,7 @@ async function get(start: URL, opts: DownloadOptions): Promise<{ url: URL; res: 
         method: 'GET',
         headers: { 'accept-encoding': 'identity' },
         signal: opts.signal ?? null,
-        ...(opts.dispatcher ? { dispatcher: opts.dispatcher } : {}),
+        dispatcher: opts.dispatcher ?? ownDispatcher(),
       });
     } catch (err) {
       throw asNetworkError(err, url, 'request');

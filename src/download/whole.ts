@@ -1,12 +1,12 @@
 /** The whole-body path: `file_size` at most SMALL_BODY, read through one undici dispatch with a small handler. */
 import { createHash, type Hash } from 'node:crypto';
-import { errors as undiciErrors, getGlobalDispatcher, type Dispatcher } from 'undici';
+import { errors as undiciErrors, type Dispatcher } from 'undici';
 import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
 import { tmpSuffix } from './fileops.js';
 import { MAX_REDIRECTS, asNetworkError, header, mediaType, parseHttpUrl, shown } from './http.js';
 import { retryAfterMs } from '../client/http.js';
 import { safeJoin } from './names.js';
-import type { DownloadOptions, DownloadResult } from './options.js';
+import { ownDispatcher, type DownloadOptions, type DownloadResult } from './options.js';
 import { commitWhole } from './place.js';
 
 /** What one GET of the whole-body path gave: a redirect to follow, or a complete checked body. */
@@ -148,7 +148,7 @@ class WholeBody implements Dispatcher.DispatchHandler {
 function getWholeOnce(url: URL, expected: number, maxBytes: number, opts: DownloadOptions): Promise<WholeOutcome> {
   return new Promise((resolve, reject) => {
     const handler = new WholeBody(url, expected, maxBytes, opts.signal ?? null, resolve, reject);
-    (opts.dispatcher ?? getGlobalDispatcher()).dispatch(
+    (opts.dispatcher ?? ownDispatcher()).dispatch(
       { origin: url.origin, path: url.search ? `${url.pathname}${url.search}` : url.pathname, method: 'GET', headers: { 'accept-encoding': 'identity' } },
       handler,
     );

@@ -1,4 +1,4 @@
-import type { JobState } from '../store/index.js';
+import type { JobState } from '../store/states.js';
 
 /**
  * Everything the engine reports, as one union. Progress bars, plain progress

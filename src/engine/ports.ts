@@ -1,6 +1,6 @@
 /**
  * What the engine needs from the service client and the downloader, as small
- * interfaces. src/cli/commands/run.ts wires the real ServiceClient and
+ * interfaces. src/api/run.ts wires the real ServiceClient and
  * downloadFile; retries live in the client (one retry layer), never here.
  */
 

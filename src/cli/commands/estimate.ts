@@ -1,7 +1,7 @@
-import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../../client/index.js';
+import { estimateManifest, type EstimateResult } from '../../api/estimate.js';
+import { serviceConfigFromEnv, type ServiceConfig } from '../../client/index.js';
 import { EXIT, UsageError } from '../../errors.js';
-import { openManifest } from '../../manifest/index.js';
-import { checkUserPrices, defaultBookPath, estimate, loadPriceFile, observedPrices, PriceBook, unknownPriceModels, unknownPriceWarning, type Estimate, type JobEstimate, type ModelTotal, type UserPrices } from '../../pricing/index.js';
+import { unknownPriceWarning, type JobEstimate } from '../../pricing/index.js';
 import { write, writeProblems } from './validate.js';
 
 /**
@@ -10,7 +10,7 @@ import { write, writeProblems } from './validate.js';
  * counted as 0; user-supplied prices labelled. Online, compares with the
  * balance. Exit 2 for an invalid manifest (problems on stderr, as validate),
  * 3 when the known total exceeds the balance or the manifest's budget, else 0.
- * User prices: the manifest's `pricing:` block, then the --prices file (wins per model).
+ * The work is src/api/estimate.ts (the library's estimate()); this prints it.
  */
 
 interface Options {
@@ -26,74 +26,29 @@ const UNKNOWN_IDS_SHOWN = 20;
 
 export default async function estimateCommand(manifestPath: string, opts: Options): Promise<number> {
   const config: ServiceConfig | null = opts.offline ? null : configOrHint(opts.baseUrl);
-  const file = opts.prices ? await loadPriceFile(opts.prices) : { user: null, book: null };
-  const fileP = file.user;
-  // Prices observed on the account (genbatch prices probe): from a --prices book, else the user's price book.
-  const service = config?.baseUrl ?? opts.baseUrl ?? process.env.GENBATCH_BASE_URL ?? null;
-  const observed = service ? observedPrices(file.book ?? PriceBook.load(defaultBookPath()), service) : null;
-  const manifest = await openManifest(manifestPath);
-  checkUserPrices(manifest.pricing, `${manifestPath}: pricing`);
-  const userPrices: UserPrices | null = manifest.pricing || fileP ? { ...(manifest.pricing ?? {}), ...(fileP ?? {}) } : null;
-
+  const service = opts.baseUrl ?? process.env.GENBATCH_BASE_URL;
   const shown: JobEstimate[] = [];
-  const est = await estimate(manifest.jobs(), userPrices, {
+  const out = await estimateManifest(manifestPath, config, {
+    ...(opts.prices !== undefined ? { prices: opts.prices } : {}),
     keepJobs: opts.json === true,
-    observed,
+    ...(service ? { service } : {}),
     onJob: (j) => {
       if (!opts.json && shown.length < TABLE_ROWS) shown.push(j);
     },
   });
-  const problems = [...manifest.problems, ...est.problems];
-  if (problems.length > 0) {
-    await writeProblems(problems);
+  if (out.estimate === null) {
+    await writeProblems(out.problems);
     return EXIT.usage;
   }
-
-  let balance: number | null = null;
-  if (config) {
-    const client = new ServiceClient({ ...config, policy: { baseMs: 500, maxMs: 5_000, maxAttempts: 4 } });
-    try {
-      balance = await client.balance();
-    } finally {
-      await client.close();
-    }
-  }
-  const overBalance = balance !== null && est.total_credits > balance;
-  const overBudget = manifest.budget !== null && est.total_credits > manifest.budget;
-  const unusedUserPrices = Object.keys(userPrices ?? {}).filter((m) => {
-    const t = est.per_model[m];
-    return t !== undefined && t.user_jobs === 0 && t.unknown_jobs === 0;
-  });
-  const unknownModels = unknownPriceModels(userPrices, Object.keys(est.per_model));
-  for (const m of unknownModels) await write(process.stderr, `genbatch: ${unknownPriceWarning(m)}\n`);
-
-  if (opts.json) {
-    await write(
-      process.stdout,
-      JSON.stringify({
-        total_credits: est.total_credits,
-        unknown_price_jobs: est.unknown_price_jobs,
-        unknown_count_jobs: est.unknown_count_jobs,
-        balance,
-        affordable: balance === null ? null : !overBalance,
-        budget: manifest.budget,
-        within_budget: manifest.budget === null ? null : !overBudget,
-        user_supplied_credits: est.user_supplied_credits,
-        observed_credits: est.observed_credits,
-        user_prices_unused: unusedUserPrices,
-        user_prices_unknown_models: unknownModels,
-        jobs_count: est.jobs_count,
-        per_model: Object.fromEntries(Object.entries(est.per_model).map(([m, t]) => [m, { ...t, source: modelSource(t) }])),
-        jobs: (est.jobs ?? []).map((j) => ({ id: j.id, model: j.model, credits: j.credits, source: j.source, basis: j.basis, ...(j.children !== undefined ? { children: j.children } : {}) })),
-      }) + '\n',
-    );
-  } else {
-    await write(process.stdout, humanReport(manifestPath, est, shown, balance, manifest.budget, unusedUserPrices));
-  }
-  return overBalance || overBudget ? EXIT.budget : EXIT.ok;
+  const est = out.estimate;
+  for (const m of est.user_prices_unknown_models) await write(process.stderr, `genbatch: ${unknownPriceWarning(m)}\n`);
+  if (opts.json) await write(process.stdout, JSON.stringify(est) + '\n');
+  else await write(process.stdout, humanReport(manifestPath, est, shown));
+  return est.affordable === false || est.within_budget === false ? EXIT.budget : EXIT.ok;
 }
 
-function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance: number | null, budget: number | null, unusedUserPrices: string[]): string {
+function humanReport(path: string, est: EstimateResult, shown: JobEstimate[]): string {
+  const { balance, budget, user_prices_unused: unusedUserPrices } = est;
   const out: string[] = [];
   const plural = (n: number, w: string) => `${n} ${w}${n === 1 ? '' : 's'}`;
   out.push(`${path}: ${plural(est.jobs_count, 'job')}`, '');
@@ -149,12 +104,6 @@ function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance:
 /** How a job's price source is shown in the table. */
 const SOURCE_WORD: Readonly<Record<JobEstimate['source'], string>> = { contract: 'published', user: 'yours', observed: 'observed', unknown: 'unknown' };
 
-/** One word for the prices of a model's jobs: the one source they share, or "mixed". */
-function modelSource(t: ModelTotal): string {
-  const contract = t.known_jobs - t.user_jobs - t.observed_jobs;
-  const sources = [contract > 0 ? 'published' : '', t.user_jobs > 0 ? 'yours' : '', t.observed_jobs > 0 ? 'observed' : '', t.unknown_jobs > 0 ? 'unknown' : ''].filter(Boolean);
-  return sources.length === 1 ? sources[0]! : 'mixed';
-}
 
 function configOrHint(baseUrl: string | undefined): ServiceConfig {
   try {

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { Store, type RunRow } from '../../store/index.js';
-import { defaultOutDir } from './run.js';
+import { defaultOutDir } from '../../api/paths.js';
 
 /**
  * Open the state file named by --state, else `<--out>/state.db`, else the manifest's

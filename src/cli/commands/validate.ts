@@ -1,5 +1,5 @@
+import { validate as validateManifest } from '../../api/validate.js';
 import { EXIT, formatProblem, type Problem } from '../../errors.js';
-import { validateManifest } from '../../manifest/index.js';
 
 /**
  * `genbatch validate <manifest> [--json]`: exit 0 and a one-line summary on
@@ -9,9 +9,9 @@ import { validateManifest } from '../../manifest/index.js';
  */
 export default async function validate(manifest: string, opts: { json?: boolean }): Promise<number> {
   const result = await validateManifest(manifest);
-  const valid = result.problems.length === 0;
+  const valid = result.valid;
   if (opts.json) {
-    await write(process.stdout, JSON.stringify({ valid, jobs: result.jobs, problems: result.problems }) + '\n');
+    await write(process.stdout, JSON.stringify(result) + '\n');
     return valid ? EXIT.ok : EXIT.usage;
   }
   if (valid) {

@@ -1,0 +1,128 @@
+import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../client/index.js';
+import { ManifestError, type Problem } from '../errors.js';
+import { openManifest } from '../manifest/index.js';
+import { checkUserPrices, defaultBookPath, estimate as priceJobs, loadPriceFile, observedPrices, PriceBook, unknownPriceModels, type JobEstimate, type ModelTotal, type UserPrices } from '../pricing/index.js';
+
+/**
+ * The estimate of a manifest: credits per job, per model and in total (unknown prices listed apart, never
+ * counted as 0), compared with the balance unless offline, and with the manifest's budget. The same object
+ * `genbatch estimate --json` prints. User prices: the manifest's `pricing:` block, then the prices file (wins per model).
+ */
+
+export interface EstimateOptions {
+  /** Do not read the balance (no key or base URL needed). Default false. */
+  offline?: boolean;
+  /** A prices file (YAML or JSON: model id -> credits), as `--prices`. */
+  prices?: string;
+  /** Service base URL; default $GENBATCH_BASE_URL. */
+  baseUrl?: string;
+  /** API key; default $GENBATCH_API_KEY. */
+  apiKey?: string;
+}
+
+export interface EstimateResult {
+  /** Sum of the known prices. */
+  total_credits: number;
+  /** Valid jobs whose price is unknown (not counted in the total). */
+  unknown_price_jobs: string[];
+  /** for_each jobs whose children have a price but whose count is decided at run time. */
+  unknown_count_jobs: string[];
+  /** null when offline. */
+  balance: number | null;
+  /** null when offline. */
+  affordable: boolean | null;
+  /** The manifest's `budget:`, or null. */
+  budget: number | null;
+  within_budget: boolean | null;
+  /** Part of total_credits from user-supplied prices. */
+  user_supplied_credits: number;
+  /** Part of total_credits from prices observed on the account (`genbatch prices probe`). */
+  observed_credits: number;
+  /** User-supplied prices of models the service prices itself for every job (not used). */
+  user_prices_unused: string[];
+  /** User-supplied prices naming no known model and no job. */
+  user_prices_unknown_models: string[];
+  jobs_count: number;
+  /** Per model; `source`: published, yours, observed, unknown, or mixed. */
+  per_model: Record<string, ModelTotal & { source: string }>;
+  /** Every job in manifest order (an empty list when `keepJobs` was false). */
+  jobs: JobEstimate[];
+}
+
+/** The estimate, or the problems when some job is invalid (the balance is then not read). */
+export type EstimateOutcome = { estimate: EstimateResult; problems: [] } | { estimate: null; problems: Problem[] };
+
+/**
+ * Estimate a manifest with the service named by `config` (null: offline). `keepJobs` lists every job in the
+ * result; `onJob` sees each priced job as it streams by. Manifest problems are returned, not thrown.
+ */
+export async function estimateManifest(
+  manifestPath: string,
+  config: ServiceConfig | null,
+  opts: { prices?: string; keepJobs?: boolean; onJob?: (job: JobEstimate) => void; service?: string } = {},
+): Promise<EstimateOutcome> {
+  const file = opts.prices ? await loadPriceFile(opts.prices) : { user: null, book: null };
+  const fileP = file.user;
+  // Prices observed on the account (genbatch prices probe): from a --prices book, else the user's price book.
+  const service = config?.baseUrl ?? opts.service ?? null;
+  const observed = service ? observedPrices(file.book ?? PriceBook.load(defaultBookPath()), service) : null;
+  const manifest = await openManifest(manifestPath);
+  checkUserPrices(manifest.pricing, `${manifestPath}: pricing`);
+  const userPrices: UserPrices | null = manifest.pricing || fileP ? { ...(manifest.pricing ?? {}), ...(fileP ?? {}) } : null;
+  const est = await priceJobs(manifest.jobs(), userPrices, { keepJobs: opts.keepJobs === true, observed, ...(opts.onJob ? { onJob: opts.onJob } : {}) });
+  const problems = [...manifest.problems, ...est.problems];
+  if (problems.length > 0) return { estimate: null, problems };
+
+  let balance: number | null = null;
+  if (config) {
+    const client = new ServiceClient({ ...config, policy: { baseMs: 500, maxMs: 5_000, maxAttempts: 4 } });
+    try {
+      balance = await client.balance();
+    } finally {
+      await client.close();
+    }
+  }
+  const unused = Object.keys(userPrices ?? {}).filter((m) => {
+    const t = est.per_model[m];
+    return t !== undefined && t.user_jobs === 0 && t.unknown_jobs === 0;
+  });
+  return {
+    problems: [],
+    estimate: {
+      total_credits: est.total_credits,
+      unknown_price_jobs: est.unknown_price_jobs,
+      unknown_count_jobs: est.unknown_count_jobs,
+      balance,
+      affordable: balance === null ? null : est.total_credits <= balance,
+      budget: manifest.budget,
+      within_budget: manifest.budget === null ? null : est.total_credits <= manifest.budget,
+      user_supplied_credits: est.user_supplied_credits,
+      observed_credits: est.observed_credits,
+      user_prices_unused: unused,
+      user_prices_unknown_models: unknownPriceModels(userPrices, Object.keys(est.per_model)),
+      jobs_count: est.jobs_count,
+      per_model: Object.fromEntries(Object.entries(est.per_model).map(([m, t]) => [m, { ...t, source: modelSource(t) }])),
+      jobs: (est.jobs ?? []).map((j) => ({ id: j.id, model: j.model, credits: j.credits, source: j.source, basis: j.basis, ...(j.children !== undefined ? { children: j.children } : {}) })),
+    },
+  };
+}
+
+/** One word for the prices of a model's jobs: the one source they share, or "mixed". */
+function modelSource(t: ModelTotal): string {
+  const published = t.known_jobs - t.user_jobs - t.observed_jobs;
+  const sources = [published > 0 ? 'published' : '', t.user_jobs > 0 ? 'yours' : '', t.observed_jobs > 0 ? 'observed' : '', t.unknown_jobs > 0 ? 'unknown' : ''].filter(Boolean);
+  return sources.length === 1 ? sources[0]! : 'mixed';
+}
+
+/**
+ * Estimate a manifest (every job listed). Throws ManifestError (with every problem) when a job is invalid,
+ * UsageError when the key or base URL is missing (unless offline) or the prices are unusable, ApiError or
+ * NetworkError when the balance cannot be read.
+ */
+export async function estimate(manifestPath: string, opts: EstimateOptions = {}): Promise<EstimateResult> {
+  const config = opts.offline ? null : serviceConfigFromEnv({ ...(opts.baseUrl !== undefined ? { baseUrl: opts.baseUrl } : {}), ...(opts.apiKey !== undefined ? { apiKey: opts.apiKey } : {}) });
+  const service = opts.baseUrl ?? process.env.GENBATCH_BASE_URL;
+  const out = await estimateManifest(manifestPath, config, { keepJobs: true, ...(opts.prices !== undefined ? { prices: opts.prices } : {}), ...(service ? { service } : {}) });
+  if (out.estimate === null) throw new ManifestError(out.problems);
+  return out.estimate;
+}

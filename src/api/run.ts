@@ -1,0 +1,274 @@
+import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import { join, resolve } from 'node:path';
+import { ChatClient, ServiceClient, UploadLimiter, redact, serviceConfigFromEnv, withRetry } from '../client/index.js';
+import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../download/index.js';
+import { EventBus, parseOnly, parseRedo, runEngine, type DownloadPort, type RedoState, type ServicePort } from '../engine/index.js';
+import type { EngineEvent } from '../engine/events.js';
+import { EXIT, UsageError } from '../errors.js';
+import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBook as Book } from '../pricing/index.js';
+import { defaultOutDir } from './paths.js';
+import type { JobState } from '../store/states.js';
+
+/**
+ * A whole run of a manifest, as `genbatch run` does it (the CLI calls this): validate, estimate and check the
+ * budget, upload, submit, wait, download, report, checkpointed in the state file. Calling it again with the
+ * same manifest and state resumes. Wires the HTTP client and the downloader into the engine's ports.
+ */
+
+/** Time scale of an in-process sandbox (0.02: a 15-60 s image takes 0.3-1.2 s). */
+export const SANDBOX_TIME_SCALE = 0.02;
+/** Credits of the fresh sandbox key (plenty for any demo). */
+export const SANDBOX_CREDITS = 1_000_000;
+
+export interface RunOptions {
+  /** Start the sandbox in this process with a fresh key and run against it (no key or base URL needed). */
+  sandbox?: boolean;
+  /** Output folder; default `<manifest dir>/genbatch-out/<manifest name>`. */
+  out?: string;
+  /** State file; default `<out>/state.db`. */
+  state?: string;
+  /** Submit requests in flight at once; default 8. */
+  concurrency?: number;
+  /** Proceed although some prices are unknown. Default false (the run is refused with a BudgetError). */
+  yes?: boolean;
+  /** Refuse when the known estimate exceeds this many credits. */
+  maxCredits?: number;
+  /** Service base URL; default $GENBATCH_BASE_URL. Ignored with `sandbox`. */
+  baseUrl?: string;
+  /** API key; default $GENBATCH_API_KEY. Ignored with `sandbox`. */
+  apiKey?: string;
+  /** A prices file (YAML or JSON: model id -> credits), as `--prices`. */
+  prices?: string;
+  /** Submits of unknown outcome: left `uncertain` (default) or sent again. */
+  uncertain?: 'skip' | 'resubmit';
+  /** Public URL that reaches the `listen` receiver (needs `listen`). */
+  callbackUrl?: string;
+  /** Start a callback receiver at HOST:PORT. */
+  listen?: string;
+  /** Scale every wait (default 1; 0.02 with `sandbox`). */
+  timeScale?: number;
+  /** Seconds: the total deadline of one API request (default 60, a chat call 300; or $GENBATCH_REQUEST_TIMEOUT). */
+  requestTimeout?: number;
+  /** Send again the jobs that ended in these states: a comma list or an array of `failed`, `expired`. */
+  redo?: string | readonly RedoState[];
+  /** Send only the pending jobs whose id matches one of these patterns (`*`, `?`; each may be a comma list). */
+  only?: readonly string[];
+  /** Send at most this many pending jobs. */
+  limit?: number;
+  /** Each engine event as it happens (the events `genbatch run --json` prints). Must not throw. */
+  onEvent?: (event: EngineEvent) => void;
+  /** Abort: stop submitting, finish what is in flight, write the reports; the outcome is then `interrupted`. */
+  signal?: AbortSignal;
+}
+
+/** How a run ended: every job done, some failed, work left for a later run, or stopped by the signal. */
+export type RunOutcomeName = 'done' | 'failed' | 'incomplete' | 'interrupted';
+
+export interface RunSummary {
+  outcome: RunOutcomeName;
+  /** The exit code `genbatch run` gives this outcome (0, 1, 4, or 130 for a signal aborted with reason 'SIGINT'). */
+  exitCode: number;
+  /** Jobs by state at the end. */
+  counts: Record<JobState, number>;
+  statusRequests: number;
+  outDir: string;
+  statePath: string;
+}
+
+/**
+ * The total deadline of one API request in ms: --request-timeout, else GENBATCH_REQUEST_TIMEOUT, else null
+ * (the clients' defaults: 60 s, a chat call 300 s). Seconds, fractions allowed, more than 0.
+ */
+export function requestTimeoutMs(flag: number | undefined, env: string | undefined): number | null {
+  const [value, name] = flag !== undefined ? [String(flag), '--request-timeout'] : [env, 'GENBATCH_REQUEST_TIMEOUT'];
+  if (value === undefined || value.trim() === '') return null;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name} expects a number of seconds > 0, got "${value}"`);
+  return Math.round(n * 1000);
+}
+
+/** --callback-url is the public base of the receiver: an absolute http(s) URL (each submit's URL is made from it). */
+function checkCallbackUrl(value: string): void {
+  let url: URL | null = null;
+  try {
+    url = new URL(value);
+  } catch {
+    url = null;
+  }
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new UsageError(`--callback-url expects an absolute http:// or https:// URL, got "${value}"`);
+  }
+}
+
+/**
+ * Run a manifest. Throws before anything is spent: ManifestError (invalid manifest), BudgetError (over budget,
+ * balance or maxCredits, or unknown prices without `yes`), UsageError (bad option, missing key or base URL, the
+ * state file held by a live run). Failed jobs are not errors: see the summary's outcome and counts.
+ */
+export async function run(manifest: string, o: RunOptions = {}): Promise<RunSummary> {
+  const concurrency = o.concurrency ?? 8;
+  if (o.callbackUrl && !o.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
+  if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
+  if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
+  const outDir = resolve(o.out ?? defaultOutDir(manifest));
+  const statePath = resolve(o.state ?? join(outDir, 'state.db'));
+  const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
+  if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
+  const redo = o.redo === undefined ? [] : typeof o.redo === 'string' ? parseRedo(o.redo) : parseRedo(o.redo.join(','));
+  const only = o.only && o.only.length > 0 ? parseOnly([...o.only]) : null;
+  if (o.limit !== undefined && (!Number.isInteger(o.limit) || o.limit < 1)) throw new UsageError(`--limit expects an integer >= 1, got ${o.limit}`);
+  const priceFile = o.prices ? await loadPriceFile(o.prices) : { user: null, book: null };
+  const userPrices = priceFile.user;
+  const requestMs = requestTimeoutMs(o.requestTimeout, process.env.GENBATCH_REQUEST_TIMEOUT);
+
+  let sandbox: { url: string; close(): Promise<void> } | null = null;
+  let baseUrl: string;
+  let apiKey: string;
+  if (o.sandbox) {
+    const { startSandbox } = await import('../sandbox/index.js');
+    apiKey = `sk-sandbox-${randomBytes(16).toString('hex')}`;
+    // Loopback callbacks allowed: with --listen, the receiver is on this machine.
+    sandbox = await startSandbox({ port: 0, keys: { [apiKey]: SANDBOX_CREDITS }, timeScale, allowLoopback: o.listen !== undefined });
+    baseUrl = sandbox.url;
+  } else {
+    ({ baseUrl, apiKey } = serviceConfigFromEnv({ ...(o.baseUrl !== undefined ? { baseUrl: o.baseUrl } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) }));
+  }
+  try {
+    const settings = { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs };
+    return await runAgainst(manifest, o, { ...settings, book: sandbox ? null : (priceFile.book ?? PriceBook.load(defaultBookPath())) });
+  } finally {
+    await sandbox?.close();
+  }
+}
+
+interface Settings {
+  outDir: string;
+  statePath: string;
+  timeScale: number;
+  concurrency: number;
+  userPrices: Record<string, number> | null;
+  baseUrl: string;
+  apiKey: string;
+  sandbox: boolean;
+  redo: RedoState[];
+  only: string[] | null;
+  /** The total deadline of one API request, ms; null: the clients' defaults. */
+  requestMs: number | null;
+  /** Prices observed on the account (none for an in-process sandbox, whose address is new each time). */
+  book: Book | null;
+}
+
+/** The run once the service is known: the clients, the engine's ports, the engine. */
+async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise<RunSummary> {
+  const { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey } = s;
+  const bus = new EventBus();
+  if (o.onEvent) bus.on(o.onEvent);
+  // The report writers are loaded once the run has work to do, not when the reports are written: a run can last
+  // hours, and a rebuild or upgrade of genbatch meanwhile replaces dist/bundle/ (chunks under new hashed names),
+  // so a chunk first imported at the end would be gone. A run that changes nothing still never loads them.
+  type ReportModule = typeof import('../report/index.js');
+  let reportModule: Promise<ReportModule> | null = null;
+  const loadReports = (): Promise<ReportModule> => (reportModule ??= import('../report/index.js'));
+  const FINAL: ReadonlySet<string> = new Set(['done', 'failed', 'uncertain', 'expired', 'skipped', 'exists']);
+  const offPreload = bus.on((e) => {
+    const work =
+      e.type === 'job' ||
+      (e.type === 'synced' && (e.new + e.changed + e.skipped > 0 || Object.entries(e.counts).some(([state, n]) => n > 0 && !FINAL.has(state))));
+    if (!work) return;
+    // A failed load is tried again by writeReports, which reports its error as before.
+    loadReports().catch(() => {
+      reportModule = null;
+    });
+    offPreload();
+  });
+  const client = new ServiceClient({
+    baseUrl,
+    apiKey,
+    policy: { baseMs: 1000 * timeScale, maxMs: Math.max(50, 60_000 * timeScale), maxAttempts: 10, jitter: 'full' },
+    // 5 uploads per 60 s per key; the window is taken 2% longer (+20 ms) so clock skew and
+    // request latency never make the service see a sixth upload inside its minute.
+    uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 61_200 * timeScale + 20 }),
+    statusRatePerSec: 10 / timeScale,
+    ...(s.requestMs !== null ? { timeouts: { requestMs: s.requestMs } } : {}),
+    onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
+  });
+  // Chat calls: same key, base URL and retry policy; retried like a GET (src/client/chat.ts).
+  const chatClient = new ChatClient({
+    baseUrl,
+    apiKey,
+    policy: client.policy,
+    ...(s.requestMs !== null ? { timeouts: { requestMs: s.requestMs } } : {}),
+    onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
+  });
+  const service: ServicePort = {
+    chat: (req, opts) => chatClient.call(req, opts),
+    // A stop never cuts a submit already sent: the run waits for its answer (task id recorded, not uncertain).
+    submit: (body, signal) => client.submit(body, signal ? { signal, keepIfSent: true } : {}),
+    status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
+    musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
+    balance: () => client.balance(),
+    uploadStream: (file, opts) => client.uploadStream(file, { fileName: opts.fileName, ...(opts.signal ? { signal: opts.signal } : {}) }),
+    uploadBase64: (data, opts) => client.uploadBase64(data, opts.signal ? { signal: opts.signal } : {}),
+    uploadUrl: (url, opts) => client.uploadUrl(url, opts.signal ? { signal: opts.signal } : {}),
+  };
+  // Downloads go through the client's one retry layer (GET: 429, 5xx, dropped and truncated bodies).
+  const download: DownloadPort = {
+    downloadFile: (d) =>
+      withRetry(() => downloadFile(d), {
+        policy: client.policy,
+        method: 'GET',
+        ...(d.signal ? { signal: d.signal } : {}),
+        onRetry: (info) => bus.emit({ type: 'retry', what: 'download', attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
+      }),
+    isGone,
+    cleanupPartials: (dir) => cleanupPartials(dir),
+    syncDir: (dir) => fsyncDir(dir),
+    sanitizeName: (name) => sanitizeName(name, 'job'),
+  };
+
+  // The engine listens to one signal of its own (every request in flight listens to it), aborted with the caller's reason.
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  const abort = () => controller.abort(o.signal?.reason);
+  if (o.signal?.aborted) abort();
+  else o.signal?.addEventListener('abort', abort, { once: true });
+  try {
+    const outcome = await runEngine({
+      manifestPath: manifest,
+      outDir,
+      statePath,
+      service,
+      download,
+      baseUrl,
+      sandbox: s.sandbox,
+      concurrency,
+      yes: o.yes === true,
+      maxCredits: o.maxCredits ?? null,
+      uncertain: o.uncertain ?? 'skip',
+      timeScale,
+      callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (text: string) => redact(text, apiKey) } : null,
+      userPrices,
+      observedPrices: s.book ? observedPrices(s.book, baseUrl) : null,
+      redo: s.redo,
+      only: s.only,
+      limit: o.limit ?? null,
+      signal: controller.signal,
+      events: bus,
+      writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),
+    });
+    return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
+  } finally {
+    o.signal?.removeEventListener('abort', abort);
+    await client.close();
+    await chatClient.close();
+  }
+}
+
+function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
+  if (aborted) return 'interrupted';
+  if (exitCode === EXIT.ok) return 'done';
+  if (exitCode === EXIT.jobsFailed) return 'failed';
+  return 'incomplete';
+}
