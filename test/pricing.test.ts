@@ -52,9 +52,9 @@ describe('estimate', () => {
     expect(est.total_credits).toBe(6 + 2 + 6 + 43.5);
     expect(est.user_supplied_credits).toBe(6);
     expect(est.unknown_price_jobs).toEqual(['d']);
-    expect(est.per_model['alpha-image-2']).toEqual({ jobs: 2, credits: 8, known_jobs: 2, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 0 });
-    expect(est.per_model['dream-4']).toEqual({ jobs: 1, credits: 6, known_jobs: 1, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 1 });
-    expect(est.per_model['kontext-pro']).toEqual({ jobs: 1, credits: null, known_jobs: 0, unknown_jobs: 1, unknown_count_jobs: 0, user_jobs: 0 });
+    expect(est.per_model['alpha-image-2']).toEqual({ jobs: 2, credits: 8, known_jobs: 2, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 0, observed_jobs: 0 });
+    expect(est.per_model['dream-4']).toEqual({ jobs: 1, credits: 6, known_jobs: 1, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 1, observed_jobs: 0 });
+    expect(est.per_model['kontext-pro']).toEqual({ jobs: 1, credits: null, known_jobs: 0, unknown_jobs: 1, unknown_count_jobs: 0, user_jobs: 0, observed_jobs: 0 });
     expect(est.jobs?.map((j) => [j.id, j.credits, j.source])).toEqual([
       ['a', 6, 'contract'],
       ['b', 2, 'contract'],
@@ -72,11 +72,11 @@ describe('estimate', () => {
       job('vendora/chat-5', { messages: [] }, 'chat', 'd'),
     ];
     const est = await estimate(jobs, null);
-    expect(est.per_model['dream-4']).toEqual({ jobs: 2, credits: null, known_jobs: 0, unknown_jobs: 2, unknown_count_jobs: 0, user_jobs: 0 });
+    expect(est.per_model['dream-4']).toEqual({ jobs: 2, credits: null, known_jobs: 0, unknown_jobs: 2, unknown_count_jobs: 0, user_jobs: 0, observed_jobs: 0 });
     expect(est.per_model['vendora/chat-5']?.credits).toBeNull();
     expect(JSON.parse(JSON.stringify(est.per_model))['kontext-pro'].credits).toBeNull();
     const mixed = await estimate([job('alpha-image-2', { prompt: 'x' }, 'submit', 'e'), ...jobs], { 'kontext-pro': 3 });
-    expect(mixed.per_model['kontext-pro']).toEqual({ jobs: 1, credits: 3, known_jobs: 1, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 1 });
+    expect(mixed.per_model['kontext-pro']).toEqual({ jobs: 1, credits: 3, known_jobs: 1, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 1, observed_jobs: 0 });
     expect(mixed.per_model['dream-4']?.credits).toBeNull();
     expect(mixed.total_credits).toBe(5);
   });

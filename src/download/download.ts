@@ -6,11 +6,10 @@
  * place.ts (moving a finished file into place), fileops.ts (synchronous file operations, fsync helpers).
  */
 import { mkdirSync } from 'node:fs';
-import { getGlobalDispatcher } from 'undici';
 import { ApiError, UnsafeResultError } from '../errors.js';
 import { parseHttpUrl } from './http.js';
 import { safeJoin, sanitizeName } from './names.js';
-import { DEFAULT_MAX_BYTES, SMALL_BODY, type DownloadOptions, type DownloadResult } from './options.js';
+import { DEFAULT_MAX_BYTES, SMALL_BODY, ownDispatcher, type DownloadOptions, type DownloadResult } from './options.js';
 import { DEFAULT_PACE, paced } from './pace.js';
 import { streamToFile } from './stream.js';
 import { whole } from './whole.js';
@@ -50,7 +49,7 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
   const name = sanitizeName(opts.name, 'file');
   safeJoin(opts.dir, name); // the cleaned name is a plain segment; this double-checks it
   if (!opts.dirExists) mkdirSync(opts.dir, { recursive: true });
-  const watched = { ...opts, dispatcher: paced(opts.dispatcher ?? getGlobalDispatcher(), { ...DEFAULT_PACE, ...opts.pace }) };
+  const watched = { ...opts, dispatcher: paced(opts.dispatcher ?? ownDispatcher(), { ...DEFAULT_PACE, ...opts.pace }) };
   if (expected !== null && expected <= SMALL_BODY && opts.stream !== true) return whole(startUrl, name, expected, maxBytes, watched);
   return streamToFile(startUrl, name, expected, maxBytes, watched);
 }
