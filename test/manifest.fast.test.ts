@@ -51,10 +51,19 @@ const VALUES = [
   'a b', 'a:b', 'a: b', 'a #c', '#c', '[1, 2]', '{a: 1}', '&x a', '*x', '!tag a', '|', '>', '@a', '`a', '%a', '-a', '?a', '"unclosed', "'unclosed",
   'NaN', 'Infinity', 'inf', 'nan', 'null_x', 'true1', 'Yes', 'ON', 'e3', 'x:', '0b1', '1_000', '2001-12-14', '12:30', 'a_b-c.d/e',
   '"a" ', ' "a"', '"\u0007bell"', '"\u2028sep"', '"\ufeffbom"', '"\u0085nel"', '"del\u007f"',
+  // Plain text, escapes and one-line flow collections (read by the fast path since it takes lists and flow values).
+  'a [b] {c}', 'a, b', "it's", 'a :b', '...', '.5', '.hidden', '1.', '1e', '0x', '0o8', 'a  b', '16:9', '2K', '2048x1536', './refs/cat.png', '/abs/x.png',
+  '"\\ud800"', '"\\x41"', '"\\/"', '"\\u00e9"', '"\\e"', '"a\\"', '"\\"', "'a''", '{a: 1,}', '[a, ]', '{a: b: c}', '{a:b}', '[a b, c]', '{"a": 1}', '{"a":1}',
+  '{"__proto__": 1}', '{a: null}', '[~]', '{a: 1} x', '[a, [b, [c]]]', '{a: "x, y"}', "{a: 'x'' y'}", '[-1, +1, 1.5]', '{a: .inf}', '[a, {b: c}]',
+  '[{a: 1}, {a: 2}]', '{a: 2K, b: 16:9}', '{a: x #c}', '{a: x}}', '[a]]', '{ a: 1 }', '[ ]', '{a: 1, a: 2}', '{a: [}', '{true: 1}', '{a: -}', '{a: [b, c], d: {e: "f"}}',
 ];
 
 const SAFE_KEYS = ['id', 'model', 'input', 'prompt', 'n', 'seed', 'quality', 'x_1', '_k'];
-const SAFE_VALUES = ['NaN', 'Infinity', 'Yes', 'a_b-c.d/e', '"Bench picture 1"', '"with # hash and: colon"', '""', "''", "'it''s'", '"unicode é ü 漢字"', 'alpha-image-2', 'b0', 'a.b/c_d', 'true', 'false', '0', '7', '-3', '12345678901234'];
+const SAFE_VALUES = [
+  'NaN', 'Infinity', 'Yes', 'a_b-c.d/e', '"Bench picture 1"', '"with # hash and: colon"', '""', "''", "'it''s'", '"unicode é ü 漢字"', 'alpha-image-2', 'b0', 'a.b/c_d', 'true', 'false', '0', '7', '-3', '12345678901234',
+  'A cat reading a newspaper', '16:9', '2K', '2048x1536', './refs/cat.png', "'Prompt 1: a \"quoted\" lighthouse, watercolor'", '"esc \\" \\\\ \\n \\t \\u00e9"',
+  '{prompt: "p", n: 2}', '[a, b]', '{a: [1, two], b: {c: x y}}', '[]', '{}', '["x.png", \'y.png\']',
+];
 
 function randomItem(r: () => number): string {
   const any = <T,>(list: readonly T[]): T => list[Math.floor(r() * list.length)] as T;
@@ -66,7 +75,13 @@ function randomItem(r: () => number): string {
   const keyCount = 1 + Math.floor(r() * 4);
   for (let i = 0; i < keyCount; i++) {
     const lead = i === 0 ? `${pad(base)}- ` : pad(base + 2 + (r() < 0.05 ? any([-1, 1]) : 0));
-    if (r() < 0.3) {
+    if (r() < 0.12) {
+      // A block list: at the key's indentation or deeper (sometimes odd), one value a line.
+      lines.push(`${lead}${pick(KEYS)}:`);
+      const at = base + 2 + any([0, 0, 2, 2, 1]);
+      const n = r() < 0.05 ? 0 : 1 + Math.floor(r() * 3);
+      for (let k = 0; k < n; k++) lines.push(`${pad(at + (r() < 0.03 ? 1 : 0))}- ${pick(VALUES)}`);
+    } else if (r() < 0.3) {
       lines.push(`${lead}${pick(KEYS)}:`);
       const inner = base + 2 + any([1, 2, 4]);
       const n = r() < 0.1 ? 0 : 1 + Math.floor(r() * 3);
@@ -109,17 +124,29 @@ describe('fastItem', () => {
 
   it('reads the usual job item, and declines the shapes it leaves to the library', () => {
     expect(fastItem('  - id: b0\n    model: alpha-image-2\n    input:\n      prompt: "Bench picture 0"\n      n: 2\n')).toStrictEqual({ id: 'b0', model: 'alpha-image-2', input: { prompt: 'Bench picture 0', n: 2 } });
+    // As the yaml package and PyYAML write a job list, and as a hand-written flow value.
+    expect(fastItem("  - id: job-1\n    model: alpha-image-2\n    input:\n      prompt: 'Prompt 1: a \"quoted\" lighthouse, watercolor'\n      size: 16:9\n      resolution: 2K\n      image_urls:\n      - ./refs/cat.png\n    needs:\n      - a")).toStrictEqual({
+      id: 'job-1',
+      model: 'alpha-image-2',
+      input: { prompt: 'Prompt 1: a "quoted" lighthouse, watercolor', size: '16:9', resolution: '2K', image_urls: ['./refs/cat.png'] },
+      needs: ['a'],
+    });
+    expect(fastItem('  - id: y1\n    input: {prompt: "prompt \\"1\\"", quality: low, size: "16:9", resolution: 2K, image_urls: [a.png, "b.png"]}')).toStrictEqual({
+      id: 'y1',
+      input: { prompt: 'prompt "1"', quality: 'low', size: '16:9', resolution: '2K', image_urls: ['a.png', 'b.png'] },
+    });
     for (const text of [
       '  - id: a\n    id: b', // duplicate key: the library reports it
       '  - id: a\n    input:', // null value
       '  - id: a\n    input:\n    model: m', // null value, then a sibling
       '  - id: a # comment',
       '  - id: a\n    # comment',
-      '  - id: a\n    tags:\n      - x',
       '  - {id: a}',
       '  - id: a\n     model: m', // odd indentation
       '  - id: a\n   model: m',
-      '  - id: "a\\nb"',
+      '  - id: "a\\xb"', // an escape JSON does not have
+      '  - id: a\n    tags:\n      - x: 1', // a list of mappings
+      '  - id: a\n    input: {prompt: "p",\n      n: 2}', // a flow value over two lines
       '  - __proto__: x',
       '  - input:\n      constructor: x',
       '  -\n    id: a',
