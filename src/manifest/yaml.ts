@@ -42,7 +42,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
   // 60 ms for 4,000 of them); nodes after them are numbered as in the file. A head with syntax errors is parsed
   // again with the blank lines (an error may sit at the end of the text, where no line maps back).
   let gap = split ? split.blankTo - split.blankFrom : 0;
-  let doc = parseDocument(split && gap > 0 ? headWithoutBlanks(split.head, split.blankFrom, split.blankTo) : (split?.head ?? text), { ...options, lineCounter: lc });
+  let doc = parseDocument(split && gap > 0 ? split.compactHead : (split?.head ?? text), { ...options, lineCounter: lc });
   if (split && gap > 0 && doc.errors.length > 0) {
     gap = 0;
     lc = new LineCounter();
@@ -129,12 +129,6 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
       }
     },
   };
-}
-
-/** `head` without its lines from index `from` up to `to` (all blank: the items of the jobs list). */
-function headWithoutBlanks(head: string, from: number, to: number): string {
-  const lines = head.split('\n');
-  return [...lines.slice(0, from), ...lines.slice(to)].join('\n');
 }
 
 function priced(root: Entry, problems: Problem[]): { budget: number | null; pricing: Record<string, number> | null } {
