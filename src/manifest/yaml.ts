@@ -18,7 +18,7 @@ import { issueProblems, nodeAt, syntaxProblems, toJs, type Loc, type Path } from
  * jobs (rows x glob files x matrix combinations), streaming rows sources.
  */
 
-const KEYS = {
+export const KEYS = {
   manifest: ['budget', 'pricing', 'defaults', 'jobs'],
   defaults: ['model', 'input', 'callback_url', 'protocol', 'rehost'],
   job: ['id', 'model', 'input', 'callback_url', 'protocol', 'rehost', 'needs', 'for_each', 'rows', 'glob', 'matrix'],
@@ -54,7 +54,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
     return `${name}:${split && gap > 0 && line > split.blankFrom ? line + gap : line}`;
   };
   const empty: YamlManifest = { budget: null, pricing: null, problems, jobs: async function* () {} };
-  problems.push(...syntaxProblems(doc, lineAt));
+  for (const p of syntaxProblems(doc, lineAt)) problems.push(p);
   if (problems.length > 0) return empty;
   const js = toJs(doc, name, problems);
   if (js === undefined) return empty;
@@ -101,34 +101,51 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
     ...priced(root, problems),
     problems,
     async *jobs(builder, sourceProblems) {
+      const c: EntryJobsContext = { defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems, keys: KEYS.job };
       for (const raw of entries()) {
-        if (raw.errors.length > 0) {
-          sourceProblems.push(...raw.errors);
-          continue;
-        }
-        const unsafe: ValueProblem[] = [];
-        const js = cleanValue(raw.js, '', unsafe);
-        for (const p of unsafe) {
-          const owner = literalId(js);
-          const offset = nodeAt(raw.loc.doc, [...raw.loc.base, ...splitPath(p.path)]).offset;
-          sourceProblems.push({ job: owner, where: raw.loc.lineAt(offset), path: owner === null ? joinPath('', ['jobs', raw.index, ...splitPath(p.path)]) : p.path, message: p.message });
-        }
-        // The common entry (id, model, input, ... of the right types) passes jobSchema for sure: not checked again by zod.
-        const checked = surelyValidEntry(js) ? ({ success: true } as const) : jobSchema.safeParse(js);
-        let entry = js;
-        if (!checked.success || !isPlainObject(js)) {
-          const known = checked.success ? null : knownPart(js, checked.error.issues);
-          const owner = known ? literalId(known.entry) : literalId(js);
-          const keysAt = (path: Path) => (path.length === 0 ? KEYS.job : path[path.length - 1] === 'rows' ? KEYS.rows : []);
-          const list = checked.success ? [] : issueProblems(known ? known.report : checked.error.issues, raw.loc, owner, owner === null ? ['jobs', raw.index] : [], keysAt);
-          sourceProblems.push(...list.map((p) => p.problem));
-          if (!known) continue;
-          entry = known.entry;
-        }
-        yield* expandEntry({ entry: entry as Entry, loc: raw.loc, defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems });
+        if (raw.errors.length > 0) sourceProblems.push(...raw.errors);
+        else yield* entryJobs(raw.js, raw.loc, ['jobs', raw.index], c);
       }
     },
   };
+}
+
+export interface EntryJobsContext {
+  defaults: Entry;
+  defaultsLoc: Loc;
+  name: string;
+  dir: string;
+  builder: JobBuilder;
+  problems: Problem[];
+  /** The keys an entry may have (named in an unknown key's message). */
+  keys: readonly string[];
+}
+
+/**
+ * The jobs of one `jobs` entry (a YAML item, or a JSONL line): its keys checked (problems at `loc`; `prefix`
+ * names the entry in a problem's path when it has no id of its own, e.g. jobs[3]), then expanded.
+ */
+export async function* entryJobs(value: unknown, loc: Loc, prefix: Path, c: EntryJobsContext): AsyncGenerator<ManifestJob> {
+  const unsafe: ValueProblem[] = [];
+  const js = cleanValue(value, '', unsafe);
+  for (const p of unsafe) {
+    const owner = literalId(js);
+    const offset = nodeAt(loc.doc, [...loc.base, ...splitPath(p.path)]).offset;
+    c.problems.push({ job: owner, where: loc.lineAt(offset), path: owner === null ? joinPath('', [...prefix, ...splitPath(p.path)]) : p.path, message: p.message });
+  }
+  // The common entry (id, model, input, ... of the right types) passes jobSchema for sure: not checked again by zod.
+  const checked = surelyValidEntry(js) ? ({ success: true } as const) : jobSchema.safeParse(js);
+  let entry = js;
+  if (!checked.success || !isPlainObject(js)) {
+    const known = checked.success ? null : knownPart(js, checked.error.issues);
+    const owner = known ? literalId(known.entry) : literalId(js);
+    const keysAt = (path: Path) => (path.length === 0 ? c.keys : path[path.length - 1] === 'rows' ? KEYS.rows : []);
+    const list = checked.success ? [] : issueProblems(known ? known.report : checked.error.issues, loc, owner, owner === null ? prefix : [], keysAt);
+    c.problems.push(...list.map((p) => p.problem));
+    if (!known) return;
+    entry = known.entry;
+  }
+  yield* expandEntry({ entry: entry as Entry, loc, defaults: c.defaults, defaultsLoc: c.defaultsLoc, name: c.name, dir: c.dir, builder: c.builder, problems: c.problems });
 }
 
 function priced(root: Entry, problems: Problem[]): { budget: number | null; pricing: Record<string, number> | null } {
