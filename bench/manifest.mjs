@@ -131,7 +131,8 @@ try {
   const base = child('validate', csv);
   for (const [label, file] of [['CSV', csv], ['YAML list (block)', block], ['YAML list (flow)', flow], ['JSONL', jsonl]]) {
     const r = file === csv ? base : child('validate', file);
-    console.log(`api validate ${label.padEnd(17)} ${fmt(r.jobs)} jobs, ${r.problems} problems, ${fmt(r.ms)} ms (${(r.ms / base.ms).toFixed(2)}x CSV), ${fmt(r.jobs / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
+    // CPU time beside wall time: on a shared machine the wall time of one child can take another's load.
+    console.log(`api validate ${label.padEnd(17)} ${fmt(r.jobs)} jobs, ${r.problems} problems, ${fmt(r.ms)} ms (${(r.ms / base.ms).toFixed(2)}x CSV), CPU ${fmt(r.cpuMs)} ms (${(r.cpuMs / base.cpuMs).toFixed(2)}x CSV), ${fmt(r.jobs / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
   }
   for (const cmd of [['validate', csv], ['estimate', '--offline', csv]]) {
     const r = cli(cmd);
