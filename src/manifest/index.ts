@@ -1,10 +1,10 @@
-import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
 import { hasRef, type JobLinks } from '../graph/index.js';
 import { findModel, isRemoteRef } from '../models/index.js';
 import { JobBuilder, valuesAt, type ManifestJob } from './job.js';
 import { isTablePath } from './table.js';
+import type { YamlManifest } from './yaml.js';
 import { isJsonlPath } from './jsonl-path.js';
 
 /**
@@ -91,15 +91,14 @@ export async function openManifest(path: string): Promise<Manifest> {
     const { jsonlJobs } = await import('./jsonl.js');
     return streamed((b, problems) => jsonlJobs(abs, path, dir, b, problems));
   }
-  let text: string | null = null;
+  let yaml: YamlManifest | null = null;
   let readProblem: Problem | null = null;
   try {
-    text = await readFile(abs, 'utf8');
+    yaml = await (await import('./yaml.js')).openYaml(abs, path, dir);
   } catch (err) {
     const code = (err as { code?: string }).code;
     readProblem = { job: null, where: path, path: '', message: code === 'ENOENT' ? 'manifest file not found' : `cannot read the manifest: ${(err as Error).message}` };
   }
-  const yaml = text === null ? null : (await import('./yaml.js')).readYaml(text, path, dir);
   const fixed = readProblem ? [readProblem] : (yaml?.problems ?? []);
   sourceProblems = [...fixed];
   return {

@@ -1,9 +1,8 @@
-import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
 import { Document } from 'yaml';
 import type { Problem } from '../errors.js';
 import type { JobBuilder, ManifestJob } from './job.js';
+import { readLines } from './lines.js';
 import { isPlainObject } from './template.js';
 import { KEYS, entryJobs, type EntryJobsContext } from './yaml.js';
 import type { Loc } from './yaml-loc.js';
@@ -12,8 +11,9 @@ import type { Loc } from './yaml-loc.js';
  * A JSONL manifest (`.jsonl`, `.ndjson`): one job a line, a JSON object with
  * the keys of a YAML `jobs` entry (id, model, input, callback_url, protocol,
  * rehost, needs, for_each, and rows/glob/matrix with {{templates}}). Read line
- * by line (the file is never one string); blank lines are skipped. Every
- * problem names the line (`jobs.jsonl:41`).
+ * by line (the file is never one string; a `\r` before the `\n` is whitespace
+ * to JSON); blank lines are skipped. Every problem names the line
+ * (`jobs.jsonl:41`).
  *
  * The OpenAI Batch line shape is taken too: `custom_id` is the id, `body`
  * holds the model and its input (`{"model": ..., "messages": [...]}`), `url`
@@ -39,35 +39,34 @@ export async function* jsonlJobs(file: string, name: string, dir: string, builde
     return;
   }
   const c: EntryJobsContext = { defaults: {}, defaultsLoc: lineLoc(name, 1), name, dir, builder, problems, keys: LINE_KEYS };
-  const source = createReadStream(file, { encoding: 'utf8' });
-  const lines = createInterface({ input: source, crlfDelay: Infinity });
   let n = 0;
   let jobs = 0;
   try {
-    for await (const raw of lines) {
-      n++;
-      const text = n === 1 ? raw.replace(/^\uFEFF/, '') : raw;
-      if (text.trim() === '') continue;
-      jobs++;
-      const where = `${name}:${n}`;
-      let value: unknown;
-      try {
-        value = JSON.parse(text);
-      } catch (err) {
-        problems.push({ job: null, where, path: '', message: `not JSON: ${err instanceof Error ? err.message : String(err)}` });
-        continue;
+    for await (const chunk of readLines(file)) {
+      for (const raw of chunk) {
+        n++;
+        const text = n === 1 ? raw.replace(/^\uFEFF/, '') : raw;
+        if (text.trim() === '') continue;
+        jobs++;
+        const where = `${name}:${n}`;
+        let value: unknown;
+        try {
+          value = JSON.parse(text);
+        } catch (err) {
+          problems.push({ job: null, where, path: '', message: `not JSON: ${err instanceof Error ? err.message : String(err)}` });
+          continue;
+        }
+        if (!isPlainObject(value)) {
+          problems.push({ job: null, where, path: '', message: 'a line must be a JSON object, one job: {"id": ..., "model": ..., "input": {...}}' });
+          continue;
+        }
+        yield* entryJobs(fromBatchShape(value, where, problems), lineLoc(name, n), [], c);
       }
-      if (!isPlainObject(value)) {
-        problems.push({ job: null, where, path: '', message: 'a line must be a JSON object, one job: {"id": ..., "model": ..., "input": {...}}' });
-        continue;
-      }
-      yield* entryJobs(fromBatchShape(value, where, problems), lineLoc(name, n), [], c);
     }
   } catch (err) {
+    // A system error while reading (EACCES, EIO) is a problem of the manifest; anything else is a bug.
+    if (typeof (err as { code?: unknown }).code !== 'string') throw err;
     problems.push({ job: null, where: n > 0 ? `${name}:${n}` : name, path: '', message: `cannot read the manifest: ${err instanceof Error ? err.message : String(err)}` });
-  } finally {
-    lines.close();
-    source.destroy();
   }
   if (jobs === 0) problems.push({ job: null, where: name, path: '', message: 'no jobs: the file has no job lines (one JSON object a line)' });
 }

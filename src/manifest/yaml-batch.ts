@@ -24,10 +24,10 @@ const BATCH_ITEMS = 200;
  * one at a time (`fast: false`: never); the others are parsed by the library a run of consecutive items at a
  * time (at most BATCH_ITEMS), and a run with a syntax error item by item.
  */
-export function* chunkEntries(items: Iterable<{ line: number; text: string }>, name: string, fast = true): Generator<RawEntry> {
+export async function* chunkEntries(items: Iterable<{ line: number; text: string }> | AsyncIterable<{ line: number; text: string }>, name: string, fast = true): AsyncGenerator<RawEntry> {
   let index = 0;
   let slow: Array<{ line: number; text: string }> = [];
-  for (const item of items) {
+  for await (const item of items) {
     const js = fast ? fastItem(item.text) : null;
     if (js === null) {
       slow.push(item);

@@ -1,3 +1,5 @@
+import { readLines } from './lines.js';
+
 /**
  * Big YAML manifests are not parsed whole: the yaml library keeps several KB
  * of nodes per job, so a 50,000-job file would need gigabytes. When the file
@@ -12,106 +14,167 @@
  * several documents, anchors or aliases (an alias may point into another
  * item), a flow `jobs: [...]`, an empty list, or odd indentation.
  *
- * The text is walked line by line by offsets (no array of its lines) and each
- * item is cut from it only when iterated: a 100,000-job list costs its text
- * and one batch of items at a time, not a copy per line.
+ * A file is read twice as a stream (`splitFile`): once to find the list and
+ * keep the head, then once more each time the items are iterated. Neither the
+ * file's text nor its items are ever held whole.
  */
 
-export interface SplitYaml {
+export interface SplitYaml<Items = Iterable<Item>> {
   /** The file with the item lines blanked. */
   head: string;
   /** The file without the item lines (lines after the list are numbered `blankTo - blankFrom` lower than in the file). */
   compactHead: string;
   /** Each item of `jobs`: its first line (1-based) and its text, cut when iterated (each iteration starts over). */
-  items: Iterable<{ line: number; text: string }>;
+  items: Items;
   /** The blanked lines of `head`: indexes (0-based) from `blankFrom` up to, not including, `blankTo`. */
   blankFrom: number;
   blankTo: number;
 }
 
-const BLANK_OR_COMMENT = /^\s*(#.*)?\r?$/;
-const ITEM_START = /^( *)-( |\r?$)/;
-
-/** Every line of `text` (as `text.split('\n')` gives them): its index and its start and end offsets. */
-function* lines(text: string, from = 0, index = 0): Generator<{ i: number; start: number; end: number }> {
-  let start = from;
-  for (let i = index; ; i++) {
-    const nl = text.indexOf('\n', start);
-    const end = nl < 0 ? text.length : nl;
-    yield { i, start, end };
-    if (nl < 0) return;
-    start = nl + 1;
-  }
+export interface Item {
+  line: number;
+  text: string;
 }
 
-export function splitJobs(text: string): SplitYaml | null {
-  if (/^(---|\.\.\.)(\s|$)/m.test(text)) return null;
-  if (/(^|[\s[\]{},])[&*][^\s[\]{},]/m.test(text)) return null;
-  let jobsAt = -1;
-  let listStart = 0;
-  for (const { i, start, end } of lines(text)) {
-    const l = text.slice(start, Math.min(end, start + 64));
-    if (/^jobs:\s*(#.*)?\r?$/.test(text.slice(start, end)) && jobsAt < 0) {
-      jobsAt = i;
-      listStart = end + 1;
-    } else if (/^["']?jobs["']?\s*:/.test(l)) return null;
-  }
-  if (jobsAt < 0 || listStart > text.length) return null;
-  // The list's extent: from the line after `jobs:` to the first line back at the top level.
-  let indent = -1;
-  let count = 0;
-  let end = jobsAt + 1;
-  let endOffset = -1;
-  for (const { i, start, end: e } of lines(text, listStart, jobsAt + 1)) {
-    const l = text.slice(start, e);
-    end = i + 1;
-    if (BLANK_OR_COMMENT.test(l)) continue;
+const BLANK_OR_COMMENT = /^\s*(#.*)?\r?$/;
+const ITEM_START = /^( *)-( |\r?$)/;
+const JOBS_LINE = /^jobs:\s*(#.*)?\r?$/;
+const OTHER_JOBS_KEY = /^["']?jobs["']?\s*:/;
+const DOCUMENT_MARKER = /^(---|\.\.\.)(\s|$)/;
+const ANCHOR_OR_ALIAS = /(^|[\s[\]{},])[&*][^\s[\]{},]/;
+
+/**
+ * Finds the list line by line: `line()` for each line of the file in order (false once the file cannot be
+ * split), then `result()`.
+ */
+class ListFinder {
+  private i = 0;
+  private jobsAt = -1;
+  private indent = -1;
+  private count = 0;
+  /** Index of the first line after the list, once known. */
+  private end = -1;
+  private readonly before: string[] = [];
+  private readonly after: string[] = [];
+
+  line(l: string): boolean {
+    const i = this.i++;
+    if (DOCUMENT_MARKER.test(l) || ANCHOR_OR_ALIAS.test(l)) return false;
+    if (this.jobsAt < 0) {
+      if (JOBS_LINE.test(l)) this.jobsAt = i;
+      else if (OTHER_JOBS_KEY.test(l)) return false;
+      this.before.push(l);
+      return true;
+    }
+    if (this.end >= 0) {
+      if (OTHER_JOBS_KEY.test(l)) return false;
+      this.after.push(l);
+      return true;
+    }
+    if (BLANK_OR_COMMENT.test(l)) return true;
     const item = ITEM_START.exec(l);
-    if (indent < 0) {
-      if (!item) return null;
-      indent = item[1]?.length ?? 0;
+    if (this.indent < 0) {
+      if (!item) return false;
+      this.indent = item[1]?.length ?? 0;
     }
-    if (l.startsWith('\t')) return null;
+    if (l.startsWith('\t')) return false;
     const lead = l.length - l.trimStart().length;
-    if (lead < indent || (lead === indent && indent === 0 && !item)) {
-      end = i;
-      endOffset = start;
-      break;
+    if (lead < this.indent || (lead === this.indent && this.indent === 0 && !item)) {
+      if (OTHER_JOBS_KEY.test(l)) return false;
+      this.end = i;
+      this.after.push(l);
+      return true;
     }
-    if (lead === indent) {
-      if (!item) return null;
-      count++;
-    }
+    if (lead !== this.indent) return true;
+    if (!item) return false;
+    this.count++;
+    return true;
   }
-  if (count === 0) return null;
-  const ended = endOffset >= 0;
-  const before = text.slice(0, listStart - 1);
-  const after = ended ? `\n${text.slice(endOffset)}` : '';
-  const listEnd = ended ? endOffset - 1 : text.length;
-  return {
-    head: before + '\n'.repeat(end - jobsAt - 1) + after,
-    compactHead: before + after,
-    items: { [Symbol.iterator]: () => cut(text, listStart, listEnd, jobsAt + 1, indent) },
-    blankFrom: jobsAt + 1,
-    blankTo: end,
-  };
+
+  result(): Omit<SplitYaml, 'items'> & { indent: number } | null {
+    if (this.jobsAt < 0 || this.count === 0) return null;
+    const blankTo = this.end >= 0 ? this.end : this.i;
+    const before = this.before.join('\n');
+    const after = this.end >= 0 ? `\n${this.after.join('\n')}` : '';
+    return { head: before + '\n'.repeat(blankTo - this.jobsAt - 1) + after, compactHead: before + after, blankFrom: this.jobsAt + 1, blankTo, indent: this.indent };
+  }
 }
 
 /**
- * The items between offsets `from` and `to` (whole lines, the first numbered `index`, 0-based): each from its
- * `- ` line (at the list's indentation: the only lines there, blank lines and comments aside) to the next.
+ * Cuts items from the list's lines, fed in order from line index `from`: each item from its `- ` line (at the
+ * list's indentation: the only lines there, blank lines and comments aside) up to the next.
  */
-function* cut(text: string, from: number, to: number, index: number, indent: number): Generator<{ line: number; text: string }> {
-  let itemStart = -1;
-  let itemLine = 0;
-  for (const { i, start, end } of lines(text, from, index)) {
-    if (start > to) break;
-    const dash = start + indent;
-    if (dash < end && text.charCodeAt(dash) === 0x2d && (indent === 0 || text.charCodeAt(dash - 1) === 0x20) && ITEM_START.test(text.slice(start, Math.min(end, dash + 2)))) {
-      if (itemStart >= 0) yield { line: itemLine, text: text.slice(itemStart, start - 1) };
-      itemStart = start;
-      itemLine = i + 1;
-    }
+class ItemCutter {
+  private i: number;
+  private current: { line: number; lines: string[] } | null = null;
+  constructor(
+    from: number,
+    private readonly indent: number,
+  ) {
+    this.i = from;
   }
-  if (itemStart >= 0) yield { line: itemLine, text: text.slice(itemStart, to) };
+
+  /** The item this line ends, if any. */
+  line(l: string): Item | null {
+    const i = this.i++;
+    const starts = l.charCodeAt(this.indent) === 0x2d && ITEM_START.test(l) && (ITEM_START.exec(l)?.[1]?.length ?? -1) === this.indent;
+    if (starts) {
+      const done = this.finish();
+      this.current = { line: i + 1, lines: [l] };
+      return done;
+    }
+    this.current?.lines.push(l);
+    return null;
+  }
+
+  finish(): Item | null {
+    const c = this.current;
+    this.current = null;
+    return c ? { line: c.line, text: c.lines.join('\n') } : null;
+  }
+}
+
+/** The split of a YAML text (small files, tests): items cut from the text when iterated. */
+export function splitJobs(text: string): SplitYaml | null {
+  const lines = text.split('\n');
+  const finder = new ListFinder();
+  for (const l of lines) if (!finder.line(l)) return null;
+  const found = finder.result();
+  if (!found) return null;
+  const { indent, ...split } = found;
+  function* items(): Generator<Item> {
+    const cutter = new ItemCutter(split.blankFrom, indent);
+    for (let i = split.blankFrom; i < split.blankTo; i++) {
+      const done = cutter.line(lines[i] ?? '');
+      if (done) yield done;
+    }
+    const last = cutter.finish();
+    if (last) yield last;
+  }
+  return { ...split, items: { [Symbol.iterator]: items } };
+}
+
+/** The split of a YAML file read as a stream, or null when it cannot be split (then it is parsed whole). */
+export async function splitFile(file: string): Promise<SplitYaml<AsyncIterable<Item>> | null> {
+  const finder = new ListFinder();
+  for await (const chunk of readLines(file)) for (const l of chunk) if (!finder.line(l)) return null;
+  const found = finder.result();
+  if (!found) return null;
+  const { indent, ...split } = found;
+  async function* items(): AsyncGenerator<Item> {
+    const cutter = new ItemCutter(split.blankFrom, indent);
+    let i = 0;
+    read: for await (const chunk of readLines(file)) {
+      for (const l of chunk) {
+        const index = i++;
+        if (index < split.blankFrom) continue;
+        if (index >= split.blankTo) break read;
+        const done = cutter.line(l);
+        if (done) yield done;
+      }
+    }
+    const last = cutter.finish();
+    if (last) yield last;
+  }
+  return { ...split, items: { [Symbol.asyncIterator]: items } };
 }

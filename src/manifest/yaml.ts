@@ -5,7 +5,8 @@ import { joinPath } from '../models/index.js';
 import { splitPath } from './coerce.js';
 import type { JobBuilder, ManifestJob } from './job.js';
 import { headSchema, jobSchema } from './schema.js';
-import { splitJobs } from './yaml-split.js';
+import { readFile } from 'node:fs/promises';
+import { splitFile, type Item, type SplitYaml } from './yaml-split.js';
 import { cleanValue, type ValueProblem } from './safe.js';
 import { isPlainObject } from './template.js';
 import { chunkEntries, type RawEntry } from './yaml-batch.js';
@@ -34,8 +35,16 @@ export interface YamlManifest {
   jobs(builder: JobBuilder, problems: Problem[]): AsyncGenerator<ManifestJob>;
 }
 
-export function readYaml(text: string, name: string, dir: string): YamlManifest {
-  const split = splitJobs(text);
+/** Reads a YAML manifest file: split and streamed when it has the usual shape, else parsed whole. Throws when the file cannot be read. */
+export async function openYaml(file: string, name: string, dir: string): Promise<YamlManifest> {
+  const split = await splitFile(file);
+  return readYaml(split ?? (await readFile(file, 'utf8')), name, dir);
+}
+
+/** A YAML manifest from its split (yaml-split.ts), or from its whole text (parsed whole). */
+export function readYaml(source: string | SplitYaml<Iterable<Item> | AsyncIterable<Item>>, name: string, dir: string): YamlManifest {
+  const split = typeof source === 'string' ? null : source;
+  const text = typeof source === 'string' ? source : '';
   let lc = new LineCounter();
   const options = { prettyErrors: false, uniqueKeys: true, merge: true } as const;
   // The head is parsed without its blanked item lines (a blank line costs the library ~15 us before it is optimised:
@@ -81,7 +90,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
       problems.push(p.problem);
     }
   }
-  let entries: () => Iterable<RawEntry>;
+  let entries: () => Iterable<RawEntry> | AsyncIterable<RawEntry>;
   if (split) {
     entries = () => chunkEntries(split.items, name);
   } else {
@@ -102,7 +111,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
     problems,
     async *jobs(builder, sourceProblems) {
       const c: EntryJobsContext = { defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems, keys: KEYS.job };
-      for (const raw of entries()) {
+      for await (const raw of entries()) {
         if (raw.errors.length > 0) sourceProblems.push(...raw.errors);
         else yield* entryJobs(raw.js, raw.loc, ['jobs', raw.index], c);
       }
