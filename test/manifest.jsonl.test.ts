@@ -128,4 +128,23 @@ describe('JSONL manifests', () => {
     const after = readJobs(join(out, 'state.db'));
     expect(after.filter((j, i) => j.task_id !== jobs[i]!.task_id).map((j) => j.id)).toEqual(['j05']);
   }, 120_000);
+
+  it('a line with a rows source makes one job per row, and a rerun after the rows file changed sends the changed row again', async () => {
+    const dir = work();
+    const file = join(dir, 'rows.jsonl');
+    const out = join(dir, 'out');
+    writeFileSync(join(dir, 'prompts.csv'), 'prompt\nA red boat\nA blue boat\nA green boat\n');
+    writeFileSync(file, `${JSON.stringify({ id: 'boat-{{row}}', model: 'alpha-image-2', rows: { file: 'prompts.csv' }, input: { prompt: '{{prompt}}' } })}\n`);
+    const args = ['run', file, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes'];
+    const total0 = sb.stats().tasks_total;
+    const first = await runCli(args, { GENBATCH_API_KEY: KEY });
+    expect(first.code).toBe(0);
+    expect(readJobs(join(out, 'state.db')).map((j) => j.id)).toEqual(['boat-1', 'boat-2', 'boat-3']);
+    expect(sb.stats().tasks_total - total0).toBe(3);
+    // The manifest is unchanged; the rows file is not: the rerun must read it again.
+    writeFileSync(join(dir, 'prompts.csv'), 'prompt\nA red boat\nA blue boat at night\nA green boat\n');
+    const again = await runCli(args, { GENBATCH_API_KEY: KEY });
+    expect(again.code).toBe(0);
+    expect(sb.stats().tasks_total - total0).toBe(4);
+  }, 60_000);
 });
