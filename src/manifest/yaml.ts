@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { LineCounter, parseDocument } from 'yaml';
 import type { z } from 'zod';
 import type { Problem } from '../errors.js';
@@ -5,7 +6,6 @@ import { joinPath } from '../models/index.js';
 import { splitPath } from './coerce.js';
 import type { JobBuilder, ManifestJob } from './job.js';
 import { headSchema, jobSchema } from './schema.js';
-import { readFile } from 'node:fs/promises';
 import { splitFile, type Item, type SplitYaml } from './yaml-split.js';
 import { cleanValue, type ValueProblem } from './safe.js';
 import { isPlainObject } from './template.js';
@@ -44,14 +44,13 @@ export async function openYaml(file: string, name: string, dir: string): Promise
 /** A YAML manifest from its split (yaml-split.ts), or from its whole text (parsed whole). */
 export function readYaml(source: string | SplitYaml<Iterable<Item> | AsyncIterable<Item>>, name: string, dir: string): YamlManifest {
   const split = typeof source === 'string' ? null : source;
-  const text = typeof source === 'string' ? source : '';
   let lc = new LineCounter();
   const options = { prettyErrors: false, uniqueKeys: true, merge: true } as const;
   // The head is parsed without its blanked item lines (a blank line costs the library ~15 us before it is optimised:
   // 60 ms for 4,000 of them); nodes after them are numbered as in the file. A head with syntax errors is parsed
   // again with the blank lines (an error may sit at the end of the text, where no line maps back).
   let gap = split ? split.blankTo - split.blankFrom : 0;
-  let doc = parseDocument(split && gap > 0 ? split.compactHead : (split?.head ?? text), { ...options, lineCounter: lc });
+  let doc = parseDocument(split ? (gap > 0 ? split.compactHead : split.head) : (source as string), { ...options, lineCounter: lc });
   if (split && gap > 0 && doc.errors.length > 0) {
     gap = 0;
     lc = new LineCounter();
