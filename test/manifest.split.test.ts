@@ -29,7 +29,7 @@ describe('splitJobs', () => {
   it('cuts a block jobs list into items and blanks them in the head, keeping line numbers', () => {
     const text = 'budget: 5\njobs:\n  - id: a\n    input: |\n      - not an item\n  # a comment\n  - {id: b}\ndefaults: {model: x}\n';
     const s = splitJobs(text);
-    expect(s?.items).toEqual([
+    expect([...s!.items]).toEqual([
       { line: 3, text: '  - id: a\n    input: |\n      - not an item\n  # a comment' },
       { line: 7, text: '  - {id: b}' },
     ]);
@@ -37,7 +37,7 @@ describe('splitJobs', () => {
   });
 
   it('handles items at the same indentation as jobs:', () => {
-    expect(splitJobs('jobs:\n- id: a\n  model: m\n- id: b\npricing: {}\n')?.items.map((i) => i.line)).toEqual([2, 4]);
+    expect([...splitJobs('jobs:\n- id: a\n  model: m\n- id: b\npricing: {}\n')!.items].map((i) => i.line)).toEqual([2, 4]);
   });
 
   it('declines files it cannot cut exactly', () => {

@@ -45,14 +45,14 @@ export function buildProgram(setCode: (code: number) => void): Command {
   program
     .command('validate')
     .description('check every job of a manifest; exit 2 and one line per problem when any job is invalid')
-    .argument('<manifest>', 'YAML, CSV or TSV manifest')
+    .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--json', 'print problems as JSON')
     .action(wrap(lazy('validate')));
 
   program
     .command('estimate')
     .description('credits per job, per model and in total; compares with the balance unless --offline')
-    .argument('<manifest>', 'YAML, CSV or TSV manifest')
+    .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--json', 'print one JSON object')
     .option('--offline', 'do not read the balance')
     .option('--prices <file>', 'user-supplied prices (YAML or JSON: model id -> credits)')
@@ -68,7 +68,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
   program
     .command('run')
     .description('validate, estimate, upload, submit, wait, download and report, checkpointed in SQLite')
-    .argument('<manifest>', 'YAML, CSV or TSV manifest')
+    .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
     .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>)')
     .option('--state <path>', 'state file (default: <out>/state.db)')

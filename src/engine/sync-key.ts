@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
+import { isJsonlPath } from '../manifest/jsonl-path.js';
 import type { Store } from '../store/index.js';
 import { canonicalJson, sha256Hex } from './results.js';
 
@@ -13,8 +14,8 @@ import { canonicalJson, sha256Hex } from './results.js';
  * size and mtime alone) would find every job unchanged, so it skips reading
  * and checking the manifest again (a 100,000-job resume: ~1.3 s less).
  *
- * Only self-contained manifests get a key: CSV/TSV tables, and YAML without
- * `rows:` or `glob:` sources (those read other files or folder listings).
+ * Only self-contained manifests get a key: CSV/TSV tables, and YAML or JSONL
+ * without `rows` or `glob` sources (those read other files or folder listings).
  * More skipped jobs than right after the sync means the job graph skipped
  * some since; the full sync revisits them, so the key no longer matches.
  */
@@ -61,13 +62,19 @@ export async function manifestPrint(manifestPath: string): Promise<ManifestPrint
   try {
     const st = statSync(manifestPath);
     const table = ['.csv', '.tsv', '.tab'].includes(extname(manifestPath).toLowerCase());
+    // A rows or glob key: in YAML at the start of a line (after indentation or a list dash), in JSONL as a quoted key.
+    const sourceKey = isJsonlPath(manifestPath) ? /"(rows|glob)"\s*:/ : /^[\s-]*(rows|glob)\s*:/m;
     const hash = createHash('sha256');
     let sources = false;
+    // The text since the last line end, tested again with the next chunk (a key may straddle two chunks).
+    let tail = '';
     for await (const chunk of createReadStream(manifestPath, { highWaterMark: 1 << 20 })) {
       hash.update(chunk as Buffer);
-      // YAML: read whole by the manifest reader anyway; a source key may straddle chunks, so test the whole text below.
+      if (table || sources) continue;
+      const text = tail + (chunk as Buffer).toString('latin1');
+      sources = sourceKey.test(text);
+      tail = text.slice(text.lastIndexOf('\n') + 1);
     }
-    if (!table) sources = /^[\s-]*(rows|glob)\s*:/m.test(readFileSync(manifestPath, 'utf8'));
     return { manifestPath, size: st.size, mtimeMs: st.mtimeMs, sha256: hash.digest('hex'), selfContained: table || !sources };
   } catch {
     return null;

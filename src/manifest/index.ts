@@ -1,14 +1,16 @@
-import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
 import { hasRef, type JobLinks } from '../graph/index.js';
 import { findModel, isRemoteRef } from '../models/index.js';
 import { JobBuilder, valuesAt, type ManifestJob } from './job.js';
 import { isTablePath } from './table.js';
+import type { YamlManifest } from './yaml.js';
+import { isJsonlPath } from './jsonl-path.js';
 
 /**
  * Manifests: YAML (`jobs:` list with optional defaults, rows/glob/matrix
- * sources, budget, pricing) or CSV/TSV (one row per job). The format is
+ * sources, budget, pricing), CSV/TSV (one row per job) or JSONL (one job
+ * object per line). The format is
  * documented in manifests/README.md.
  *
  * Jobs are produced by an async iterator, one at a time: a 100,000-row CSV is
@@ -50,7 +52,7 @@ export interface Manifest {
   readonly links: ReadonlyMap<string, JobLinks>;
 }
 
-/** Open a YAML (.yaml/.yml), CSV (.csv) or TSV (.tsv) manifest. Never throws for manifest content: see `problems`. */
+/** Open a YAML (.yaml/.yml), CSV (.csv), TSV (.tsv) or JSONL (.jsonl/.ndjson) manifest. Never throws for manifest content: see `problems`. */
 export async function openManifest(path: string): Promise<Manifest> {
   const abs = resolve(path);
   const dir = dirname(abs);
@@ -61,38 +63,42 @@ export async function openManifest(path: string): Promise<Manifest> {
     const builder = new JobBuilder(dir);
     yield* source(builder);
     const g = builder.graph.finish();
-    sourceProblems.push(...g.problems);
+    for (const p of g.problems) sourceProblems.push(p);
     links = g.links;
   }
+  // Each format's reader is loaded when a manifest of that format is opened (a CSV run never loads the yaml package).
+  const streamed = async (jobs: (b: JobBuilder, problems: Problem[]) => AsyncIterable<ManifestJob>): Promise<Manifest> => ({
+    path,
+    dir,
+    budget: null,
+    pricing: null,
+    get problems() {
+      return sourceProblems;
+    },
+    get links() {
+      return links;
+    },
+    async *jobs() {
+      sourceProblems = [];
+      yield* withGraph((b) => jobs(b, sourceProblems));
+    },
+  });
   if (isTablePath(path)) {
-    // Each format's reader is loaded when a manifest of that format is opened (a CSV run never loads the yaml package).
     const { csvJobs } = await import('./csv.js');
-    return {
-      path,
-      dir,
-      budget: null,
-      pricing: null,
-      get problems() {
-        return sourceProblems;
-      },
-      get links() {
-        return links;
-      },
-      async *jobs() {
-        sourceProblems = [];
-        yield* withGraph((b) => csvJobs(abs, path, b, sourceProblems));
-      },
-    };
+    return streamed((b, problems) => csvJobs(abs, path, b, problems));
   }
-  let text: string | null = null;
+  if (isJsonlPath(path)) {
+    const { jsonlJobs } = await import('./jsonl.js');
+    return streamed((b, problems) => jsonlJobs(abs, path, dir, b, problems));
+  }
+  let yaml: YamlManifest | null = null;
   let readProblem: Problem | null = null;
   try {
-    text = await readFile(abs, 'utf8');
+    yaml = await (await import('./yaml.js')).openYaml(abs, path, dir);
   } catch (err) {
     const code = (err as { code?: string }).code;
     readProblem = { job: null, where: path, path: '', message: code === 'ENOENT' ? 'manifest file not found' : `cannot read the manifest: ${(err as Error).message}` };
   }
-  const yaml = text === null ? null : (await import('./yaml.js')).readYaml(text, path, dir);
   const fixed = readProblem ? [readProblem] : (yaml?.problems ?? []);
   sourceProblems = [...fixed];
   return {

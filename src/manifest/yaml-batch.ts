@@ -16,46 +16,50 @@ export interface RawEntry {
   errors: Problem[];
 }
 
-/** Items of a split file parsed together: bounded memory, without a parser per item. */
+/** Items of a split file parsed together by the library: bounded memory, without a parser per item. */
 const BATCH_ITEMS = 200;
 
 /**
- * The items of a split file, parsed a batch at a time; a batch with a syntax error is parsed item by item.
- * A batch whose items all have the simple shape (yaml-fast.ts) is read without the library (`fast: false`: never).
+ * The items of a split file, in order. An item of the simple shape (yaml-fast.ts) is read without the library,
+ * one at a time (`fast: false`: never); the others are parsed by the library a run of consecutive items at a
+ * time (at most BATCH_ITEMS), and a run with a syntax error item by item.
  */
-export function* chunkEntries(items: Array<{ line: number; text: string }>, name: string, fast = true): Generator<RawEntry> {
-  for (let from = 0; from < items.length; from += BATCH_ITEMS) {
-    const batch = items.slice(from, from + BATCH_ITEMS);
-    const first = batch[0];
-    if (!first) break;
-    const quick = fast ? fastBatch(batch) : null;
-    if (quick) {
-      for (let k = 0; k < batch.length; k++) yield { js: quick[k], loc: lazyLoc(batch[k]!, name), index: from + k, errors: [] };
-      continue;
+export async function* chunkEntries(items: Iterable<{ line: number; text: string }> | AsyncIterable<{ line: number; text: string }>, name: string, fast = true): AsyncGenerator<RawEntry> {
+  let index = 0;
+  let slow: Array<{ line: number; text: string }> = [];
+  for await (const item of items) {
+    const js = fast ? fastItem(item.text) : null;
+    if (js === null) {
+      slow.push(item);
+      if (slow.length >= BATCH_ITEMS) {
+        yield* libraryEntries(slow, index - slow.length + 1, name);
+        slow = [];
+      }
+    } else {
+      if (slow.length > 0) yield* libraryEntries(slow, index - slow.length, name);
+      slow = [];
+      yield { js, loc: lazyLoc(item, name), index, errors: [] };
     }
-    const parsed = parseChunk(batch.map((it) => it.text).join('\n'), first.line, name);
-    const list = parsed.errors.length === 0 ? toJs(parsed.loc.doc, `${name}:${first.line}`, parsed.errors) : undefined;
-    if (parsed.errors.length === 0 && Array.isArray(list) && list.length === batch.length) {
-      for (let k = 0; k < batch.length; k++) yield { js: list[k], loc: { ...parsed.loc, base: [k] }, index: from + k, errors: [] };
-      continue;
-    }
-    for (const [k, item] of batch.entries()) {
-      const one = parseChunk(item.text, item.line, name);
-      const js = one.errors.length === 0 ? toJs(one.loc.doc, `${name}:${item.line}`, one.errors) : undefined;
-      yield { js: Array.isArray(js) ? js[0] : undefined, loc: one.loc, index: from + k, errors: one.errors };
-    }
+    index++;
   }
+  if (slow.length > 0) yield* libraryEntries(slow, index - slow.length, name);
 }
 
-/** Every item's value, or null as soon as one is not of the simple shape. */
-function fastBatch(batch: Array<{ line: number; text: string }>): unknown[] | null {
-  const out: unknown[] = [];
-  for (const item of batch) {
-    const js = fastItem(item.text);
-    if (js === null) return null;
-    out.push(js);
+/** Consecutive items parsed by the library together (one at a time when they hold a syntax error); `from`: the first one's index. */
+function* libraryEntries(batch: Array<{ line: number; text: string }>, from: number, name: string): Generator<RawEntry> {
+  const first = batch[0];
+  if (!first) return;
+  const parsed = parseChunk(batch.map((it) => it.text).join('\n'), first.line, name);
+  const list = parsed.errors.length === 0 ? toJs(parsed.loc.doc, `${name}:${first.line}`, parsed.errors) : undefined;
+  if (parsed.errors.length === 0 && Array.isArray(list) && list.length === batch.length) {
+    for (let k = 0; k < batch.length; k++) yield { js: list[k], loc: { ...parsed.loc, base: [k] }, index: from + k, errors: [] };
+    return;
   }
-  return out;
+  for (const [k, item] of batch.entries()) {
+    const one = parseChunk(item.text, item.line, name);
+    const js = one.errors.length === 0 ? toJs(one.loc.doc, `${name}:${item.line}`, one.errors) : undefined;
+    yield { js: Array.isArray(js) ? js[0] : undefined, loc: one.loc, index: from + k, errors: one.errors };
+  }
 }
 
 /**

@@ -108,6 +108,12 @@ export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob>
     await rows?.return?.(undefined);
     return;
   }
+  // One job without templates (the usual item of a long list): built from its fields as they are.
+  if (available.size === 0) {
+    const { id, model, input, callback_url, protocol, rehost, needs, for_each } = fields;
+    yield await builder.build({ id: typeof id === 'number' ? String(id) : id, model, input, callback_url, protocol, rehost, needs, for_each, where: entryWhere, locate: (path) => fieldWhere(path, '') });
+    return;
+  }
 
   const rowsName = rowsSpec?.file ?? '';
   const make = (vars: Vars, suffix: string) => {

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { LineCounter, parseDocument } from 'yaml';
 import type { z } from 'zod';
 import type { Problem } from '../errors.js';
@@ -5,7 +6,7 @@ import { joinPath } from '../models/index.js';
 import { splitPath } from './coerce.js';
 import type { JobBuilder, ManifestJob } from './job.js';
 import { headSchema, jobSchema } from './schema.js';
-import { splitJobs } from './yaml-split.js';
+import { splitFile, type Item, type SplitYaml } from './yaml-split.js';
 import { cleanValue, type ValueProblem } from './safe.js';
 import { isPlainObject } from './template.js';
 import { chunkEntries, type RawEntry } from './yaml-batch.js';
@@ -18,7 +19,7 @@ import { issueProblems, nodeAt, syntaxProblems, toJs, type Loc, type Path } from
  * jobs (rows x glob files x matrix combinations), streaming rows sources.
  */
 
-const KEYS = {
+export const KEYS = {
   manifest: ['budget', 'pricing', 'defaults', 'jobs'],
   defaults: ['model', 'input', 'callback_url', 'protocol', 'rehost'],
   job: ['id', 'model', 'input', 'callback_url', 'protocol', 'rehost', 'needs', 'for_each', 'rows', 'glob', 'matrix'],
@@ -34,15 +35,22 @@ export interface YamlManifest {
   jobs(builder: JobBuilder, problems: Problem[]): AsyncGenerator<ManifestJob>;
 }
 
-export function readYaml(text: string, name: string, dir: string): YamlManifest {
-  const split = splitJobs(text);
+/** Reads a YAML manifest file: split and streamed when it has the usual shape, else parsed whole. Throws when the file cannot be read. */
+export async function openYaml(file: string, name: string, dir: string): Promise<YamlManifest> {
+  const split = await splitFile(file);
+  return readYaml(split ?? (await readFile(file, 'utf8')), name, dir);
+}
+
+/** A YAML manifest from its split (yaml-split.ts), or from its whole text (parsed whole). */
+export function readYaml(source: string | SplitYaml<Iterable<Item> | AsyncIterable<Item>>, name: string, dir: string): YamlManifest {
+  const split = typeof source === 'string' ? null : source;
   let lc = new LineCounter();
   const options = { prettyErrors: false, uniqueKeys: true, merge: true } as const;
   // The head is parsed without its blanked item lines (a blank line costs the library ~15 us before it is optimised:
   // 60 ms for 4,000 of them); nodes after them are numbered as in the file. A head with syntax errors is parsed
   // again with the blank lines (an error may sit at the end of the text, where no line maps back).
   let gap = split ? split.blankTo - split.blankFrom : 0;
-  let doc = parseDocument(split && gap > 0 ? headWithoutBlanks(split.head, split.blankFrom, split.blankTo) : (split?.head ?? text), { ...options, lineCounter: lc });
+  let doc = parseDocument(split ? (gap > 0 ? split.compactHead : split.head) : (source as string), { ...options, lineCounter: lc });
   if (split && gap > 0 && doc.errors.length > 0) {
     gap = 0;
     lc = new LineCounter();
@@ -54,7 +62,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
     return `${name}:${split && gap > 0 && line > split.blankFrom ? line + gap : line}`;
   };
   const empty: YamlManifest = { budget: null, pricing: null, problems, jobs: async function* () {} };
-  problems.push(...syntaxProblems(doc, lineAt));
+  for (const p of syntaxProblems(doc, lineAt)) problems.push(p);
   if (problems.length > 0) return empty;
   const js = toJs(doc, name, problems);
   if (js === undefined) return empty;
@@ -81,7 +89,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
       problems.push(p.problem);
     }
   }
-  let entries: () => Iterable<RawEntry>;
+  let entries: () => Iterable<RawEntry> | AsyncIterable<RawEntry>;
   if (split) {
     entries = () => chunkEntries(split.items, name);
   } else {
@@ -101,40 +109,51 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
     ...priced(root, problems),
     problems,
     async *jobs(builder, sourceProblems) {
-      for (const raw of entries()) {
-        if (raw.errors.length > 0) {
-          sourceProblems.push(...raw.errors);
-          continue;
-        }
-        const unsafe: ValueProblem[] = [];
-        const js = cleanValue(raw.js, '', unsafe);
-        for (const p of unsafe) {
-          const owner = literalId(js);
-          const offset = nodeAt(raw.loc.doc, [...raw.loc.base, ...splitPath(p.path)]).offset;
-          sourceProblems.push({ job: owner, where: raw.loc.lineAt(offset), path: owner === null ? joinPath('', ['jobs', raw.index, ...splitPath(p.path)]) : p.path, message: p.message });
-        }
-        // The common entry (id, model, input, ... of the right types) passes jobSchema for sure: not checked again by zod.
-        const checked = surelyValidEntry(js) ? ({ success: true } as const) : jobSchema.safeParse(js);
-        let entry = js;
-        if (!checked.success || !isPlainObject(js)) {
-          const known = checked.success ? null : knownPart(js, checked.error.issues);
-          const owner = known ? literalId(known.entry) : literalId(js);
-          const keysAt = (path: Path) => (path.length === 0 ? KEYS.job : path[path.length - 1] === 'rows' ? KEYS.rows : []);
-          const list = checked.success ? [] : issueProblems(known ? known.report : checked.error.issues, raw.loc, owner, owner === null ? ['jobs', raw.index] : [], keysAt);
-          sourceProblems.push(...list.map((p) => p.problem));
-          if (!known) continue;
-          entry = known.entry;
-        }
-        yield* expandEntry({ entry: entry as Entry, loc: raw.loc, defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems });
+      const c: EntryJobsContext = { defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems, keys: KEYS.job };
+      for await (const raw of entries()) {
+        if (raw.errors.length > 0) sourceProblems.push(...raw.errors);
+        else yield* entryJobs(raw.js, raw.loc, ['jobs', raw.index], c);
       }
     },
   };
 }
 
-/** `head` without its lines from index `from` up to `to` (all blank: the items of the jobs list). */
-function headWithoutBlanks(head: string, from: number, to: number): string {
-  const lines = head.split('\n');
-  return [...lines.slice(0, from), ...lines.slice(to)].join('\n');
+export interface EntryJobsContext {
+  defaults: Entry;
+  defaultsLoc: Loc;
+  name: string;
+  dir: string;
+  builder: JobBuilder;
+  problems: Problem[];
+  /** The keys an entry may have (named in an unknown key's message). */
+  keys: readonly string[];
+}
+
+/**
+ * The jobs of one `jobs` entry (a YAML item, or a JSONL line): its keys checked (problems at `loc`; `prefix`
+ * names the entry in a problem's path when it has no id of its own, e.g. jobs[3]), then expanded.
+ */
+export async function* entryJobs(value: unknown, loc: Loc, prefix: Path, c: EntryJobsContext): AsyncGenerator<ManifestJob> {
+  const unsafe: ValueProblem[] = [];
+  const js = cleanValue(value, '', unsafe);
+  for (const p of unsafe) {
+    const owner = literalId(js);
+    const offset = nodeAt(loc.doc, [...loc.base, ...splitPath(p.path)]).offset;
+    c.problems.push({ job: owner, where: loc.lineAt(offset), path: owner === null ? joinPath('', [...prefix, ...splitPath(p.path)]) : p.path, message: p.message });
+  }
+  // The common entry (id, model, input, ... of the right types) passes jobSchema for sure: not checked again by zod.
+  const checked = surelyValidEntry(js) ? ({ success: true } as const) : jobSchema.safeParse(js);
+  let entry = js;
+  if (!checked.success || !isPlainObject(js)) {
+    const known = checked.success ? null : knownPart(js, checked.error.issues);
+    const owner = known ? literalId(known.entry) : literalId(js);
+    const keysAt = (path: Path) => (path.length === 0 ? c.keys : path[path.length - 1] === 'rows' ? KEYS.rows : []);
+    const list = checked.success ? [] : issueProblems(known ? known.report : checked.error.issues, loc, owner, owner === null ? prefix : [], keysAt);
+    c.problems.push(...list.map((p) => p.problem));
+    if (!known) return;
+    entry = known.entry;
+  }
+  yield* expandEntry({ entry: entry as Entry, loc, defaults: c.defaults, defaultsLoc: c.defaultsLoc, name: c.name, dir: c.dir, builder: c.builder, problems: c.problems });
 }
 
 function priced(root: Entry, problems: Problem[]): { budget: number | null; pricing: Record<string, number> | null } {
