@@ -62,6 +62,11 @@ export interface ModelSpec {
   resultEndpoint: ResultEndpoint;
   /** Number of result items the contract documents per task (n images, music variations), when known. */
   outputCount?(input: Record<string, unknown>): number | null;
+  /**
+   * Sandbox only: the length in seconds of a video result when it is not simply input.duration
+   * (undefined: the sandbox's default length). For a model whose service ignores duration in some workflow.
+   */
+  videoSeconds?(input: Record<string, unknown>): number | undefined;
   /** Sandbox-only price when the contract gives none. Never used by the runner's estimate. */
   sandboxCredits?: number;
   /** One-line notes on choices made where the contract says "not shown". */
