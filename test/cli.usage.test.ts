@@ -85,7 +85,7 @@ describe('usage', () => {
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("error: unknown command 'frobnicate'");
     expect(value.code).toBe(2);
-    expect(value.stderr).toContain('--concurrency expects a non-negative integer, got "many"');
+    expect(value.stderr).toContain('--concurrency expects an integer >= 1, got "many"');
     expect(choice.code).toBe(2);
     expect(choice.stderr).toContain('Allowed choices are skip, resubmit');
   });

@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander';
-import { EXIT, GenbatchError, UsageError, isFileSystemError } from '../errors.js';
+import { EXIT, GenbatchError, isFileSystemError } from '../errors.js';
+import { int, num } from './flags.js';
 
 /**
  * The CLI entry. Commands are loaded lazily, one module each under ./commands/,
@@ -12,21 +13,6 @@ const lazy = (name: string): Action => async (...args: unknown[]) => {
   const mod = (await import(`./commands/${name}.js`)) as { default: Action };
   return mod.default(...args.slice(0, -1));
 };
-
-function int(name: string) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0) throw new UsageError(`${name} expects a non-negative integer, got "${v}"`);
-    return n;
-  };
-}
-function num(name: string) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (!Number.isFinite(n) || n < 0) throw new UsageError(`${name} expects a non-negative number, got "${v}"`);
-    return n;
-  };
-}
 
 export function buildProgram(setCode: (code: number) => void): Command {
   const program = new Command('genbatch')
@@ -67,7 +53,12 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
     .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>)')
     .option('--state <path>', 'state file (default: <out>/state.db)')
-    .option('--concurrency <n>', 'jobs in flight at once', int('--concurrency'), 8)
+    .option(
+      '--concurrency <n>',
+      'submit requests (and chat calls) in flight at once; the tasks being waited on are capped apart, at 50 x N (at least 500), status reads in flight at 2 x N (at least 4), downloads at 2 x N',
+      int('--concurrency', 1),
+      8,
+    )
     .option('--yes', 'proceed although some prices are unknown')
     .option('--max-credits <n>', 'refuse when the known estimate exceeds this', num('--max-credits'))
     .option('--json', 'write NDJSON events to stdout')
@@ -76,7 +67,11 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .addOption(new Option('--uncertain <policy>', 'what to do with submits of unknown outcome').choices(['skip', 'resubmit']).default('skip'))
     .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
     .option('--listen <host:port>', 'start a callback receiver here')
-    .option('--time-scale <s>', 'with --sandbox: scale all sandbox durations', num('--time-scale'))
+    .option(
+      '--time-scale <s>',
+      "multiply the run's own waits (poll interval, first poll, retry backoff, upload window) and, with --sandbox, every sandbox duration; against a sandbox started elsewhere, give its --time-scale (default: 0.02 with --sandbox, else 1)",
+      num('--time-scale', 0, true),
+    )
     .action(wrap(lazy('run')));
 
   program
@@ -107,7 +102,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
   program
     .command('sandbox')
     .description('start the local sandbox service and serve until stopped')
-    .option('--port <n>', 'port', int('--port'), 8787)
+    .option('--port <n>', 'port', int('--port', 0, 65535), 8787)
     .option('--host <host>', 'host', '127.0.0.1')
     .option('--public-url <url>', 'base of file and upload URLs, e.g. https://sandbox.example.com (default: from the bound address)')
     .option('--keys <list>', 'key=credits,key2=credits (default: one generated key with 10000 credits)')

@@ -63,7 +63,6 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   if (flags.callbackUrl && !flags.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
   if (flags.callbackUrl !== undefined) checkCallbackUrl(flags.callbackUrl);
   if (flags.listen !== undefined) (await import('../../engine/callbacks.js')).parseListen(flags.listen);
-  if (flags.concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${flags.concurrency}`);
   const outDir = resolve(flags.out ?? defaultOutDir(manifest));
   const statePath = resolve(flags.state ?? join(outDir, 'state.db'));
   const timeScale = flags.timeScale ?? (flags.sandbox ? SANDBOX_TIME_SCALE : 1);
