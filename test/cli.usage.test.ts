@@ -124,7 +124,7 @@ describe('a reader that closes early (| head -1)', () => {
     const csv = join(dir, 'bad.csv');
     writeFileSync(csv, rows.join('\n') + '\n');
     const r = await closeEarly(['validate', csv], 'stderr');
-    expect(r.first).toMatch(/^job j0 \(.*bad\.csv:row 1\) input\.prompt: is required$/);
+    expect(r.first).toMatch(/^job j0 \(.*bad\.csv:2, row 1\) input\.prompt: is required$/);
     expect(r.signal).toBeNull();
     expect(r.code).toBe(2);
   });

@@ -9,13 +9,15 @@ import type { CsvError } from 'csv-parse';
  * `.tab`): tab-separated with no quoting at all (IANA TSV), so a cell may
  * start with a quote, as PartiPrompts.tsv does. A UTF-8 BOM is dropped; blank
  * lines are skipped. Row numbers count data rows: row 1 is the first row after
- * the header. A malformed row is reported and skipped; reading goes on.
+ * the header; `line` is the file line the row starts on (a quoted cell may hold
+ * line breaks, and blank lines are skipped, so the two differ). A malformed row
+ * is reported and skipped; reading goes on.
  */
 
 export type TableItem =
   | { kind: 'header'; cells: string[] }
-  | { kind: 'row'; row: number; cells: string[] }
-  | { kind: 'error'; row: number | null; message: string };
+  | { kind: 'row'; row: number; line: number; cells: string[] }
+  | { kind: 'error'; row: number | null; line?: number; message: string };
 
 export function isTablePath(file: string): boolean {
   return ['.csv', '.tsv', '.tab'].includes(extname(file).toLowerCase());
@@ -49,6 +51,7 @@ export async function* readTable(file: string, limit: number | null = null): Asy
       skip_empty_lines: true,
       relax_column_count: true,
       skip_records_with_error: true,
+      info: true,
       on_skip: (err: CsvError | undefined) => {
         if (!err) return undefined;
         const line = typeof err.lines === 'number' ? err.lines : 0;
@@ -62,8 +65,10 @@ export async function* readTable(file: string, limit: number | null = null): Asy
   let header: string[] | null = null;
   let row = 0;
   let records = 0;
+  const lines = new LineCounter();
   try {
-    for await (const record of parser as AsyncIterable<string[]>) {
+    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
+      const line = lines.startOf(record, info.lines);
       while (pending.length > 0 && (pending[0]?.before ?? 0) <= records) {
         yield { kind: 'error', row: header ? ++row : null, message: await pendingMessage(pending.shift(), file) };
       }
@@ -75,9 +80,9 @@ export async function* readTable(file: string, limit: number | null = null): Asy
       }
       row++;
       if (record.length !== header.length) {
-        yield { kind: 'error', row, message: `has ${record.length} cells; the header has ${header.length}` };
+        yield { kind: 'error', row, line, message: `has ${record.length} cells; the header has ${header.length}` };
       } else {
-        yield { kind: 'row', row, cells: record };
+        yield { kind: 'row', row, line, cells: record };
       }
       if (limit !== null && row >= limit) break;
     }
@@ -88,6 +93,31 @@ export async function* readTable(file: string, limit: number | null = null): Asy
   } finally {
     parser.destroy();
     source.destroy();
+  }
+}
+
+/**
+ * The file line a record starts on, from csv-parse's line count at its end (`info.lines`). That count takes
+ * each CR and each LF inside a quoted cell as a line of its own, so a CRLF there counts twice: the extra
+ * counts are kept, and the record's own line breaks (CRLF, CR or LF: one each) are taken off.
+ */
+class LineCounter {
+  private extra = 0;
+
+  startOf(cells: readonly string[], endLine: number): number {
+    let breaks = 0;
+    for (const cell of cells) {
+      if (!cell.includes('\n') && !cell.includes('\r')) continue;
+      for (let i = 0; i < cell.length; i++) {
+        const c = cell.charCodeAt(i);
+        if (c === 0x0d && cell.charCodeAt(i + 1) === 0x0a) {
+          this.extra++;
+          breaks++;
+          i++;
+        } else if (c === 0x0d || c === 0x0a) breaks++;
+      }
+    }
+    return endLine - this.extra - breaks;
   }
 }
 
