@@ -23,7 +23,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const COMMANDS: Array<{ name: string; args: string[]; required: boolean }> = [
   { name: 'validate', args: ['m.yaml'], required: true },
   { name: 'estimate', args: ['m.yaml'], required: true },
-  { name: 'models', args: [], required: false },
+  { name: 'models', args: ['alpha-image-2'], required: false },
   { name: 'run', args: ['m.yaml'], required: true },
   { name: 'status', args: ['m.yaml'], required: false },
   { name: 'report', args: ['m.yaml'], required: false },

@@ -43,6 +43,8 @@ export function buildProgram(setCode: (code: number) => void): Command {
   program
     .command('models')
     .description('list the model catalogue: ids, kind, workflows, fields, price basis')
+    .argument('[model]', 'a model id, or the start of ids (e.g. alpha-image, motion-1.6/): only those models')
+    .addOption(new Option('--kind <kind>', 'only models of this kind (audio: every music and audio workflow)').choices(['image', 'video', 'audio', 'music', 'lyrics', 'chat']))
     .option('--json', 'print JSON')
     .action(wrap(lazy('models')));
 
