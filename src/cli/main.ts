@@ -79,17 +79,17 @@ export function buildProgram(setCode: (code: number) => void): Command {
   program
     .command('status')
     .description('jobs by state from a state file')
-    .argument('[manifest]', 'manifest whose default state file to read')
+    .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, ./genbatch-out/<manifest name>/state.db or ./state.db)")
     .option('--state <path>', 'state file')
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
-    .option('--jobs', 'list every job')
+    .option('--jobs', 'list every job: id, state, model, task_id, attempts, error (tab-separated, with a header row)')
     .option('--json', 'print JSON')
     .action(wrap(lazy('status')));
 
   program
     .command('report')
     .description('rewrite report.json, report.csv, report.md and report.html from the state')
-    .argument('[manifest]', 'manifest whose default state file to read')
+    .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, as for status)")
     .option('--state <path>', 'state file')
     .option('--out <dir>', 'output folder')
     .action(wrap(lazy('report')));

@@ -22,6 +22,7 @@ export default async function status(manifest: string | undefined, opts: { state
       const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
       process.stdout.write(`${run.manifest}\n  output: ${run.out_dir}\n  last run: ${run.started_at ?? '-'} to ${run.finished_at ?? '(running or interrupted)'}\n  ${total} jobs:`);
       process.stdout.write(JOB_STATES.filter((s) => counts[s] > 0).map((s) => ` ${counts[s]} ${s}`).join(',') + '\n');
+      if (jobs !== undefined && jobs.length > 0) process.stdout.write('  id\tstate\tmodel\ttask_id\tattempts\terror\n');
       for (const j of jobs ?? []) {
         process.stdout.write(`  ${j.id}\t${j.state}\t${j.model}\t${j.task_id ?? '-'}\t${j.attempts}${j.error ? `\t${j.error}` : ''}\n`);
       }
