@@ -42,7 +42,7 @@ describe('genbatch models', () => {
     expect(block).toContain('workflows: text-to-video, image-to-video, elements');
     expect(block).toContain('prompt (string; required)');
     expect(block).toContain('duration (integer; required)');
-    expect(block).toContain('price: 15 credits per second x duration (contract)');
+    expect(block).toContain('price: 15 credits per second x duration (service price)');
     const flash = r.stdout.split('\n\n').find((b) => b.startsWith('vendora/dream-v5.0-flash/text-to-image '));
     expect(flash).toContain('size (1:1|4:3|3:4|16:9|9:16|2:3|3:2|21:9; default "1:1")');
     expect(flash).toContain('price: unknown:');
@@ -57,7 +57,7 @@ describe('genbatch models', () => {
     const out = JSON.parse(r.stdout) as Catalogue;
     const video = out.models.find((m) => m.id === 'imagine-video-1.5');
     expect(video).toMatchObject({ kind: 'video', workflows: ['text-to-video', 'image-to-video', 'reference-to-video'], open_input: false, price_known: true });
-    expect(video?.price_basis).toMatch(/^per second by resolution \(480p 14.5, 720p 25, 1080p 45\) x duration .* \+ 2 per input or reference image \(contract\)$/);
+    expect(video?.price_basis).toMatch(/^per second by resolution \(480p 14.5, 720p 25, 1080p 45\) x duration .* \+ 2 per input or reference image \(service price\)$/);
     expect(video?.fields.find((f) => f.name === 'prompt')).toMatchObject({ type: 'string', required: true });
     expect(video?.fields.find((f) => f.name === 'resolution')).toMatchObject({ enum: ['480p', '720p', '1080p'], required: false, default: '720p' });
     const music = out.models.find((m) => m.id === 'generate-music');

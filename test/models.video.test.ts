@@ -56,17 +56,17 @@ describe('video catalogue', () => {
       expect(() => z.toJSONSchema(spec.input)).not.toThrow();
     }
   });
-  it('gives no price where the contract gives none, and a sandbox-only price instead', () => {
+  it('gives no price where the service gives none, and a sandbox-only price instead', () => {
     for (const id of ['vidmodel2.5-text-to-video', 'clip-2.3', 'clip-02', 'clip-02-pro', 'clipgen-2', 'videoh', 'imagine-video']) {
       const spec = getModel(id);
       const input = id === 'videoh' ? { prompt: 'p', resolution: '1080p' } : { prompt: 'p' };
       const quote = spec.price(input);
       expect(quote.credits).toBeNull();
-      expect(quote.basis).toMatch(/contract gives no price/);
+      expect(quote.basis).toMatch(/service gives no price/);
       expect(spec.sandboxCredits).toBeGreaterThan(0);
     }
   });
-  it('writes down a choice wherever the contract is silent', () => {
+  it('writes down a choice wherever the service is silent', () => {
     for (const id of VIDEO_IDS) expect(getModel(id).choices?.length ?? 0).toBeGreaterThan(0);
   });
 });

@@ -85,10 +85,10 @@ export const videoh: ModelSpec = {
   input,
   workflows: ['text-to-video', 'image-to-video', 'reference-to-video', 'video-edit'] satisfies VideohWorkflow[],
   workflow: videohWorkflow,
-  priceBasis: 'unknown: the contract gives no price (billing depends on workflow, resolution and billable duration); a user-supplied price is per request',
+  priceBasis: 'unknown: the service gives no price (billing depends on workflow, resolution and billable duration); a user-supplied price is per request',
   price: (i) => ({
     credits: null,
-    basis: `the contract gives no price for videoh (billing depends on workflow, resolution and billable duration; ${videohWorkflow(i)})`,
+    basis: `the service gives no price for videoh (billing depends on workflow, resolution and billable duration; ${videohWorkflow(i)})`,
   }),
   imageFields: ['image_urls[]', 'reference_image_urls[]'],
   urlOnlyFields: ['video_url'],

@@ -123,7 +123,7 @@ function humanReport(path: string, est: Estimate, shown: JobEstimate[], balance:
     const more = est.unknown_count_jobs.length > UNKNOWN_IDS_SHOWN ? `, and ${est.unknown_count_jobs.length - UNKNOWN_IDS_SHOWN} more` : '';
     out.push(`unknown count (fan-out decided at run time; each child has a price, not counted in the total; run checks the children against --max-credits and the budget when they are made): ${plural(est.unknown_count_jobs.length, 'for_each job')}: ${ids}${more}`);
   }
-  for (const m of unusedUserPrices) out.push(`note: the user-supplied price for ${m} is not used: the contract prices these jobs`);
+  for (const m of unusedUserPrices) out.push(`note: the user-supplied price for ${m} is not used: the service prices these jobs`);
   const userPart = est.user_supplied_credits > 0 ? ` (${est.user_supplied_credits} of them from user-supplied prices)` : '';
   const known = est.jobs_count - est.unknown_price_jobs.length - est.unknown_count_jobs.length;
   out.push(`total: ${est.total_credits} credits${userPart} for ${plural(known, 'job')} with a known price`);

@@ -18,10 +18,10 @@ interface ModelRow {
   summary: string;
   workflows: readonly string[];
   fields: FieldInfo[];
-  /** Other fields pass through unchecked (fields not shown by the contract). */
+  /** Other fields pass through unchecked (fields not documented by the service). */
   open_input: boolean;
   price_basis: string;
-  /** True when the contract gives a price (credits are computed per job); false: unknown unless user-supplied. */
+  /** True when the service gives a price (credits are computed per job); false: unknown unless user-supplied. */
   price_known: boolean;
 }
 
