@@ -41,6 +41,11 @@ describe('CSV positions', () => {
     expect(r.lines).toEqual([`job a (pos.csv:2, row 1) ${rule}`, `job b (pos.csv:5, row 2) ${rule}`, `job c (pos.csv:6, row 3) ${rule}`, `job d (pos.csv:9, row 4) ${rule}`]);
   });
 
+  it('count right in a file whose lines end in LF but one in CRLF, after a quoted cell', async () => {
+    const r = await validate('mixed.csv', 'id,model,input.prompt,input.quality\n\na,alpha-image-2,"two\nlines",ultra\r\nb,alpha-image-2,x,ultra\n');
+    expect(r.lines.map((l) => l.split(')')[0])).toEqual(['job a (mixed.csv:3, row 1', 'job b (mixed.csv:5, row 2']);
+  });
+
   it('a rows source of a YAML entry names the rows file line too', async () => {
     writeFileSync(join(t.dir, 'r.tsv'), 'Prompt\tq\ncat\tlow\n\ndog\tultra\n');
     const r = await validate('rows.yaml', 'jobs:\n  - rows: {file: r.tsv}\n    id: "p-{{row}}"\n    model: alpha-image-2\n    input: {prompt: "{{Prompt}}", quality: "{{q}}"}\n');
