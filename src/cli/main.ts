@@ -57,7 +57,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--state <path>', 'state file (default: <out>/state.db)')
     .option(
       '--concurrency <n>',
-      'submit requests (and chat calls) in flight at once; the tasks being waited on are capped apart, at 50 x N (at least 500), status reads in flight at 2 x N (at least 4), downloads at 2 x N',
+      'submit requests (and chat calls) in flight at once; the tasks being waited on are capped apart, at 50 x N (at least 500), and downloads at 2 x N',
       int('--concurrency', 1),
       8,
     )
