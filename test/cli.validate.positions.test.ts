@@ -26,6 +26,14 @@ describe('unknown input fields', () => {
     expect(r.lines).toContain('job b (typo.yaml:7) input.zzzzzz: unknown field (not accepted by this model)');
   });
 
+  it('an unknown CSV column names the nearest job column', async () => {
+    const r = await validate('cols.csv', 'id,modle,input.prompt\na,alpha-image-2,x\n');
+    expect(r.lines[0]).toBe('cols.csv:header modle: unknown column "modle" (did you mean "model"? columns are id, model, callback_url, protocol and input.<field>, e.g. input.prompt)');
+    // Nothing to suggest for a one-letter name whose every letter would change.
+    const short = await validate('short.csv', 'id,p,model\na,x,alpha-image-2\n');
+    expect(short.lines[0]).toBe('short.csv:header p: unknown column "p" (columns are id, model, callback_url, protocol and input.<field>, e.g. input.prompt)');
+  });
+
   it('in a CSV job list too, and for a music workflow', async () => {
     const r = await validate('typo.csv', 'id,model,input.prompt,input.custom_mode,input.instrumental,input.styel\nm1,generate-music,a song,false,false,rock\n');
     expect(r.lines).toContain('job m1 (typo.csv:2, row 1) input.styel: unknown field (not accepted by this model; did you mean "style"?)');

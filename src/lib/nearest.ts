@@ -1,10 +1,11 @@
 /**
  * The candidate closest to `word` by edit distance (case-insensitive), when close enough to be a likely typo:
- * at most max(2, length / 4) edits. Used for every "did you mean" (models, manifest keys, input fields, job ids).
+ * at most max(2, length / 4) edits, and fewer than the word has characters (no "id" for "p"). Used for every
+ * "did you mean" (models, manifest keys, input fields, CSV columns, job ids).
  */
 export function nearest(word: string, candidates: Iterable<string>): string | null {
   let best: string | null = null;
-  let bestDist = Math.max(2, Math.floor(word.length / 4)) + 1;
+  let bestDist = Math.min(Math.max(2, Math.floor(word.length / 4)) + 1, word.length);
   const w = word.toLowerCase();
   for (const c of candidates) {
     const d = distance(w, c.toLowerCase());

@@ -3,6 +3,7 @@ import { findModel } from '../models/index.js';
 import { splitPath, typedCell } from './coerce.js';
 import type { JobBuilder, ManifestJob } from './job.js';
 import { readTable } from './table.js';
+import { nearest } from '../lib/nearest.js';
 import { isPlainObject } from './template.js';
 import { FORBIDDEN_KEYS, MAX_DEPTH, forbiddenKeyMessage } from './safe.js';
 
@@ -100,11 +101,12 @@ function readHeader(cells: string[], name: string, problems: Problem[]): { cols:
       else inputs.push({ index, path, parts });
       return;
     }
+    const near = nearest(col, JOB_COLUMNS);
     problems.push({
       job: null,
       where,
       path: col,
-      message: `unknown column ${JSON.stringify(col)} (columns are id, model, callback_url, protocol and input.<field>, e.g. input.prompt)`,
+      message: `unknown column ${JSON.stringify(col)} (${near ? `did you mean "${near}"? ` : ''}columns are id, model, callback_url, protocol and input.<field>, e.g. input.prompt)`,
     });
   });
   if (!cols.has('model')) problems.push({ job: null, where, path: 'model', message: 'a model column is required' });
