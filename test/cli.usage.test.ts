@@ -23,7 +23,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const COMMANDS: Array<{ name: string; args: string[]; required: boolean }> = [
   { name: 'validate', args: ['m.yaml'], required: true },
   { name: 'estimate', args: ['m.yaml'], required: true },
-  { name: 'models', args: [], required: false },
+  { name: 'models', args: ['alpha-image-2'], required: false },
   { name: 'run', args: ['m.yaml'], required: true },
   { name: 'status', args: ['m.yaml'], required: false },
   { name: 'report', args: ['m.yaml'], required: false },
@@ -85,7 +85,7 @@ describe('usage', () => {
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("error: unknown command 'frobnicate'");
     expect(value.code).toBe(2);
-    expect(value.stderr).toContain('--concurrency expects a non-negative integer, got "many"');
+    expect(value.stderr).toContain('--concurrency expects an integer >= 1, got "many"');
     expect(choice.code).toBe(2);
     expect(choice.stderr).toContain('Allowed choices are skip, resubmit');
   });
@@ -124,7 +124,7 @@ describe('a reader that closes early (| head -1)', () => {
     const csv = join(dir, 'bad.csv');
     writeFileSync(csv, rows.join('\n') + '\n');
     const r = await closeEarly(['validate', csv], 'stderr');
-    expect(r.first).toMatch(/^job j0 \(.*bad\.csv:row 1\) input\.prompt: is required$/);
+    expect(r.first).toMatch(/^job j0 \(.*bad\.csv:2, row 1\) input\.prompt: is required$/);
     expect(r.signal).toBeNull();
     expect(r.code).toBe(2);
   });

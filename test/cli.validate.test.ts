@@ -41,7 +41,7 @@ describe('genbatch validate on broken manifests', () => {
 
   it('a bad CSV row: exit 2, the row number and the rule', async () => {
     const r = await genbatch(['validate', `${B}/bad-row.csv`]);
-    expect(r).toEqual({ code: 2, stdout: '', stderr: `${B}/bad-row.csv:row 2: has 3 cells; the header has 4\n` });
+    expect(r).toEqual({ code: 2, stdout: '', stderr: `${B}/bad-row.csv:3, row 2: has 3 cells; the header has 4\n` });
   });
 
   it('an unknown model: exit 2, the job, line, field and a suggestion', async () => {

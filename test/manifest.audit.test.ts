@@ -23,8 +23,8 @@ describe('prototype keys', () => {
     const { problems } = await all(p);
     expect(({} as Record<string, unknown>).prompt).toBeUndefined();
     expect(problems).toContain(`${p}:header input.__proto__.prompt: the key "__proto__" is not allowed (it names JavaScript object machinery, not a field)`);
-    expect(problems).toContain(`job a (${p}:row 1) input.prompt: is required`);
-    expect(problems).toContain(`job b (${p}:row 2) input.prompt: is required`);
+    expect(problems).toContain(`job a (${p}:2, row 1) input.prompt: is required`);
+    expect(problems).toContain(`job b (${p}:3, row 2) input.prompt: is required`);
   });
 
   it('YAML defaults and jobs with __proto__, constructor or prototype keys are rejected; the job is still checked', async () => {
@@ -70,7 +70,7 @@ describe('nesting depth', () => {
     const deep = '['.repeat(20000) + ']'.repeat(20000);
     const p = write('jobs.csv', `id,model,input.prompt,input.image_urls\na,alpha-image-2-edit,hi,${deep}\n`);
     const { problems } = await all(p);
-    expect(problems.some((x) => x.startsWith(`job a (${p}:row 1) input.image_urls[0]`) && x.endsWith(': nested more than 64 levels deep'))).toBe(true);
+    expect(problems.some((x) => x.startsWith(`job a (${p}:2, row 1) input.image_urls[0]`) && x.endsWith(': nested more than 64 levels deep'))).toBe(true);
   });
 
   it('a column path 5,000 levels deep is a header problem', async () => {
@@ -150,8 +150,8 @@ describe('reserved job ids', () => {
     const p = write('jobs.csv', `id,model,input.prompt\n${ids.map((id) => `${id},alpha-image-2,hi`).join('\n')}\n`);
     const { problems } = await all(p);
     expect(problems).toHaveLength(6);
-    expect(problems).toContain(`job report.json (${p}:row 1) id: "report.json" is reserved: the output folder holds genbatch's own report files (report.json, report.csv, report.md, report.html)`);
-    expect(problems).toContain(`job state.db-wal (${p}:row 6) id: "state.db-wal" is reserved: the output folder holds genbatch's own state database (state.db and its state.db-* files)`);
+    expect(problems).toContain(`job report.json (${p}:2, row 1) id: "report.json" is reserved: the output folder holds genbatch's own report files (report.json, report.csv, report.md, report.html)`);
+    expect(problems).toContain(`job state.db-wal (${p}:7, row 6) id: "state.db-wal" is reserved: the output folder holds genbatch's own state database (state.db and its state.db-* files)`);
     expect(problems.some((x) => x.startsWith('job REPORT.HTML'))).toBe(true);
   });
 });
@@ -162,14 +162,14 @@ describe('callback_url', () => {
     const p = write('jobs.csv', `id,model,callback_url,input.prompt\n${urls.map((u, i) => `c${i},alpha-image-2,${u},hi`).join('\n')}\n`);
     const { problems } = await all(p);
     expect(problems).toEqual([
-      `job c0 (${p}:row 1) callback_url: host 127.0.0.1 is local or private: the service calls back over the internet, so it needs a public host`,
-      `job c1 (${p}:row 2) callback_url: host 10.1.2.3 is local or private: the service calls back over the internet, so it needs a public host`,
-      `job c2 (${p}:row 3) callback_url: host localhost is local or private: the service calls back over the internet, so it needs a public host`,
-      `job c3 (${p}:row 4) callback_url: "https://exa mple.com/hook" is not a valid URL (check the host name)`,
-      `job c4 (${p}:row 5) callback_url: host [::1] is local or private: the service calls back over the internet, so it needs a public host`,
-      `job c5 (${p}:row 6) callback_url: host 192.168.0.5 is local or private: the service calls back over the internet, so it needs a public host`,
-      `job c6 (${p}:row 7) callback_url: host [::ffff:a00:1] is local or private: the service calls back over the internet, so it needs a public host`,
-      `job c7 (${p}:row 8) callback_url: host 127.0.0.1 is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c0 (${p}:2, row 1) callback_url: host 127.0.0.1 is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c1 (${p}:3, row 2) callback_url: host 10.1.2.3 is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c2 (${p}:4, row 3) callback_url: host localhost is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c3 (${p}:5, row 4) callback_url: "https://exa mple.com/hook" is not a valid URL (check the host name)`,
+      `job c4 (${p}:6, row 5) callback_url: host [::1] is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c5 (${p}:7, row 6) callback_url: host 192.168.0.5 is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c6 (${p}:8, row 7) callback_url: host [::ffff:a00:1] is local or private: the service calls back over the internet, so it needs a public host`,
+      `job c7 (${p}:9, row 8) callback_url: host 127.0.0.1 is local or private: the service calls back over the internet, so it needs a public host`,
     ]);
   });
 });

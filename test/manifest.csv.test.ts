@@ -24,7 +24,7 @@ describe('CSV manifests', () => {
     const { jobs, problems } = await all(p);
     expect(problems).toEqual([]);
     expect(jobs).toHaveLength(1);
-    expect(jobs[0]).toMatchObject({ id: 'c1', model: 'alpha-image-2', kind: 'submit', callback_url: 'https://example.com/h', input: { prompt: 'a cat, sitting', size: '16:9' }, where: `${p}:row 1`, dir, problems: [] });
+    expect(jobs[0]).toMatchObject({ id: 'c1', model: 'alpha-image-2', kind: 'submit', callback_url: 'https://example.com/h', input: { prompt: 'a cat, sitting', size: '16:9' }, where: `${p}:2, row 1`, dir, problems: [] });
   });
 
   it('types cells by the model schema: numbers, booleans, JSON arrays and objects; empty cells are absent', async () => {
@@ -60,7 +60,7 @@ describe('CSV manifests', () => {
   it('keeps a cell that cannot be typed as text, so the schema names the rule', async () => {
     const p = write('jobs.csv', 'id,model,input.prompt,input.n\na,dream-4,x,three\n');
     const { problems } = await all(p);
-    expect(problems).toEqual([`job a (${p}:row 1) input.n: must be a number`]);
+    expect(problems).toEqual([`job a (${p}:2, row 1) input.n: must be a number`]);
   });
 
   it('reports header problems once and row problems with their row number', async () => {
@@ -70,8 +70,8 @@ describe('CSV manifests', () => {
     expect(problems).toEqual([
       `${p}:header prompt: unknown column "prompt" (columns are id, model, callback_url, protocol and input.<field>, e.g. input.prompt)`,
       `${p}:header id: column "id" appears twice`,
-      `${p}:row 3: has 3 cells; the header has 5`,
-      `job b (${p}:row 2) model: unknown model "alpha-image-3"; did you mean "alpha-image-2"? (see \`genbatch models\`)`,
+      `${p}:4, row 3: has 3 cells; the header has 5`,
+      `job b (${p}:3, row 2) model: unknown model "alpha-image-3"; did you mean "alpha-image-2"? (see \`genbatch models\`)`,
     ]);
   });
 

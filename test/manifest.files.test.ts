@@ -112,7 +112,7 @@ describe('local image files', () => {
     writeFileSync(p, 'id,model,input.prompt,input.image_urls\nk,kontext-pro-edit,x,"[""r.png""]"\nl,kontext-pro-edit,x,"[""missing.png""]"\n');
     const { jobs, problems } = await all(p);
     expect(localImageRefs(jobs[0]!)).toEqual([{ path: 'input.image_urls[0]', file: join(dir, 'r.png') }]);
-    expect(problems).toEqual([`job l (${p}:row 2) input.image_urls[0]: local file "missing.png" does not exist`]);
+    expect(problems).toEqual([`job l (${p}:3, row 2) input.image_urls[0]: local file "missing.png" does not exist`]);
   });
 });
 

@@ -137,7 +137,7 @@ describe('rows sources', () => {
     const { jobs, problems } = await all(p);
     expect(problems).toEqual([]);
     expect(jobs).toHaveLength(50);
-    expect(jobs[0]).toMatchObject({ id: 'p1', input: { prompt: 'bond', quality: 'low' }, where: `${p}:2, parti50.tsv:row 1` });
+    expect(jobs[0]).toMatchObject({ id: 'p1', input: { prompt: 'bond', quality: 'low' }, where: `${p}:2, parti50.tsv:2, row 1` });
     expect(jobs[49]?.id).toBe('p50');
   });
 
@@ -172,7 +172,7 @@ describe('rows sources', () => {
     expect(jobs.map((j) => j.id)).toEqual(['r1']);
     expect(problems).toEqual([
       `${p}:2 rows.file: file not found: nope.tsv`,
-      `${p}:5, r.csv:row 2: has 2 cells; the header has 1`,
+      `${p}:5, r.csv:3, row 2: has 2 cells; the header has 1`,
       `${p}:12 input.prompt: template {{Prompt}} names no variable (available: prompt, row)`,
     ]);
   });

@@ -8,11 +8,11 @@ describe('catalogue metadata', () => {
     for (const spec of listModels()) {
       expect(spec.workflows.length, spec.id).toBeGreaterThan(0);
       expect(new Set(spec.workflows).size, spec.id).toBe(spec.workflows.length);
-      expect(spec.priceBasis, spec.id).toMatch(/^unknown: |\(contract\)$/);
+      expect(spec.priceBasis, spec.id).toMatch(/^unknown: |\(service price\)$/);
     }
   });
 
-  it('a contract price basis only where price() gives numbers; unknown ones give null', () => {
+  it('a service price basis only where price() gives numbers; unknown ones give null', () => {
     const priced = listModels().filter((s) => !s.priceBasis.startsWith('unknown')).map((s) => s.id);
     expect(priced).toEqual(['alpha-image-2', 'alpha-image-2-edit', 'motion-1.6/standard', 'motion-1.6/pro', 'imagine-video-1.5']);
     const samples: Array<[string, Record<string, unknown>]> = [

@@ -15,7 +15,7 @@ import { findModel } from '../src/models/index.js';
 const hi = { messages: [{ role: 'user', content: 'hi' }] };
 
 describe('chat catalogue', () => {
-  it('holds the four vendor groups of the contract table', () => {
+  it('holds the four vendor groups of the service table', () => {
     const byGroup = new Map<string, string[]>();
     for (const m of CHAT_MODELS) byGroup.set(m.group, [...(byGroup.get(m.group) ?? []), m.id]);
     const sizes = [...byGroup.values()].map((ids) => ids.length);

@@ -82,7 +82,7 @@ describe('flash text-to-image: remaining rules', () => {
     expect(checkSubmit({ model: M, input: { prompt: 'p', output_format: 'jpg' } }).issues[0]).toMatchObject({ path: 'input.output_format' });
     expect(checkSubmit({ model: M, input: { prompt: 'p', enable_safety_checker: 'no' } }).issues[0]).toMatchObject({ path: 'input.enable_safety_checker', message: 'must be a boolean' });
   });
-  it('is priced per image with no number in the contract', () => {
+  it('is priced per image with no number in the service', () => {
     const quote = getModel(M).price({ prompt: 'p' });
     expect(quote.credits).toBeNull();
     expect(quote.basis).toContain('per output image');

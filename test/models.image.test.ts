@@ -356,7 +356,7 @@ describe('image catalogue as a whole', () => {
       if (spec.family === 'alpha-image-2') continue;
       const quote = spec.price(input);
       expect(quote.credits, spec.id).toBeNull();
-      expect(quote.basis, spec.id).toMatch(/contract gives no (price|number)/);
+      expect(quote.basis, spec.id).toMatch(/service gives no (price|number)/);
       expect(spec.sandboxCredits, spec.id).toBeGreaterThan(0);
     }
   });

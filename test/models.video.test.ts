@@ -56,17 +56,17 @@ describe('video catalogue', () => {
       expect(() => z.toJSONSchema(spec.input)).not.toThrow();
     }
   });
-  it('gives no price where the contract gives none, and a sandbox-only price instead', () => {
+  it('gives no price where the service gives none, and a sandbox-only price instead', () => {
     for (const id of ['vidmodel2.5-text-to-video', 'clip-2.3', 'clip-02', 'clip-02-pro', 'clipgen-2', 'videoh', 'imagine-video']) {
       const spec = getModel(id);
       const input = id === 'videoh' ? { prompt: 'p', resolution: '1080p' } : { prompt: 'p' };
       const quote = spec.price(input);
       expect(quote.credits).toBeNull();
-      expect(quote.basis).toMatch(/contract gives no price/);
+      expect(quote.basis).toMatch(/service gives no price/);
       expect(spec.sandboxCredits).toBeGreaterThan(0);
     }
   });
-  it('writes down a choice wherever the contract is silent', () => {
+  it('writes down a choice wherever the service is silent', () => {
     for (const id of VIDEO_IDS) expect(getModel(id).choices?.length ?? 0).toBeGreaterThan(0);
   });
 });
@@ -211,13 +211,18 @@ describe('videoh', () => {
     ok(M, { prompt: 'p', resolution: '720p' });
     bad(M, { prompt: 'p', resolution: '480p' }, 'input.resolution', /not one of 720p, 1080p/);
   });
-  it('duration 3 to 15, accepted (ignored) for video-edit', () => {
+  it('duration 3 to 15 for text, image and reference workflows; any whole number for video-edit, which ignores it', () => {
     ok(M, { prompt: 'p', duration: 3 });
     ok(M, { prompt: 'p', duration: 15 });
     bad(M, { prompt: 'p', duration: 2 }, 'input.duration', /at least 3/);
     bad(M, { prompt: 'p', duration: 16 }, 'input.duration', /at most 15/);
+    bad(M, { image_urls: [IMG], duration: 30 }, 'input.duration', /at most 15/);
+    bad(M, { prompt: 'p', reference_image_urls: [IMG], duration: 1 }, 'input.duration', /at least 3/);
     bad(M, { prompt: 'p', duration: 5.5 }, 'input.duration', /integer/);
     ok(M, { prompt: 'p', video_url: VID, duration: 10 });
+    expect(ok(M, { prompt: 'p', video_url: VID, duration: 30 }).duration).toBe(30);
+    ok(M, { prompt: 'p', video_url: VID, duration: 1 });
+    expect(getModel(M).price({ prompt: 'p', video_url: VID, duration: 30 }).credits).toBeNull();
   });
   it('audio_setting only for video-edit: auto or origin', () => {
     ok(M, { prompt: 'p', video_url: VID, audio_setting: 'origin' });

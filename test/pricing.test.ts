@@ -19,9 +19,9 @@ function job(model: string, input: Record<string, unknown>, kind: 'submit' | 'ch
 }
 
 describe('priceJob', () => {
-  it('uses the contract price when the model gives one', () => {
-    expect(priceJob(job('alpha-image-2', { prompt: 'x', quality: 'high', size: '16:9', resolution: '4K' }), null)).toMatchObject({ credits: 48, source: 'contract' });
-    expect(priceJob(job('motion-1.6/pro', { prompt: 'x', duration: 10 }), { 'motion-1.6/pro': 1 })).toMatchObject({ credits: 150, source: 'contract' });
+  it('uses the service price when the model gives one', () => {
+    expect(priceJob(job('alpha-image-2', { prompt: 'x', quality: 'high', size: '16:9', resolution: '4K' }), null)).toMatchObject({ credits: 48, source: 'service' });
+    expect(priceJob(job('motion-1.6/pro', { prompt: 'x', duration: 10 }), { 'motion-1.6/pro': 1 })).toMatchObject({ credits: 150, source: 'service' });
   });
 
   it('prices user-supplied image prices per image times n, and other models per request', () => {
@@ -30,12 +30,12 @@ describe('priceJob', () => {
     expect(priceJob(job('vendora/chat-5', { messages: [] }, 'chat'), { 'vendora/chat-5': 0.2 })).toMatchObject({ credits: 0.2, source: 'user' });
   });
 
-  it('gives unknown (null, never 0) without a contract or user price', () => {
+  it('gives unknown (null, never 0) without a service or user price', () => {
     const p = priceJob(job('dream-4', { prompt: 'x', n: 2 }), { 'kontext-pro': 1 });
     expect(p.credits).toBeNull();
     expect(p.source).toBe('unknown');
     expect(p.basis).toContain('dream-4');
-    expect(priceJob(job('vendora/chat-5', {}, 'chat'), null)).toEqual({ credits: null, basis: 'the contract gives no chat prices', source: 'unknown' });
+    expect(priceJob(job('vendora/chat-5', {}, 'chat'), null)).toEqual({ credits: null, basis: 'the service gives no chat prices', source: 'unknown' });
   });
 });
 
@@ -56,11 +56,11 @@ describe('estimate', () => {
     expect(est.per_model['dream-4']).toEqual({ jobs: 1, credits: 6, known_jobs: 1, unknown_jobs: 0, unknown_count_jobs: 0, user_jobs: 1, observed_jobs: 0 });
     expect(est.per_model['kontext-pro']).toEqual({ jobs: 1, credits: null, known_jobs: 0, unknown_jobs: 1, unknown_count_jobs: 0, user_jobs: 0, observed_jobs: 0 });
     expect(est.jobs?.map((j) => [j.id, j.credits, j.source])).toEqual([
-      ['a', 6, 'contract'],
-      ['b', 2, 'contract'],
+      ['a', 6, 'service'],
+      ['b', 2, 'service'],
       ['c', 6, 'user'],
       ['d', null, 'unknown'],
-      ['e', 43.5, 'contract'],
+      ['e', 43.5, 'service'],
     ]);
   });
 

@@ -76,7 +76,7 @@ describe('unknown count apart from unknown price', () => {
     writeFileSync(manifest, 'jobs:\n  - id: castle\n    model: kontext-pro\n    input: { prompt: "A castle" }\n');
     const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', join(t.dir, 'unk')], { GENBATCH_API_KEY: KEY });
     expect(r.code).toBe(3);
-    expect(r.stderr).toContain('1 job(s) have no known price (castle); the contract gives no price for their model: give prices with --prices');
+    expect(r.stderr).toContain('1 job(s) have no known price (castle); the service gives no price for their model: give prices with --prices');
     expect(r.stderr).not.toContain('unknown count');
   }, 60_000);
 });

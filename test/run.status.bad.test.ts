@@ -40,7 +40,7 @@ afterAll(async () => {
   t.cleanup();
 });
 
-describe('status answers that are never the contract shape', () => {
+describe('status answers that are never the service shape', () => {
   it('the job is left submitted after 5 failed reads (exit 4); the next run finishes it', async () => {
     const manifest = join(t.dir, 'pic.yaml');
     writeFileSync(manifest, ['jobs:', '  - id: pic', '    model: alpha-image-2', '    input:', '      prompt: "a quiet harbour"'].join('\n') + '\n');

@@ -136,7 +136,7 @@ function bigHeaders(sb: Sandbox, path: string): Promise<{ status: number; body: 
   });
 }
 
-describe('framework errors in the contract shape', () => {
+describe('framework errors in the service shape', () => {
   it('answers bad percent-encoding, long, unicode ids and huge headers as {detail} or {code, error}', async () => {
     const sb = await sandbox();
     const bad = await call(sb, 'GET', '/api/generate/status/%ff', 'k1');

@@ -171,7 +171,7 @@ describe('chat bodies: roles and content parts are checked (chat-protocols.md §
   });
 });
 
-describe('a known path with another method is a 405 with Allow (HTTP semantics; the contract lists one method per path)', () => {
+describe('a known path with another method is a 405 with Allow (HTTP semantics; the service lists one method per path)', () => {
   it('answers 405 and Allow in the endpoint\'s error shape; OPTIONS answers 204 with Allow; unknown paths stay 404', async () => {
     const sb = await sandbox();
     const get = await call(sb, 'GET', '/api/generate/submit', 'k1');

@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander';
-import { EXIT, GenbatchError, UsageError, isFileSystemError } from '../errors.js';
+import { EXIT, GenbatchError, isFileSystemError } from '../errors.js';
+import { int, num } from './flags.js';
 
 /**
  * The CLI entry. Commands are loaded lazily, one module each under ./commands/,
@@ -12,21 +13,6 @@ const lazy = (name: string): Action => async (...args: unknown[]) => {
   const mod = (await import(`./commands/${name}.js`)) as { default: Action };
   return mod.default(...args.slice(0, -1));
 };
-
-function int(name: string) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0) throw new UsageError(`${name} expects a non-negative integer, got "${v}"`);
-    return n;
-  };
-}
-function num(name: string) {
-  return (v: string): number => {
-    const n = Number(v);
-    if (!Number.isFinite(n) || n < 0) throw new UsageError(`${name} expects a non-negative number, got "${v}"`);
-    return n;
-  };
-}
 
 /** A repeatable option: every value, in order. */
 function collect(value: string, previous: string[] | undefined): string[] {
@@ -62,6 +48,8 @@ export function buildProgram(setCode: (code: number) => void): Command {
   program
     .command('models')
     .description('list the model catalogue: ids, kind, workflows, fields, price basis')
+    .argument('[model]', 'a model id, or the start of ids (e.g. alpha-image, motion-1.6/): only those models')
+    .addOption(new Option('--kind <kind>', 'only models of this kind (audio: every music and audio workflow)').choices(['image', 'video', 'audio', 'music', 'lyrics', 'chat']))
     .option('--json', 'print JSON')
     .action(wrap(lazy('models')));
 
@@ -72,7 +60,12 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
     .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>)')
     .option('--state <path>', 'state file (default: <out>/state.db)')
-    .option('--concurrency <n>', 'jobs in flight at once', int('--concurrency'), 8)
+    .option(
+      '--concurrency <n>',
+      'submit requests (and chat calls) in flight at once; the tasks being waited on are capped apart, at 50 x N (at least 500), and downloads at 2 x N',
+      int('--concurrency', 1),
+      8,
+    )
     .option('--yes', 'proceed although some prices are unknown')
     .option('--max-credits <n>', 'refuse when the known estimate exceeds this', num('--max-credits'))
     .option('--json', 'write NDJSON events to stdout')
@@ -81,28 +74,32 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .addOption(new Option('--uncertain <policy>', 'what to do with submits of unknown outcome').choices(['skip', 'resubmit']).default('skip'))
     .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
     .option('--listen <host:port>', 'start a callback receiver here')
-    .option('--time-scale <s>', 'with --sandbox: scale all sandbox durations', num('--time-scale'))
-    .option('--request-timeout <seconds>', 'the most one API request may take, headers and body (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)', num('--request-timeout'))
+    .option(
+      '--time-scale <s>',
+      "multiply the run's own waits (poll interval, first poll, retry backoff, upload window) and, with --sandbox, every sandbox duration; against a sandbox started elsewhere, give its --time-scale (default: 0.02 with --sandbox, else 1)",
+      num('--time-scale', 0, true),
+    )
+    .option('--request-timeout <seconds>', 'the most one API request may take, headers and body (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)', num('--request-timeout', 0, true))
     .option('--redo <states>', 'send again the jobs that ended in these states: failed, expired (comma list); done jobs are untouched, earlier files go to <job>/previous-<n>/')
     .option('--only <ids>', 'send only the pending jobs whose id matches (globs with * and ?; repeatable, comma separated); a chosen job takes the pending jobs it needs along', collect)
-    .option('--limit <n>', 'send at most N pending jobs, in manifest order', int('--limit'))
+    .option('--limit <n>', 'send at most N pending jobs, in manifest order', int('--limit', 1))
     .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 4\n(incomplete).')
     .action(wrap(lazy('run')));
 
   program
     .command('status')
     .description('jobs by state from a state file, and jobs stuck (sent more than 1 h ago, not finished) with their last error')
-    .argument('[manifest]', 'manifest whose default state file to read')
+    .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, ./genbatch-out/<manifest name>/state.db or ./state.db)")
     .option('--state <path>', 'state file')
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
-    .option('--jobs', 'list every job')
+    .option('--jobs', 'list every job: id, state, model, task_id, attempts, error (tab-separated, with a header row)')
     .option('--json', 'print JSON')
     .action(wrap(lazy('status')));
 
   program
     .command('report')
     .description('rewrite report.json, report.csv, report.md and report.html from the state')
-    .argument('[manifest]', 'manifest whose default state file to read')
+    .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, as for status)")
     .option('--state <path>', 'state file')
     .option('--out <dir>', 'output folder')
     .action(wrap(lazy('report')));
@@ -117,7 +114,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
   program
     .command('sandbox')
     .description('start the local sandbox service and serve until stopped')
-    .option('--port <n>', 'port', int('--port'), 8787)
+    .option('--port <n>', 'port', int('--port', 0, 65535), 8787)
     .option('--host <host>', 'host', '127.0.0.1')
     .option('--public-url <url>', 'base of file and upload URLs, e.g. https://sandbox.example.com (default: from the bound address)')
     .option('--keys <list>', 'key=credits,key2=credits (default: one generated key with 10000 credits)')

@@ -207,7 +207,7 @@ export function checkLimits(store: Store, c: BudgetLimits, sel: Selection | null
     const u = unknownJobs(store, 10, sel);
     const list = (ids: string[], n: number) => ids.join(', ') + (n > ids.length ? `, and ${n - ids.length} more` : '');
     const parts: string[] = [];
-    if (u.priceCount > 0) parts.push(`${u.priceCount} job(s) have no known price (${list(u.price, u.priceCount)}); the contract gives no price for their model: give prices with --prices`);
+    if (u.priceCount > 0) parts.push(`${u.priceCount} job(s) have no known price (${list(u.price, u.priceCount)}); the service gives no price for their model: give prices with --prices`);
     if (u.countCount > 0) parts.push(`${u.countCount} for_each job(s) have an unknown count (fan-out decided at run time: ${list(u.count, u.countCount)}); their children are checked against --max-credits and the budget when they are made`);
     throw new BudgetError(`${parts.join('; ')}. Pass --yes to run them anyway`);
   }

@@ -1,4 +1,5 @@
 import type { Problem } from '../errors.js';
+import { nearest } from '../lib/nearest.js';
 import { describe, documentedCount, outputShape, shapeAt, type Shape } from './outputs.js';
 import { findRefs, parseRef, refText, type Ref, type Step } from './refs.js';
 
@@ -207,26 +208,8 @@ export function stripBraces(expr: string): string {
 }
 
 function unknownJob(id: string, ids: ReadonlySet<string>): string {
-  let near: string | null = null;
-  let best = Math.max(2, Math.floor(id.length / 4)) + 1;
-  for (const c of ids) {
-    const d = distance(id.toLowerCase(), c.toLowerCase());
-    if (d < best) {
-      best = d;
-      near = c;
-    }
-  }
+  const near = nearest(id, ids);
   return `no job with id "${id}" in this manifest${near !== null ? ` (did you mean "${near}"?)` : ''}`;
-}
-
-function distance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) row[j] = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
-    prev = row;
-  }
-  return prev[b.length] ?? 0;
 }
 
 /**

@@ -3,6 +3,7 @@ import { findModel } from '../models/index.js';
 import { splitPath, typedCell } from './coerce.js';
 import type { JobBuilder, ManifestJob } from './job.js';
 import { readTable } from './table.js';
+import { nearest } from '../lib/nearest.js';
 import { isPlainObject } from './template.js';
 import { FORBIDDEN_KEYS, MAX_DEPTH, forbiddenKeyMessage } from './safe.js';
 
@@ -11,7 +12,7 @@ import { FORBIDDEN_KEYS, MAX_DEPTH, forbiddenKeyMessage } from './safe.js';
  * `callback_url`, `protocol`, and `input.<field>` with dotted paths and
  * indexes (`input.prompt`, `input.size.width`, `input.image_urls[0]`). Cells
  * are typed by the model's schema (see coerce.ts); an empty cell is absent.
- * Positions are `file:row N` (row 1 = first row after the header).
+ * Positions are `file:LINE, row N` (the file line the row starts on; row 1 = first row after the header).
  */
 
 const JOB_COLUMNS = new Set(['id', 'model', 'callback_url', 'protocol']);
@@ -34,7 +35,7 @@ export async function* csvJobs(file: string, name: string, builder: JobBuilder, 
   for await (const item of readTable(file)) {
     if (item.kind !== 'header' && item.row !== null) rows++;
     if (item.kind === 'error') {
-      problems.push({ job: null, where: item.row === null ? name : `${name}:row ${item.row}`, path: '', message: item.message });
+      problems.push({ job: null, where: item.row === null ? name : rowWhere(name, item.row, item.line), path: '', message: item.message });
       continue;
     }
     if (item.kind === 'header') {
@@ -55,7 +56,7 @@ export async function* csvJobs(file: string, name: string, builder: JobBuilder, 
       if (col.parts.length === 1) input[col.path] = typedCell(spec, col.path, v);
       else setPath(input, col.parts, typedCell(spec, col.path, v));
     }
-    const where = `${name}:row ${item.row}`;
+    const where = rowWhere(name, item.row, item.line);
     yield await builder.build({
       id: cellAt(cells, idx.id),
       model,
@@ -67,6 +68,11 @@ export async function* csvJobs(file: string, name: string, builder: JobBuilder, 
     });
   }
   if (cols && rows === 0) problems.push({ job: null, where: `${name}:header`, path: '', message: 'no jobs: the file has no rows after its header line' });
+}
+
+/** `jobs.csv:4, row 3`: the file line a row starts on and its row number; `jobs.csv:row 3` when the line is not known (a record the parser skipped). */
+export function rowWhere(file: string, row: number, line: number | undefined): string {
+  return line === undefined ? `${file}:row ${row}` : `${file}:${line}, row ${row}`;
 }
 
 /** A cell's text, or undefined for a missing column or an empty cell (absent). */
@@ -95,11 +101,12 @@ function readHeader(cells: string[], name: string, problems: Problem[]): { cols:
       else inputs.push({ index, path, parts });
       return;
     }
+    const near = nearest(col, JOB_COLUMNS);
     problems.push({
       job: null,
       where,
       path: col,
-      message: `unknown column ${JSON.stringify(col)} (columns are id, model, callback_url, protocol and input.<field>, e.g. input.prompt)`,
+      message: `unknown column ${JSON.stringify(col)} (${near ? `did you mean "${near}"? ` : ''}columns are id, model, callback_url, protocol and input.<field>, e.g. input.prompt)`,
     });
   });
   if (!cols.has('model')) problems.push({ job: null, where, path: 'model', message: 'a model column is required' });

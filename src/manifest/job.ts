@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
 import { findModel, isRemoteRef, listModels, checkSubmit, type ModelSpec } from '../models/index.js';
+import { nearest } from '../lib/nearest.js';
 import { CHAT_MODELS, checkChatJob, findChatModel, isChatModelId } from '../models/chat.js';
 import { GraphCollector, REFS_ONLY_IN_INPUT, hasRef, inRefField, parseRef, placeholderInput, restoreRefs, stripBraces } from '../graph/index.js';
 import { FileChecks } from './files.js';
@@ -325,32 +326,6 @@ function unknownModelMessage(model: string, chatShaped: boolean): string {
     suggestions.set(model, msg);
   }
   return msg;
-}
-
-/** The candidate closest to `word` by edit distance, when close enough to be a likely typo. */
-export function nearest(word: string, candidates: string[]): string | null {
-  let best: string | null = null;
-  let bestDist = Math.max(2, Math.floor(word.length / 4)) + 1;
-  for (const c of candidates) {
-    const d = distance(word.toLowerCase(), c.toLowerCase());
-    if (d < bestDist) {
-      best = c;
-      bestDist = d;
-    }
-  }
-  return best;
-}
-
-function distance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) {
-      row[j] = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = row;
-  }
-  return prev[b.length] ?? 0;
 }
 
 const FORMAT_NAMES: Record<string, string> = { jpeg: 'JPEG', png: 'PNG', gif: 'GIF', webp: 'WebP' };

@@ -98,7 +98,7 @@ export const manifestSchema = z
           { error: 'must be a mapping of model id -> credits' },
         )
         .optional()
-        .describe('User-supplied prices (model id -> credits: per image for image models, times n; per request for other models) for models whose price the contract does not give; labelled user-supplied in every output'),
+        .describe('User-supplied prices (model id -> credits: per image for image models, times n; per request for other models) for models whose price the service does not give; labelled user-supplied in every output'),
       defaults: defaultsSchema.optional(),
       jobs: z.array(jobSchema, { error: 'must be a list of jobs' }).min(1, { error: 'must list at least one job' }).describe('The jobs'),
     },

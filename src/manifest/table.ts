@@ -9,13 +9,15 @@ import type { CsvError } from 'csv-parse';
  * `.tab`): tab-separated with no quoting at all (IANA TSV), so a cell may
  * start with a quote, as PartiPrompts.tsv does. A UTF-8 BOM is dropped; blank
  * lines are skipped. Row numbers count data rows: row 1 is the first row after
- * the header. A malformed row is reported and skipped; reading goes on.
+ * the header; `line` is the file line the row starts on (a quoted cell may hold
+ * line breaks, and blank lines are skipped, so the two differ). A malformed row
+ * is reported and skipped; reading goes on.
  */
 
 export type TableItem =
   | { kind: 'header'; cells: string[] }
-  | { kind: 'row'; row: number; cells: string[] }
-  | { kind: 'error'; row: number | null; message: string };
+  | { kind: 'row'; row: number; line: number | undefined; cells: string[] }
+  | { kind: 'error'; row: number | null; line?: number; message: string };
 
 export function isTablePath(file: string): boolean {
   return ['.csv', '.tsv', '.tab'].includes(extname(file).toLowerCase());
@@ -46,7 +48,8 @@ export async function* readTable(file: string, limit: number | null = null): Asy
       quote: tsv ? false : '"',
       relax_quotes: true,
       bom: true,
-      skip_empty_lines: true,
+      // Blank lines come through as records of one empty cell, skipped below: each record's lines are then counted here.
+      skip_empty_lines: false,
       relax_column_count: true,
       skip_records_with_error: true,
       on_skip: (err: CsvError | undefined) => {
@@ -62,12 +65,16 @@ export async function* readTable(file: string, limit: number | null = null): Asy
   let header: string[] | null = null;
   let row = 0;
   let records = 0;
+  const lines = new LineCounter();
   try {
     for await (const record of parser as AsyncIterable<string[]>) {
       while (pending.length > 0 && (pending[0]?.before ?? 0) <= records) {
+        lines.lose();
         yield { kind: 'error', row: header ? ++row : null, message: await pendingMessage(pending.shift(), file) };
       }
       records++;
+      const line = lines.take(record);
+      if (record.length === 1 && record[0] === '') continue; // a blank line
       if (!header) {
         header = record;
         yield { kind: 'header', cells: record };
@@ -75,9 +82,9 @@ export async function* readTable(file: string, limit: number | null = null): Asy
       }
       row++;
       if (record.length !== header.length) {
-        yield { kind: 'error', row, message: `has ${record.length} cells; the header has ${header.length}` };
+        yield { kind: 'error', row, ...(line === undefined ? {} : { line }), message: `has ${record.length} cells; the header has ${header.length}` };
       } else {
-        yield { kind: 'row', row, cells: record };
+        yield { kind: 'row', row, line, cells: record };
       }
       if (limit !== null && row >= limit) break;
     }
@@ -88,6 +95,38 @@ export async function* readTable(file: string, limit: number | null = null): Asy
   } finally {
     parser.destroy();
     source.destroy();
+  }
+}
+
+/**
+ * The file line each record starts on, counted from the records themselves (csv-parse's own `info` costs
+ * about 3 us a record): a record takes one line plus the line breaks inside its quoted cells (CRLF, CR or
+ * LF: one each); blank lines are records too. After a record the parser skipped (its lines are not known)
+ * the count is lost and lines are undefined.
+ */
+class LineCounter {
+  private next: number | undefined = 1;
+
+  take(cells: readonly string[]): number | undefined {
+    const start = this.next;
+    if (start === undefined) return undefined;
+    let breaks = 0;
+    for (const cell of cells) {
+      if (!cell.includes('\n') && !cell.includes('\r')) continue;
+      for (let i = 0; i < cell.length; i++) {
+        const c = cell.charCodeAt(i);
+        if (c === 0x0d && cell.charCodeAt(i + 1) === 0x0a) i++;
+        if (c === 0x0d || c === 0x0a) breaks++;
+      }
+    }
+    // A CR ending the last cell is the first half of this record's CRLF (in a file whose other lines end in LF).
+    if (breaks > 0 && cells[cells.length - 1]?.endsWith('\r')) breaks--;
+    this.next = start + 1 + breaks;
+    return start;
+  }
+
+  lose(): void {
+    this.next = undefined;
   }
 }
 

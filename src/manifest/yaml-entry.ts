@@ -4,6 +4,7 @@ import { findModel } from '../models/index.js';
 import { splitPath, typedCell } from './coerce.js';
 import type { JobBuilder, ManifestJob } from './job.js';
 import { readTable } from './table.js';
+import { rowWhere } from './csv.js';
 import { MAX_COMBINATIONS, product } from './matrix.js';
 import { ABSENT, deepMerge, fill, isPlainObject, templateNames, varName, type Vars } from './template.js';
 import { nodeAt, type Loc } from './yaml-loc.js';
@@ -160,13 +161,13 @@ export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob>
     const item = next.value;
     if (item.kind !== 'header' && item.row !== null) seenRows++;
     if (item.kind === 'error') {
-      problems.push({ job: null, where: `${entryWhere}, ${rowsName}${item.row === null ? '' : `:row ${item.row}`}`, path: '', message: item.message });
+      problems.push({ job: null, where: `${entryWhere}, ${item.row === null ? rowsName : rowWhere(rowsName, item.row, item.line)}`, path: '', message: item.message });
       continue;
     }
     if (item.kind !== 'row') continue;
     const vars = new Map<string, unknown>([['row', item.row]]);
     columns.forEach((col, i) => vars.set(col, item.cells[i] ?? ''));
-    for (const one of inner(vars, [`${rowsName}:row ${item.row}`])) yield await make(one.vars, one.suffix);
+    for (const one of inner(vars, [rowWhere(rowsName, item.row, item.line)])) yield await make(one.vars, one.suffix);
   }
   if (seenRows === 0) entryProblem('rows.file', `${rowsName} has no rows after its header line`);
 }

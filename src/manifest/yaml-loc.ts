@@ -2,7 +2,7 @@ import { isMap, isSeq, isScalar, type Document } from 'yaml';
 import type { z } from 'zod';
 import type { Problem } from '../errors.js';
 import { joinPath } from '../models/index.js';
-import { nearest } from './job.js';
+import { nearest } from '../lib/nearest.js';
 import { MAX_DEPTH } from './safe.js';
 
 /**

@@ -124,12 +124,12 @@ function price(input: Record<string, unknown>): PriceQuote {
   return { credits, basis: `${quality} quality, billed at ${resolution}: ${credits} credits (${rule})` };
 }
 
-const PRICE_BASIS = 'quality x billed resolution table, 2 to 48 credits per image, billed resolution by rules 1-4 (contract)';
+const PRICE_BASIS = 'quality x billed resolution table, 2 to 48 credits per image, billed resolution by rules 1-4 (service price)';
 
 const CHOICES = [
-  'resolution omitted with a preset size: processed and billed as 1K (the contract gives no default)',
+  'resolution omitted with a preset size: processed and billed as 1K (the service gives no default)',
   'custom size format: WIDTHxHEIGHT with a lowercase x and positive integers without leading zeros',
-  'no limit on the number of image_urls for the edit model (the contract gives none)',
+  'no limit on the number of image_urls for the edit model (the service gives none)',
   'a custom size that breaks a size constraint and a resolution rule gets both issues (input.size and input.resolution)',
 ];
 

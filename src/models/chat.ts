@@ -83,7 +83,7 @@ export function isChatProtocol(p: string): p is ChatProtocol {
 }
 
 /** Chat prices: the contract gives none. */
-export const CHAT_PRICE: PriceQuote = { credits: null, basis: 'the contract gives no chat prices' };
+export const CHAT_PRICE: PriceQuote = { credits: null, basis: 'the service gives no chat prices' };
 
 /** Sandbox-only charge, credits per 1000 tokens (prompt plus completion). Never used by the runner's estimate. */
 export const SANDBOX_CHAT_CREDITS_PER_1K_TOKENS = 0.5;

@@ -14,12 +14,12 @@ const VIDEO = {
   typicalSeconds: [90, 300],
   resultEndpoint: 'status',
   outputCount: () => 1,
-  priceBasis: 'unknown: the contract gives no price; a user-supplied price is per request',
+  priceBasis: 'unknown: the service gives no price; a user-supplied price is per request',
 } satisfies Partial<ModelSpec>;
 
 const FIRST_FRAME_WORKFLOWS: readonly string[] = ['text-to-video', 'image-to-video'];
 
-const noPrice = (id: string) => () => ({ credits: null, basis: `the contract gives no price for ${id}` });
+const noPrice = (id: string) => () => ({ credits: null, basis: `the service gives no price for ${id}` });
 
 const firstFrameWorkflow = (input: Record<string, unknown>) =>
   input.start_image_url !== undefined ? 'image-to-video' : 'text-to-video';
@@ -82,7 +82,7 @@ function clip02Input(durations: readonly number[], resolutions: readonly [string
 const CLIP02_CHOICES = [
   'parameter names not shown: prompt (required), duration, resolution, start_image_url, end_image_url, prompt_optimizer, as clip-2.3 names them',
   'the schema is open: other fields pass through unchecked; the named fields are checked when present',
-  'resolution values are spelled as the contract writes them (uppercase P)',
+  'resolution values are spelled as the API writes them (uppercase P)',
   'end_image_url requires start_image_url (the end frame is documented for image-to-video only)',
 ];
 

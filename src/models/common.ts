@@ -81,7 +81,7 @@ export function promptText() {
     .string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') })
     .min(1, { error: 'must not be empty', abort: true })
     .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' })
-    .describe('Prompt (length limit not shown by the contract)');
+    .describe('Prompt (length limit not documented by the service)');
 }
 
 /**

@@ -40,9 +40,9 @@ function inputSchema(edit: boolean) {
 }
 
 const CHOICES = [
-  'prompt required, no length limit (the contract lists no prompt rule for dream-4)',
+  'prompt required, no length limit (the service lists no prompt rule for dream-4)',
   'n omitted counts as 1 image, also in the image_urls plus n limit of 15',
-  'size has no default (the contract gives none); the service chooses',
+  'size has no default (the service gives none); the service chooses',
   'fields beyond prompt, size, resolution, n and image_urls are rejected',
 ];
 

@@ -52,7 +52,7 @@ function inputSchema(edit: boolean) {
 }
 
 const CHOICES = [
-  'size resolution presets: 1K, 2K, 3K, 4K (the contract says "such as 2K, 3K")',
+  'size resolution presets: 1K, 2K, 3K, 4K (the service says "such as 2K, 3K")',
   'custom sizes (string or object) need positive integer sides; the alpha-image-2 pixel limits are not applied',
   'n omitted counts as 1 image; size has no default (the service chooses)',
   'edit references must be JPEG or PNG: a URL or path whose name shows another format is rejected; names that show no format are left to the service',

@@ -60,12 +60,47 @@ function typeOf(node: Node): string {
 }
 
 const cache = new WeakMap<ModelSpec, InputFields>();
+const jsonCache = new WeakMap<ModelSpec, unknown>();
+
+/** The JSON Schema of a model's input (input side), computed once per model. */
+function jsonSchemaOf(spec: ModelSpec): unknown {
+  if (!jsonCache.has(spec)) jsonCache.set(spec, z.toJSONSchema(spec.input, { io: 'input', unrepresentable: 'any' }));
+  return jsonCache.get(spec);
+}
+
+const asObject = (v: unknown): Record<string, unknown> | null => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null);
+
+/** A schema node and its anyOf/oneOf/allOf alternatives. */
+function alternatives(node: unknown): Record<string, unknown>[] {
+  const n = asObject(node);
+  if (!n) return [];
+  const out = [n];
+  for (const key of ['anyOf', 'oneOf', 'allOf']) {
+    const list = n[key];
+    if (Array.isArray(list)) for (const item of list) out.push(...alternatives(item));
+  }
+  return out;
+}
+
+/**
+ * The field names a model's input accepts at `path` (e.g. [] for the top level, ["metadata"] for a nested
+ * object, [0] steps into an array's items): for "did you mean" on an unknown field. Empty when not known.
+ */
+export function fieldNamesAt(spec: ModelSpec, path: ReadonlyArray<PropertyKey>): string[] {
+  let nodes = alternatives(jsonSchemaOf(spec));
+  for (const part of path) {
+    nodes = nodes.flatMap((n) => alternatives(typeof part === 'number' ? n.items : asObject(n.properties)?.[String(part)]));
+  }
+  const names = new Set<string>();
+  for (const n of nodes) for (const [name, node] of Object.entries(asObject(n.properties) ?? {})) if (asObject(node)?.not === undefined) names.add(name);
+  return [...names];
+}
 
 /** The fields of a model's input, in schema order. */
 export function inputFields(spec: ModelSpec): InputFields {
   const hit = cache.get(spec);
   if (hit) return hit;
-  const schema = objectSchema.parse(z.toJSONSchema(spec.input, { io: 'input', unrepresentable: 'any' }));
+  const schema = objectSchema.parse(jsonSchemaOf(spec));
   const required = new Set(schema.required ?? []);
   const fields: FieldInfo[] = [];
   for (const [name, raw] of Object.entries(schema.properties ?? {})) {

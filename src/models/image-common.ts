@@ -25,7 +25,7 @@ export function requiredPrompt(max?: number) {
   const limited = max === undefined ? base : base.max(max, { error: `must be at most ${max} characters` });
   return limited
     .refine((s) => s.trim().length > 0, { error: 'must contain at least one non-whitespace character' })
-    .describe(max === undefined ? 'Prompt (length limit not shown by the contract)' : `Prompt, 1 to ${max} characters`);
+    .describe(max === undefined ? 'Prompt (length limit not documented by the service)' : `Prompt, 1 to ${max} characters`);
 }
 
 /**
@@ -104,11 +104,11 @@ export function imageCount(input: Record<string, unknown>): number {
  */
 export function unpriced(model: string, count: number): PriceQuote {
   const per = count === 1 ? 'one image' : `n = ${count} images`;
-  return { credits: null, basis: `the contract gives no price for ${model}; a per-image price applies to ${per} (multiply by ${count})` };
+  return { credits: null, basis: `the service gives no price for ${model}; a per-image price applies to ${per} (multiply by ${count})` };
 }
 
 /** priceBasis of an image model the contract does not price. */
-export const UNPRICED_IMAGE_BASIS = 'unknown: the contract gives no price; a user-supplied price is per image, times the image count';
+export const UNPRICED_IMAGE_BASIS = 'unknown: the service gives no price; a user-supplied price is per image, times the image count';
 
 /** Workflows of a model with optional reference images (textOrImage). */
 export const TEXT_OR_IMAGE: readonly string[] = ['text-to-image', 'image-to-image'];

@@ -35,7 +35,7 @@ export const imagineImage: ModelSpec = {
   sandboxCredits: SANDBOX_IMAGE_CREDITS,
   choices: [
     'one model id for both workflows: image_urls present (exactly one URL) means image-to-image, absent means text-to-image',
-    'prompt required in both workflows, no length limit (not shown by the contract)',
+    'prompt required in both workflows, no length limit (not documented by the service)',
     'input image format: a URL or path whose name shows a format other than JPEG, PNG or WebP is rejected; the 10.0 MB limit and unnamed formats are left to the service',
     'fields beyond prompt, size and image_urls are rejected',
   ],

@@ -15,6 +15,8 @@ import * as video15 from './video-1-5.js';
 import * as imagineVideo from './imagine-video.js';
 import * as music from './music/index.js';
 import type { FieldIssue, ModelSpec } from './types.js';
+import { fieldNamesAt } from './fields.js';
+import { nearest } from '../lib/nearest.js';
 
 export type { FieldIssue, ModelKind, ModelSpec, PriceQuote, ResultEndpoint } from './types.js';
 export { isRemoteRef } from './common.js';
@@ -85,19 +87,22 @@ export function checkSubmit(body: Record<string, unknown>): SubmitCheck {
   }
   const parsed = spec.input.safeParse(body.input);
   if (!parsed.success) {
-    issues.push(...zodIssues(parsed.error, 'input'));
+    issues.push(...zodIssues(parsed.error, 'input', (path) => fieldNamesAt(spec, path)));
     return { spec, input: null, issues };
   }
   return { spec, input: issues.length === 0 ? parsed.data : null, issues };
 }
 
-/** Convert zod issues to FieldIssues with dotted paths under `prefix`. */
-export function zodIssues(error: z.ZodError, prefix: string): FieldIssue[] {
+/** Convert zod issues to FieldIssues with dotted paths under `prefix`; `fieldsAt` names the accepted fields at a path, for "did you mean". */
+export function zodIssues(error: z.ZodError, prefix: string, fieldsAt?: (path: ReadonlyArray<PropertyKey>) => string[]): FieldIssue[] {
   const out: FieldIssue[] = [];
   for (const iss of error.issues) {
     if (iss.code === 'unrecognized_keys') {
+      const known = fieldsAt?.(iss.path) ?? [];
       for (const key of iss.keys) {
-        out.push({ path: joinPath(prefix, [...iss.path, key]), message: 'unknown field (not accepted by this model)', type: 'validation_error' });
+        const near = nearest(key, known);
+        const message = `unknown field (not accepted by this model${near ? `; did you mean "${near}"?` : ''})`;
+        out.push({ path: joinPath(prefix, [...iss.path, key]), message, type: 'validation_error' });
       }
       continue;
     }

@@ -24,7 +24,7 @@ function inputSchema(base: string, edit: boolean) {
 }
 
 const CHOICES = [
-  'prompt required, no length limit (not shown by the contract)',
+  'prompt required, no length limit (not documented by the service)',
   'size and output_format have no default (system defaults apply)',
   'edit models accept more than one URL, as the service does, although only the first is used',
   'base models refuse image_urls; other upstream fields are not exposed, so unknown fields are rejected',

@@ -47,7 +47,7 @@ function motionInput(tier: Tier) {
         .number({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a number') })
         .int({ error: 'must be a whole number of seconds' })
         .min(1, { error: 'must be at least 1 second' })
-        .max(MOTION_MAX_SECONDS, { error: `must be at most ${MOTION_MAX_SECONDS} seconds (cap chosen by genbatch; the contract gives no values)` })
+        .max(MOTION_MAX_SECONDS, { error: `must be at most ${MOTION_MAX_SECONDS} seconds (cap chosen by genbatch; the service gives no values)` })
         .describe(`Seconds, required: a whole number 1 to ${MOTION_MAX_SECONDS} (allowed values not shown; cap chosen)`),
       aspect_ratio: ratioString.optional().describe('Such as 16:9 (allowed values not shown); not for standard image-to-video'),
       negative_prompt: z.string({ error: 'must be a string' }).optional(),
@@ -96,7 +96,7 @@ function motionSpec(tier: Tier): ModelSpec {
     input: motionInput(tier),
     workflows: ['text-to-video', 'image-to-video', 'elements'] satisfies MotionWorkflow[],
     workflow: motionWorkflow,
-    priceBasis: `${rate} credits per second x duration (contract)`,
+    priceBasis: `${rate} credits per second x duration (service price)`,
     price: (i) => {
       const duration = typeof i.duration === 'number' ? i.duration : null;
       if (duration === null) return { credits: null, basis: `${rate} credits per second, but duration is missing` };

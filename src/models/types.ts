@@ -7,7 +7,7 @@ export type ModelKind = 'image' | 'video' | 'music' | 'audio' | 'lyrics' | 'chat
 export type ResultEndpoint = 'status' | 'music';
 
 export interface PriceQuote {
-  /** Credits this input costs, or null when the contract gives no price (never 0, never a guess). */
+  /** Credits this input costs, or null when the service gives no price (never 0, never a guess). */
   credits: number | null;
   /** How the number was reached, e.g. "high quality, 2K: 24 credits"; for null, why it is unknown. */
   basis: string;
@@ -27,12 +27,12 @@ export interface ModelSpec {
   /** One line for `genbatch models`. */
   summary: string;
   /**
-   * zod schema of `input`. Strict (unknown keys rejected) where the contract
+   * zod schema of `input`. Strict (unknown keys rejected) where the service
    * documents the fields; an open object where it says "not shown".
    * Cross-field rules live in superRefine with plain-words messages.
    */
   input: z.ZodType<Record<string, unknown>>;
-  /** Reject unknown fields at the body root too (the contract says so for the flash model). */
+  /** Reject unknown fields at the body root too (the service says so for the flash model). */
   strictRoot?: boolean;
   /** Every value workflow() can return, in the order `genbatch models` lists them. */
   workflows: readonly string[];
@@ -40,10 +40,10 @@ export interface ModelSpec {
   workflow(input: Record<string, unknown>): string;
   /**
    * How this model is priced, in one line for `genbatch models`, ending with its source:
-   * "(contract)" for a price the contract gives, or starting "unknown:" when it gives none.
+   * "(service price)" for a price the service gives, or starting "unknown:" when it gives none.
    */
   priceBasis: string;
-  /** Price of one submission of a valid input, per the contract's tables. */
+  /** Price of one submission of a valid input, per the service's tables. */
   price(input: Record<string, unknown>): PriceQuote;
   /**
    * Input paths that take an image: an http(s) URL, or in a manifest a local
@@ -53,18 +53,23 @@ export interface ModelSpec {
   imageFields: string[];
   /** Input paths that take only a remote URL (audio or video); a local path is an error. */
   urlOnlyFields: string[];
-  /** Formats a local image in imageFields may have (jpeg, png, gif, webp, read from its bytes), when the contract narrows them. */
+  /** Formats a local image in imageFields may have (jpeg, png, gif, webp, read from its bytes), when the service narrows them. */
   imageFormats?: readonly string[];
-  /** Largest local image in imageFields, in bytes, when the contract gives a limit. */
+  /** Largest local image in imageFields, in bytes, when the service gives a limit. */
   imageMaxBytes?: number;
   /** Typical generation time in seconds [min, max]: first poll not before min; sandbox draws in range. */
   typicalSeconds: [number, number];
   resultEndpoint: ResultEndpoint;
-  /** Number of result items the contract documents per task (n images, music variations), when known. */
+  /** Number of result items the service documents per task (n images, music variations), when known. */
   outputCount?(input: Record<string, unknown>): number | null;
-  /** Sandbox-only price when the contract gives none. Never used by the runner's estimate. */
+  /**
+   * Sandbox only: the length in seconds of a video result when it is not simply input.duration
+   * (undefined: the sandbox's default length). For a model whose service ignores duration in some workflow.
+   */
+  videoSeconds?(input: Record<string, unknown>): number | undefined;
+  /** Sandbox-only price when the service gives none. Never used by the runner's estimate. */
   sandboxCredits?: number;
-  /** One-line notes on choices made where the contract says "not shown". */
+  /** One-line notes on choices made where the service says "not shown". */
   choices?: string[];
 }
 

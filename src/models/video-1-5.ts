@@ -73,7 +73,7 @@ export const video15: ModelSpec = {
   input,
   workflows: ['text-to-video', 'image-to-video', 'reference-to-video'] satisfies Video15Mode[],
   workflow: video15Mode,
-  priceBasis: `per second by resolution (480p ${RATE['480p']}, 720p ${RATE['720p']}, 1080p ${RATE['1080p']}) x duration (default 6 s, 8 s for reference) + ${IMAGE_CREDITS} per input or reference image (contract)`,
+  priceBasis: `per second by resolution (480p ${RATE['480p']}, 720p ${RATE['720p']}, 1080p ${RATE['1080p']}) x duration (default 6 s, 8 s for reference) + ${IMAGE_CREDITS} per input or reference image (service price)`,
   price: (i) => {
     const resolution = typeof i.resolution === 'string' && i.resolution in RATE ? (i.resolution as keyof typeof RATE) : '720p';
     const seconds = video15Duration(i);

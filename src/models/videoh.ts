@@ -13,6 +13,9 @@ import type { ModelSpec } from './types.js';
 
 export type VideohWorkflow = 'text-to-video' | 'image-to-video' | 'reference-to-video' | 'video-edit';
 
+/** Seconds for text-, image- and reference-to-video. */
+const DURATION = [3, 15] as const;
+
 const ASPECT_RATIOS = ['16:9', '9:16', '1:1', '4:3', '3:4'] as const;
 
 export function videohWorkflow(input: Record<string, unknown>): VideohWorkflow {
@@ -39,7 +42,11 @@ const input = z
     video_url: remoteUrl.optional().describe('Video-edit source video, 3 to 60 seconds; a remote URL only'),
     aspect_ratio: oneOf(ASPECT_RATIOS, 'aspect_ratio').optional().describe('Text- and reference-to-video only; default 16:9'),
     resolution: oneOf(['720p', '1080p'] as const, 'resolution').default('1080p').describe('720p or 1080p; default 1080p'),
-    duration: intRange(3, 15).optional().describe('Seconds 3 to 15 for text, image and reference workflows; ignored for video-edit'),
+    duration: z
+      .number({ error: 'must be a number' })
+      .int({ error: 'must be an integer' })
+      .optional()
+      .describe('Seconds 3 to 15 for text, image and reference workflows; ignored for video-edit (its length is the source video\'s)'),
     audio_setting: oneOf(['auto', 'origin'] as const, 'audio_setting').optional().describe('Video-edit only; default auto'),
     seed: intRange(0, 2147483647).optional(),
     enable_safety_checker: z.boolean({ error: 'must be a boolean' }).optional(),
@@ -57,6 +64,11 @@ const input = z
     if (workflow === 'video-edit' && v.reference_image_urls !== undefined && v.reference_image_urls.length > 5) {
       fieldIssue(ctx, 'reference_image_urls', `must hold at most 5 images for video-edit (got ${v.reference_image_urls.length})`);
     }
+    // The service ignores duration for video-edit (it bills and renders the probed source length): no range there.
+    if (v.duration !== undefined && workflow !== 'video-edit') {
+      if (v.duration < DURATION[0]) fieldIssue(ctx, 'duration', `must be at least ${DURATION[0]}`);
+      else if (v.duration > DURATION[1]) fieldIssue(ctx, 'duration', `must be at most ${DURATION[1]} (the range of ${workflow}; video-edit ignores duration)`);
+    }
     if (v.aspect_ratio !== undefined && (workflow === 'image-to-video' || workflow === 'video-edit')) {
       fieldIssue(ctx, 'aspect_ratio', `is for text-to-video and reference-to-video only, not ${workflow}`);
     }
@@ -73,10 +85,10 @@ export const videoh: ModelSpec = {
   input,
   workflows: ['text-to-video', 'image-to-video', 'reference-to-video', 'video-edit'] satisfies VideohWorkflow[],
   workflow: videohWorkflow,
-  priceBasis: 'unknown: the contract gives no price (billing depends on workflow, resolution and billable duration); a user-supplied price is per request',
+  priceBasis: 'unknown: the service gives no price (billing depends on workflow, resolution and billable duration); a user-supplied price is per request',
   price: (i) => ({
     credits: null,
-    basis: `the contract gives no price for videoh (billing depends on workflow, resolution and billable duration; ${videohWorkflow(i)})`,
+    basis: `the service gives no price for videoh (billing depends on workflow, resolution and billable duration; ${videohWorkflow(i)})`,
   }),
   imageFields: ['image_urls[]', 'reference_image_urls[]'],
   urlOnlyFields: ['video_url'],
@@ -84,8 +96,9 @@ export const videoh: ModelSpec = {
   resultEndpoint: 'status',
   outputCount: () => 1,
   sandboxCredits: 60,
+  videoSeconds: (i) => (videohWorkflow(i) === 'video-edit' ? undefined : typeof i.duration === 'number' ? i.duration : undefined),
   choices: [
-    'duration default not shown: none filled in; duration is range-checked (3 to 15) even for video-edit, where the service ignores it',
+    'duration default not shown: none filled in; for video-edit the service ignores duration (it uses the source video\'s length): any whole number is accepted and sent as given, and the sandbox makes a video of its default length',
     'aspect_ratio (16:9) and audio_setting (auto) defaults depend on the workflow: not filled in, left to the service',
     'the source video length (3 to 60 s) is probed by the service: not checked locally',
     'prompt length limit not shown: none enforced',

@@ -13,18 +13,18 @@ export { probe, type ProbeOutcome, type ProbePort } from './probe.js';
 /**
  * Credits per job, per model and in total.
  *
- * A job is priced from the contract when its model's price function gives a
+ * A job is priced from the service when its model's price function gives a
  * number. Otherwise a user-supplied price (`--prices FILE` or the manifest's
  * `pricing:` block) is used when one names the model: for image models it is
  * credits per image, times the images one request makes (`n`, from the
  * catalogue's outputCount); for every other model (video, music, chat) it is
- * credits per request. A contract price is never
- * replaced by a user price (choice: the contract's tables are exact for the
+ * credits per request. A service price is never
+ * replaced by a user price (choice: the service's tables are exact for the
  * inputs they cover; user prices fill the gaps). With neither, the price is
  * unknown: listed apart, never counted as 0.
  */
 
-export type PriceSource = 'contract' | 'user' | 'observed' | 'unknown';
+export type PriceSource = 'service' | 'user' | 'observed' | 'unknown';
 
 /** Prices observed on the account (the price book for one service): looked up by the job's price class. */
 export interface ObservedPrices {
@@ -159,10 +159,10 @@ export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fa
     return { credits: round(one.credits * job.fanout.count), basis: `for_each: ${job.fanout.basis}, ${one.basis} each`, source: one.source };
   }
   const spec = job.kind === 'submit' ? findModel(job.model) : undefined;
-  let why = job.kind === 'chat' ? 'the contract gives no chat prices' : `unknown model ${job.model}`;
+  let why = job.kind === 'chat' ? 'the service gives no chat prices' : `unknown model ${job.model}`;
   if (spec) {
     const quote = spec.price(job.input);
-    if (quote.credits !== null) return { credits: quote.credits, basis: quote.basis, source: 'contract' };
+    if (quote.credits !== null) return { credits: quote.credits, basis: quote.basis, source: 'service' };
     why = quote.basis;
   }
   const user = userPrices && Object.hasOwn(userPrices, job.model) ? userPrices[job.model] : undefined;

@@ -7,7 +7,7 @@ import type { TaskRecord } from './tasks.js';
  * Generic result builders: what a finished task returns in `files` when no
  * extension (see extensions.ts) builds it. Images: PNG or JPEG per
  * output_format, aspect from size, served small (longest edge = imageEdge),
- * nominal dimensions in metadata. Video: MP4 of input.duration (default 5 s).
+ * nominal dimensions in metadata. Video: MP4 of input.duration (default 5 s; spec.videoSeconds where the model says otherwise).
  * Music and audio: MP3 (music) or WAV (audio) of a drawn 30 to 60 s. Lyrics: text.
  */
 
@@ -100,7 +100,7 @@ export function genericResult(task: TaskRecord, files: FileStore, imageEdge: num
     } else if (kind === 'video') {
       const nominal = videoSize(task.input);
       const served = servedSize(nominal.width, nominal.height, imageEdge);
-      const dur = seconds(task.input.duration, 5);
+      const dur = seconds(task.spec.videoSeconds ? task.spec.videoSeconds(task.input) : task.input.duration, 5);
       const b = blob(`${base}.mp4`, 'mp4', { type: 'mp4', seconds: dur, ...served });
       blobs.push(b);
       entries.push(files.entry(task, b, 'video', { metadata: { width: nominal.width, height: nominal.height, duration: dur, served_width: served.width, served_height: served.height } }));

@@ -85,7 +85,7 @@ function humanReport(path: string, est: EstimateResult, shown: JobEstimate[]): s
     const more = est.unknown_count_jobs.length > UNKNOWN_IDS_SHOWN ? `, and ${est.unknown_count_jobs.length - UNKNOWN_IDS_SHOWN} more` : '';
     out.push(`unknown count (fan-out decided at run time; each child has a price, not counted in the total; run checks the children against --max-credits and the budget when they are made): ${plural(est.unknown_count_jobs.length, 'for_each job')}: ${ids}${more}`);
   }
-  for (const m of unusedUserPrices) out.push(`note: the user-supplied price for ${m} is not used: the contract prices these jobs`);
+  for (const m of unusedUserPrices) out.push(`note: the user-supplied price for ${m} is not used: the service prices these jobs`);
   const parts = [est.user_supplied_credits > 0 ? `${est.user_supplied_credits} of them from user-supplied prices` : '', est.observed_credits > 0 ? `${est.observed_credits} from prices observed on the account` : ''].filter(Boolean);
   const userPart = parts.length > 0 ? ` (${parts.join(', ')})` : '';
   const known = est.jobs_count - est.unknown_price_jobs.length - est.unknown_count_jobs.length;
@@ -102,7 +102,7 @@ function humanReport(path: string, est: EstimateResult, shown: JobEstimate[]): s
 }
 
 /** How a job's price source is shown in the table. */
-const SOURCE_WORD: Readonly<Record<JobEstimate['source'], string>> = { contract: 'published', user: 'yours', observed: 'observed', unknown: 'unknown' };
+const SOURCE_WORD: Readonly<Record<JobEstimate['source'], string>> = { service: 'published', user: 'yours', observed: 'observed', unknown: 'unknown' };
 
 
 function configOrHint(baseUrl: string | undefined): ServiceConfig {

@@ -8,7 +8,7 @@ import { openStateForRead } from './state-file.js';
 /** `genbatch report [manifest|--state PATH] [--out DIR]`: rewrite the four reports from the state file (found at --state, else DIR/state.db, else the manifest's default). */
 export default async function report(manifest: string | undefined, opts: { state?: string; out?: string }): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out);
+  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'report');
   try {
     if (opts.out !== undefined && runs.length > 1) {
       // One folder holds one set of reports: each run would replace the one written before it.

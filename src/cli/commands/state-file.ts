@@ -1,16 +1,39 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { Store, type RunRow } from '../../store/index.js';
 import { defaultOutDir } from '../../api/paths.js';
 
 /**
- * Open the state file named by --state, else `<--out>/state.db`, else the manifest's
- * default location (as `genbatch run` chose it), and pick its run.
+ * With nothing named, the state file of the run made from this folder: `./state.db` (inside an output
+ * folder), else the one `./genbatch-out/<manifest name>/state.db` (`genbatch run <manifest>`'s default
+ * for a manifest in this folder). None or several: a UsageError that says how to name one.
  */
-export function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string): { store: Store; runs: RunRow[] } {
-  if (!manifest && !statePath && !outDir) throw new UsageError('give a manifest, --out DIR or --state PATH');
-  const path = resolve(statePath ?? join(outDir ?? defaultOutDir(manifest!), 'state.db'));
+function stateHere(command: string): string {
+  const cwd = process.cwd();
+  if (existsSync(join(cwd, 'state.db'))) return join(cwd, 'state.db');
+  const outs = join(cwd, 'genbatch-out');
+  let found: string[] = [];
+  try {
+    found = readdirSync(outs, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && existsSync(join(outs, e.name, 'state.db')))
+      .map((e) => join('genbatch-out', e.name, 'state.db'))
+      .sort();
+  } catch {
+    found = [];
+  }
+  if (found.length === 1) return join(cwd, found[0]!);
+  const how = `name one: genbatch ${command} <manifest>, --out DIR or --state PATH`;
+  if (found.length === 0) throw new UsageError(`no run found in this folder (no state.db here, and no genbatch-out/<manifest name>/state.db, where genbatch run puts it by default); ${how}`);
+  throw new UsageError(`${found.length} runs found in this folder (${found.join(', ')}); ${how}`);
+}
+
+/**
+ * Open the state file named by --state, else `<--out>/state.db`, else the manifest's
+ * default location (as `genbatch run` chose it), else the one of this folder (stateHere), and pick its run.
+ */
+export function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status'): { store: Store; runs: RunRow[] } {
+  const path = resolve(statePath ?? (manifest === undefined && outDir === undefined ? stateHere(command) : join(outDir ?? defaultOutDir(manifest!), 'state.db')));
   if (!existsSync(path)) throw new UsageError(`no state file at ${path}${manifest ? ' (has this manifest been run? pass --state if it used another one)' : ''}`);
   const store = Store.openForRead(path);
   let runs = store.runs();

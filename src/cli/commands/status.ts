@@ -39,6 +39,7 @@ export default async function status(manifest: string | undefined, opts: { state
       process.stdout.write(JOB_STATES.filter((s) => counts[s] > 0).map((s) => ` ${counts[s]} ${s}`).join(',') + '\n');
       if (stuck.length > 0) process.stdout.write(`  ${stuck.length} stuck (sent more than 1 h ago, not finished):\n`);
       for (const j of stuck) process.stdout.write(`  ${j.id}\t${j.state} since ${j.since}\t${j.error ?? 'no error recorded'}\n`);
+      if (jobs !== undefined && jobs.length > 0) process.stdout.write('  id\tstate\tmodel\ttask_id\tattempts\terror\n');
       for (const j of jobs ?? []) {
         process.stdout.write(`  ${j.id}\t${j.state}\t${j.model}\t${j.task_id ?? '-'}\t${j.attempts}${j.error ? `\t${j.error}` : ''}\n`);
       }

@@ -66,7 +66,7 @@ export const generateMusic = musicSpec({
   typicalSeconds: [30, 120],
   sandboxCredits: 12,
   choices: [
-    `variations per task: ${TRACK_VARIATIONS} (contract: several)`,
+    `variations per task: ${TRACK_VARIATIONS} (the service: several)`,
     `mv defaults to ${DEFAULT_MV}; instrumental defaults to false; custom_mode is required`,
     'non-custom mode: style, title, persona_id, negative_tags, vocal_gender and the weights must be left empty',
   ],

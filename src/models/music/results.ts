@@ -204,7 +204,7 @@ export function parseMusicResult(workflow: string, item: unknown): Record<string
       .slice(0, 3)
       .map((i) => `${i.path.map(String).join('.') || 'item'}: ${i.message}`)
       .join('; ');
-    throw new UnsafeResultError(`${workflow} result item does not match the contract (${where})`);
+    throw new UnsafeResultError(`${workflow} result item does not match the API's shape (${where})`);
   }
   return r.data;
 }

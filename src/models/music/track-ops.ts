@@ -40,7 +40,7 @@ export const generateLyrics = musicSpec({
   count: LYRICS_VARIATIONS,
   typicalSeconds: [5, 20],
   sandboxCredits: 1,
-  choices: [`variations per task: ${LYRICS_VARIATIONS} (contract: several possible)`, 'words are counted by splitting on whitespace'],
+  choices: [`variations per task: ${LYRICS_VARIATIONS} (the service: several possible)`, 'words are counted by splitting on whitespace'],
 });
 
 const trackRef = {
@@ -100,7 +100,7 @@ export const generateMusicCover = musicSpec({
   count: COVER_IMAGES,
   typicalSeconds: [10, 40],
   sandboxCredits: 2,
-  choices: [`images per task: ${COVER_IMAGES} (contract: an array)`],
+  choices: [`images per task: ${COVER_IMAGES} (the service: an array)`],
 });
 
 export const generatePersona = musicSpec({

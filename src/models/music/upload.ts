@@ -110,7 +110,7 @@ export const uploadAndExtendAudio = musicSpec({
   sandboxCredits: 12,
   choices: [
     UPLOAD_CHOICE,
-    'default_param_flag false (contract: only upload_url): instrumental and mv allowed; prompt, style, title, continue_at, persona_id, negative_tags, vocal_gender and the weights must be left empty',
+    'default_param_flag false (the service: only upload_url): instrumental and mv allowed; prompt, style, title, continue_at, persona_id, negative_tags, vocal_gender and the weights must be left empty',
     `variations per task: ${TRACK_VARIATIONS}`,
   ],
 });
@@ -193,5 +193,5 @@ export const uploadAndSeparateVocals = musicSpec({
   count: 7,
   typicalSeconds: [30, 120],
   sandboxCredits: 20,
-  choices: ['audio_url must be a remote http(s) URL', '7 stems per the contract; its vocal_removal object lists 6 keys, so other *url keys are accepted too'],
+  choices: ['audio_url must be a remote http(s) URL', '7 stems per the API; its vocal_removal object lists 6 keys, so other *url keys are accepted too'],
 });
