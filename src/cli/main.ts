@@ -9,6 +9,11 @@ import { int, num } from './flags.js';
  */
 
 type Action = (...args: unknown[]) => Promise<number>;
+/** A named export of a command module (a command with subcommands keeps them in one module). */
+const lazyNamed = (name: string, fn: string): Action => async (...args: unknown[]) => {
+  const mod = (await import(`./commands/${name}.js`)) as Record<string, Action>;
+  return mod[fn]!(...args.slice(0, -1));
+};
 const lazy = (name: string): Action => async (...args: unknown[]) => {
   const mod = (await import(`./commands/${name}.js`)) as { default: Action };
   return mod.default(...args.slice(0, -1));
@@ -133,6 +138,36 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--clock-start <when>', 'virtual clock start: epoch ms or ISO date, e.g. 2026-01-01T00:00:00Z (default: now)')
     .option('--admin-token <token>', 'token the /__sandbox/ endpoints require in X-Sandbox-Admin-Token, 16+ characters (default: random, printed; or GENBATCH_SANDBOX_ADMIN_TOKEN); not needed from loopback when --host is loopback')
     .action(wrap(lazy('sandbox')));
+
+  const prices = program
+    .command('prices')
+    .description('prices the service does not publish: measured on the account (probe), kept in a price book, used by estimate and run');
+  prices
+    .command('probe')
+    .description('for each price class of unknown price in the manifest, run one task alone and record what the balance says it cost')
+    .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
+    .option('--yes', 'run the probes (without it: list them and send nothing)')
+    .option('--max-credits <n>', 'start no probe once this many credits are spent', num('--max-credits'))
+    .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
+    .option('--prices <file>', 'the price book file (default $GENBATCH_PRICE_BOOK, else $XDG_CONFIG_HOME/genbatch/prices.json)')
+    .option('--time-scale <s>', 'multiply the waits (against a sandbox started with the same --time-scale)', num('--time-scale', 0, true))
+    .option('--json', 'print the outcome of each probe as JSON on stdout')
+    .action(wrap(lazyNamed('prices', 'probeCommand')));
+  prices
+    .command('list')
+    .description('the observed prices: per service and price class, with how often, when and how far apart they were seen')
+    .option('--base-url <url>', 'only this service')
+    .option('--prices <file>', 'the price book file')
+    .option('--json', 'print JSON')
+    .action(wrap(lazyNamed('prices', 'listCommand')));
+  prices
+    .command('forget')
+    .description('remove observed prices: of the named models, of one service (--base-url), or all (--all)')
+    .argument('[models...]', 'model ids')
+    .option('--base-url <url>', 'only this service')
+    .option('--all', 'every observed price')
+    .option('--prices <file>', 'the price book file')
+    .action(wrap(lazyNamed('prices', 'forgetCommand')));
 
   return program;
 }

@@ -73,16 +73,16 @@ export interface ProbeDeps {
 
 /** Local images of the job uploaded (once per file), their URLs put in a copy of the input. */
 async function inputWithUploads(job: ManifestJob, d: ProbeDeps, uploaded: Map<string, string>): Promise<Record<string, unknown>> {
-  const root = { input: structuredClone(job.input) };
+  const input = structuredClone(job.input);
   for (const ref of localImageRefs(job)) {
     let url = uploaded.get(ref.file);
     if (url === undefined) {
       url = (await d.client.uploadStream(ref.file)).file_url;
       uploaded.set(ref.file, url);
     }
-    setAtPath(root, ref.path, url);
+    setAtPath(input, ref.path, url); // paths are `input.<field>`: setAtPath reads them inside the input
   }
-  return root.input;
+  return input;
 }
 
 /** Measure one class: its representative task run alone. */
