@@ -163,7 +163,7 @@ describe('genbatch run --only / --limit', () => {
     const m = imageManifest(join(w.dir, 'm.yaml'), 1, 'img');
     const zero = await runCli(args(m, w.out, '--limit', '0'), env);
     expect(zero.code).toBe(2);
-    expect(zero.stderr).toContain('--limit expects an integer >= 1, got 0');
+    expect(zero.stderr).toContain('--limit expects an integer >= 1, got "0"');
     const text = await runCli(args(m, w.out, '--limit', 'all'), env);
     expect(text.code).toBe(2);
     expect(text.stderr).toContain('--limit');

@@ -49,7 +49,7 @@ export interface RunOptions {
   /** Scale every wait (default 1; 0.02 with `sandbox`). */
   timeScale?: number;
   /** Seconds: the total deadline of one API request (default 60, a chat call 300; or $GENBATCH_REQUEST_TIMEOUT). */
-  requestTimeout?: number;
+  requestTimeout?: number | string;
   /** Send again the jobs that ended in these states: a comma list or an array of `failed`, `expired`. */
   redo?: string | ReadonlyArray<'failed' | 'expired'>;
   /** Send only the pending jobs whose id matches one of these patterns (`*`, `?`; each may be a comma list). */
@@ -80,7 +80,7 @@ export interface RunSummary {
  * The total deadline of one API request in ms: --request-timeout, else GENBATCH_REQUEST_TIMEOUT, else null
  * (the clients' defaults: 60 s, a chat call 300 s). Seconds, fractions allowed, more than 0.
  */
-export function requestTimeoutMs(flag: number | undefined, env: string | undefined): number | null {
+export function requestTimeoutMs(flag: number | string | undefined, env: string | undefined): number | null {
   const [value, name] = flag !== undefined ? [String(flag), '--request-timeout'] : [env, 'GENBATCH_REQUEST_TIMEOUT'];
   if (value === undefined || value.trim() === '') return null;
   const n = Number(value);

@@ -29,7 +29,7 @@ export interface RunFlags {
   listen?: string;
   timeScale?: number;
   /** Seconds: the total deadline of one API request (also GENBATCH_REQUEST_TIMEOUT). */
-  requestTimeout?: number;
+  requestTimeout?: number | string;
   /** --redo failed,expired */
   redo?: string;
   /** --only, each value as given (may be a comma list). */
