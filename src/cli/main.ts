@@ -77,6 +77,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
     .option('--listen <host:port>', 'start a callback receiver here')
     .option('--time-scale <s>', 'with --sandbox: scale all sandbox durations', num('--time-scale'))
+    .option('--status-rate <n>', 'status reads per second at most (default 10, in the service\'s time: divided by --time-scale)')
     .action(wrap(lazy('run')));
 
   program

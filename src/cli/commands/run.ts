@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { ChatClient, ServiceClient, UploadLimiter, serviceConfigFromEnv, withRetry } from '../../client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../../download/index.js';
-import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
+import { DEFAULT_STATUS_RATE, EventBus, runEngine, type DownloadPort, type ServicePort } from '../../engine/index.js';
 import { UsageError } from '../../errors.js';
 import { loadPrices } from '../../pricing/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
@@ -37,6 +37,8 @@ export interface RunFlags {
   callbackUrl?: string;
   listen?: string;
   timeScale?: number;
+  /** As typed: checked here (a number > 0). */
+  statusRate?: string;
 }
 
 /** Default output folder: `<manifest dir>/genbatch-out/<manifest name>/`. */
@@ -68,6 +70,10 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   const statePath = resolve(flags.state ?? join(outDir, 'state.db'));
   const timeScale = flags.timeScale ?? (flags.sandbox ? SANDBOX_TIME_SCALE : 1);
   if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
+  const statusRate = flags.statusRate === undefined ? DEFAULT_STATUS_RATE : Number(flags.statusRate);
+  if (!(statusRate > 0) || !Number.isFinite(statusRate) || flags.statusRate?.trim() === '') {
+    throw new UsageError(`--status-rate expects a number > 0 (status reads per second), got "${flags.statusRate}"`);
+  }
   const userPrices = flags.prices ? await loadPrices(flags.prices) : null;
 
   let sandbox: { url: string; close(): Promise<void> } | null = null;
@@ -110,7 +116,9 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
     // 5 uploads per 60 s per key; the window is taken 2% longer (+20 ms) so clock skew and
     // request latency never make the service see a sixth upload inside its minute.
     uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 61_200 * timeScale + 20 }),
-    statusRatePerSec: 10 / timeScale,
+    // The engine spends this many reads per second on the tasks most likely finished; the client's cap (the
+    // same) also holds for its retries.
+    statusRatePerSec: statusRate / timeScale,
     onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
   });
   // Chat calls: same key, base URL and retry policy; retried like a GET (src/client/chat.ts).
@@ -178,6 +186,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       maxCredits: flags.maxCredits ?? null,
       uncertain: flags.uncertain,
       timeScale,
+      statusRate,
       callbacks: flags.listen ? { publicUrl: flags.callbackUrl ?? null, listen: flags.listen } : null,
       userPrices,
       signal: controller.signal,
