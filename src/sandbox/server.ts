@@ -58,7 +58,7 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
 
   app.addHook('onRequest', async (req, reply) => {
     const endpoint = req.routeOptions.config.endpoint ?? 'other';
-    ctx.stats.request(endpoint);
+    ctx.stats.request(endpoint, req.url);
     const fault = (FAULT_ENDPOINTS as readonly string[]).includes(endpoint) ? ctx.faults.draw(endpoint as FaultEndpoint) : null;
     if (fault?.kind === 'slow') await sleep(fault.delayMs ?? ctx.options.slowMs);
     else if (fault && (isAfterKind(fault.kind) || fault.kind === 'truncate')) setFault(req, fault);
