@@ -216,7 +216,11 @@ try {
     const target = 1.2 * lb;
     console.log(`run of ${JOBS} jobs with completion callbacks (--listen): exit ${c.exit}, wall ${fmt(c.wall_s)} s, runner CPU ${fmt(c.cpu)} s, status requests ${statusReqs} (${fmt(statusReqs / JOBS)} per task)`);
     console.log(`  target (callbacks): makespan <= 1.2 x bound = ${fmt(target)} s: ${verdict(c.wall_s <= target)} (${fmt(c.wall_s)} s = ${fmt(c.wall_s / lb, 2)}x)`);
-    console.log(`  the last task ended at the service at ${fmt(c.lastEnd_s)} s: the makespan is ${fmt(c.wall_s / c.lastEnd_s, 2)}x that (${fmt(c.wall_s - c.lastEnd_s)} s to notice, download and report)`);
+    const ev = c.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    // Event times are from the runner's first event; shifted to its wall-time origin (start_ms) like lastEnd_s.
+    const since = (pred) => Math.max(...ev.filter(pred).map((e) => (Date.parse(e.ts) - c.start_ms) / 1000));
+    console.log(`  timeline: last task id at ${fmt(since((e) => e.type === 'job' && e.to === 'submitted'))} s, last task ended at the service at ${fmt(c.lastEnd_s)} s, last result noticed at ${fmt(since((e) => e.type === 'job' && e.to === 'downloading'))} s, last job done at ${fmt(since((e) => e.type === 'job' && e.to === 'done'))} s, exit at ${fmt(c.wall_s)} s`);
+    console.log(`  the makespan is ${fmt(c.wall_s / c.lastEnd_s, 2)}x the end of the last task at the service (${fmt(c.wall_s - c.lastEnd_s)} s after it to notice, download and report)`);
     console.log(`  sandbox requests: ${JSON.stringify(c.requests)}`);
   }
 } finally {
