@@ -21,8 +21,10 @@ const POLL_GIVE_UP = 5;
  * (poll-order.ts), so under a tight cap the reads are spent where results are.
  */
 export class PipelinePolls extends PipelineDownloads {
-  /** Due tasks waiting for a status read. */
-  private readonly ready = new Set<string>();
+  /** Due tasks waiting for a status read, in the order they became due. */
+  private readonly ready = new Map<string, Waiting>();
+  /** Due tasks a callback named: read before any other. */
+  private readonly urgent = new Map<string, Waiting>();
   private readonly reads = new TokenBucket(this.opts.statusRate ?? 10 / this.opts.timeScale);
   /** A token taken for the next read (from a wait on the bucket), not yet used. */
   private tokenHeld = false;
@@ -36,10 +38,10 @@ export class PipelinePolls extends PipelineDownloads {
     for (let top = this.due.peek(); top && top.at <= now; top = this.due.peek()) {
       this.due.pop();
       const w = this.waiting.get(top.id);
-      if (w && w.dueAt === top.at) this.ready.add(top.id); // else a stale entry
+      if (w && w.dueAt === top.at) (w.notified ? this.urgent : this.ready).set(top.id, w); // else a stale entry
     }
     const cap = Math.max(4, this.opts.concurrency * 2);
-    while (this.ready.size > 0 && this.pollsInFlight < cap) {
+    while (this.ready.size + this.urgent.size > 0 && this.pollsInFlight < cap) {
       if (!this.tokenHeld) {
         if (!this.reads.tryTake()) {
           this.waitForToken();
@@ -51,6 +53,8 @@ export class PipelinePolls extends PipelineDownloads {
       if (id === null) break; // only stale entries were left: the token is kept for the next read
       this.tokenHeld = false;
       const w = this.waiting.get(id)!;
+      this.ready.delete(id);
+      this.urgent.delete(id);
       w.dueAt = Infinity;
       this.pollsInFlight++;
       void this.poll(id, w)
@@ -63,25 +67,29 @@ export class PipelinePolls extends PipelineDownloads {
     return this.due.peek()?.at ?? Infinity;
   }
 
-  /** The ready task most likely finished (a callback named it: first of all); ties: the one due longest. Removes it from `ready`. */
+  /**
+   * The due task to read next: one a callback named, else the one most likely finished; ties go to the one
+   * due longest, so the scan stops at the first task surely finished.
+   */
   private mostLikelyFinished(now: number): string | null {
+    for (const [id, w] of this.urgent) {
+      if (this.waiting.get(id) === w && w.dueAt !== Infinity) return id;
+      this.urgent.delete(id); // stale
+    }
     let best: string | null = null;
     let bestScore = -1;
-    let bestDue = Infinity;
-    for (const id of this.ready) {
-      const w = this.waiting.get(id);
-      if (!w || w.dueAt === Infinity) {
-        this.ready.delete(id);
+    for (const [id, w] of this.ready) {
+      if (this.waiting.get(id) !== w || w.dueAt === Infinity) {
+        this.ready.delete(id); // stale
         continue;
       }
-      const score = w.notified ? 2 : chanceFinished(now - w.sentAt, w.runningAt, w.typicalMs);
-      if (score > bestScore || (score === bestScore && w.dueAt < bestDue)) {
+      const score = chanceFinished(now - w.sentAt, w.runningAt, w.typicalMs);
+      if (score > bestScore) {
         best = id;
         bestScore = score;
-        bestDue = w.dueAt;
+        if (score >= 1) break;
       }
     }
-    if (best !== null) this.ready.delete(best);
     return best;
   }
 
@@ -145,6 +153,8 @@ export class PipelinePolls extends PipelineDownloads {
   /** The task of a waited-on job ended (a status read, or a completion callback carrying the task): record it. */
   protected settle(id: string, w: Waiting, task: TaskView): void {
     this.waiting.delete(id);
+    this.ready.delete(id);
+    this.urgent.delete(id);
     if (task.status === 'failed') {
       this.move(id, 'submitted', 'failed', { last_error: task.error_message ?? 'task failed (no message)', result: JSON.stringify(task), finished_at: nowIso() });
       return;

@@ -124,7 +124,7 @@ export class Pipeline extends PipelineSubmits {
         return;
       }
       w.notified = true;
-      if (w.dueAt !== Infinity && w.dueAt > Date.now()) this.schedule(note.job, w, Date.now());
+      if (w.dueAt !== Infinity) this.schedule(note.job, w, Date.now()); // read next (one read confirms)
       this.wake();
       return;
     }
@@ -145,7 +145,7 @@ export class Pipeline extends PipelineSubmits {
     const w = this.waiting.get(queued.id);
     if (w && w.taskId === taskId && w.dueAt !== Infinity) {
       w.notified = true;
-      if (w.dueAt > Date.now()) this.schedule(queued.id, w, Date.now());
+      this.schedule(queued.id, w, Date.now());
       this.wake();
     }
   }
