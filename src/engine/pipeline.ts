@@ -56,7 +56,7 @@ export class Pipeline extends PipelineSubmits {
           this.fillSubmits();
           nextDue = Math.min(this.fillPolls(), this.fillDownloads());
         }
-        const busy = this.submitsInFlight + this.pollsInFlight + this.downloading.size;
+        const busy = this.submitsInFlight + this.pollsInFlight + this.downloading.size + this.adopting;
         if (busy === 0) {
           if (stopping) break;
           const submitsDone = this.pendingExhausted || this.stopReason !== null;
@@ -158,14 +158,21 @@ export class Pipeline extends PipelineSubmits {
     if (row && taskId !== undefined && row.state === 'uncertain' && !this.opts.signal.aborted) this.adopt(id, taskId, row.model);
   }
 
+  /** Adoptions whose commit is in flight: the run does not end before they are waited on. */
+  private adopting = 0;
+
   private adopt(job: string, taskId: string, model: string): void {
+    this.adopting++;
     void this.moveDurable(job, 'uncertain', 'submitted', { task_id: taskId, last_error: 'task adopted from a late completion callback' })
       .then(() => {
         this.uncertainHere.delete(job);
         const adopted = this.waitOn(job, taskId, model, sentTime(this.store.getJob(job)?.submitted_at ?? null, Date.now()), Date.now());
         adopted.notified = true;
-        this.wake();
       })
-      .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `callback for job ${job}: ${errorText(err)}` }));
+      .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `callback for job ${job}: ${errorText(err)}` }))
+      .finally(() => {
+        this.adopting--;
+        this.wake();
+      });
   }
 }
