@@ -1,7 +1,10 @@
 // Benchmarks of `genbatch run` (numbers printed; no pass/fail):
 //  1. runner CPU seconds per 1,000 jobs, sandbox in another process   (target <= 1 s)
 //  2. status requests per task (same run)
-//  3. makespan of that time-scaled run vs its lower bound
+//  3. makespan of that time-scaled run vs its lower bound, waiting by polling (under --status-rate) and
+//     again with completion callbacks (--listen), each against its target (issue #11 item 13):
+//       polling:   makespan <= bound + status reads / read rate + one poll interval
+//       callbacks: makespan <= 1.2 x bound
 //  4. peak RSS of the load/validate/store phase on a 100,000-job manifest (target <= 200 MB)
 //  5. time to resume a 100,000-job state with nothing left to do      (target <= 2 s)
 // Usage: npm run build && node bench/run.js [--jobs 1000] [--big 100000] [--scale 0.01]
@@ -13,6 +16,8 @@
 //          [--node-args "--flag ..."] (node/V8 flags for the measured runner)
 //          [--repeat N] (the run N times, the least CPU reported) [--csv] (CSV manifest for the run)
 //          [--stdout-file] (the runner's --json output to a file instead of a pipe)
+//          [--status-rate R] (the runner's --status-rate in the polling run; default: the runner's own, 10)
+//          [--wait poll|callbacks|both] (how the JOBS run waits for results; default both: one run each)
 // The per-job parts alone (client calls, state changes, file writes): node bench/run.parts.mjs
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, createWriteStream, openSync, closeSync, readFileSync } from 'node:fs';
@@ -61,18 +66,25 @@ const CSV = process.argv.includes('--csv');
 // this process; --stdout-file: to a file instead, as `genbatch run --json > events.ndjson` would
 // (measured: no difference above the noise, 5,000 jobs x2 each).
 const STDOUT_PIPE = !process.argv.includes('--stdout-file');
+// The polling run's status-read cap (reads per second of the service's time, as `run --status-rate`); null: the default.
+const STATUS_RATE = sarg('--status-rate');
+const WAIT = sarg('--wait') ?? 'both';
+if (!['poll', 'callbacks', 'both'].includes(WAIT)) {
+  console.error('--wait expects poll, callbacks or both');
+  process.exit(2);
+}
 let outFiles = 0;
 
 
 function startSandbox() {
-  const child = spawn(process.execPath, [join(ROOT, 'bin', 'genbatch.js'), 'sandbox', '--port', '0', '--time-scale', String(SCALE), '--keys', 'sk-bench-key=100000000', '--seed', '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [join(ROOT, 'bin', 'genbatch.js'), 'sandbox', '--port', '0', '--time-scale', String(SCALE), '--keys', 'sk-bench-key=100000000', '--seed', '1', '--allow-loopback'], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((res, rej) => {
     let out = '';
     child.on('exit', (c) => rej(new Error(`sandbox exited ${c}`)));
     child.stdout.on('data', (d) => {
       out += d;
       const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
-      if (url) res({ url, child, stats: async () => (await fetch(url + '/__sandbox/stats')).json() });
+      if (url) res({ url, child, stats: async () => (await fetch(url + '/__sandbox/stats')).json(), tasks: async () => (await (await fetch(url + '/__sandbox/tasks')).json()).tasks });
     });
   });
 }
@@ -133,23 +145,35 @@ if (ONLY !== 'big') {
 const sb = await startSandbox();
 try {
   const env = { GENBATCH_API_KEY: 'sk-bench-key' };
-  const runOnce = async (n, name) => {
+  const runOnce = async (n, name, extra = []) => {
     const manifest = join(WORK, `${name}.${CSV ? 'csv' : 'yaml'}`);
     if (CSV) writeFileSync(manifest, 'id,model,input.prompt\n' + Array.from({ length: n }, (_, i) => `b${i},alpha-image-2,Bench picture ${i}\n`).join(''));
     else yamlManifest(manifest, n);
     const out = join(WORK, `${name}-out`);
     rmSync(out, { recursive: true, force: true });
     const before = (await sb.stats()).requests;
-    const r = await measured(['run', manifest, '--base-url', sb.url, '--time-scale', String(SCALE), '--out', out, '--concurrency', String(CONCURRENCY), '--json'], env);
+    const known = new Set((await sb.tasks()).map((t) => t.task_id));
+    const r = await measured(['run', manifest, '--base-url', sb.url, '--time-scale', String(SCALE), '--out', out, '--concurrency', String(CONCURRENCY), '--json', ...extra], env);
     const after = (await sb.stats()).requests;
     r.requests = Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)]));
     r.cpu = r.user_s + r.sys_s;
+    // When the run's last task ended at the service (the sandbox's clock is this machine's: never moved here),
+    // in seconds from the start of the runner's wall time: no run can have every result before then.
+    const ends = (await sb.tasks()).filter((t) => !known.has(t.task_id)).map((t) => t.ends_at);
+    r.lastEnd_s = ends.length > 0 ? (Math.max(...ends) - r.start_ms) / 1000 : NaN;
     return r;
   };
+  const statusReadsOf = (u) => u.requests.status ?? Object.entries(u.requests).filter(([k]) => k.includes('status')).reduce((a, [, v]) => a + v, 0);
+  // Lower bound: every task could run at once, so the makespan is at least the longest
+  // image duration (60 s x scale); the runner's own floor is the submit throughput, which the
+  // timeline shows, and the moment the last task ended at the service is printed beside it.
+  const lb = 60 * SCALE;
+  const verdict = (ok) => (ok ? 'met' : 'MISSED');
   // Fixed cost (process start, module loading, manifest, balance, reports): a 1-job run.
   const fixed = await runOnce(1, 'one');
+  if (WAIT !== 'callbacks') {
   const runs = [];
-  for (let i = 0; i < REPEAT; i++) runs.push(await runOnce(JOBS, 'run'));
+  for (let i = 0; i < REPEAT; i++) runs.push(await runOnce(JOBS, 'run', STATUS_RATE === null ? [] : ['--status-rate', STATUS_RATE]));
   const u = runs.reduce((a, b) => (b.cpu < a.cpu ? b : a));
   if (REPEAT > 1) console.log(`runner CPU of the ${REPEAT} runs: ${runs.map((r) => fmt(r.cpu)).join(', ')} s (the least is reported)`);
   const events = u.stdout.trim().split('\n').map((l) => JSON.parse(l));
@@ -159,18 +183,18 @@ try {
   const done = at((e) => e.type === 'job' && e.to === 'done');
   const firstSubmit = Math.min(...at((e) => e.type === 'job' && e.to === 'submitting'));
   const stats = { requests: u.requests };
-  const statusReqs = stats.requests.status ?? Object.entries(stats.requests).filter(([k]) => k.includes('status')).reduce((a, [, v]) => a + v, 0);
+  const statusReqs = statusReadsOf(u);
   const cpu = u.cpu;
-  console.log(`run of ${JOBS} jobs (${CSV ? 'CSV' : 'YAML'} manifest, time scale ${SCALE}, concurrency ${CONCURRENCY}): exit ${u.exit}, wall ${fmt(u.wall_s)} s, runner CPU ${fmt(cpu)} s (user ${fmt(u.user_s)}, sys ${fmt(u.sys_s)}), peak RSS ${fmt(u.max_rss_mb, 0)} MB`);
+  console.log(`run of ${JOBS} jobs (${CSV ? 'CSV' : 'YAML'} manifest, time scale ${SCALE}, concurrency ${CONCURRENCY}, polling): exit ${u.exit}, wall ${fmt(u.wall_s)} s, runner CPU ${fmt(cpu)} s (user ${fmt(u.user_s)}, sys ${fmt(u.sys_s)}), peak RSS ${fmt(u.max_rss_mb, 0)} MB`);
   console.log(`  runner CPU per 1,000 jobs: ${fmt((cpu * 1000) / JOBS)} s   (target <= 1 s)`);
   console.log(`  of which fixed (a 1-job run: start, modules, manifest, balance, reports): ${fmt(fixed.cpu)} s; per job after that: ${fmt(((cpu - fixed.cpu) * 1000) / (JOBS - 1), 3)} ms`);
   console.log(`  status requests: ${statusReqs} for ${JOBS} tasks = ${fmt(statusReqs / JOBS)} per task`);
-  // Lower bound: every task could run at once, so the makespan is at least the longest
-  // image duration (60 s x scale) plus one first-poll delay; the runner's own floor is
-  // the submit throughput, which the report shows separately.
-  const lb = 60 * SCALE;
   console.log(`  makespan ${fmt(u.wall_s)} s vs lower bound ${fmt(lb)} s (longest image task at this scale) = ${fmt(u.wall_s / lb, 1)}x; process start and report writing included`);
-  console.log(`  timeline: first submit at ${fmt(firstSubmit)} s, last task id at ${fmt(Math.max(...submitted))} s (${fmt(JOBS / (Math.max(...submitted) - firstSubmit), 0)} submits/s), last job done at ${fmt(Math.max(...done))} s`);
+  console.log(`  timeline: first submit at ${fmt(firstSubmit)} s, last task id at ${fmt(Math.max(...submitted))} s (${fmt(JOBS / (Math.max(...submitted) - firstSubmit), 0)} submits/s), last task ended at the service at ${fmt(u.lastEnd_s)} s, last job done at ${fmt(Math.max(...done))} s`);
+  // The polling target: the bound, plus the time the reads take at the cap, plus one poll interval (5 s x scale).
+  const rate = Number(STATUS_RATE ?? 10) / SCALE;
+  const pollTarget = lb + statusReqs / rate + 5 * SCALE;
+  console.log(`  target (polling, --status-rate ${STATUS_RATE ?? '10 (default)'} = ${fmt(rate, 0)} reads/s here): makespan <= bound + status reads / rate + one poll interval = ${fmt(lb)} + ${fmt(statusReqs / rate)} + ${fmt(5 * SCALE)} = ${fmt(pollTarget)} s: ${verdict(u.wall_s <= pollTarget)} (${fmt(u.wall_s)} s)`);
   console.log(`  sandbox requests: ${JSON.stringify(stats.requests)}`);
   if (JOBS2 !== null) {
     // Steady state: the extra CPU of N2 - N1 more jobs (fixed cost and V8 warm-up are in both runs, so they cancel).
@@ -183,6 +207,21 @@ try {
     console.log(`run of ${JOBS2} jobs: exit ${u2.exit}, wall ${fmt(u2.wall_s)} s, runner CPU ${fmt(u2.cpu)} s (user ${fmt(u2.user_s)}, sys ${fmt(u2.sys_s)}), peak RSS ${fmt(u2.max_rss_mb, 0)} MB; per 1,000 jobs: ${fmt((u2.cpu * 1000) / JOBS2)} s`);
     console.log(`  steady state: (CPU(${JOBS2}) - CPU(${JOBS})) / ${JOBS2 - JOBS} = ${fmt(steady, 3)} ms per job = ${fmt(steady)} s per 1,000 jobs`);
     console.log(`  so a ${JOBS}-job run is: fixed ${fmt(fixed.cpu)} s + warm-up ${fmt(warmup)} s (CPU above the steady state while V8 compiles and optimises) + steady ${fmt((steady / 1000) * (JOBS - 1))} s`);
+  }
+  }
+  if (WAIT !== 'poll') {
+    // The same jobs with completion callbacks: the receiver on a free port of this machine (the sandbox may call loopback).
+    const c = await runOnce(JOBS, 'callbacks', ['--listen', '127.0.0.1:0']);
+    const statusReqs = statusReadsOf(c);
+    const target = 1.2 * lb;
+    console.log(`run of ${JOBS} jobs with completion callbacks (--listen): exit ${c.exit}, wall ${fmt(c.wall_s)} s, runner CPU ${fmt(c.cpu)} s, status requests ${statusReqs} (${fmt(statusReqs / JOBS)} per task)`);
+    console.log(`  target (callbacks): makespan <= 1.2 x bound = ${fmt(target)} s: ${verdict(c.wall_s <= target)} (${fmt(c.wall_s)} s = ${fmt(c.wall_s / lb, 2)}x)`);
+    const ev = c.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    // Event times are from the runner's first event; shifted to its wall-time origin (start_ms) like lastEnd_s.
+    const since = (pred) => Math.max(...ev.filter(pred).map((e) => (Date.parse(e.ts) - c.start_ms) / 1000));
+    console.log(`  timeline: last task id at ${fmt(since((e) => e.type === 'job' && e.to === 'submitted'))} s, last task ended at the service at ${fmt(c.lastEnd_s)} s, last result noticed at ${fmt(since((e) => e.type === 'job' && e.to === 'downloading'))} s, last job done at ${fmt(since((e) => e.type === 'job' && e.to === 'done'))} s, exit at ${fmt(c.wall_s)} s`);
+    console.log(`  the makespan is ${fmt(c.wall_s / c.lastEnd_s, 2)}x the end of the last task at the service (${fmt(c.wall_s - c.lastEnd_s)} s after it to notice, download and report)`);
+    console.log(`  sandbox requests: ${JSON.stringify(c.requests)}`);
   }
 } finally {
   sb.child.kill('SIGTERM');

@@ -37,4 +37,17 @@ describe('run with completion callbacks', () => {
     const statusReads = (after.requests.status ?? 0) - (before.requests.status ?? 0);
     expect(statusReads).toBeLessThanOrEqual(8 * 2);
   });
+
+  it('takes the ended task a callback carries as its status read: no status read is spent', async () => {
+    // The runner at time scale 1 would make its first fallback read 60 s after each submit (an image's typical
+    // maximum); the tasks end within 0.6 s at the sandbox's 0.01, so every result comes by callback alone.
+    const manifest = imageManifest(join(t.dir, 'body.yaml'), 4, 'body');
+    const out = join(t.dir, 'body-out');
+    const before = sb.stats();
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', '1', '--out', out, '--listen', '127.0.0.1:0'], { GENBATCH_API_KEY: KEY });
+    expect(r.code, r.stderr).toBe(0);
+    expect(readJobs(join(out, 'state.db')).every((j) => j.state === 'done')).toBe(true);
+    expect((sb.stats().requests.status ?? 0) - (before.requests.status ?? 0)).toBe(0);
+    expect(sb.stats().requests.file! - (before.requests.file ?? 0)).toBeGreaterThanOrEqual(4);
+  }, 60_000);
 });

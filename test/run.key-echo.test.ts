@@ -102,9 +102,9 @@ describe('a server that echoes the API key', () => {
 describe('a callback that echoes the API key', () => {
   it('gives the run a task id with the key redacted', async () => {
     const { CallbackReceiver } = await import('../src/engine/callbacks.js');
-    const { redact } = await import('../src/client/index.js');
+    const { redactDeep } = await import('../src/client/index.js');
     const notes: Array<{ taskId: string }> = [];
-    const r = new CallbackReceiver((n) => notes.push(n), 'tok-0123456789', (text) => redact(text, KEY));
+    const r = new CallbackReceiver((n) => notes.push(n), 'tok-0123456789', (value) => redactDeep(value, KEY));
     const addr = await r.listen('127.0.0.1', 0);
     try {
       const url = r.urlFor(`http://127.0.0.1:${addr.port}/`, 'pic', 1);

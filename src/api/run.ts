@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { join, resolve } from 'node:path';
-import { ChatClient, ServiceClient, UploadLimiter, redact, serviceConfigFromEnv, withRetry } from '../client/index.js';
+import { ChatClient, ServiceClient, UploadLimiter, redactDeep, serviceConfigFromEnv, withRetry } from '../client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../download/index.js';
-import { EventBus, parseOnly, parseRedo, runEngine, type DownloadPort, type RedoState, type ServicePort } from '../engine/index.js';
+import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, runEngine, type DownloadPort, type RedoState, type ServicePort } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
 import { EXIT, UsageError } from '../errors.js';
 import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBook as Book } from '../pricing/index.js';
@@ -48,6 +48,8 @@ export interface RunOptions {
   listen?: string;
   /** Scale every wait (default 1; 0.02 with `sandbox`). */
   timeScale?: number;
+  /** Status reads per second at most, in the service's time (divided by timeScale); default 10. */
+  statusRate?: number | string;
   /** Seconds: the total deadline of one API request (default 60, a chat call 300; or $GENBATCH_REQUEST_TIMEOUT). */
   requestTimeout?: number | string;
   /** Send again the jobs that ended in these states: a comma list or an array of `failed`, `expired`. */
@@ -122,6 +124,10 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   const priceFile = o.prices ? await loadPriceFile(o.prices) : { user: null, book: null };
   const userPrices = priceFile.user;
   const requestMs = requestTimeoutMs(o.requestTimeout, process.env.GENBATCH_REQUEST_TIMEOUT);
+  const statusRate = o.statusRate === undefined ? DEFAULT_STATUS_RATE : Number(o.statusRate);
+  if (!(statusRate > 0) || !Number.isFinite(statusRate) || String(o.statusRate).trim() === '') {
+    throw new UsageError(`--status-rate expects a number > 0 (status reads per second), got "${String(o.statusRate)}"`);
+  }
 
   let sandbox: { url: string; close(): Promise<void> } | null = null;
   let baseUrl: string;
@@ -136,7 +142,7 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
     ({ baseUrl, apiKey } = serviceConfigFromEnv({ ...(o.baseUrl !== undefined ? { baseUrl: o.baseUrl } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) }));
   }
   try {
-    const settings = { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs };
+    const settings = { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate };
     return await runAgainst(manifest, o, { ...settings, book: sandbox ? null : (priceFile.book ?? PriceBook.load(defaultBookPath())) });
   } finally {
     await sandbox?.close();
@@ -156,6 +162,8 @@ interface Settings {
   only: string[] | null;
   /** The total deadline of one API request, ms; null: the clients' defaults. */
   requestMs: number | null;
+  /** Status reads per second, in the service's time. */
+  statusRate: number;
   /** Prices observed on the account (none for an in-process sandbox, whose address is new each time). */
   book: Book | null;
 }
@@ -190,7 +198,9 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     // 5 uploads per 60 s per key; the window is taken 2% longer (+20 ms) so clock skew and
     // request latency never make the service see a sixth upload inside its minute.
     uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 61_200 * timeScale + 20 }),
-    statusRatePerSec: 10 / timeScale,
+    // The engine spends this many reads per second on the tasks most likely finished; the client's cap (the
+    // same) also holds for its retries.
+    statusRatePerSec: s.statusRate / timeScale,
     ...(s.requestMs !== null ? { timeouts: { requestMs: s.requestMs } } : {}),
     onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
   });
@@ -248,7 +258,8 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       maxCredits: o.maxCredits ?? null,
       uncertain: o.uncertain ?? 'skip',
       timeScale,
-      callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (text: string) => redact(text, apiKey) } : null,
+      statusRate: s.statusRate,
+      callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
       userPrices,
       observedPrices: s.book ? observedPrices(s.book, baseUrl) : null,
       redo: s.redo,

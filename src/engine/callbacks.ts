@@ -2,14 +2,17 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
+import { TaskSchema } from '../client/index.js';
 import { UsageError } from '../errors.js';
+import type { TaskView } from './ports.js';
 
 /**
  * The completion-callback receiver (`--listen HOST:PORT`). It accepts POSTs
  * only on a path ending in this run's unguessable token, answers 200 at once,
- * and hands `{job, task_id, status}` to the engine, which confirms with one
- * status read (a callback never changes a state by itself, so duplicate and
- * out-of-order deliveries are harmless). The job id travels in the `job`
+ * and hands `{job, task_id, status, task}` to the engine: `task` is the ended task
+ * when the body reads as a status answer, which the engine takes as that task's
+ * status read when it waits on that very task (else it confirms with one read;
+ * duplicate and late deliveries find the job no longer waited on). The job id travels in the `job`
  * query parameter, so a late callback can adopt a task whose submit answer
  * was lost (an `uncertain` job), and the attempt in `attempt`, so only a
  * callback of the job's latest submit can.
@@ -20,10 +23,19 @@ export interface CallbackNote {
   attempt: number | null;
   taskId: string;
   status: string;
+  /** The ended task (status `finished` or `failed`) when the body's `data` has the status answer's shape; else null. */
+  task: TaskView | null;
 }
 
 const bodySchema = z.object({ data: z.object({ task_id: z.string().min(1), status: z.string() }) });
 const MAX_BODY = 1 << 20;
+
+/** The task a callback body carries, read like a status answer (same schema), when it has ended. */
+function endedTask(raw: unknown): TaskView | null {
+  const data = typeof raw === 'object' && raw !== null ? (raw as { data?: unknown }).data : undefined;
+  const task = TaskSchema.safeParse(data);
+  return task.success && (task.data.status === 'finished' || task.data.status === 'failed') ? task.data : null;
+}
 
 export function parseListen(spec: string): { host: string; port: number } {
   const m = /^(.*):(\d{1,5})$/.exec(spec);
@@ -50,8 +62,8 @@ export class CallbackReceiver {
   constructor(
     private readonly onNote: (note: CallbackNote) => void,
     readonly token: string = newCallbackToken(),
-    /** Takes the API key out of what a callback carries (a task id is stored and reported). */
-    private readonly redact: (text: string) => string = (t) => t,
+    /** Takes the API key out of what a callback carries (its task id and task are stored and reported). */
+    private readonly redact: (value: unknown) => unknown = (v) => v,
   ) {}
 
   async listen(host: string, port: number): Promise<AddressInfo> {
@@ -74,11 +86,12 @@ export class CallbackReceiver {
       req.on('end', () => {
         let note: CallbackNote | null = null;
         try {
-          const body = bodySchema.parse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+          const raw: unknown = this.redact(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+          const body = bodySchema.parse(raw);
           const job = url.searchParams.get('job');
           const attempt = url.searchParams.get('attempt');
           const n = attempt === null ? null : /^[1-9]\d{0,8}$/.test(attempt) ? Number(attempt) : NaN;
-          if (job && !Number.isNaN(n)) note = { job, attempt: n, taskId: this.redact(body.data.task_id), status: body.data.status };
+          if (job && !Number.isNaN(n)) note = { job, attempt: n, taskId: body.data.task_id, status: body.data.status, task: endedTask(raw) };
         } catch {
           note = null;
         }

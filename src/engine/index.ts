@@ -1,5 +1,5 @@
 /** The run engine: prepare (validate + record), budget check, submit/poll/download pipeline, report data. */
-export { runEngine, exitCodeFor, removeState, UPLOAD_REUSE_MS } from './run.js';
+export { runEngine, exitCodeFor, removeState, DEFAULT_STATUS_RATE, UPLOAD_REUSE_MS } from './run.js';
 export type { RunOptions, RunOutcome } from './run.js';
 export { EventBus } from './events.js';
 export type { EngineEvent, EventListener, StopReason } from './events.js';

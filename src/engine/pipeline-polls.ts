@@ -1,9 +1,10 @@
-import { decide } from '../client/index.js';
+import { decide, TokenBucket } from '../client/index.js';
 import { ApiError, UnusableAnswerError } from '../errors.js';
 import { nowIso } from '../store/index.js';
 import { PipelineDownloads } from './pipeline-downloads.js';
 import { errorText, type Waiting } from './pipeline-state.js';
 import type { TaskView } from './ports.js';
+import { chanceFinished } from './poll-order.js';
 import { extractResults } from './results.js';
 
 const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
@@ -15,27 +16,48 @@ const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
  */
 const POLL_GIVE_UP = 5;
 
-/** Polls: each waited-on task read at its own due time, kept in a min-heap by due time. */
+/**
+ * Polls. Waited-on tasks sit in a min-heap by due time; once due they are ready, and each status read
+ * (at most `statusRate` per second, a token bucket) goes to the ready task most likely finished by now
+ * (poll-order.ts), so under a tight cap the reads are spent where results are.
+ */
 export class PipelinePolls extends PipelineDownloads {
+  /** Due tasks waiting for a status read, in the order they became due. */
+  private readonly ready = new Map<string, Waiting>();
+  /** Due tasks a callback named: read before any other. */
+  private readonly urgent = new Map<string, Waiting>();
+  private readonly reads = new TokenBucket(this.opts.statusRate ?? 10 / this.opts.timeScale);
+  /** A token taken for the next read (from a wait on the bucket), not yet used. */
+  private tokenHeld = false;
+  private tokenWait = false;
+
   // ---- polls ----
 
-  /** Start due polls; returns when the next one is due (ms epoch). */
+  /** Start the reads the cap allows now; returns when the next task is due (ms epoch). */
   protected fillPolls(): number {
     const now = Date.now();
-    const cap = Math.max(4, this.opts.concurrency * 2);
-    while (this.pollsInFlight < cap) {
-      const top = this.due.peek();
-      if (!top) return Infinity;
-      const w = this.waiting.get(top.id);
-      if (!w || w.dueAt !== top.at) {
-        this.due.pop(); // stale entry
-        continue;
-      }
-      if (top.at > now) return top.at;
+    for (let top = this.due.peek(); top && top.at <= now; top = this.due.peek()) {
       this.due.pop();
+      const w = this.waiting.get(top.id);
+      if (w && w.dueAt === top.at) (w.notified ? this.urgent : this.ready).set(top.id, w); // else a stale entry
+    }
+    const cap = Math.max(4, this.opts.concurrency * 2);
+    while (this.ready.size + this.urgent.size > 0 && this.pollsInFlight < cap) {
+      if (!this.tokenHeld) {
+        if (!this.reads.tryTake()) {
+          this.waitForToken();
+          break;
+        }
+        this.tokenHeld = true;
+      }
+      const id = this.mostLikelyFinished(now);
+      if (id === null) break; // only stale entries were left: the token is kept for the next read
+      this.tokenHeld = false;
+      const w = this.waiting.get(id)!;
+      this.ready.delete(id);
+      this.urgent.delete(id);
       w.dueAt = Infinity;
       this.pollsInFlight++;
-      const id = top.id;
       void this.poll(id, w)
         .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `job ${id}: ${errorText(err)}` }))
         .finally(() => {
@@ -43,7 +65,49 @@ export class PipelinePolls extends PipelineDownloads {
           this.wake();
         });
     }
-    return Infinity; // at the cap: a finishing poll wakes the loop
+    return this.due.peek()?.at ?? Infinity;
+  }
+
+  /**
+   * The due task to read next: one a callback named, else the one most likely finished; ties go to the one
+   * due longest, so the scan stops at the first task surely finished.
+   */
+  private mostLikelyFinished(now: number): string | null {
+    for (const [id, w] of this.urgent) {
+      if (this.waiting.get(id) === w && w.dueAt !== Infinity) return id;
+      this.urgent.delete(id); // stale
+    }
+    let best: string | null = null;
+    let bestScore = -1;
+    for (const [id, w] of this.ready) {
+      if (this.waiting.get(id) !== w || w.dueAt === Infinity) {
+        this.ready.delete(id); // stale
+        continue;
+      }
+      const score = chanceFinished(now - w.sentAt, w.runningAt, w.typicalMs);
+      if (score > bestScore) {
+        best = id;
+        bestScore = score;
+        if (score >= 1) break;
+      }
+    }
+    return best;
+  }
+
+  /** No token now: take the next one when it comes, and run the loop then. */
+  private waitForToken(): void {
+    if (this.tokenWait) return;
+    this.tokenWait = true;
+    this.reads.take(this.opts.signal).then(
+      () => {
+        this.tokenWait = false;
+        this.tokenHeld = true;
+        this.wake();
+      },
+      () => {
+        this.tokenWait = false;
+      },
+    );
   }
 
   /** 2-5 s with jitter; with callbacks on, a slow fallback poll of 20-40 s. */
@@ -59,6 +123,8 @@ export class PipelinePolls extends PipelineDownloads {
 
   protected async poll(id: string, w: Waiting): Promise<void> {
     let task: TaskView;
+    const readAt = Date.now();
+    w.notified = false;
     try {
       this.statusRequests++;
       task = w.endpoint === 'music' ? await this.service.musicDetail(w.taskId, this.opts.signal) : await this.service.status(w.taskId, this.opts.signal);
@@ -85,31 +151,40 @@ export class PipelinePolls extends PipelineDownloads {
       this.opts.emit({ type: 'warning', message: `job ${id}: status read failed (${errorText(err)}); will try again` });
       return;
     }
+    if (this.waiting.get(id) !== w) return; // settled meanwhile
     w.failures = 0;
-    if (task.status === 'finished') {
-      this.waiting.delete(id);
-      const workflow = w.model;
-      let extracted;
-      try {
-        extracted = extractResults(task, w.endpoint, workflow);
-      } catch (err) {
-        this.move(id, 'submitted', 'failed', { last_error: `result not usable: ${errorText(err)}`, result: JSON.stringify(task) });
-        return;
-      }
-      const expires = Date.now() + this.scaled(GENERATED_VALIDITY_MS);
-      this.move(id, 'submitted', 'downloading', { result: JSON.stringify(task), finished_at: nowIso(), expires_at: expires }, () =>
-        this.store.addFiles(id, [
-          ...extracted.downloads.map((d) => ({ idx: d.idx, name: d.name, url: d.url, type: d.type, content_type: d.content_type, expected_size: d.expected_size, expires_at: expires })),
-          ...extracted.texts.map((t) => ({ idx: t.idx, name: t.name, url: null, type: 'text', content_type: 'text/plain', expected_size: null, expires_at: null })),
-        ]),
-      );
-      this.downloadHeap.push({ at: expires, id });
-    } else if (task.status === 'failed') {
-      this.waiting.delete(id);
-      this.move(id, 'submitted', 'failed', { last_error: task.error_message ?? 'task failed (no message)', result: JSON.stringify(task), finished_at: nowIso() });
-    } else {
+    if (task.status === 'finished' || task.status === 'failed') this.settle(id, w, task);
+    else {
+      w.runningAt = readAt - w.sentAt;
       this.opts.emit({ type: 'progress', id, task_id: w.taskId, status: task.status, progress: task.progress ?? null });
-      this.schedule(id, w, Date.now() + this.nextPollDelay());
+      // A callback that came during this read may have come after the service answered: read again at once.
+      this.schedule(id, w, w.notified ? Date.now() : Date.now() + this.nextPollDelay());
     }
+  }
+
+  /** The task of a waited-on job ended (a status read, or a completion callback carrying the task): record it. */
+  protected settle(id: string, w: Waiting, task: TaskView): void {
+    this.waiting.delete(id);
+    this.ready.delete(id);
+    this.urgent.delete(id);
+    if (task.status === 'failed') {
+      this.move(id, 'submitted', 'failed', { last_error: task.error_message ?? 'task failed (no message)', result: JSON.stringify(task), finished_at: nowIso() });
+      return;
+    }
+    let extracted;
+    try {
+      extracted = extractResults(task, w.endpoint, w.model);
+    } catch (err) {
+      this.move(id, 'submitted', 'failed', { last_error: `result not usable: ${errorText(err)}`, result: JSON.stringify(task) });
+      return;
+    }
+    const expires = Date.now() + this.scaled(GENERATED_VALIDITY_MS);
+    this.move(id, 'submitted', 'downloading', { result: JSON.stringify(task), finished_at: nowIso(), expires_at: expires }, () =>
+      this.store.addFiles(id, [
+        ...extracted.downloads.map((d) => ({ idx: d.idx, name: d.name, url: d.url, type: d.type, content_type: d.content_type, expected_size: d.expected_size, expires_at: expires })),
+        ...extracted.texts.map((t) => ({ idx: t.idx, name: t.name, url: null, type: 'text', content_type: 'text/plain', expected_size: null, expires_at: null })),
+      ]),
+    );
+    this.downloadHeap.push({ at: expires, id });
   }
 }

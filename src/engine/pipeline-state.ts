@@ -1,3 +1,4 @@
+import { findModel } from '../models/index.js';
 import type { JobPatch, JobRow, JobState, Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
 import { ParentOutputs, expandForEach, resolveInput, type CreditLimit } from './graph.js';
@@ -11,9 +12,10 @@ import type { StoredSpec } from './spec.js';
  * The work loop. One pass of `tick()` starts whatever has capacity:
  *   submits   pending jobs read from the store in manifest order, at most
  *             `concurrency` POSTs in flight and `maxActive` tasks being waited on;
- *   polls     each waited-on task at its own due time (first not before the
+ *   polls     each waited-on task from its own due time (first not before the
  *             model's typical minimum, then every 2-5 s with jitter), kept in a
- *             min-heap by due time; the client caps status reads per second;
+ *             min-heap by due time; under the status-read cap (`statusRate`), each
+ *             read goes to the due task most likely finished (poll-order.ts);
  *   downloads jobs whose task finished, soonest-expiring first.
  * Every state change goes through store.transition. All durations are
  * multiplied by `timeScale` (1 against the real service).
@@ -41,14 +43,25 @@ export interface PipelineOptions {
   creditLimit?: CreditLimit | null;
   /** --only / --limit: the pending jobs this run sends (the children a chosen for_each job makes are added); null: all. */
   selected?: ReadonlySet<string> | null;
+  /** Status reads per second of wall time, at most (--status-rate / --time-scale); default 10 / timeScale. */
+  statusRate?: number;
 }
 
 export interface Waiting {
   taskId: string;
   model: string;
   endpoint: 'status' | 'music';
+  /** Not read before this time (ms epoch); Infinity while a read is in flight. */
   dueAt: number;
   failures: number;
+  /** When the task was sent (ms epoch). */
+  sentAt: number;
+  /** Time from sentAt to the last read that found the task unfinished (0: not read yet). */
+  runningAt: number;
+  /** The model's typical [min, max] time in ms, time-scaled: what orders reads (poll-order.ts). */
+  typicalMs: [number, number];
+  /** A completion callback named this task: it is read before any other. */
+  notified: boolean;
 }
 
 /** The state the pipeline parts share, and the small helpers they all use (timer, moves, stop, job graph). */
@@ -129,6 +142,17 @@ export class PipelineState {
       this.timerAt = Infinity;
       this.wake();
     }, Math.max(0, at - Date.now()));
+  }
+
+  /** Wait on a task sent at `sentAt` (ms epoch): first read at `firstAt`, or by default not before its model's typical minimum (with callbacks on, its typical maximum). */
+  protected waitOn(id: string, taskId: string, model: string, sentAt: number, firstAt?: number): Waiting {
+    const spec = findModel(model);
+    const [min, max] = spec?.typicalSeconds ?? [15, 60];
+    const typicalMs: [number, number] = [this.scaled(min * 1000), this.scaled(max * 1000)];
+    const w: Waiting = { taskId, model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0, sentAt, runningAt: 0, typicalMs, notified: false };
+    this.waiting.set(id, w);
+    this.schedule(id, w, firstAt ?? sentAt + (this.opts.callbackUrlFor ? typicalMs[1] : typicalMs[0]));
+    return w;
   }
 
   protected schedule(id: string, w: Waiting, at: number): void {

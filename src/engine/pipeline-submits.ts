@@ -1,9 +1,8 @@
 import { AmbiguousSubmitError, ApiError, GenbatchError, NetworkError } from '../errors.js';
-import { findModel } from '../models/index.js';
 import { nowIso, type JobRow } from '../store/index.js';
 import { runChatJob } from './chat.js';
 import { PipelinePolls } from './pipeline-polls.js';
-import { errorText, type Waiting } from './pipeline-state.js';
+import { errorText } from './pipeline-state.js';
 import { getAtPath, setAtPath } from './results.js';
 import type { StoredSpec } from './spec.js';
 
@@ -105,13 +104,9 @@ export class PipelineSubmits extends PipelinePolls {
       this.submitFailed(row.id, err);
       return;
     }
+    const sentAt = Date.now();
     await this.moveDurable(row.id, 'submitting', 'submitted', { task_id: taskId });
-    const model = findModel(spec.model);
-    // First poll not before the typical minimum; with callbacks on, not before the typical maximum.
-    const first = (this.opts.callbackUrlFor ? (model?.typicalSeconds[1] ?? 60) : (model?.typicalSeconds[0] ?? 15)) * 1000;
-    const w: Waiting = { taskId, model: spec.model, endpoint: model?.resultEndpoint ?? 'status', dueAt: 0, failures: 0 };
-    this.waiting.set(row.id, w);
-    this.schedule(row.id, w, Date.now() + this.scaled(first));
+    this.waitOn(row.id, taskId, spec.model, sentAt);
   }
 
   protected submitFailed(id: string, err: unknown): void {

@@ -1,7 +1,8 @@
 import { findModel } from '../models/index.js';
 import type { JobRow } from '../store/index.js';
+import type { CallbackNote } from './callbacks.js';
 import { PipelineSubmits } from './pipeline-submits.js';
-import { errorText, type Waiting } from './pipeline-state.js';
+import { errorText } from './pipeline-state.js';
 
 export { errorText } from './pipeline-state.js';
 export type { PipelineOptions } from './pipeline-state.js';
@@ -21,17 +22,25 @@ export function callbackDeadline(submittedAt: string | null, model: string, time
   return at + ((findModel(model)?.typicalSeconds[1] ?? 300) * 1000 + CALLBACK_RETRIES_MS) * timeScale;
 }
 
+/** When a stored job was sent (its `submitted_at`), or `fallback` when unknown. */
+function sentTime(submittedAt: string | null, fallback: number): number {
+  const at = submittedAt === null ? NaN : Date.parse(submittedAt);
+  return Number.isFinite(at) ? at : fallback;
+}
+
 /** The coordinator: the work loop and callbacks; the parts are in pipeline-state.ts, pipeline-submits.ts, pipeline-polls.ts, pipeline-downloads.ts. */
 export class Pipeline extends PipelineSubmits {
   async run(): Promise<void> {
     this.graphOn = this.store.graph.any();
-    // Resume: tasks already at the service are polled again (spread over one poll interval).
+    // Resume: tasks already at the service are read again from now (or, when sent more recently, from their model's
+    // typical minimum, also with callbacks on: a callback may have come while no run listened); the status-read cap
+    // spaces the reads, the ones most likely finished first.
+    const now = Date.now();
     for (const row of this.store.jobsIn('submitted')) {
       if (!row.task_id) continue;
-      const spec = findModel(row.model);
-      const w: Waiting = { taskId: row.task_id, model: row.model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0 };
-      this.waiting.set(row.id, w);
-      this.schedule(row.id, w, Date.now() + this.rand * this.scaled(2000));
+      const sentAt = sentTime(row.submitted_at, now);
+      const w = this.waitOn(row.id, row.task_id, row.model, sentAt);
+      if (this.opts.callbackUrlFor) this.schedule(row.id, w, Math.max(now, sentAt + w.typicalMs[0]));
     }
     const onAbort = () => {
       this.stop('signal');
@@ -47,7 +56,7 @@ export class Pipeline extends PipelineSubmits {
           this.fillSubmits();
           nextDue = Math.min(this.fillPolls(), this.fillDownloads());
         }
-        const busy = this.submitsInFlight + this.pollsInFlight + this.downloading.size;
+        const busy = this.submitsInFlight + this.pollsInFlight + this.downloading.size + this.adopting;
         if (busy === 0) {
           if (stopping) break;
           const submitsDone = this.pendingExhausted || this.stopReason !== null;
@@ -95,19 +104,28 @@ export class Pipeline extends PipelineSubmits {
   private readonly early = new Map<string, string>();
 
   /**
-   * A completion callback for `job`: never changes a state by itself. A job
-   * being waited on with this task is polled now (one status read confirms);
-   * an uncertain job without a task id adopts the task (the job id and attempt in the
-   * callback URL prove it came from our latest submit), then is polled; a job still
-   * `submitting` keeps the note for the end of its submit.
+   * A completion callback for `job`. A job being waited on with this task takes the
+   * ended task the callback carries (status endpoint tasks: the body has the status
+   * answer's shape), or, for music tasks (whose callbacks also come at earlier stages)
+   * and bodies without a usable task, is read next, before any other (one status read
+   * confirms); an uncertain job without a task id adopts the task (the job id and attempt in the
+   * callback URL prove it came from our latest submit), then is read; a job still
+   * `submitting` keeps the note for the end of its submit. Duplicates and late deliveries
+   * find the job no longer waited on and change nothing.
    */
-  onCallback(note: { job: string; attempt: number | null; taskId: string; status: string }): void {
+  onCallback(note: CallbackNote): void {
     const w = this.waiting.get(note.job);
     if (w) {
-      if (w.taskId === note.taskId && w.dueAt !== Infinity && w.dueAt > Date.now()) {
-        this.schedule(note.job, w, Date.now());
+      if (w.taskId !== note.taskId) return;
+      if (note.task && w.endpoint === 'status' && w.dueAt !== Infinity) {
+        // The callback carries the ended task, as a status read would answer: no read is spent on it.
+        this.settle(note.job, w, note.task);
         this.wake();
+        return;
       }
+      w.notified = true;
+      if (w.dueAt !== Infinity) this.schedule(note.job, w, Date.now()); // read next (one read confirms)
+      this.wake();
       return;
     }
     const row = this.store.getJob(note.job);
@@ -125,7 +143,8 @@ export class Pipeline extends PipelineSubmits {
     const taskId = this.early.get(queued.id);
     this.early.delete(queued.id);
     const w = this.waiting.get(queued.id);
-    if (w && w.taskId === taskId && w.dueAt !== Infinity && w.dueAt > Date.now()) {
+    if (w && w.taskId === taskId && w.dueAt !== Infinity) {
+      w.notified = true;
       this.schedule(queued.id, w, Date.now());
       this.wake();
     }
@@ -139,16 +158,21 @@ export class Pipeline extends PipelineSubmits {
     if (row && taskId !== undefined && row.state === 'uncertain' && !this.opts.signal.aborted) this.adopt(id, taskId, row.model);
   }
 
+  /** Adoptions whose commit is in flight: the run does not end before they are waited on. */
+  private adopting = 0;
+
   private adopt(job: string, taskId: string, model: string): void {
+    this.adopting++;
     void this.moveDurable(job, 'uncertain', 'submitted', { task_id: taskId, last_error: 'task adopted from a late completion callback' })
       .then(() => {
         this.uncertainHere.delete(job);
-        const spec = findModel(model);
-        const adopted: Waiting = { taskId, model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0 };
-        this.waiting.set(job, adopted);
-        this.schedule(job, adopted, Date.now());
-        this.wake();
+        const adopted = this.waitOn(job, taskId, model, sentTime(this.store.getJob(job)?.submitted_at ?? null, Date.now()), Date.now());
+        adopted.notified = true;
       })
-      .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `callback for job ${job}: ${errorText(err)}` }));
+      .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `callback for job ${job}: ${errorText(err)}` }))
+      .finally(() => {
+        this.adopting--;
+        this.wake();
+      });
   }
 }

@@ -39,12 +39,14 @@ export interface RunOptions {
   uncertain: 'skip' | 'resubmit';
   /** Multiplies every wait (1 against the real service). */
   timeScale: number;
+  /** Status reads per second of the service's time, at most (default 10); the runner reads up to statusRate / timeScale per second. */
+  statusRate?: number;
   /**
    * Completion callbacks: start a receiver on `listen`; the service is given
    * `publicUrl` (or, when null, http://<listen address>) plus this run's token
    * and the job id. Null: polling only.
    */
-  callbacks: { publicUrl: string | null; listen: string; redact?: (text: string) => string } | null;
+  callbacks: { publicUrl: string | null; listen: string; redact?: (value: unknown) => unknown } | null;
   userPrices: Record<string, number> | null;
   /** Prices observed on the account (the price book), used where neither the service nor the user gives one. */
   observedPrices?: ObservedPrices | null;
@@ -70,6 +72,9 @@ const CALLBACK_TOKEN_KEY = 'callback_token';
 
 /** Meta key prefix (one key per run): set while the run's reports may not show its state (see runEngine). */
 const REPORTS_STALE_KEY = 'reports_stale';
+
+/** Status reads per second (of the service's time) when --status-rate is not given. */
+export const DEFAULT_STATUS_RATE = 10;
 
 /** Uploaded files live 72 h at the service; reuse them while younger than 66 h. */
 export const UPLOAD_REUSE_MS = 66 * 3600 * 1000;
@@ -247,6 +252,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       recoveredUncertain: mayCallBack(store, prep.recoveredUncertain, o.timeScale),
       creditLimit: creditLimit(o.maxCredits, manifest.budget, selection),
       selected: selection?.ids ?? null,
+      statusRate: (o.statusRate ?? DEFAULT_STATUS_RATE) / o.timeScale,
     });
     // run() registers the tasks it resumes before its first await; then the callbacks that came while the
     // run was getting ready (sync, balance) are handed over, in order of arrival.

@@ -2,6 +2,7 @@ import { networkInterfaces } from 'node:os';
 import { UsageError } from '../errors.js';
 import { SandboxContext } from './context.js';
 import type { FaultEndpoint, ScriptStep } from './faults.js';
+import type { RequestLogEntry } from './stats.js';
 import { resolveOptions, type SandboxOptions } from './options.js';
 import { statsSnapshot, type SandboxStats } from './routes/admin.js';
 import { buildServer } from './server.js';
@@ -15,6 +16,7 @@ import { buildServer } from './server.js';
 export type { SandboxOptions } from './options.js';
 export type { FaultEndpoint, FaultKind, FaultRule, ScriptStep } from './faults.js';
 export type { SandboxStats } from './routes/admin.js';
+export type { RequestLogEntry } from './stats.js';
 export { parseFaults } from './faults.js';
 export { checkAdminToken, checkClockStart, checkImageEdge, checkNonNegative, checkRate, checkTimerMs, parseKeys, parseWords } from './options.js';
 export { keyHash } from './accounts.js';
@@ -35,6 +37,8 @@ export interface Sandbox {
   clock: { advance(seconds: number): void; now(): number };
   /** The same counters as GET /__sandbox/stats. */
   stats(): SandboxStats;
+  /** The latest requests (up to 10,000) in order of arrival: when (epoch ms), endpoint name, path and query. */
+  requestLog(): RequestLogEntry[];
   /** Script the next outcomes of an endpoint, e.g. script('submit', ['500-after', 'ok']). */
   script(endpoint: FaultEndpoint | '*', steps: ScriptStep[]): void;
   /** Stop serving, stop callbacks. */
@@ -110,6 +114,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     adminToken: o.adminToken,
     clock: { advance: (s) => ctx.clock.advance(s), now: () => ctx.now() },
     stats: () => statsSnapshot(ctx),
+    requestLog: () => ctx.stats.requestLog(),
     script: (endpoint, steps) => ctx.faults.script(endpoint, steps),
     close: () => {
       closed ??= (async () => {

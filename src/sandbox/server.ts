@@ -58,7 +58,7 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
 
   app.addHook('onRequest', async (req, reply) => {
     const endpoint = req.routeOptions.config.endpoint ?? 'other';
-    ctx.stats.request(endpoint);
+    ctx.stats.request(endpoint, req.url);
     if (endpoint === 'admin' && !adminAllowed(ctx, req)) {
       return sendError(reply, 401, 'the /__sandbox/ endpoints need the admin token in the X-Sandbox-Admin-Token header (printed at start, or set with --admin-token)');
     }

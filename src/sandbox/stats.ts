@@ -1,3 +1,14 @@
+/** One request as it arrived: `at` in epoch ms with sub-ms precision (performance.timeOrigin + performance.now()). */
+export interface RequestLogEntry {
+  at: number;
+  endpoint: string;
+  /** The request target (path and query), e.g. /api/generate/status/<task id>. */
+  path: string;
+}
+
+/** Requests kept in the log (the latest; older ones are dropped). */
+export const REQUEST_LOG_SIZE = 10_000;
+
 /** Counters behind GET /__sandbox/stats. Keys are named by keyHash(), never by the key. */
 export class Stats {
   readonly requests: Record<string, number> = {};
@@ -6,8 +17,17 @@ export class Stats {
   readonly uploads = { accepted: 0, refused: 0 };
   readonly callbacks = { attempted: 0, delivered: 0, failed: 0, abandoned: 0 };
 
-  request(endpoint: string): void {
+  /** The latest requests in order of arrival (in-process: `Sandbox.requestLog()`). */
+  private log: RequestLogEntry[] = [];
+
+  request(endpoint: string, path: string): void {
     this.requests[endpoint] = (this.requests[endpoint] ?? 0) + 1;
+    this.log.push({ at: performance.timeOrigin + performance.now(), endpoint, path });
+    if (this.log.length >= 2 * REQUEST_LOG_SIZE) this.log = this.log.slice(-REQUEST_LOG_SIZE);
+  }
+
+  requestLog(): RequestLogEntry[] {
+    return this.log.slice(-REQUEST_LOG_SIZE);
   }
 
   keyRequest(hash: string): void {

@@ -35,6 +35,8 @@ export interface RunFlags {
   /** --only, each value as given (may be a comma list). */
   only?: string[];
   limit?: number;
+  /** --status-rate as typed: checked by the run (a number > 0). */
+  statusRate?: string;
 }
 
 /**

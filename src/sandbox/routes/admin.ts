@@ -87,6 +87,7 @@ export function adminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
         key: t.account.hash,
         state: stateAt(t, now),
         created_time: isoNoZone(t.createdAt),
+        ends_at: t.endAt,
         credits: t.charged,
         callback_url: t.callbackUrl,
         callback_attempts: t.callbackAttempts,
