@@ -61,7 +61,7 @@ export async function openManifest(path: string): Promise<Manifest> {
     const builder = new JobBuilder(dir);
     yield* source(builder);
     const g = builder.graph.finish();
-    sourceProblems.push(...g.problems);
+    for (const p of g.problems) sourceProblems.push(p);
     links = g.links;
   }
   if (isTablePath(path)) {
@@ -149,7 +149,7 @@ export async function validateManifest(path: string): Promise<{ jobs: number; pr
   for await (const job of manifest.jobs()) {
     takeManifestProblems();
     jobs++;
-    if (job.problems.length > 0) problems.push(...job.problems);
+    for (const p of job.problems) problems.push(p);
   }
   takeManifestProblems();
   return { jobs, problems };

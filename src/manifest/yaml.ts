@@ -54,7 +54,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
     return `${name}:${split && gap > 0 && line > split.blankFrom ? line + gap : line}`;
   };
   const empty: YamlManifest = { budget: null, pricing: null, problems, jobs: async function* () {} };
-  problems.push(...syntaxProblems(doc, lineAt));
+  for (const p of syntaxProblems(doc, lineAt)) problems.push(p);
   if (problems.length > 0) return empty;
   const js = toJs(doc, name, problems);
   if (js === undefined) return empty;
@@ -103,7 +103,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
     async *jobs(builder, sourceProblems) {
       for (const raw of entries()) {
         if (raw.errors.length > 0) {
-          sourceProblems.push(...raw.errors);
+          for (const p of raw.errors) sourceProblems.push(p);
           continue;
         }
         const unsafe: ValueProblem[] = [];
@@ -121,7 +121,7 @@ export function readYaml(text: string, name: string, dir: string): YamlManifest 
           const owner = known ? literalId(known.entry) : literalId(js);
           const keysAt = (path: Path) => (path.length === 0 ? KEYS.job : path[path.length - 1] === 'rows' ? KEYS.rows : []);
           const list = checked.success ? [] : issueProblems(known ? known.report : checked.error.issues, raw.loc, owner, owner === null ? ['jobs', raw.index] : [], keysAt);
-          sourceProblems.push(...list.map((p) => p.problem));
+          for (const p of list) sourceProblems.push(p.problem);
           if (!known) continue;
           entry = known.entry;
         }
