@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander';
 import { EXIT, GenbatchError, UsageError, isFileSystemError } from '../errors.js';
+import { CONFINE_HELP } from './confine.js';
 
 /**
  * The CLI entry. Commands are loaded lazily, one module each under ./commands/,
@@ -42,6 +43,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('check every job of a manifest; exit 2 and one line per problem when any job is invalid')
     .argument('<manifest>', 'YAML, CSV or TSV manifest')
     .option('--json', 'print problems as JSON')
+    .option('--confine', CONFINE_HELP)
     .action(wrap(lazy('validate')));
 
   program
@@ -52,6 +54,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--offline', 'do not read the balance')
     .option('--prices <file>', 'user-supplied prices (YAML or JSON: model id -> credits)')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
+    .option('--confine', CONFINE_HELP)
     .action(wrap(lazy('estimate')));
 
   program
@@ -77,6 +80,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
     .option('--listen <host:port>', 'start a callback receiver here')
     .option('--time-scale <s>', 'with --sandbox: scale all sandbox durations', num('--time-scale'))
+    .option('--confine', CONFINE_HELP)
     .action(wrap(lazy('run')));
 
   program

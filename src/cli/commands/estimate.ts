@@ -3,6 +3,7 @@ import { EXIT, UsageError } from '../../errors.js';
 import { openManifest } from '../../manifest/index.js';
 import { checkUserPrices, estimate, loadPrices, unknownPriceModels, unknownPriceWarning, type Estimate, type JobEstimate, type UserPrices } from '../../pricing/index.js';
 import { write, writeProblems } from './validate.js';
+import { confineWanted } from '../confine.js';
 
 /**
  * `genbatch estimate <manifest> [--json] [--offline] [--prices FILE] [--base-url URL]`.
@@ -18,6 +19,7 @@ interface Options {
   offline?: boolean;
   prices?: string;
   baseUrl?: string;
+  confine?: boolean;
 }
 
 /** Per-job rows shown in the human table; --json lists every job. */
@@ -27,7 +29,7 @@ const UNKNOWN_IDS_SHOWN = 20;
 export default async function estimateCommand(manifestPath: string, opts: Options): Promise<number> {
   const config: ServiceConfig | null = opts.offline ? null : configOrHint(opts.baseUrl);
   const fileP = opts.prices ? await loadPrices(opts.prices) : null;
-  const manifest = await openManifest(manifestPath);
+  const manifest = await openManifest(manifestPath, { confine: confineWanted(opts.confine) });
   checkUserPrices(manifest.pricing, `${manifestPath}: pricing`);
   const userPrices: UserPrices | null = manifest.pricing || fileP ? { ...(manifest.pricing ?? {}), ...(fileP ?? {}) } : null;
 

@@ -7,6 +7,7 @@ import { EventBus, runEngine, type DownloadPort, type ServicePort } from '../../
 import { UsageError } from '../../errors.js';
 import { loadPrices } from '../../pricing/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
+import { confineWanted } from '../confine.js';
 
 /**
  * `genbatch run <manifest>`: the checkpointed pipeline. Rerunning the same
@@ -37,6 +38,7 @@ export interface RunFlags {
   callbackUrl?: string;
   listen?: string;
   timeScale?: number;
+  confine?: boolean;
 }
 
 /** Default output folder: `<manifest dir>/genbatch-out/<manifest name>/`. */
@@ -180,6 +182,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       timeScale,
       callbacks: flags.listen ? { publicUrl: flags.callbackUrl ?? null, listen: flags.listen, redact: (text: string) => redact(text, apiKey) } : null,
       userPrices,
+      confine: confineWanted(flags.confine),
       signal: controller.signal,
       events: bus,
       writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),
