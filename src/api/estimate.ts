@@ -18,6 +18,8 @@ export interface EstimateOptions {
   baseUrl?: string;
   /** API key; default $GENBATCH_API_KEY. */
   apiKey?: string;
+  /** The manifest may name only files inside its folder (`--confine`). */
+  confine?: boolean;
 }
 
 export interface EstimateResult {
@@ -59,14 +61,14 @@ export type EstimateOutcome = { estimate: EstimateResult; problems: [] } | { est
 export async function estimateManifest(
   manifestPath: string,
   config: ServiceConfig | null,
-  opts: { prices?: string; keepJobs?: boolean; onJob?: (job: JobEstimate) => void; service?: string } = {},
+  opts: { prices?: string; keepJobs?: boolean; onJob?: (job: JobEstimate) => void; service?: string; confine?: boolean } = {},
 ): Promise<EstimateOutcome> {
   const file = opts.prices ? await loadPriceFile(opts.prices) : { user: null, book: null };
   const fileP = file.user;
   // Prices observed on the account (genbatch prices probe): from a --prices book, else the user's price book.
   const service = config?.baseUrl ?? opts.service ?? null;
   const observed = service ? observedPrices(file.book ?? PriceBook.load(defaultBookPath()), service) : null;
-  const manifest = await openManifest(manifestPath);
+  const manifest = await openManifest(manifestPath, { confine: opts.confine === true });
   checkUserPrices(manifest.pricing, `${manifestPath}: pricing`);
   const userPrices: UserPrices | null = manifest.pricing || fileP ? { ...(manifest.pricing ?? {}), ...(fileP ?? {}) } : null;
   const est = await priceJobs(manifest.jobs(), userPrices, { keepJobs: opts.keepJobs === true, observed, ...(opts.onJob ? { onJob: opts.onJob } : {}) });
@@ -122,7 +124,7 @@ function modelSource(t: ModelTotal): string {
 export async function estimate(manifestPath: string, opts: EstimateOptions = {}): Promise<EstimateResult> {
   const config = opts.offline ? null : serviceConfigFromEnv({ ...(opts.baseUrl !== undefined ? { baseUrl: opts.baseUrl } : {}), ...(opts.apiKey !== undefined ? { apiKey: opts.apiKey } : {}) });
   const service = opts.baseUrl ?? process.env.GENBATCH_BASE_URL;
-  const out = await estimateManifest(manifestPath, config, { keepJobs: true, ...(opts.prices !== undefined ? { prices: opts.prices } : {}), ...(service ? { service } : {}) });
+  const out = await estimateManifest(manifestPath, config, { keepJobs: true, confine: opts.confine === true, ...(opts.prices !== undefined ? { prices: opts.prices } : {}), ...(service ? { service } : {}) });
   if (out.estimate === null) throw new ManifestError(out.problems);
   return out.estimate;
 }

@@ -48,6 +48,8 @@ export interface RunOptions {
   listen?: string;
   /** Scale every wait (default 1; 0.02 with `sandbox`). */
   timeScale?: number;
+  /** The manifest may name only files inside its folder (`--confine`). */
+  confine?: boolean;
   /** Status reads per second at most, in the service's time (divided by timeScale); default 10. */
   statusRate?: number | string;
   /** Seconds: the total deadline of one API request (default 60, a chat call 300; or $GENBATCH_REQUEST_TIMEOUT). */
@@ -259,6 +261,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       uncertain: o.uncertain ?? 'skip',
       timeScale,
       statusRate: s.statusRate,
+      confine: o.confine === true,
       callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
       userPrices,
       observedPrices: s.book ? observedPrices(s.book, baseUrl) : null,

@@ -14,7 +14,7 @@ export interface ValidateResult {
  * Check every job of a manifest (YAML, CSV or TSV) without touching the service: the object
  * `genbatch validate --json` prints. Problems are returned, not thrown; a missing file is a problem too.
  */
-export async function validate(manifestPath: string): Promise<ValidateResult> {
-  const { jobs, problems } = await validateManifest(manifestPath);
+export async function validate(manifestPath: string, opts: { confine?: boolean } = {}): Promise<ValidateResult> {
+  const { jobs, problems } = await validateManifest(manifestPath, { confine: opts.confine === true });
   return { valid: problems.length === 0, jobs, problems };
 }

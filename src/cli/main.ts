@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander';
 import { EXIT, GenbatchError, isFileSystemError } from '../errors.js';
+import { CONFINE_HELP } from './confine.js';
 import { int, num } from './flags.js';
 
 /**
@@ -38,6 +39,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('check every job of a manifest; exit 2 and one line per problem when any job is invalid')
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--json', 'print problems as JSON')
+    .option('--confine', CONFINE_HELP)
     .action(wrap(lazy('validate')));
 
   program
@@ -48,6 +50,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--offline', 'do not read the balance')
     .option('--prices <file>', 'user-supplied prices (YAML or JSON: model id -> credits)')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
+    .option('--confine', CONFINE_HELP)
     .action(wrap(lazy('estimate')));
 
   program
@@ -90,6 +93,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--only <ids>', 'send only the pending jobs whose id matches (globs with * and ?; repeatable, comma separated); a chosen job takes the pending jobs it needs along', collect)
     .option('--limit <n>', 'send at most N pending jobs, in manifest order', int('--limit', 1))
     .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 4\n(incomplete).')
+    .option('--confine', CONFINE_HELP)
     .action(wrap(lazy('run')));
 
   program

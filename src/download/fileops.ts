@@ -135,7 +135,7 @@ export async function cleanupPartials(dir: string, recursive = true): Promise<st
       await unlink(path);
       removed.push(path);
     } else if (recursive && e.isDirectory()) {
-      removed.push(...(await cleanupPartials(path, true)));
+      for (const name of await cleanupPartials(path, true)) removed.push(name);
     }
   }
   return removed;

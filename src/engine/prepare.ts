@@ -91,7 +91,7 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
     for await (const job of manifest.jobs()) {
       out.jobs++;
       if (job.problems.length > 0) {
-        problems.push(...job.problems);
+        for (const p of job.problems) problems.push(p);
         continue;
       }
       if (seen.has(job.id)) {
@@ -111,8 +111,8 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
         }
       }
       if (refProblem) continue;
-      refs.push(...dataUrlRefs(job));
-      if (job.rehost === true) refs.push(...remoteUrlRefs(job));
+      for (const ref of dataUrlRefs(job)) refs.push(ref);
+      if (job.rehost === true) for (const ref of remoteUrlRefs(job)) refs.push(ref);
       const spec: StoredSpec = { model: job.model, input: job.input, refs };
       if (job.callback_url !== undefined) spec.callback_url = job.callback_url;
       if (job.kind === 'chat' && job.protocol !== undefined) spec.protocol = job.protocol;
@@ -129,8 +129,7 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
         deferred++;
       } else out.changed++;
     }
-    problems.unshift(...manifest.problems);
-    if (problems.length > 0) throw new ManifestError(problems);
+    if (problems.length > 0 || manifest.problems.length > 0) throw new ManifestError([...manifest.problems, ...problems]);
     if (out.jobs === 0) throw new ManifestError([{ job: null, where: manifest.path, path: 'jobs', message: 'the manifest has no jobs' }]);
     store.graph.setManifestLinks(manifest.links);
     // Jobs made from a changed job's results that are in flight: made again by a later sync (which must read the manifest).

@@ -56,6 +56,8 @@ export interface RunOptions {
   only?: readonly string[] | null;
   /** --limit: send at most this many pending jobs; null or absent: no limit. */
   limit?: number | null;
+  /** `--confine`: the manifest may name only files inside its folder (see openManifest). */
+  confine?: boolean;
   signal: AbortSignal;
   events: EventBus;
   writeReports: (outDir: string, data: ReportData) => Promise<unknown> | unknown;
@@ -83,7 +85,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
   const t0 = Date.now();
   const emit = o.events.emit;
   if (!existsSync(o.manifestPath)) throw new ManifestError([{ job: null, where: o.manifestPath, path: '', message: 'manifest file not found' }]);
-  const manifest = await openManifest(o.manifestPath);
+  const manifest = await openManifest(o.manifestPath, { confine: o.confine === true });
   // An invalid manifest (exit 2) leaves no state file behind when this run is the one that made it.
   const madeDirs: string[] = [];
   for (let d = dirname(resolve(o.statePath)); !existsSync(d) && dirname(d) !== d; d = dirname(d)) madeDirs.push(d);

@@ -21,7 +21,7 @@ export function lrc(words: readonly TimedWord[]): string {
   let cur: Array<{ at: number; text: string }> = [];
   let lastEnd = -Infinity;
   const close = () => {
-    if (cur.length > 0) lines.push(...balanced(cur));
+    if (cur.length > 0) for (const line of balanced(cur)) lines.push(line);
     cur = [];
   };
   for (const w of words) {

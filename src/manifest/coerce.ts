@@ -45,7 +45,7 @@ function alternatives(s: JsonSchema): JsonSchema[] {
   const out: JsonSchema[] = [s];
   for (const key of ['anyOf', 'oneOf', 'allOf']) {
     const list = s[key];
-    if (Array.isArray(list)) for (const item of list) { const sub = asSchema(item); if (sub) out.push(...alternatives(sub)); }
+    if (Array.isArray(list)) for (const item of list) { const sub = asSchema(item); if (sub) for (const alt of alternatives(sub)) out.push(alt); }
   }
   return out;
 }

@@ -2,6 +2,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Problem } from '../errors.js';
 import { hasRef, type JobLinks } from '../graph/index.js';
 import { findModel, isRemoteRef } from '../models/index.js';
+import { Confine } from './confine.js';
 import { JobBuilder, valuesAt, type ManifestJob } from './job.js';
 import { isTablePath } from './table.js';
 import type { YamlManifest } from './yaml.js';
@@ -52,15 +53,26 @@ export interface Manifest {
   readonly links: ReadonlyMap<string, JobLinks>;
 }
 
+export interface OpenOptions {
+  /**
+   * `--confine`: every file the manifest names (rows files, glob patterns and
+   * their matches, local image paths) must be inside the manifest's folder,
+   * symbolic links resolved; any other is a problem of its job. Default false:
+   * any file the user can read (trusted manifests).
+   */
+  confine?: boolean;
+}
+
 /** Open a YAML (.yaml/.yml), CSV (.csv), TSV (.tsv) or JSONL (.jsonl/.ndjson) manifest. Never throws for manifest content: see `problems`. */
-export async function openManifest(path: string): Promise<Manifest> {
+export async function openManifest(path: string, options: OpenOptions = {}): Promise<Manifest> {
   const abs = resolve(path);
   const dir = dirname(abs);
+  const confine = options.confine === true ? new Confine(dir) : null;
   let sourceProblems: Problem[] = [];
   let links: ReadonlyMap<string, JobLinks> = new Map();
   // Graph problems need every id: they are checked after the last job.
   async function* withGraph(source: (b: JobBuilder) => AsyncIterable<ManifestJob>): AsyncGenerator<ManifestJob> {
-    const builder = new JobBuilder(dir);
+    const builder = new JobBuilder(dir, confine);
     yield* source(builder);
     const g = builder.graph.finish();
     for (const p of g.problems) sourceProblems.push(p);
@@ -143,8 +155,8 @@ export function localImageRefs(job: ManifestJob): Array<{ path: string; file: st
  * they are met: reading problems first, then source and job problems as the
  * jobs stream by.
  */
-export async function validateManifest(path: string): Promise<{ jobs: number; problems: Problem[] }> {
-  const manifest = await openManifest(path);
+export async function validateManifest(path: string, options: OpenOptions = {}): Promise<{ jobs: number; problems: Problem[] }> {
+  const manifest = await openManifest(path, options);
   const problems: Problem[] = [];
   let seen = 0;
   const takeManifestProblems = () => {
@@ -155,7 +167,7 @@ export async function validateManifest(path: string): Promise<{ jobs: number; pr
   for await (const job of manifest.jobs()) {
     takeManifestProblems();
     jobs++;
-    if (job.problems.length > 0) problems.push(...job.problems);
+    for (const p of job.problems) problems.push(p);
   }
   takeManifestProblems();
   return { jobs, problems };

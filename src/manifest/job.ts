@@ -6,6 +6,7 @@ import { nearest } from '../lib/nearest.js';
 import { CHAT_MODELS, checkChatJob, findChatModel, isChatModelId } from '../models/chat.js';
 import { GraphCollector, REFS_ONLY_IN_INPUT, hasRef, inRefField, parseRef, placeholderInput, restoreRefs, stripBraces } from '../graph/index.js';
 import { FileChecks } from './files.js';
+import type { Confine } from './confine.js';
 import { isPlainObject } from './template.js';
 import { cleanValue, type ValueProblem } from './safe.js';
 import { checkCallback } from './callback.js';
@@ -93,7 +94,11 @@ export class JobBuilder {
   /** The job graph (references, needs, for_each), checked once every job was read. */
   readonly graph = new GraphCollector();
 
-  constructor(readonly dir: string) {}
+  /** `confine`: with --confine, the check every file a manifest names must pass (null: any file). */
+  constructor(
+    readonly dir: string,
+    readonly confine: Confine | null = null,
+  ) {}
 
   async build(raw: RawJob): Promise<ManifestJob> {
     // Forbidden keys and too-deep values (e.g. from a CSV JSON cell) are removed before any walk.
@@ -252,8 +257,14 @@ export class JobBuilder {
           add(path, `${JSON.stringify(value)} uses the unsupported URL scheme ${scheme}; an image is an http(s) URL, a data: URL or a local file path`);
           continue;
         }
-        const check = await this.files.checkImage(isAbsolute(value) ? value : resolve(this.dir, value));
+        const file = isAbsolute(value) ? value : resolve(this.dir, value);
         const name = JSON.stringify(value);
+        const outside = this.confine?.problem(file);
+        if (outside) {
+          add(path, `local file ${name} ${outside}`);
+          continue;
+        }
+        const check = await this.files.checkImage(file);
         if (check.problem) add(path, `local file ${name} ${check.problem}`);
         else if (check.format && spec.imageFormats && !spec.imageFormats.includes(check.format)) {
           add(path, `local file ${name} is ${FORMAT_NAMES[check.format] ?? check.format} (from its bytes); ${spec.id} takes ${spec.imageFormats.map((f) => FORMAT_NAMES[f] ?? f).join(', ')} only`);

@@ -66,3 +66,56 @@ export function cleanValue(value: unknown, base: string, problems: ValueProblem[
   }
   return out ?? value;
 }
+
+/**
+ * Largest expanded size of a YAML manifest: the characters of every key and
+ * string, plus 1 for every other value, with each alias counted as a copy of its
+ * anchor's value (a 40 MB string aliased 900 times is 36 GB to hash, store and
+ * send). 256 Mi: far above any real manifest.
+ */
+export const MAX_EXPANDED = 256 * 1024 * 1024;
+
+export const EXPANDED_MESSAGE = `the manifest expands to more than 256 MB (${MAX_EXPANDED.toLocaleString('en-US')} characters of keys and strings, each alias counted as a copy of its anchor's value); at most 256 MB`;
+
+/**
+ * The expanded size of `value` as MAX_EXPANDED counts it, or `cap + 1` as soon
+ * as it is over `cap` (or the value contains itself). A value met again (an
+ * alias) adds its size without being walked again, so the cost is one visit per
+ * distinct node. Iterative: no nesting depth overflows the stack.
+ */
+export function expandedSize(value: unknown, cap: number): number {
+  const leaf = (v: unknown) => (typeof v === 'string' ? v.length : 1);
+  if (typeof value !== 'object' || value === null) return leaf(value);
+  interface Frame { v: object; kids: unknown[]; i: number; size: number }
+  const sizes = new WeakMap<object, number>();
+  const opened = new Set<object>();
+  const open = (v: object): Frame => {
+    opened.add(v);
+    if (Array.isArray(v)) return { v, kids: v, i: 0, size: 1 };
+    let size = 1;
+    for (const k of Object.keys(v)) size += k.length;
+    return { v, kids: Object.values(v), i: 0, size };
+  };
+  const stack: Frame[] = [open(value)];
+  for (;;) {
+    const f = stack[stack.length - 1] as Frame;
+    if (f.size > cap) return cap + 1;
+    if (f.i < f.kids.length) {
+      const kid = f.kids[f.i++];
+      if (typeof kid !== 'object' || kid === null) f.size += leaf(kid);
+      else if (opened.has(kid)) return cap + 1;
+      else {
+        const known = sizes.get(kid);
+        if (known !== undefined) f.size += known;
+        else stack.push(open(kid));
+      }
+      continue;
+    }
+    stack.pop();
+    opened.delete(f.v);
+    sizes.set(f.v, f.size);
+    const parent = stack[stack.length - 1];
+    if (!parent) return f.size;
+    parent.size += f.size;
+  }
+}

@@ -19,6 +19,14 @@ export type TableItem =
   | { kind: 'row'; row: number; line: number | undefined; cells: string[] }
   | { kind: 'error'; row: number | null; line?: number; message: string };
 
+/**
+ * Most columns of a CSV/TSV file (a job list or a rows source): a job list's
+ * `input.*` columns may be sparse (an empty cell is absent), so this is well
+ * above the fields one job may fill (MAX_INPUT_FIELDS). A wider header is
+ * refused before any row is read.
+ */
+export const MAX_COLUMNS = 10_000;
+
 export function isTablePath(file: string): boolean {
   return ['.csv', '.tsv', '.tab'].includes(extname(file).toLowerCase());
 }
@@ -76,6 +84,10 @@ export async function* readTable(file: string, limit: number | null = null): Asy
       const line = lines.take(record);
       if (record.length === 1 && record[0] === '') continue; // a blank line
       if (!header) {
+        if (record.length > MAX_COLUMNS) {
+          yield { kind: 'error', row: null, message: `the header has ${record.length.toLocaleString('en-US')} columns; a CSV/TSV file has at most ${MAX_COLUMNS.toLocaleString('en-US')}` };
+          return;
+        }
         header = record;
         yield { kind: 'header', cells: record };
         continue;

@@ -48,6 +48,12 @@ export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob>
   let files: string[] | null = null;
   if (entry.glob !== undefined) {
     const patterns = typeof entry.glob === 'string' ? [entry.glob] : (entry.glob as string[]);
+    const confine = builder.confine;
+    const badPattern = confine ? patterns.find((p) => confine.patternProblem(p) !== null) : undefined;
+    if (confine && badPattern !== undefined) {
+      entryProblem('glob', `${JSON.stringify(badPattern)} ${confine.patternProblem(badPattern)}`);
+      return;
+    }
     // Loaded on first use (~40 ms of start-up otherwise, for manifests without glob entries).
     const fg = (await import('fast-glob')).default;
     files = (await fg(patterns, { cwd: dir, onlyFiles: true })).sort();
@@ -55,6 +61,9 @@ export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob>
       entryProblem('glob', `matched no files (patterns are relative to ${dir})`);
       return;
     }
+    const escaped = confine ? files.map((f) => [f, confine.problem(resolve(dir, f))] as const).filter(([, why]) => why !== null) : [];
+    for (const [f, why] of escaped) entryProblem('glob', `matches ${JSON.stringify(f)}, which ${why}`);
+    if (escaped.length > 0) return;
   }
   const matrix = isPlainObject(entry.matrix) ? (entry.matrix as Record<string, unknown[]>) : null;
   const comboCount = matrix ? Object.values(matrix).reduce((n, values) => n * values.length, 1) : 0;
@@ -64,6 +73,11 @@ export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob>
   }
   const combos = matrix ? { [Symbol.iterator]: () => product(matrix) } : null;
   const rowsSpec = isPlainObject(entry.rows) ? (entry.rows as { file: string; limit?: number }) : null;
+  const rowsOutside = rowsSpec ? builder.confine?.problem(resolve(dir, rowsSpec.file)) : null;
+  if (rowsSpec && rowsOutside) {
+    entryProblem('rows.file', `${JSON.stringify(rowsSpec.file)} ${rowsOutside}`);
+    return;
+  }
   const rows = rowsSpec ? readTable(resolve(dir, rowsSpec.file), rowsSpec.limit ?? null)[Symbol.asyncIterator]() : null;
   let columns: string[] = [];
   if (rows && rowsSpec) {

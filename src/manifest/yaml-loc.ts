@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { Problem } from '../errors.js';
 import { joinPath } from '../models/index.js';
 import { nearest } from '../lib/nearest.js';
-import { MAX_DEPTH } from './safe.js';
+import { EXPANDED_MESSAGE, MAX_DEPTH, MAX_EXPANDED, expandedSize } from './safe.js';
 
 /**
  * Positions in a parsed YAML manifest: the node at a path, `file:line` of
@@ -30,7 +30,10 @@ export function syntaxProblems(doc: Document, lineAt: (offset: number) => string
 
 export function toJs(doc: Document, where: string, problems: Problem[]): unknown {
   try {
-    return doc.toJS({ maxAliasCount: 1000 }) as unknown;
+    const js = doc.toJS({ maxAliasCount: 1000 }) as unknown;
+    // Aliases share their anchor's value: it is cheap to build, and the size of its copies is what later steps pay.
+    if (expandedSize(js, MAX_EXPANDED) > MAX_EXPANDED) throw new Error(EXPANDED_MESSAGE);
+    return js;
   } catch (err) {
     problems.push({ job: null, where, path: '', message: `YAML: ${err instanceof Error ? err.message : String(err)}` });
     return undefined;

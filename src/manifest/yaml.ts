@@ -111,7 +111,7 @@ export function readYaml(source: string | SplitYaml<Iterable<Item> | AsyncIterab
     async *jobs(builder, sourceProblems) {
       const c: EntryJobsContext = { defaults, defaultsLoc: headLoc, name, dir, builder, problems: sourceProblems, keys: KEYS.job };
       for await (const raw of entries()) {
-        if (raw.errors.length > 0) sourceProblems.push(...raw.errors);
+        if (raw.errors.length > 0) for (const p of raw.errors) sourceProblems.push(p);
         else yield* entryJobs(raw.js, raw.loc, ['jobs', raw.index], c);
       }
     },

@@ -17,10 +17,12 @@ import * as music from './music/index.js';
 import type { FieldIssue, ModelSpec } from './types.js';
 import { fieldNamesAt } from './fields.js';
 import { nearest } from '../lib/nearest.js';
+import { MAX_INPUT_FIELDS, countFields, tooManyFieldsMessage } from './limits.js';
 
 export type { FieldIssue, ModelKind, ModelSpec, PriceQuote, ResultEndpoint } from './types.js';
 export { isRemoteRef } from './common.js';
 export { inputFields, type FieldInfo, type InputFields } from './fields.js';
+export { MAX_INPUT_FIELDS, countFields } from './limits.js';
 
 /** Every family module, in catalogue order. Add a family here and nowhere else. */
 const FAMILIES: ReadonlyArray<{ specs: ModelSpec[] }> = [flash, alphaImage2, dream4, dream5Lite, kontext, imagineImage, otherImage, vidmodel, clip, videoh, motion, video15, imagineVideo, music];
@@ -72,6 +74,13 @@ export function checkSubmit(body: Record<string, unknown>): SubmitCheck {
   if (!spec) {
     return { spec: null, input: null, issues: [{ path: 'model', message: `unknown model "${model}"`, type: 'validation_error' }] };
   }
+  // Counted before anything walks them: a schema would list one issue per unknown field.
+  if (Object.keys(body).length > MAX_INPUT_FIELDS) {
+    return { spec, input: null, issues: [{ path: 'body', message: tooManyFieldsMessage('model, input, callback_url'), type: 'validation_error' }] };
+  }
+  if (countFields(body.input, MAX_INPUT_FIELDS) > MAX_INPUT_FIELDS) {
+    return { spec, input: null, issues: [{ path: 'input', message: tooManyFieldsMessage('keys and list items, counted at every depth'), type: 'validation_error' }] };
+  }
   const issues: FieldIssue[] = [];
   if (spec.strictRoot) {
     for (const key of Object.keys(body)) {
@@ -87,7 +96,7 @@ export function checkSubmit(body: Record<string, unknown>): SubmitCheck {
   }
   const parsed = spec.input.safeParse(body.input);
   if (!parsed.success) {
-    issues.push(...zodIssues(parsed.error, 'input', (path) => fieldNamesAt(spec, path)));
+    for (const iss of zodIssues(parsed.error, 'input', (path) => fieldNamesAt(spec, path))) issues.push(iss);
     return { spec, input: null, issues };
   }
   return { spec, input: issues.length === 0 ? parsed.data : null, issues };

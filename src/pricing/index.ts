@@ -257,7 +257,7 @@ export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<Manif
     out.jobs_count++;
     if (job.problems.length > 0) {
       out.invalid_jobs++;
-      out.problems.push(...job.problems);
+      for (const p of job.problems) out.problems.push(p);
       continue;
     }
     const price = priceJob(job, userPrices, opts.observed ?? null);

@@ -96,7 +96,7 @@ export class Faults {
       }
     }
     const q = this.scripts.get(endpoint) ?? [];
-    q.push(...steps);
+    for (const step of steps) q.push(step);
     this.scripts.set(endpoint, q);
   }
 

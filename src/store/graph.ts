@@ -274,7 +274,7 @@ export class GraphLinks {
     const run = this.h.runId();
     const kids = this.h.stmt(GRAPH_SQL.dropChildren).all(run, templateId, ...(pendingOnly ? FINAL_STATES.map(() => 'pending') : FINAL_STATES)) as { id: string }[];
     // --uncertain=resubmit: an uncertain child would be sent again with an item of the old list and the new parent's values.
-    if (this.h.resubmitUncertain()) kids.push(...(this.h.stmt(GRAPH_SQL.uncertainChildren).all(run, templateId) as { id: string }[]));
+    if (this.h.resubmitUncertain()) for (const kid of this.h.stmt(GRAPH_SQL.uncertainChildren).all(run, templateId) as { id: string }[]) kids.push(kid);
     for (const k of kids) {
       if (this.h.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(run, k.id) !== undefined) this.h.replaced(k.id);
       this.h.stmt('DELETE FROM jobs WHERE run_id = ? AND id = ?').run(run, k.id);

@@ -3,6 +3,7 @@ import { serviceConfigFromEnv, type ServiceConfig } from '../../client/index.js'
 import { EXIT, UsageError } from '../../errors.js';
 import { unknownPriceWarning, type JobEstimate } from '../../pricing/index.js';
 import { write, writeProblems } from './validate.js';
+import { confineWanted } from '../confine.js';
 
 /**
  * `genbatch estimate <manifest> [--json] [--offline] [--prices FILE] [--base-url URL]`.
@@ -18,6 +19,7 @@ interface Options {
   offline?: boolean;
   prices?: string;
   baseUrl?: string;
+  confine?: boolean;
 }
 
 /** Per-job rows shown in the human table; --json lists every job. */
@@ -32,6 +34,7 @@ export default async function estimateCommand(manifestPath: string, opts: Option
     ...(opts.prices !== undefined ? { prices: opts.prices } : {}),
     keepJobs: opts.json === true,
     ...(service ? { service } : {}),
+    confine: confineWanted(opts.confine),
     onJob: (j) => {
       if (!opts.json && shown.length < TABLE_ROWS) shown.push(j);
     },

@@ -1,6 +1,7 @@
 import { run as runManifest } from '../../api/run.js';
 import { EventBus } from '../../engine/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
+import { confineWanted } from '../confine.js';
 
 /**
  * `genbatch run <manifest>`: the checkpointed pipeline (src/api/run.ts, the library's run()). Rerunning
@@ -37,6 +38,8 @@ export interface RunFlags {
   limit?: number;
   /** --status-rate as typed: checked by the run (a number > 0). */
   statusRate?: string;
+  /** --confine (or GENBATCH_CONFINE): the manifest may name only files inside its folder. */
+  confine?: boolean;
 }
 
 /**
@@ -76,7 +79,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    const summary = await runManifest(manifest, { ...options, onEvent: bus.emit, signal: controller.signal });
+    const summary = await runManifest(manifest, { ...options, confine: confineWanted(flags.confine), onEvent: bus.emit, signal: controller.signal });
     return summary.exitCode;
   } finally {
     process.removeListener('SIGINT', onSignal);

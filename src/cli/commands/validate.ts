@@ -1,5 +1,6 @@
 import { validate as validateManifest } from '../../api/validate.js';
 import { EXIT, formatProblem, type Problem } from '../../errors.js';
+import { confineWanted } from '../confine.js';
 
 /**
  * `genbatch validate <manifest> [--json]`: exit 0 and a one-line summary on
@@ -7,8 +8,8 @@ import { EXIT, formatProblem, type Problem } from '../../errors.js';
  * stderr (`job <id> (<file>:<line>) <field>: <rule>`). With --json, one object
  * `{valid, jobs, problems}` on stdout in both cases.
  */
-export default async function validate(manifest: string, opts: { json?: boolean }): Promise<number> {
-  const result = await validateManifest(manifest);
+export default async function validate(manifest: string, opts: { json?: boolean; confine?: boolean }): Promise<number> {
+  const result = await validateManifest(manifest, { confine: confineWanted(opts.confine) });
   const valid = result.valid;
   if (opts.json) {
     await write(process.stdout, JSON.stringify(result) + '\n');
