@@ -78,14 +78,14 @@ describe('--confine', () => {
 
   it('a CSV job list: the image cell outside is a problem of its job and row', async () => {
     const r = await genbatch(['validate', '--confine', join(M, 'jobs.csv')]);
-    expect(r).toEqual({ code: 2, stdout: '', stderr: `job up (${M}/jobs.csv:row 1) input.image_urls[0]: local file "../outside/secret.png" ${WHY}\n` });
+    expect(r).toEqual({ code: 2, stdout: '', stderr: `job up (${M}/jobs.csv:2, row 1) input.image_urls[0]: local file "../outside/secret.png" ${WHY}\n` });
   });
 
   it('run --confine refuses before anything is uploaded or submitted', async () => {
     const out = join(tmp.dir, 'run-out');
     const r = await genbatch(['run', '--confine', '--sandbox', '--yes', '--time-scale', '0.01', '--out', out, join(M, 'jobs.csv')]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain(`job up (${M}/jobs.csv:row 1) input.image_urls[0]: local file "../outside/secret.png" ${WHY}`);
+    expect(r.stderr).toContain(`job up (${M}/jobs.csv:2, row 1) input.image_urls[0]: local file "../outside/secret.png" ${WHY}`);
     expect(existsSync(join(out, 'up'))).toBe(false);
     expect(existsSync(join(out, 'in'))).toBe(false);
   });
