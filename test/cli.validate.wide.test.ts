@@ -37,7 +37,7 @@ describe('validate refuses manifests wider than any job', () => {
   it('a CSV row filling 5,000 input columns: exit 2 naming the job, the row and the 1,000-field limit', async () => {
     const path = wideCsv('fields.csv', 5000);
     const r = await genbatch(['validate', path]);
-    expect(r).toEqual({ code: 2, stdout: '', stderr: `job wide (${path}:row 1) input: has more than 1,000 fields (keys and list items, counted at every depth); at most 1,000\n` });
+    expect(r).toEqual({ code: 2, stdout: '', stderr: `job wide (${path}:2, row 1) input: has more than 1,000 fields (keys and list items, counted at every depth); at most 1,000\n` });
   });
 
   it('a rows file with 130,000 columns: exit 2 naming the job, its line and rows.file', async () => {
