@@ -197,9 +197,10 @@ export class LiveBlock {
    * screen into the scrollback: a copy of the bars there at every redraw.
    */
   private frame(text = ''): string {
+    const up = this.up(); // before lines(), which records the new block's widths
     const body = `${text.replace(/\n/g, '\u001b[K\n')}${this.lines()}`;
     const first = body.indexOf('\n') + 1;
-    return `${this.up()}${body.slice(0, first)}\u001b[J${body.slice(first)}`;
+    return `${up}${body.slice(0, first)}\u001b[J${body.slice(first)}`;
   }
 
   private lines(): string {

@@ -31,13 +31,13 @@ export class TmuxCli {
     return this.capture(['-S', '-', '-E', '-']);
   }
 
-  /** What the window shows now, one line per written line (wrapped lines joined, trailing spaces cut). */
-  screen(): string {
-    return this.capture([]);
+  /** What the window shows now, row by row as the terminal draws it (trailing spaces cut). */
+  rows(): string {
+    return this.capture([], false);
   }
 
-  private capture(range: string[]): string {
-    return this.tmux(['capture-pane', '-p', '-J', ...range, '-t', 'g'])
+  private capture(range: string[], join = true): string {
+    return this.tmux(['capture-pane', '-p', ...(join ? ['-J'] : []), ...range, '-t', 'g'])
       .split('\n')
       .map((l) => l.trimEnd())
       .join('\n')
@@ -52,11 +52,11 @@ export class TmuxCli {
     this.tmux(['resize-window', '-t', 'g', '-x', String(cols), '-y', String(rows)]);
   }
 
-  /** Waits until `test(text())` (or `test(screen())` with `onScreen`) holds; throws with what it shows after `timeoutMs`. */
-  async waitFor(test: (text: string) => boolean, what: string, timeoutMs = 60_000, onScreen = false): Promise<string> {
+  /** Waits until `test(text())` (or `test(rows())` with `onScreen`) holds; throws with what it shows after `timeoutMs`. */
+  async waitFor(test: (text: string) => boolean, what: string, timeoutMs = 30_000, onScreen = false): Promise<string> {
     const until = Date.now() + timeoutMs;
     for (;;) {
-      const t = onScreen ? this.screen() : this.text();
+      const t = onScreen ? this.rows() : this.text();
       if (test(t)) return t;
       if (Date.now() > until) throw new Error(`timed out waiting for ${what}; the terminal shows:\n${t}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -64,7 +64,7 @@ export class TmuxCli {
   }
 
   /** The exit code printed once the command ended. */
-  async exitCode(timeoutMs = 60_000): Promise<number> {
+  async exitCode(timeoutMs = 30_000): Promise<number> {
     const t = await this.waitFor((s) => /^EXIT \d+$/m.test(s), 'the command to end', timeoutMs);
     return Number(/^EXIT (\d+)$/m.exec(t)![1]);
   }
