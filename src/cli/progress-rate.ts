@@ -1,3 +1,5 @@
+import { formatDuration } from '../report/format.js';
+
 /**
  * Jobs finished per second and the time left at that pace, for the progress
  * bars and the plain progress line. Counts are sampled by the caller (each
@@ -45,18 +47,8 @@ export function formatRate(perS: number | null): string {
   return `${(perS * 60).toFixed(1)} jobs/min`;
 }
 
-/** `45s`, `3m05s`, `2h04m`, `3d04h`. */
-export function formatDuration(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) return `${s}s`;
-  const two = (n: number) => String(n).padStart(2, '0');
-  if (s < 3600) return `${Math.floor(s / 60)}m${two(s % 60)}s`;
-  if (s < 86_400) return `${Math.floor(s / 3600)}h${two(Math.floor((s % 3600) / 60))}m`;
-  return `${Math.floor(s / 86_400)}d${two(Math.floor((s % 86_400) / 3600))}h`;
-}
-
-/** `ETA 1m05s` for `left` jobs at `perS`; `ETA -` when the pace is not known yet. */
+/** `ETA 1m 05s` for `left` jobs at `perS`; `ETA -` when the pace is not known yet. */
 export function formatEta(left: number, perS: number | null): string {
   if (left <= 0) return 'ETA 0s';
-  return perS === null || perS <= 0 ? 'ETA -' : `ETA ${formatDuration(left / perS)}`;
+  return perS === null || perS <= 0 ? 'ETA -' : `ETA ${formatDuration(Math.round(left / perS))}`;
 }

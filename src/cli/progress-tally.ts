@@ -1,6 +1,7 @@
 import type { JobState } from '../store/index.js';
 import { clip, fitRow, fitText, type BarRow } from './progress-bars.js';
-import { formatDuration, formatEta, formatRate, Rate } from './progress-rate.js';
+import { formatCredits, formatDuration } from '../report/format.js';
+import { formatEta, formatRate, Rate } from './progress-rate.js';
 
 /**
  * What progress shows, counted over the whole run: the job counts and the
@@ -42,19 +43,19 @@ export class Tally {
     const t = this.total;
     const row = (label: string, short: string, value: number, total: number, extra: string, count = `${value}/${total}`): BarRow => ({ label, short, value, total, count, extra });
     const bad = [c.failed && `${c.failed} failed`, c.uncertain && `${c.uncertain} uncertain`, c.expired && `${c.expired} expired`].filter(Boolean);
-    const num = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(2));
-    const sent = Math.min(this.creditsSent, Math.max(this.credits, this.creditsSent));
+    const sent = this.creditsSent;
+    const estimated = Math.max(this.credits, sent);
     // [priority (1 kept longest), line]
     const rows: Array<[number, string]> = [
       [5, fitRow(row('submitted', 'sent', t - c.pending, t, c.submitting ? `(${c.submitting} sending)` : ''), width)],
       [4, fitRow(row('running', 'run', c.submitted + c.downloading, t, c.downloading ? `(${c.downloading} downloading)` : ''), width)],
       [2, fitRow(row('downloaded', 'done', c.done, t, `jobs, ${this.files} files`), width)],
       [3, fitRow(row('failed', 'fail', c.failed + c.uncertain + c.expired, t, bad.length ? `(${bad.join(', ')})` : ''), width)],
-      [6, fitRow(row('credits', 'cr', sent, Math.max(this.credits, sent), `estimated, sent${this.balance === null ? '' : ` (balance ${num(this.balance)})`}`, `${num(sent)}/${num(Math.max(this.credits, sent))}`), width)],
+      [6, fitRow(row('credits', 'cr', sent, estimated, `estimated, sent${this.balance === null ? '' : ` (balance ${formatCredits(this.balance)})`}`, `${formatCredits(sent)}/${formatCredits(estimated)}`), width)],
     ];
     if (this.uploads + this.reused > 0) rows.push([7, fitText('uploaded', 'up', `${this.uploads} sent, ${this.reused} reused`, width)]);
     const [rate, eta] = this.pace();
-    rows.push([1, fitText('rate', 'rate', `${rate}, ${eta}, ${formatDuration(this.rate.elapsedS())} elapsed`, width)]);
+    rows.push([1, fitText('rate', 'rate', `${rate}, ${eta}, ${formatDuration(Math.round(this.rate.elapsedS()))} elapsed`, width)]);
     if (rows.length <= height) return rows.map((r) => r[1]);
     const kept = new Set([...rows].sort((a, b) => a[0] - b[0]).slice(0, height));
     return rows.filter((r) => kept.has(r)).map((r) => r[1]);
@@ -66,7 +67,6 @@ export class Tally {
     if (!c) return '';
     this.rate.sample(this.finished());
     const [rate, eta] = this.pace();
-    const num = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(1));
     // [priority, text]: shown in this order, dropped from the highest priority number.
     const parts: Array<[number, string]> = [
       [1, `${c.done}/${this.total} done`],
@@ -78,7 +78,7 @@ export class Tally {
       [7, `${this.files} files`],
       [2, rate],
       [2, eta],
-      [8, `${num(this.creditsSent)}/${num(Math.max(this.credits, this.creditsSent))} credits sent`],
+      [8, `${formatCredits(this.creditsSent)}/${formatCredits(Math.max(this.credits, this.creditsSent))} credits sent`],
       ...(this.uploads + this.reused ? [[9, `${this.uploads} uploaded (${this.reused} reused)`] as [number, string]] : []),
     ];
     let shown = parts;
