@@ -1,4 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { BIN, cliEnv } from './cli.js';
 
 /** Whether tmux can be run here (the terminal tests need it: a real pseudo-terminal with a screen to read back). */
@@ -9,11 +12,11 @@ export function hasTmux(): boolean {
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /**
- * `genbatch <args>` in a tmux window of `cols` x `rows`, on a tmux server of its own (its own socket),
+ * `genbatch <args>` in a tmux window of `cols` x `rows`, on a tmux server of its own (its own socket, removed by close()),
  * with the environment a CLI child gets (cliEnv). When the command ends, the window shows `EXIT <code>`.
  */
 export class TmuxCli {
-  private readonly socket = `genbatch-test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  private readonly socket = join(tmpdir(), `genbatch-tmux-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
 
   constructor(args: string[], cols: number, rows: number, env: Record<string, string> = {}, cwd?: string) {
     const cmd = `${[process.execPath, BIN, ...args].map(quote).join(' ')}; echo "EXIT $?"; sleep 3600`;
@@ -21,7 +24,7 @@ export class TmuxCli {
   }
 
   private tmux(args: string[], env?: Record<string, string>): string {
-    const r = spawnSync('tmux', ['-L', this.socket, ...args], { encoding: 'utf8', ...(env ? { env } : {}) });
+    const r = spawnSync('tmux', ['-S', this.socket, ...args], { encoding: 'utf8', ...(env ? { env } : {}) });
     if (r.status !== 0) throw new Error(`tmux ${args[0]}: ${r.stderr}`);
     return r.stdout;
   }
@@ -70,6 +73,7 @@ export class TmuxCli {
   }
 
   close(): void {
-    spawnSync('tmux', ['-L', this.socket, 'kill-server']);
+    spawnSync('tmux', ['-S', this.socket, 'kill-server']);
+    rmSync(this.socket, { force: true });
   }
 }
