@@ -1,13 +1,15 @@
-import type cliProgress from 'cli-progress';
-import { createRequire } from 'node:module';
 import type { EngineEvent, EventBus } from '../engine/index.js';
 import type { JobState } from '../store/index.js';
 import { formatCredits } from '../report/format.js';
+import { LiveBlock } from './progress-bars.js';
+import { Tally } from './progress-tally.js';
 
 /**
  * Shows a run's events. `--json`: one NDJSON line per event on stdout.
- * On a TTY: cli-progress bars on stderr. Otherwise: a plain line every few
- * seconds. Warnings go to stderr. Returns a function that stops the output.
+ * On a TTY: bars on stderr, fitted to the terminal's width and redrawn on a
+ * resize (progress-bars.ts). Otherwise: a plain line under 120 characters every
+ * few seconds. Both show a rate and an ETA, and count over the whole run
+ * (progress-tally.ts). Warnings go to stderr. Returns a function that stops the output.
  */
 export interface ProgressOptions {
   json: boolean;
@@ -18,15 +20,6 @@ export interface ProgressOptions {
   again?: string;
   out?: NodeJS.WritableStream;
   err?: NodeJS.WritableStream;
-}
-
-type Counts = Record<JobState, number>;
-
-/** cli-progress is loaded only when bars are drawn (a TTY run): ~20 ms of start-up that --json and plain runs skip. */
-let barsModule: typeof cliProgress | null = null;
-function loadBars(): typeof cliProgress {
-  barsModule ??= createRequire(import.meta.url)('cli-progress') as typeof cliProgress;
-  return barsModule;
 }
 
 export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
@@ -58,65 +51,38 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
       flush();
     };
   }
-  let counts: Counts | null = null;
-  let total = 0;
-  let uploads = 0;
-  let reused = 0;
-  let files = 0;
-  let previousMoved = 0;
-  /** Known estimate of the jobs left when the run started, and of those sent so far. */
-  let credits = 0;
-  let creditsSent = 0;
-  let balance: number | null = null;
-  type Bar = cliProgress.SingleBar;
-  let bars: { multi: cliProgress.MultiBar; uploaded: Bar; submitted: Bar; running: Bar; downloaded: Bar; failed: Bar; credits: Bar } | null = null;
+  const tally = new Tally();
+  let block: LiveBlock | null = null;
   let timer: NodeJS.Timeout | null = null;
   let reportsLine: string | null = null;
   /** Pending jobs this run leaves for a later one (--only, --limit); null: it sends them all. */
   let leftPending: number | null = null;
-  /** A line for stderr: through the bars while they are shown (so it is neither lost nor drawn over). */
-  const errLine = (text: string): void => {
-    if (bars) bars.multi.log(text);
-    else err.write(text);
+  let previousMoved = 0;
+  /** A line for `stream`: above the bars while they are shown (so it is neither cut nor drawn over). */
+  const say = (stream: NodeJS.WritableStream, text: string): void => {
+    if (block) block.print(text, stream);
+    else stream.write(text);
   };
-  const num = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(2));
-
-  const line = (): string => {
-    if (!counts) return '';
-    const c = counts;
-    return (
-      `${c.done}/${total} done, ${uploads} uploaded (${reused} reused), ${total - c.pending} submitted, ${c.submitted} running, ${c.downloading} downloading, ` +
-      `${files} files downloaded, ${c.pending} pending, ${c.failed} failed, ${c.uncertain} uncertain, ${c.expired} expired, ${num(creditsSent)}/${num(credits)} estimated credits sent`
-    );
-  };
-  const update = () => {
-    if (!bars || !counts) return;
-    const c = counts;
-    bars.uploaded.update(uploads + reused, { uploads, reused });
-    bars.submitted.update(total - c.pending);
-    bars.running.update(c.submitted + c.downloading, { downloading: c.downloading });
-    bars.downloaded.update(c.done, { files });
-    bars.failed.update(c.failed + c.uncertain + c.expired);
-    bars.credits.update(Math.min(creditsSent, Math.max(credits, creditsSent)), { balance: balance === null ? '-' : num(balance) });
-  };
-  const setTotals = () => {
-    if (!bars) return;
-    for (const b of [bars.submitted, bars.running, bars.downloaded, bars.failed]) b.setTotal(total);
-    bars.uploaded.setTotal(Math.max(1, uploads + reused));
-    bars.credits.setTotal(Math.max(credits, creditsSent, 1));
+  const endBars = () => {
+    block?.stop();
+    block = null;
+    if (timer) clearInterval(timer);
+    timer = null;
   };
 
   const off = bus.on((e: EngineEvent) => {
+    const c = tally.counts;
     switch (e.type) {
       case 'start':
         out.write(`genbatch: output in ${e.out_dir} (state ${e.state})${e.sandbox ? `, against a sandbox in this process at ${e.base_url} (its credits are not real)` : `, service ${e.base_url}`}\n`);
         break;
       case 'lease-takeover':
-        err.write(`genbatch: took over the state file from ${e.from} (no longer running)\n`);
+        say(err, `genbatch: took over the state file from ${e.from} (no longer running)\n`);
         break;
       case 'synced': {
-        counts = { ...e.counts };
-        total = Object.entries(counts).reduce((a, [k, n]) => (k === 'skipped' ? a : a + n), 0);
+        tally.counts = { ...e.counts };
+        tally.total = Object.entries(e.counts).reduce((a, [k, n]) => (k === 'skipped' ? a : a + n), 0);
+        tally.files = e.files;
         out.write(`genbatch: ${e.jobs} jobs (${e.new} new, ${e.changed} changed, ${e.unchanged} unchanged${e.skipped ? `, ${e.skipped} removed from the manifest` : ''})\n`);
         break;
       }
@@ -134,76 +100,61 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         reportsLine = e.written ? `reports: ${e.out_dir}/report.{json,csv,md,html}` : 'nothing changed: the reports are as they were (genbatch report rewrites them)';
         break;
       case 'listening':
-        out.write(`genbatch: callback receiver on ${e.address}; the service calls ${e.public_url} (plus a secret path); a slow poll stays as the fallback\n`);
+        say(out, `genbatch: callback receiver on ${e.address}; the service calls ${e.public_url} (plus a secret path); a slow poll stays as the fallback\n`);
         break;
       case 'recovered':
-        err.write(`genbatch: ${e.uncertain.length} job(s) were being submitted when the last run stopped; their outcome is unknown, marked uncertain (see --uncertain)\n`);
+        say(err, `genbatch: ${e.uncertain.length} job(s) were being submitted when the last run stopped; their outcome is unknown, marked uncertain (see --uncertain)\n`);
         break;
       case 'estimate':
-        credits = e.pending_credits;
+        // Whole run: the known estimate of every job, of which the jobs not left to send count as sent.
+        tally.credits = e.total_credits;
+        tally.creditsSent = Math.max(0, e.total_credits - e.pending_credits);
+        tally.balance = e.balance;
         out.write(
           `genbatch: estimate ${formatCredits(e.pending_credits)} credits for the jobs ${leftPending === null ? 'left' : 'this run sends'}${e.unknown_price_jobs.length ? ` (+${e.unknown_price_jobs.length} job(s) of unknown price)` : ''}${e.unknown_count_jobs?.length ? ` (+${e.unknown_count_jobs.length} for_each job(s) of unknown count: fan-out decided at run time)` : ''}${e.balance !== null ? `; balance ${formatCredits(e.balance)}` : ''}\n`,
         );
-        balance = e.balance;
-        if (o.tty && counts && counts.pending > 0) {
-          const row = (name: string, rest: string) => `${name.padEnd(10)} ${rest}`;
-          const bar = loadBars();
-          const multi = new bar.MultiBar({ clearOnComplete: false, hideCursor: true, stream: err, format: '{bar} {value}/{total}' }, bar.Presets.shades_classic);
-          bars = {
-            multi,
-            uploaded: multi.create(1, 0, { uploads: 0, reused: 0 }, { format: row('uploaded', '{uploads} sent, {reused} reused') }),
-            submitted: multi.create(total, 0, {}, { format: row('submitted', '{bar} {value}/{total}') }),
-            running: multi.create(total, 0, { downloading: 0 }, { format: row('running', '{bar} {value}/{total} (downloading {downloading})') }),
-            downloaded: multi.create(total, 0, { files: 0 }, { format: row('downloaded', '{bar} {value}/{total} jobs, {files} files') }),
-            failed: multi.create(total, 0, {}, { format: row('failed', '{bar} {value}/{total} (failed, uncertain, expired)') }),
-            credits: multi.create(Math.max(credits, 1), 0, { balance: '-' }, { format: row('credits', '{bar} {value}/{total} estimated, sent (balance {balance})') }),
-          };
-          setTotals();
-          update();
-        } else if (!o.tty) {
-          timer = setInterval(() => out.write(`genbatch: ${line()}\n`), (o.everyS ?? 5) * 1000);
+        // Bars or lines while some job is not finished (a resumed run may only wait on jobs already sent).
+        if (!c || tally.finished() >= tally.total) break;
+        tally.rate.sample(tally.finished());
+        if (o.tty) block = new LiveBlock(err, (width, height) => tally.bars(width, height));
+        else {
+          timer = setInterval(() => out.write(`${tally.line()}\n`), (o.everyS ?? 5) * 1000);
           timer.unref();
         }
         break;
       case 'children':
         // A for_each job made new pending jobs.
-        if (counts) counts.pending += e.ids.length;
-        total += e.ids.length;
-        setTotals();
-        update();
+        if (c) c.pending += e.ids.length;
+        tally.total += e.ids.length;
         break;
       case 'previous':
         previousMoved++;
-        if (previousMoved <= 5) out.write(`genbatch: job ${e.id} is sent again; the files of its earlier result were moved to ${e.dir}/\n`);
-        else if (previousMoved === 6) out.write('genbatch: (more jobs sent again: their earlier files are in <job>/previous-<n>/ too)\n');
+        if (previousMoved <= 5) say(out, `genbatch: job ${e.id} is sent again; the files of its earlier result were moved to ${e.dir}/\n`);
+        else if (previousMoved === 6) say(out, 'genbatch: (more jobs sent again: their earlier files are in <job>/previous-<n>/ too)\n');
         break;
       case 'upload':
-        if (e.reused) reused++;
-        else uploads++;
-        setTotals();
-        update();
+        if (e.reused) tally.reused++;
+        else tally.uploads++;
         break;
       case 'sending':
-        creditsSent += e.estimated_credits ?? 0;
-        setTotals();
-        update();
+        tally.creditsSent += e.estimated_credits ?? 0;
         break;
       case 'file':
-        files++;
-        update();
+        tally.files++;
         break;
       case 'job':
-        if (counts) {
-          counts[e.from]--;
-          counts[e.to]++;
+        if (c) {
+          c[e.from]--;
+          c[e.to]++;
         }
-        update();
         break;
       case 'warning':
-        errLine(`genbatch: warning: ${e.message}\n`);
+        say(err, `genbatch: warning: ${e.message}\n`);
         break;
       case 'stopping':
-        errLine(
+        tally.stopping = true;
+        say(
+          err,
           e.reason === 'signal'
             ? 'genbatch: stopping: no new submissions; waiting for requests in flight (press Ctrl-C again to quit at once; the state stays consistent)\n'
             : e.reason === 'insufficient-credits'
@@ -212,16 +163,8 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         );
         break;
       case 'finish': {
-        if (bars) {
-          update();
-          bars.multi.update(); // draws now, writing lines logged since the last redraw
-          bars.multi.stop();
-          bars = null;
-        }
-        if (timer) clearInterval(timer);
-        counts = e.counts;
-        const c = e.counts;
-        const parts = (Object.keys(c) as JobState[]).filter((k) => c[k] > 0).map((k) => `${c[k]} ${k}`);
+        endBars();
+        const parts = (Object.keys(e.counts) as JobState[]).filter((k) => e.counts[k] > 0).map((k) => `${e.counts[k]} ${k}`);
         out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${parts.join(', ') || 'no jobs'}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
         for (const line of redoLines(e, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
@@ -233,11 +176,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   });
   return () => {
     off();
-    if (timer) clearInterval(timer);
-    if (bars) {
-      bars.multi.update();
-      bars.multi.stop();
-    }
+    endBars();
   };
 }
 

@@ -8,7 +8,8 @@ import type { JobState } from '../store/states.js';
 export type EngineEvent =
   | { type: 'start'; manifest: string; out_dir: string; state: string; base_url: string; sandbox: boolean }
   | { type: 'lease-takeover'; from: string }
-  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number> }
+  /** counts: jobs by state over the whole run (earlier invocations included); files: result files already on disk. */
+  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number>; files: number }
   | { type: 'recovered'; uncertain: string[] }
   | { type: 'listening'; address: string; public_url: string }
   | {
@@ -38,6 +39,7 @@ export type EngineEvent =
   /** A for_each job made its children (new pending jobs `<id>.<index>`). */
   | { type: 'children'; id: string; ids: string[] }
   | { type: 'progress'; id: string; task_id: string; status: string; progress: number | null }
+  /** A result file is on disk: downloaded, or a text result (lyrics, a chat answer) written. */
   | { type: 'file'; id: string; path: string; size: number; sha256: string }
   | { type: 'retry'; what: string; attempt: number; delay_ms: number; error: string }
   | { type: 'warning'; message: string }

@@ -46,11 +46,11 @@ export async function fetchJob(
 ): Promise<(() => void) | null> {
   const jobDir = join(c.outDir, c.download.sanitizeName(row.id));
   const files = c.store.filesOf(row.id);
-  const done: Array<{ idx: number; got: Got; text: boolean }> = [];
+  const done: Array<{ idx: number; got: Got }> = [];
   /** fsync the folder, then record what is on disk (in the caller's transaction, or in one of its own). */
   const settle = async (): Promise<() => void> => {
     if (done.length > 0) await c.download.syncDir(jobDir);
-    for (const d of done) if (!d.text) c.emit({ type: 'file', id: row.id, path: d.got.path, size: d.got.size, sha256: d.got.sha256 });
+    for (const d of done) c.emit({ type: 'file', id: row.id, path: d.got.path, size: d.got.size, sha256: d.got.sha256 });
     return () => {
       for (const d of done) c.store.fileDone(row.id, d.idx, d.got);
     };
@@ -77,11 +77,11 @@ export async function fetchJob(
         // Placed like a download: an unrelated file under that name is never replaced (a numbered name is taken).
         const placed = await writeTextNoReplace(jobDir, c.download.sanitizeName(f.name), text);
         got = { path: relative(c.outDir, placed), size: Buffer.byteLength(text), sha256: sha256Hex(text), content_type: 'text/plain' };
-        done.push({ idx: f.idx, got, text: true });
+        done.push({ idx: f.idx, got });
       } else {
         const d = await c.download.downloadFile({ url: f.url, dir: jobDir, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, dirExists: true, deferDirSync: true });
         got = { path: relative(c.outDir, d.path), size: d.size, sha256: d.sha256, content_type: d.contentType };
-        done.push({ idx: f.idx, got, text: false });
+        done.push({ idx: f.idx, got });
       }
       Object.assign(f, got, { content_type: got.content_type ?? f.content_type, state: 'done' } satisfies Partial<FileRow>);
     }

@@ -151,6 +151,11 @@ export abstract class StoreQueries {
     return reads.counts(this.cached, this.runId);
   }
 
+  /** Result files on disk of the run's jobs (progress counts them over the whole run, not one invocation). */
+  filesDone(): number {
+    return reads.filesDone(this.cached, this.runId);
+  }
+
   estimate(): { known: number; unknown: number } {
     return reads.estimate(this.cached, this.runId);
   }

@@ -153,6 +153,14 @@ export function counts(stmt: Prepare, runId: number): Record<JobState, number> {
   return out;
 }
 
+/** Result files on disk (recorded done) of the run's jobs, except jobs removed from the manifest. */
+export function filesDone(stmt: Prepare, runId: number): number {
+  const r = stmt(
+    `SELECT COUNT(*) AS n FROM files f JOIN jobs j ON j.run_id = f.run_id AND j.id = f.job_id WHERE f.run_id = ? AND f.state = 'done' AND j.state != 'skipped'`,
+  ).get(runId) as { n: number };
+  return r.n;
+}
+
 export function estimate(stmt: Prepare, runId: number): { known: number; unknown: number } {
   const r = stmt(
     `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done')`,

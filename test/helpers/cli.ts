@@ -41,10 +41,15 @@ export function runCli(args: string[], env: Record<string, string> = {}, cwd = R
   });
 }
 
-export function spawnCli(args: string[], env: Record<string, string> = {}, cwd = ROOT): ChildProcess {
+/** The environment a CLI child process gets: this one without GENBATCH_* and VITEST* variables, NO_COLOR=1, then `env`. */
+export function cliEnv(env: Record<string, string> = {}): Record<string, string> {
   const clean: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('GENBATCH_') && !k.startsWith('VITEST')) clean[k] = v;
-  return spawn(process.execPath, [BIN, ...args], { cwd, env: { ...clean, NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return { ...clean, NO_COLOR: '1', ...env };
+}
+
+export function spawnCli(args: string[], env: Record<string, string> = {}, cwd = ROOT): ChildProcess {
+  return spawn(process.execPath, [BIN, ...args], { cwd, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** A YAML manifest of `n` alpha-image-2 jobs (a contract price of 2 credits each). */
