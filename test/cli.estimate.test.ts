@@ -52,7 +52,7 @@ describe('genbatch estimate --offline', () => {
     const prices = write('prices.yaml', 'clip-2.3: 30\n');
     const text = await genbatch(['estimate', '--offline', '--prices', prices, 'manifests/video.yaml']);
     expect(text.code).toBe(0);
-    expect(text.stdout).toMatch(/gradient-clip\s+clip-2\.3\s+30\s+user-supplied: 30 credits per request/);
+    expect(text.stdout).toMatch(/gradient-clip\s+clip-2\.3\s+30\s+yours\s+user-supplied: 30 credits per request/);
     expect(text.stdout).toContain('(all at user-supplied prices)');
     expect(text.stdout).toContain('total: 225 credits (30 of them from user-supplied prices) for 3 jobs with a known price');
     const json = JSON.parse((await genbatch(['estimate', '--offline', '--json', 'manifests/music.yaml'])).stdout) as { jobs: Array<{ source: string; basis: string }>; user_supplied_credits: number };

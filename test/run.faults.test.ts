@@ -111,7 +111,9 @@ describe('run under injected faults', () => {
     expect(sb.stats().tasks_total).toBe(JOBS);
 
     const stats = sb.stats();
-    for (const kind of ['status:500', 'status:drop', 'file:truncate', 'file:drop', 'submit:503', 'submit:429']) {
+    // Status reads are not among them: with --listen, a callback that carries the ended task is its status read,
+    // so this run reads almost no status (a polling run under status faults: run.canary.test.ts).
+    for (const kind of ['file:truncate', 'file:drop', 'submit:503', 'submit:429']) {
       expect(stats.faults_injected[kind] ?? 0, kind).toBeGreaterThan(0);
     }
     // Uploads (about 30 requests) and music details were faulted too (some kind of fault on each).

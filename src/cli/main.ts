@@ -48,7 +48,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--json', 'print one JSON object')
     .option('--offline', 'do not read the balance')
-    .option('--prices <file>', 'user-supplied prices (YAML or JSON: model id -> credits)')
+    .option('--prices <file>', 'user-supplied prices (YAML or JSON: model id -> credits), or a price book of observed prices (default book: $GENBATCH_PRICE_BOOK, else ~/.config/genbatch/prices.json)')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
     .option('--confine', CONFINE_HELP)
     .action(wrap(lazy('estimate')));
@@ -78,7 +78,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--max-credits <n>', 'refuse when the known estimate exceeds this', num('--max-credits'))
     .option('--json', 'write NDJSON events to stdout')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
-    .option('--prices <file>', 'user-supplied prices')
+    .option('--prices <file>', 'user-supplied prices (model id -> credits), or a price book (see estimate --help)')
     .addOption(new Option('--uncertain <policy>', 'what to do with submits of unknown outcome').choices(['skip', 'resubmit']).default('skip'))
     .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
     .option('--listen <host:port>', 'start a callback receiver here')

@@ -10,6 +10,8 @@
  *   wait    poll the task until it ends, reading the balance at every poll: it must not move
  *   after   read until two readings `settleMs` apart agree (the charge, or a refund, has settled)
  *
+ * The balance may move when the task is sent or after it ended, not both (a refund of part of a
+ * task's outputs, which would do that, also makes its price ambiguous).
  * A failed task teaches nothing (the service refunds it): reported, not recorded. A balance that
  * moved while the task ran, or a negative difference, is reported as unreliable, never recorded.
  */
@@ -17,12 +19,10 @@
 export interface ProbePort {
   balance(): Promise<number>;
   /** Start the class's representative task; resolves once it was accepted (chat: once the answer is in). */
-  start(): Promise<{ wait: (() => Promise<'finished' | 'failed'>) | null; poll?: never } | { wait: null }>;
+  start(): Promise<{ wait: (() => Promise<'finished' | 'failed'>) | null }>;
   sleep(ms: number): Promise<void>;
   /** How long to wait between two balance readings that must agree. */
   settleMs: number;
-  /** Called with the balance at each poll of the task (the port reads it); see waitReadings. */
-  onReading?: (credits: number) => void;
 }
 
 export type ProbeOutcome =
@@ -47,8 +47,8 @@ async function stable(p: ProbePort, readings: number[]): Promise<number | null> 
 }
 
 /**
- * One probe. `task.start()` sends the task; the `wait` it returns polls it to its end, and the
- * caller's `duringWait` readings (the balance read at each poll) come through `readingsDuringWait`.
+ * One probe. `p.start()` sends the task; the `wait` it returns polls it to its end, reading the
+ * balance at each poll: those readings come through `readingsDuringWait`.
  */
 export async function probe(p: ProbePort, readingsDuringWait: () => number[]): Promise<ProbeOutcome> {
   const readings: number[] = [];
@@ -60,12 +60,18 @@ export async function probe(p: ProbePort, readingsDuringWait: () => number[]): P
   let end: 'finished' | 'failed' = 'finished';
   if (started.wait) end = await started.wait();
   const during = readingsDuringWait();
-  readings.push(...during);
+  for (const r of during) readings.push(r);
   const moved = during.find((r) => r !== afterSubmit);
   const after = await stable(p, readings);
   if (end === 'failed') return { kind: 'failed', why: 'the task failed, and a failed task is refunded: its price is not known from it', readings };
   if (moved !== undefined) return { kind: 'unreliable', why: `the balance moved while the task ran (${afterSubmit} -> ${moved}): another client is using the key`, readings };
   if (after === null) return { kind: 'unreliable', why: 'the balance kept moving after the task ended', readings };
+  // The charge comes when the task is sent or when it ends (then it may settle): one of the two, not both,
+  // or another client's spending cannot be told from it.
+  const lastRunning = during.length > 0 ? during[during.length - 1]! : afterSubmit;
+  if (before !== afterSubmit && lastRunning !== after) {
+    return { kind: 'unreliable', why: `the balance moved both when the task was sent (${before} -> ${afterSubmit}) and after it ended (${lastRunning} -> ${after}): another client may be using the key`, readings };
+  }
   const credits = Math.round((before - after) * 1e6) / 1e6;
   if (credits < 0) return { kind: 'unreliable', why: `the balance rose by ${-credits} credits during the probe`, readings };
   return { kind: 'measured', credits, readings };
