@@ -45,7 +45,7 @@ function realFile(out: string, path: string, type: string, contentType: string |
 
 function job(id: string, state: string, extra: Partial<ReportJob> = {}): ReportJob {
   return {
-    id, model: 'flash-image', where: `m.yaml:${id.length}`, task_id: null, state, attempts: 1, error: null,
+    id, model: 'flash-image', where: `m.yaml:${id.length}`, input: null, prompt: null, vars: {}, task_id: null, state, attempts: 1, error: null,
     estimated_credits: 4, files: [], texts: {}, usage: null, submitted_at: null, finished_at: null, ...extra,
   };
 }
@@ -106,7 +106,7 @@ describe('writeReports', () => {
 
     // report.csv
     const csvText = readFileSync(paths.csv, 'utf8');
-    expect(csvText.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens');
+    expect(csvText.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens,prompt,vars,input');
     expect(csvText).toContain('"job,""quoted"""');
     const rows = parse(csvText, { columns: true }) as Array<Record<string, string>>;
     expect(rows).toEqual(
@@ -115,6 +115,7 @@ describe('writeReports', () => {
         estimated_credits: j.estimated_credits === null ? '' : String(j.estimated_credits),
         files: String(j.files.length), bytes: String(j.files.reduce((n, f) => n + f.size, 0)), error: j.error ?? '',
         input_tokens: j.usage ? String(j.usage.input_tokens) : '', output_tokens: j.usage ? String(j.usage.output_tokens) : '',
+        prompt: j.prompt ?? '', vars: Object.entries(j.vars).map(([k, v]) => `${k}=${v}`).join(', '), input: j.input === null ? '' : JSON.stringify(j.input),
       })),
     );
     expect(rows[5]!.error).toContain('\nsecond line');
@@ -142,7 +143,10 @@ describe('writeReports', () => {
     expect(html.match(/<audio /g)).toHaveLength(1);
     expect(html.match(/<video /g)).toHaveLength(1);
     expect(html).toContain('<a href="song/lyrics.txt">song/lyrics.txt</a>');
-    expect(html).not.toMatch(/<script/i);
+    // One script, our own (local times), allowed by its hash; nothing from the jobs runs.
+    expect(html.match(/<script/gi)).toHaveLength(1);
+    const script = /<script>([^<]*)<\/script>/.exec(html)![1]!;
+    expect(html).toContain(`script-src 'sha256-${createHash('sha256').update(script).digest('base64')}'`);
     expect(html).not.toContain('<b>');
     expect(html).toContain('&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62;');
     expect(html).toContain('job,&#34;quoted&#34;');
