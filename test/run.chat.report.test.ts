@@ -92,10 +92,10 @@ describe('chat usage in the reports', () => {
     expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain(`, charged ${charged} (balance`);
   }, 60_000);
 
-  it('report.html of a run with one job with results says "Results (1 job)"', async () => {
+  it('report.html of a run with one job says "Jobs (1)"', async () => {
     const out = join(t.dir, 'out-tiny');
     const r = await runCli(['report', join(t.dir, 'tiny.yaml'), '--state', join(out, 'state.db')]);
     expect(r.code, r.stderr).toBe(0);
-    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('<h2>Results (1 job)</h2>');
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('<h2>Jobs (1)</h2>');
   }, 60_000);
 });
