@@ -145,6 +145,6 @@ function jobTable(rows: string[], more: number): string[] {
     for (const r of rows) out.push(r);
     if (more > 0) out.push(`\nand ${more} more job${more === 1 ? '' : 's'}, listed with their prompts and inputs in report.csv and report.json.\n`);
   }
-  out.push('\n## Other reports\n\n- `report.json`: every job with its prompt, input as sent, files, sizes and sha256\n- `report.csv`: one row per job (prompt, variables and input included)\n- `report.html`: a gallery of the results\n');
+  out.push('\n## Other reports\n\n- `report.json`: every job with its prompt, input as sent, files, sizes and sha256\n- `report.csv`: one row per job (prompt, variables and input included)\n- `report.html`: a gallery of every job beside its prompt, with search, filters and sort\n');
   return out;
 }
