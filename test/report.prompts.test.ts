@@ -151,6 +151,14 @@ describe('reports show what each job asked', () => {
     expect(song).toContain('<p class="prompt">indie folk, acoustic</p>');
     expect(song).toMatch(/<figure class="player"><figcaption>[^<]+ \(audio-1\.mp3\)<\/figcaption><audio controls="" preload="none" src="song\/audio-1\.mp3">/);
     expect(dom.match(/<article class="card">/g)).toHaveLength(8);
+    // Times in the reader's local time, the ISO time kept as the title.
+    const times = [...dom.matchAll(/<time datetime="([^"]+)" title="([^"]+)">([^<]+)<\/time>/g)];
+    expect(times.length).toBeGreaterThanOrEqual(10);
+    for (const t of times) {
+      expect(t[2]).toBe(t[1]);
+      expect(t[3]).not.toBe(t[1]);
+      expect(t[3]).toMatch(/\b20\d\d\b/);
+    }
     // Search (any input value) and filters, from the page's hash.
     const searched = renderedPage(join(out, 'report.html'), 'q=rainy');
     expect(searched.dom.match(/<article class="card"><h3 class="tok">[^<]+/g)).toEqual(['<article class="card"><h3 class="tok">street-rainy']);

@@ -3,6 +3,7 @@
  * the rows of src/report/html-data.ts and shows one page of cards at a time (PAGE cards in the DOM, however
  * many jobs), with search (id, prompt, variables, any input value, where, task id), filters (state, model,
  * kind of result) and sort, also set from the page's hash (`#q=harbour&state=done&model=M&kind=image&sort=newest`).
+ * A chat job's messages are searched but not listed on its card (its prompt is the last user message).
  * Every text goes in with textContent, never as HTML. It also shows every
  * <time datetime> of the page in the reader's local time (the ISO text stays when a date does not parse).
  * Music cards: each audio player is labelled with its track's title (from track-N.json), the track fields
@@ -95,7 +96,7 @@ function card(r) {
   a.append(m);
   if (r[5]) a.append(h("p", "vars", r[5]));
   if (r[4]) a.append(h("p", "prompt", r[4]));
-  const fields = Object.entries(r[6]);
+  const fields = Object.entries(r[6]).filter(([k]) => k !== "messages");
   if (fields.length > 0) { const dl = h("dl", "input"); for (const [k, v] of fields) dl.append(h("dt", null, k), h("dd", null, v)); a.append(dl); }
   const tracks = trackInfo(r);
   const media = h("div", "media");
