@@ -6,7 +6,7 @@ import { promptOf, varsOf, varsText } from '../src/report/index.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli } from './helpers/cli.js';
 import { solidPng } from './helpers/png.js';
-import { CHROMIUM, pageRows, renderedPage } from './helpers/page.js';
+import { CHROMIUM, overflowAt, pageRows, renderedPage } from './helpers/page.js';
 import { tempDir } from './helpers/tmp.js';
 
 /**
@@ -52,6 +52,9 @@ const MANIFEST = `jobs:
     matrix: {mood: [rainy, sunny]}
     model: alpha-image-2
     input: {prompt: "a street, {{mood}}", quality: low}
+  - id: long
+    model: alpha-image-2
+    input: {prompt: "see https://example.com/a/very/long/path/with/no/spaces/0123456789abcdef0123456789abcdef0123456789abcdef/unknown unknown unknown", quality: low}
   - id: "row-{{row}}"
     rows: {file: rows.tsv}
     model: alpha-image-2
@@ -79,7 +82,7 @@ const byId = (id: string) => report().jobs.find((j) => j.id === id)!;
 describe('reports show what each job asked', () => {
   it('report.json: prompt, input as sent (an uploaded URL in place of the local path) and rows/matrix variables', () => {
     expect(runOut.code, runOut.stderr).toBe(0);
-    expect(report().jobs.map((j) => j.id)).toEqual(['pic', 'edit', 'talk', 'song', 'street-rainy', 'street-sunny', 'row-1', 'row-2']);
+    expect(report().jobs.map((j) => j.id)).toEqual(['pic', 'edit', 'talk', 'song', 'street-rainy', 'street-sunny', 'long', 'row-1', 'row-2']);
     expect(byId('pic').prompt).toBe('a <b>quiet</b> harbour & "boats"');
     expect(byId('pic').input).toEqual({ prompt: 'a <b>quiet</b> harbour & "boats"', quality: 'low' });
     const edit = byId('edit');
@@ -109,7 +112,7 @@ describe('reports show what each job asked', () => {
 
   it('report.md: a table of the jobs with their prompts and variables', () => {
     const md = readFileSync(join(out, 'report.md'), 'utf8');
-    expect(md).toContain('## Jobs and what they asked (8)');
+    expect(md).toContain('## Jobs and what they asked (9)');
     expect(md).toMatch(/\| talk \| done \| vendora\/chat-5 \| the last question \|  \| \d+ \|/);
     expect(md).toMatch(/\| street-rainy \| done \| alpha-image-2 \| a street, rainy \| mood=rainy \| 1 \|/);
     expect(md).toContain('| pic | done | alpha-image-2 | a \\<b\\>quiet\\</b\\> harbour \\& "boats" |  | 1 |');
@@ -150,7 +153,7 @@ describe('reports show what each job asked', () => {
     const song = card('song');
     expect(song).toContain('<p class="prompt">indie folk, acoustic</p>');
     expect(song).toMatch(/<figure class="player"><figcaption>[^<]+ \(audio-1\.mp3\)<\/figcaption><audio controls="" preload="none" src="song\/audio-1\.mp3">/);
-    expect(dom.match(/<article class="card">/g)).toHaveLength(8);
+    expect(dom.match(/<article class="card">/g)).toHaveLength(9);
     // Times in the reader's local time, the ISO time kept as the title.
     const times = [...dom.matchAll(/<time datetime="([^"]+)" title="([^"]+)">([^<]+)<\/time>/g)];
     expect(times.length).toBeGreaterThanOrEqual(10);
@@ -162,11 +165,19 @@ describe('reports show what each job asked', () => {
     // Search (any input value) and filters, from the page's hash.
     const searched = renderedPage(join(out, 'report.html'), 'q=rainy');
     expect(searched.dom.match(/<article class="card"><h3 class="tok">[^<]+/g)).toEqual(['<article class="card"><h3 class="tok">street-rainy']);
-    expect(searched.dom).toContain('1 of 8 jobs match');
+    expect(searched.dom).toContain('1 of 9 jobs match');
     const chat = renderedPage(join(out, 'report.html'), 'model=vendora%2Fchat-5');
     expect(chat.dom.match(/<article class="card"><h3 class="tok">[^<]+/g)).toEqual(['<article class="card"><h3 class="tok">talk']);
     const audio = renderedPage(join(out, 'report.html'), 'kind=audio');
     expect(audio.dom.match(/<article class="card"><h3 class="tok">[^<]+/g)).toEqual(['<article class="card"><h3 class="tok">song']);
+  }, 120_000);
+
+  it.skipIf(CHROMIUM === null)('report.html at 390 px and 1280 px: nothing reaches past the right edge (long URLs, ids and task ids wrap)', () => {
+    for (const width of [390, 1280]) {
+      const m = overflowAt(join(out, 'report.html'), width);
+      expect(m.wide, `${width} px`).toEqual([]);
+      expect(m.scrollWidth).toBe(m.viewport);
+    }
   }, 120_000);
 });
 
