@@ -1,3 +1,4 @@
+import type Database from 'better-sqlite3';
 import type { ReportData, ReportFile, ReportInvocation, ReportJob } from '../report/types.js';
 import { promptOf, varsOf } from '../report/prompt.js';
 import { findModel } from '../models/index.js';
@@ -149,8 +150,13 @@ function* streamed(store: Store): Iterable<ReportJob> {
   }
 }
 
+/** The statement reading one job's input, prepared once per store (a reader keeping rows reads up to REPORT_ROWS_KEPT of them). */
+const inputStatements = new WeakMap<Store, Database.Statement<[number, string]>>();
+
 function inputText(store: Store, id: string): string | null {
-  const r = store.db.prepare(INPUT_OF).raw(true).get(store.run().id, id) as [string | null] | undefined;
+  let stmt = inputStatements.get(store);
+  if (!stmt) inputStatements.set(store, (stmt = store.db.prepare(INPUT_OF).raw(true)));
+  const r = stmt.get(store.run().id, id) as [string | null] | undefined;
   return r ? r[0] : null;
 }
 
