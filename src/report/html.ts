@@ -99,7 +99,7 @@ const CSS = `
 @media (max-width:600px){body{padding:.75rem}}
 h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3{margin:0 0 .25rem;font-size:1rem;overflow-wrap:anywhere}
 .summary{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.2rem 1rem;margin:0}.summary dt{color:var(--muted)}.summary dd{margin:0;min-width:0}
-.tok,.files,.summary .tok{overflow-wrap:anywhere}
+.tok,.files{overflow-wrap:anywhere}
 .counts{display:flex;flex-wrap:wrap;gap:.4rem;margin:.75rem 0;padding:0;list-style:none}
 .badge{display:inline-block;padding:.05rem .45rem;border:1px solid var(--line);border-radius:.6rem;font-size:.8rem}
 .s-done{color:var(--ok)}.s-failed{color:var(--bad)}.s-uncertain,.s-expired{color:var(--warn)}
@@ -107,7 +107,7 @@ h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3
 .card{background:var(--card);border:1px solid var(--line);border-radius:.5rem;padding:.75rem;overflow:hidden;min-width:0}
 .meta,.note{color:var(--muted);font-size:.85rem}.meta{margin:0 0 .5rem}
 .prompt{margin:.25rem 0 .5rem;white-space:pre-wrap}.vars{margin:0 0 .25rem;font-size:.85rem;font-weight:600}
-.input{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:0 .6rem;margin:0 0 .5rem;font-size:.8rem}.input dt{color:var(--muted)}.input dd{margin:0;min-width:0;overflow-wrap:anywhere}
+.input{display:grid;grid-template-columns:minmax(0,max-content) minmax(0,1fr);gap:0 .6rem;margin:0 0 .5rem;font-size:.8rem}.input dt{color:var(--muted);overflow-wrap:anywhere}.input dd{margin:0;min-width:0;overflow-wrap:anywhere}
 .media{display:flex;flex-direction:column;gap:.5rem}.media img,.media video{display:block;max-width:100%;max-height:420px;border-radius:.3rem}.media audio{width:100%}
 .player{margin:0}.player figcaption{font-size:.85rem;font-weight:600;margin-bottom:.15rem}.track{margin:0 0 .5rem;font-size:.85rem}
 .controls{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;margin:0 0 1rem}.controls input,.controls select{font:inherit;max-width:100%;min-width:0}.controls input{flex:1 1 14rem}
