@@ -18,7 +18,7 @@ const counts = (c: Partial<Record<JobState, number>>): Record<JobState, number> 
 });
 
 describe('engine pieces', () => {
-  it('keeps every entry of files, of every type, with unique names', () => {
+  it('keeps every entry of files, of every type, named by kind and index (not by the server name)', () => {
     const task = {
       task_id: 't',
       status: 'finished' as const,
@@ -31,7 +31,7 @@ describe('engine pieces', () => {
       ],
     };
     const r = extractResults(task, 'status', 'any');
-    expect(r.downloads.map((d) => d.name)).toEqual(['out.png', 'out-2.png', '3d-3.glb', 'other-4.json']);
+    expect(r.downloads.map((d) => d.name)).toEqual(['image-1.png', 'image-2.png', '3d-1.glb', 'other-1.json']);
     expect(r.downloads[0]!.expected_size).toBe(10);
     expect(r.downloads[1]!.expected_size).toBeNull();
     expect(() => extractResults({ ...task, files: [{ file_type: 'image' }] }, 'status', 'any')).toThrow(UnsafeResultError);

@@ -11,7 +11,10 @@ afterEach(() => {
   while (cleanups.length) cleanups.pop()!();
 });
 
-const job = (id: string, credits: number | null): JobInput => ({ id, model: 'alpha-image-2', kind: 'submit', where: `m.yaml:${id.length}`, specHash: 'h', spec: '{}', estimatedCredits: credits });
+const job = (id: string, credits: number | null): JobInput => ({
+  id, model: 'alpha-image-2', kind: 'submit', where: `m.yaml:${id.length}, matrix n=${id}`, specHash: 'h',
+  spec: JSON.stringify({ model: 'alpha-image-2', input: { prompt: `ask ${id}`, image_urls: ['local.png'] } }), estimatedCredits: credits,
+});
 
 /** A state with done jobs (files), failed and pending ones. */
 function state(): { store: Store; dir: string } {
@@ -23,7 +26,7 @@ function state(): { store: Store; dir: string } {
   for (let i = 0; i < 30; i++) store.syncJob(job(`j${i}`, i % 7 === 0 ? null : 1.5));
   for (let i = 0; i < 20; i++) {
     const id = `j${i}`;
-    store.transition(id, 'pending', 'submitting', { attemptsInc: 1 });
+    store.transition(id, 'pending', 'submitting', { attemptsInc: 1, submitted_input: JSON.stringify({ prompt: `ask ${id}`, image_urls: [`https://up/${id}.png`] }) });
     store.transition(id, 'submitting', 'submitted', { task_id: `t${i}` });
     if (i % 5 === 4) {
       store.transition(id, 'submitted', 'failed', { last_error: `boom ${i}` });
@@ -64,6 +67,10 @@ describe('report data', () => {
     expect(streamed[0]).toContain('"path":"j20/out_1.txt"');
     expect(streamed[0]).not.toContain('"path":"j20/out_0.txt"');
     expect(streamed[0]).toContain('"path":"j21/out_2.txt"');
+    // Each job's input as sent (uploaded URL), else as the manifest gives it; its prompt and variables beside it.
+    const jobs = (JSON.parse(streamed[0]!) as { jobs: Array<{ id: string; input: unknown; prompt: string; vars: unknown }> }).jobs;
+    expect(jobs[3]).toMatchObject({ id: 'j3', prompt: 'ask j3', vars: { n: 'j3' }, input: { prompt: 'ask j3', image_urls: ['https://up/j3.png'] } });
+    expect(jobs[25]).toMatchObject({ id: 'j25', prompt: 'ask j25', input: { prompt: 'ask j25', image_urls: ['local.png'] } });
     expect(read(join(dir, 'kept'))).toEqual(streamed);
     expect(read(join(dir, 'over'))).toEqual(streamed);
   });

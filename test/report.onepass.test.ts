@@ -1,7 +1,8 @@
 /**
  * One pass over the jobs feeds the four report writers: the bytes must stay exactly those the
  * four separate passes wrote before. test/fixtures/report-onepass/ holds the reports written by
- * the multi-pass writers (commit d357467) for the varied jobs below; regenerate only on purpose
+ * the multi-pass writers (commit d357467; regenerated when the reports gained prompts, inputs and
+ * variables) for the varied jobs below; regenerate only on purpose
  * (GENBATCH_WRITE_REPORT_FIXTURES=1).
  */
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
@@ -30,7 +31,7 @@ const HOSTILE = `HTTP 400 invalid_request: prompt "<script>alert('x')</script>" 
 
 function job(id: string, state: string, extra: Partial<ReportJob> = {}): ReportJob {
   return {
-    id, model: 'flash-image', where: `m.yaml:${id.length}`, task_id: null, state, attempts: 1, error: null,
+    id, model: 'flash-image', where: `m.yaml:${id.length}`, input: null, prompt: null, vars: {}, task_id: null, state, attempts: 1, error: null,
     estimated_credits: 4, files: [], texts: {}, submitted_at: null, finished_at: null, ...extra,
   };
 }
@@ -45,15 +46,18 @@ function* varied(n: number): Generator<ReportJob> {
     if (k === 0)
       yield job(`img${i}`, 'done', {
         ...t, task_id: `t-${i}`, estimated_credits: 0.1 + i / 3,
+        where: `m.yaml:3, matrix mood=rainy, size=${i}:1`, vars: { mood: 'rainy', size: `${i}:1` },
+        prompt: `A "harbour" <b>&</b> ${'long '.repeat(i % 5)}</script>`, input: { prompt: `A "harbour" <b>&</b> ${'long '.repeat(i % 5)}</script>`, size: `${i}:1`, image_urls: ['https://h/x.png'] },
         files: [file(`img${i}/image-1.png`, 'image', 'image/png', 1000 + i), file(`img${i}/image 2#?&.webp`, 'other', null, 5), file(`img${i}/clip.MOV`, 'other', null, 2 ** 31 + i), file(`img${i}/sound`, 'other', 'audio/ogg', 3)],
       });
     else if (k === 1)
       yield job(`song,"${i}"`, 'done', {
         ...t, model: 'music-v5', estimated_credits: null, attempts: 2,
+        prompt: 'indie folk', input: { custom_mode: true, instrumental: true, style: 'indie folk', title: 'Harbour Lights' },
         files: [file(`song${i}/track-1.mp3`, 'audio', 'audio/mpeg', 4_000_000), file(`song${i}/lyrics.txt`, 'text', 'text/plain', 12)],
         texts: { lyrics: `<b>la la</b> & "more" ${'x'.repeat(i % 24 === 1 ? 4100 : 3)}`, style: 'é ü 中文 \u2028 😀' },
       });
-    else if (k === 2) yield job(`chat${i}`, i % 24 === 2 ? 'failed' : 'done', { ...t, model: 'chat-x', texts: i % 24 === 2 ? {} : { text: `Hello,\n"world" ${i}` }, usage: i % 24 === 2 ? null : { input_tokens: 10 + i, output_tokens: 20 }, error: i % 24 === 2 ? HOSTILE : null });
+    else if (k === 2) yield job(`chat${i}`, i % 24 === 2 ? 'failed' : 'done', { ...t, model: 'chat-x', prompt: `caption ${i}`, vars: { row: `${i}` }, where: `m.yaml:9, p.tsv:row ${i}`, input: { messages: [{ role: 'user', content: `caption ${i}` }], stream: true }, texts: i % 24 === 2 ? {} : { text: `Hello,\n"world" ${i}` }, usage: i % 24 === 2 ? null : { input_tokens: 10 + i, output_tokens: 20 }, error: i % 24 === 2 ? HOSTILE : null });
     else if (k === 3) yield job(`bad<${i}>`, 'failed', { task_id: `t&${i}`, error: i % 36 === 3 ? `${HOSTILE} ${'long '.repeat(600)}` : `${HOSTILE} ${i}`, attempts: 3 });
     else if (k === 4) yield job(`unsure${i}`, 'uncertain', { error: 'submit outcome unknown, a task may have been created: HTTP 502', estimated_credits: 0 });
     else if (k === 5) yield job(`old${i}`, 'expired', { task_id: `t-old${i}`, error: 'results expired before download (`files` gone)', where: '' });

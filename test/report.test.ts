@@ -5,6 +5,7 @@ import { parse } from 'csv-parse/sync';
 import { afterEach, describe, expect, it } from 'vitest';
 import { formatSummaryLine, writeReports, type ReportData, type ReportFile, type ReportJob, type ReportSummary } from '../src/report/index.js';
 import { fileHref, mediaKind } from '../src/report/html.js';
+import { pageRows } from './helpers/page.js';
 import { tempDir } from './helpers/tmp.js';
 
 const cleanups: Array<() => void> = [];
@@ -45,7 +46,7 @@ function realFile(out: string, path: string, type: string, contentType: string |
 
 function job(id: string, state: string, extra: Partial<ReportJob> = {}): ReportJob {
   return {
-    id, model: 'flash-image', where: `m.yaml:${id.length}`, task_id: null, state, attempts: 1, error: null,
+    id, model: 'flash-image', where: `m.yaml:${id.length}`, input: null, prompt: null, vars: {}, task_id: null, state, attempts: 1, error: null,
     estimated_credits: 4, files: [], texts: {}, usage: null, submitted_at: null, finished_at: null, ...extra,
   };
 }
@@ -106,7 +107,7 @@ describe('writeReports', () => {
 
     // report.csv
     const csvText = readFileSync(paths.csv, 'utf8');
-    expect(csvText.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens');
+    expect(csvText.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens,prompt,vars,input');
     expect(csvText).toContain('"job,""quoted"""');
     const rows = parse(csvText, { columns: true }) as Array<Record<string, string>>;
     expect(rows).toEqual(
@@ -115,6 +116,7 @@ describe('writeReports', () => {
         estimated_credits: j.estimated_credits === null ? '' : String(j.estimated_credits),
         files: String(j.files.length), bytes: String(j.files.reduce((n, f) => n + f.size, 0)), error: j.error ?? '',
         input_tokens: j.usage ? String(j.usage.input_tokens) : '', output_tokens: j.usage ? String(j.usage.output_tokens) : '',
+        prompt: j.prompt ?? '', vars: Object.entries(j.vars).map(([k, v]) => `${k}=${v}`).join(', '), input: j.input === null ? '' : JSON.stringify(j.input),
       })),
     );
     expect(rows[5]!.error).toContain('\nsecond line');
@@ -132,25 +134,30 @@ describe('writeReports', () => {
     expect(md).toContain('wall time 4m 05s');
     expect(md).toContain('- Charged over the run (1 invocation): 120\n');
 
-    // report.html
+    // report.html: every job rides in the page's data; the problems are plain HTML.
     const html = readFileSync(paths.html, 'utf8');
-    expect(html).toContain('<a href="img/image-1.png"><img src="img/image-1.png"');
-    expect(html).toContain('<img src="img/image%202%23%3F.png"');
-    expect(html).toContain('<audio controls preload="none" src="song/track-1.mp3"></audio>');
-    expect(html).toContain('<video controls preload="metadata" src="clip/video.mp4"></video>');
-    expect(html.match(/<img /g)).toHaveLength(2);
-    expect(html.match(/<audio /g)).toHaveLength(1);
-    expect(html.match(/<video /g)).toHaveLength(1);
-    expect(html).toContain('<a href="song/lyrics.txt">song/lyrics.txt</a>');
-    expect(html).not.toMatch(/<script/i);
+    const { rows: page, more } = pageRows(html);
+    expect(more).toBe(0);
+    expect(page.map((r) => r.id)).toEqual(jobs.map((j) => j.id));
+    const img = page.find((r) => r.id === 'img')!;
+    expect(img.files.map((f) => [f.href, f.kind])).toEqual([['img/image-1.png', 'i'], ['img/image%202%23%3F.png', 'i']]);
+    const song = page.find((r) => r.id === 'song')!;
+    expect(song.files.map((f) => [f.href, f.kind])).toEqual([['song/track-1.mp3', 'a'], ['song/lyrics.txt', 't']]);
+    expect(song.texts).toEqual([['lyrics', '<b>la la</b> & "more"']]);
+    expect(page.find((r) => r.id === 'clip')!.files[0]).toMatchObject({ href: 'clip/video.mp4', kind: 'v' });
+    expect(page.find((r) => r.id === 'chat')!.texts).toEqual([['text', 'Hello,\n"world"']]);
+    expect(page.find((r) => r.id === 'evil')!.files[0]).toMatchObject({ href: null, path: '../outside.png' });
+    // Two scripts of data (never run) and one script, our own, allowed by its hash; nothing from the jobs runs.
+    expect(html.match(/<script/gi)).toHaveLength(3);
+    expect(html.match(/<script type="application\/json"/g)).toHaveLength(2);
+    const script = /<script>([\s\S]*?)<\/script>/.exec(html)![1]!;
+    expect(html).toContain(`script-src 'sha256-${createHash('sha256').update(script).digest('base64')}'`);
     expect(html).not.toContain('<b>');
+    expect(html.split('<script>')[0]).not.toContain('</script><');
     expect(html).toContain('&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62;');
     expect(html).toContain('job,&#34;quoted&#34;');
-    expect(html).toContain('&#60;b&#62;la la&#60;/b&#62; &#38; &#34;more&#34;');
-    expect(html).toContain('Hello,\n&#34;world&#34;');
     expect(html).toContain('Failed, uncertain and expired jobs (3)');
-    expect(html).not.toContain('href="../');
-    expect(html).toContain('../outside.png <span class="note">(not linked');
+    expect(page.flatMap((r) => r.files).filter((f) => f.href !== null && /^(\.\.|\/|[a-z]+:)/i.test(f.href))).toEqual([]);
     expect(html).not.toMatch(/(src|href)="(https?:)?\/\//);
 
     // No secret from the base URL reaches any report.
@@ -187,9 +194,10 @@ describe('writeReports', () => {
     expect(md.match(/^- `j\d+`/gm)).toHaveLength(7);
     expect(md).toContain(`and ${n / 10 - 7} more`);
     const html = readFileSync(paths.html, 'utf8');
-    expect(html.match(/<img /g)).toHaveLength(30);
-    expect(html).toContain(`Only the first 30 jobs with results are shown`);
-    expect(html).toContain(`${n - n / 10 - 30} more are listed`);
+    expect(pageRows(html).rows).toHaveLength(30);
+    expect(pageRows(html).more).toBe(n - 30);
+    expect(html).toContain(`Only the first 30 jobs are in this page`);
+    expect(html).toContain(`${n - 30} more are listed`);
     expect(html).toContain(`and ${n / 10 - 5} more, listed in report.csv`);
     expect(tempsIn(out)).toEqual([]);
   });
@@ -228,7 +236,7 @@ describe('writeReports', () => {
     const paths = await writeReports(out, dataOf([], summary({})));
     expect(JSON.parse(readFileSync(paths.json, 'utf8')).jobs).toEqual([]);
     expect(parse(readFileSync(paths.csv, 'utf8'), { columns: true })).toEqual([]);
-    expect(readFileSync(paths.html, 'utf8')).toContain('No results.');
+    expect(readFileSync(paths.html, 'utf8')).toContain('No jobs.');
   });
 });
 

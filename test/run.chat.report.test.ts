@@ -24,7 +24,7 @@ afterAll(async () => {
 });
 
 describe('chat usage in the reports', () => {
-  it('report.md and report.html summarise chat jobs and tokens; report.csv has input_tokens and output_tokens last', async () => {
+  it('report.md and report.html summarise chat jobs and tokens; report.csv has input_tokens and output_tokens after the first columns', async () => {
     const manifest = join(t.dir, 'chat.yaml');
     writeFileSync(
       manifest,
@@ -58,7 +58,7 @@ describe('chat usage in the reports', () => {
     expect(html).toContain(`<dt>Chat</dt><dd>${line}</dd>`);
 
     const csv = readFileSync(join(out, 'report.csv'), 'utf8');
-    expect(csv.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens');
+    expect(csv.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens,prompt,vars,input');
     const rows = parse(csv, { columns: true }) as Array<Record<string, string>>;
     expect(rows.map((x) => [x.id, x.input_tokens, x.output_tokens])).toEqual([
       ['a', String(a.input), String(a.output)],
@@ -92,10 +92,10 @@ describe('chat usage in the reports', () => {
     expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain(`, charged ${charged} (balance`);
   }, 60_000);
 
-  it('report.html of a run with one job with results says "Results (1 job)"', async () => {
+  it('report.html of a run with one job says "Jobs (1)"', async () => {
     const out = join(t.dir, 'out-tiny');
     const r = await runCli(['report', join(t.dir, 'tiny.yaml'), '--state', join(out, 'state.db')]);
     expect(r.code, r.stderr).toBe(0);
-    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('<h2>Results (1 job)</h2>');
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('<h2>Jobs (1)</h2>');
   }, 60_000);
 });

@@ -6,7 +6,7 @@ import type { EngineEvent } from './events.js';
 import { realJobDir, writeFileAtomic, writeTextNoReplace } from './files.js';
 import { moveAsideOne } from './previous.js';
 import type { DownloadPort, TaskView } from './ports.js';
-import { RESULT_FILE, extractResults, sha256Hex } from './results.js';
+import { RESULT_FILE, extractResults, serverFileName, sha256Hex } from './results.js';
 
 type Got = { path: string; size: number; sha256: string; content_type: string | null };
 
@@ -89,13 +89,21 @@ export async function fetchJob(
     await recordNow().catch(() => undefined); // the download error is the one that matters
     throw err;
   }
+  const endpoint = findModel(row.model)?.resultEndpoint ?? 'status';
+  let task: TaskView | null = null;
+  try {
+    task = JSON.parse(row.result ?? 'null') as TaskView | null;
+  } catch {
+    task = null; // a result that no longer parses: the server's names are left out, the files are kept
+  }
+  const serverName = (f: FileRow): string | null => (f.url !== null && task && Array.isArray(task.files) ? serverFileName(task, endpoint, f.idx) : null);
   const result = {
     job_id: row.id,
     task_id: row.task_id,
     model: row.model,
     input: row.submitted_input ? (JSON.parse(row.submitted_input) as unknown) : null,
     finished_at: row.finished_at,
-    files: files.map((f) => ({ name: f.name, path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.content_type, url: f.url })),
+    files: files.map((f) => ({ name: f.name, server_name: serverName(f), path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.content_type, url: f.url })),
   };
   // A result.json that is not this job's (a file that was in the folder before) is kept in previous-<n>/.
   if (!isOwnResultFile(join(jobDir, RESULT_FILE), row.id)) await moveAsideOne(jobDir, RESULT_FILE);

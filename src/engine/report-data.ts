@@ -1,4 +1,6 @@
+import type Database from 'better-sqlite3';
 import type { ReportData, ReportFile, ReportInvocation, ReportJob } from '../report/types.js';
+import { promptOf, varsOf } from '../report/prompt.js';
 import { findModel } from '../models/index.js';
 import type { InvocationRow, Store, SummaryRow } from '../store/index.js';
 import type { TaskView } from './ports.js';
@@ -114,8 +116,19 @@ const FILES_IN_JOB_ORDER = `SELECT f.job_id, f.name, f.url, f.type, f.content_ty
 
 type FileTuple = [string, string, string | null, string, string | null, string, number | null, string | null];
 
+/**
+ * Each job's input as sent (submitted_input), else as the manifest gives it (the spec's input), in the order of
+ * store.summaryRows(): read beside the rows, like the files, so the summary rows stay without the large columns.
+ */
+const INPUTS_IN_JOB_ORDER = `SELECT id, COALESCE(submitted_input, json_extract(spec, '$.input')) FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`;
+const INPUT_OF = `SELECT COALESCE(submitted_input, json_extract(spec, '$.input')) FROM jobs WHERE run_id = ? AND id = ?`;
+
+type InputTuple = [string, string | null];
+
 function* streamed(store: Store): Iterable<ReportJob> {
-  const files = store.db.prepare(FILES_IN_JOB_ORDER).raw(true).iterate(store.run().id) as IterableIterator<FileTuple>;
+  const runId = store.run().id;
+  const files = store.db.prepare(FILES_IN_JOB_ORDER).raw(true).iterate(runId) as IterableIterator<FileTuple>;
+  const inputs = store.db.prepare(INPUTS_IN_JOB_ORDER).raw(true).iterate(runId) as IterableIterator<InputTuple>;
   try {
     let head = files.next();
     for (const row of store.summaryRows()) {
@@ -124,16 +137,40 @@ function* streamed(store: Store): Iterable<ReportJob> {
         list.push(head.value);
         head = files.next();
       }
-      yield reportJob(store, row, list);
+      const input = inputs.next();
+      // Same query order as the rows; should it ever differ, the job's input is read on its own.
+      const text = !input.done && input.value[0] === row.id ? input.value[1] : inputText(store, row.id);
+      yield reportJob(store, row, list, text);
     }
     // Every file belongs to a row of the run, met in the same order: one left over means the two orders differ.
     if (!head.done) throw new Error(`report: the files of job ${head.value[0]} were not met in job order`);
   } finally {
     files.return?.();
+    inputs.return?.();
   }
 }
 
-function reportJob(store: Store, row: SummaryRow, tuples?: readonly FileTuple[]): ReportJob {
+/** The statement reading one job's input, prepared once per store (a reader keeping rows reads up to REPORT_ROWS_KEPT of them). */
+const inputStatements = new WeakMap<Store, Database.Statement<[number, string]>>();
+
+function inputText(store: Store, id: string): string | null {
+  let stmt = inputStatements.get(store);
+  if (!stmt) inputStatements.set(store, (stmt = store.db.prepare(INPUT_OF).raw(true)));
+  const r = stmt.get(store.run().id, id) as [string | null] | undefined;
+  return r ? r[0] : null;
+}
+
+function parseInput(text: string | null): Record<string, unknown> | null {
+  if (text === null) return null;
+  try {
+    const v = JSON.parse(text) as unknown;
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+function reportJob(store: Store, row: SummaryRow, tuples?: readonly FileTuple[], inputJson: string | null = inputText(store, row.id)): ReportJob {
   const files: ReportFile[] = [];
   let texts: Record<string, string> = {};
   if (tuples) {
@@ -151,10 +188,14 @@ function reportJob(store: Store, row: SummaryRow, tuples?: readonly FileTuple[])
   let usage: ReportJob['usage'] = null;
   if (row.kind === 'chat') ({ texts, usage } = chatReportFields(store.resultOf(row.id)));
   else if (Object.keys(texts).length > 0) fillTexts(row, store.resultOf(row.id), texts);
+  const input = parseInput(inputJson);
   return {
     id: row.id,
     model: row.model,
     where: row.where,
+    input,
+    prompt: promptOf(input),
+    vars: varsOf(row.where),
     task_id: row.task_id,
     state: row.state,
     attempts: row.attempts,

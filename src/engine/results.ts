@@ -54,6 +54,27 @@ function extFromUrl(url: string): string | null {
   }
 }
 
+/** A file_type usable as the stem of a file name (image, video, audio, 3d, other); anything else is named `file-<n>`. */
+const PLAIN_KIND = /^[A-Za-z0-9]{1,16}$/;
+
+/** An extension as the service's `format` gives it ("png"), lower-cased; null when it is not 1-10 letters or digits. */
+function saneExt(v: unknown): string | null {
+  return typeof v === 'string' && /^[A-Za-z0-9]{1,10}$/.test(v) ? v.toLowerCase() : null;
+}
+
+function extOf(name: string | null): string | null {
+  const m = name === null ? null : /\.([A-Za-z0-9]{1,10})$/.exec(name);
+  return m ? m[1]!.toLowerCase() : null;
+}
+
+/**
+ * The name the service gave the file at `idx` (its `file_name`), kept in result.json beside the name on disk;
+ * null when it gave none (music items have URLs only).
+ */
+export function serverFileName(task: TaskView, endpoint: 'status' | 'music', idx: number): string | null {
+  return endpoint === 'status' ? str(task.files[idx]?.file_name) : null;
+}
+
 const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v : null);
 const int = (v: unknown): number | null => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : null);
 
@@ -91,14 +112,19 @@ export function extractResults(task: TaskView, endpoint: 'status' | 'music', wor
   const texts: TextResult[] = [];
   let idx = 0;
   if (endpoint === 'status') {
+    // Named by kind and index within the job (image-1.png, image-2.png, video-1.mp4), as music files are;
+    // the server's file_name and URL stay in result.json (serverFileName).
+    const perKind = new Map<string, number>();
     task.files.forEach((f, i) => {
       const url = str(f.file_url);
       if (!url) throw new UnsafeResultError(`files[${i}] has no file_url`);
       const type = str(f.file_type) ?? 'other';
+      const kind = PLAIN_KIND.test(type) ? type.toLowerCase() : 'file';
+      const n = (perKind.get(kind) ?? 0) + 1;
+      perKind.set(kind, n);
       const ct = str(f.content_type);
-      const ext = str(f.format) ?? (ct ? EXT_BY_TYPE[ct.split(';')[0]!.trim()] : undefined) ?? extFromUrl(url) ?? 'bin';
-      const base = str(f.file_name) ?? `${type}-${i + 1}.${ext}`;
-      downloads.push({ idx: idx++, name: namer.unique(base, `${type}-${i + 1}.${ext}`), url, type, content_type: ct, expected_size: int(f.file_size) });
+      const ext = saneExt(f.format) ?? (ct ? EXT_BY_TYPE[ct.split(';')[0]!.trim().toLowerCase()] : undefined) ?? extOf(str(f.file_name)) ?? extFromUrl(url) ?? 'bin';
+      downloads.push({ idx: idx++, name: namer.unique(`${kind}-${n}.${ext}`), url, type, content_type: ct, expected_size: int(f.file_size) });
     });
     return { downloads, texts };
   }

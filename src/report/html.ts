@@ -1,22 +1,35 @@
 /**
- * report.html: a self-contained gallery (inline CSS, no script, no external
- * resource apart from the result files, linked by relative path from the
- * folder report.html is in: the output folder, or another one given to `genbatch report --out`). Images are shown, audio and video playable, text results
- * shown, failed/uncertain/expired jobs listed with their messages first.
+ * report.html: a self-contained gallery that opens from disk (inline CSS, one inline script allowed by
+ * its hash, no external resource apart from the result files, linked by relative path from the folder
+ * report.html is in: the output folder, or another one given to `genbatch report --out`).
  *
- * Everything that comes from the manifest or the service is HTML-escaped;
- * file paths are URL-encoded segment by segment, and a path that could leave
- * the output folder (absolute, "..", backslash) is shown but not linked.
- * One pass over the jobs with bounded memory: at most `galleryLimit` cards
- * and `problemLimit` problems are kept, the rest are counted in a note.
+ * Every job rides in the page as one compact JSON row (src/report/html-data.ts) inside
+ * `<script type="application/json">`; the page's script (src/report/html-app.ts) shows one page of
+ * cards at a time with search, filters (state, model, kind) and sort, so a 100,000-job report opens
+ * quickly. Each card shows what the job asked (prompt, also the images' alt text; rows/matrix
+ * variables; its other input fields) beside the results: images shown, audio and video playable with
+ * a label, text results shown. Failed, uncertain and expired jobs are listed first as plain HTML with
+ * their prompts and messages. Times are written in ISO 8601 (UTC) inside <time> elements and shown in
+ * the reader's local time.
+ *
+ * Everything that comes from the manifest or the service is HTML-escaped (or, in the script, set as
+ * text); the JSON never holds a `<`; file paths are URL-encoded segment by segment, and a path that
+ * could leave the output folder (absolute, "..", backslash) is shown but not linked. One pass over the
+ * jobs: rows are written as they come; at most `problemLimit` problems are kept in memory.
  */
+import { createHash } from 'node:crypto';
 import { relative, resolve, sep } from 'node:path';
+import { APP_SCRIPT } from './html-app.js';
+import { PageData } from './html-data.js';
+import { varsText } from './prompt.js';
 import { writeSinks, type ReportSink } from './sink.js';
 import { PROBLEM_STATES, chatLine, creditsLine, creditsNotes, fileTotals, formatCredits, formatBytes, formatDuration, headOf, orderedCounts, redactUrl, totalJobs } from './format.js';
-import type { ReportData, ReportFile, ReportJob, ReportSummary } from './types.js';
+import type { ReportData, ReportJob, ReportSummary } from './types.js';
+
+export { fileHref, mediaKind } from './html-data.js';
 
 export interface HtmlOptions {
-  /** Jobs with results shown as cards; the rest are counted. Default 2000. */
+  /** Jobs carried in the page (searchable, shown as cards a page at a time); the rest are counted. Default 200,000. */
   galleryLimit?: number;
   /** Failed/uncertain/expired jobs listed; the rest are counted. Default 1000. */
   problemLimit?: number;
@@ -27,36 +40,20 @@ export interface HtmlOptions {
   reportDir?: string;
 }
 
-const TEXT_CHARS = 4000;
 const ERROR_CHARS = 2000;
+/** Longest prompt shown in the problem list; the full one is in report.json and report.csv. */
+const PROMPT_CHARS = 2000;
+
+const SCRIPT_HASH = createHash('sha256').update(APP_SCRIPT).digest('base64');
 
 export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 }
 
-/** A relative URL for a file path under the output folder, or null when the path is not a plain relative path. */
-export function fileHref(path: string): string | null {
-  if (path === '' || path.startsWith('/') || path.includes('\\') || path.includes('\0')) return null;
-  const segments = path.split('/');
-  if (segments.some((s) => s === '' || s === '.' || s === '..')) return null;
-  return segments.map(encodeURIComponent).join('/');
-}
-
-type MediaKind = 'image' | 'audio' | 'video' | null;
-
-const EXT_KIND: Record<string, MediaKind> = {
-  png: 'image', jpg: 'image', jpeg: 'image', webp: 'image', gif: 'image', avif: 'image', bmp: 'image',
-  mp3: 'audio', wav: 'audio', ogg: 'audio', m4a: 'audio', aac: 'audio', flac: 'audio', opus: 'audio',
-  mp4: 'video', webm: 'video', mov: 'video', m4v: 'video',
-};
-
-/** How a file is shown: by the service's file_type, else its content type, else its extension. */
-export function mediaKind(file: ReportFile): MediaKind {
-  if (file.type === 'image' || file.type === 'audio' || file.type === 'video') return file.type;
-  const ct = (file.contentType ?? '').toLowerCase();
-  for (const kind of ['image', 'audio', 'video'] as const) if (ct.startsWith(`${kind}/`)) return kind;
-  const ext = /\.([a-z0-9]+)$/i.exec(file.path)?.[1]?.toLowerCase() ?? '';
-  return EXT_KIND[ext] ?? null;
+/** An ISO time as a <time> element (its text the ISO time, shown in local time by the page's script). */
+export function timeHtml(iso: string): string {
+  const t = escapeHtml(iso);
+  return `<time datetime="${t}">${t}</time>`;
 }
 
 function clip(text: string, max: number, note: string): string {
@@ -65,9 +62,10 @@ function clip(text: string, max: number, note: string): string {
 
 function metaLine(job: ReportJob): string {
   const parts = [`<span class="badge s-${escapeHtml(job.state)}">${escapeHtml(job.state)}</span>`, escapeHtml(job.model)];
-  if (job.where) parts.push(escapeHtml(job.where));
-  if (job.task_id) parts.push(`task ${escapeHtml(job.task_id)}`);
+  if (job.where) parts.push(`<span class="tok">${escapeHtml(job.where)}</span>`);
+  if (job.task_id) parts.push(`task <span class="tok">${escapeHtml(job.task_id)}</span>`);
   if (job.attempts > 1) parts.push(`${job.attempts} attempts`);
+  if (job.finished_at) parts.push(`finished ${timeHtml(job.finished_at)}`);
   return parts.join(' · ');
 }
 
@@ -82,68 +80,41 @@ export function linkBase(outDir: string, reportDir: string | undefined): string 
   return rel.split(sep).map(encodeURIComponent).join('/') + '/';
 }
 
-function mediaHtml(file: ReportFile, base: string): string {
-  const rel = fileHref(file.path);
-  if (rel === null) return '';
-  const src = escapeHtml(base + rel);
-  switch (mediaKind(file)) {
-    case 'image':
-      return `<a href="${src}"><img src="${src}" alt="${escapeHtml(file.path)}" loading="lazy"></a>`;
-    case 'audio':
-      return `<audio controls preload="none" src="${src}"></audio>`;
-    case 'video':
-      return `<video controls preload="metadata" src="${src}"></video>`;
-    default:
-      return '';
-  }
-}
-
-function fileItem(file: ReportFile, base: string): string {
-  const href = fileHref(file.path);
-  const name = escapeHtml(file.path);
-  const link = href === null ? `${name} <span class="note">(not linked: not a plain relative path)</span>` : `<a href="${escapeHtml(base + href)}">${name}</a>`;
-  return `<li>${link} <span class="note">${escapeHtml(file.type)}, ${formatBytes(file.size)}</span></li>`;
-}
-
-/** One job's card; `base` is linkBase() (file links are `base` + the file's path under the output folder). */
-export function cardHtml(job: ReportJob, base = ''): string {
-  const media = job.files.map((f) => mediaHtml(f, base)).filter((m) => m !== '').join('');
-  const texts = Object.entries(job.texts)
-    .map(([name, text]) => `<dt>${escapeHtml(name)}</dt><dd><pre>${clip(text, TEXT_CHARS, 'truncated; full text in report.json')}</pre></dd>`)
-    .join('');
-  const files = job.files.length ? `<ul class="files">${job.files.map((f) => fileItem(f, base)).join('')}</ul>` : '';
-  const error = job.error ? `<pre class="err">${clip(job.error, ERROR_CHARS, 'truncated')}</pre>` : '';
-  return (
-    `<article class="card"><h3>${escapeHtml(job.id)}</h3><p class="meta">${metaLine(job)}</p>` +
-    (media ? `<div class="media">${media}</div>` : '') +
-    (texts ? `<dl class="texts">${texts}</dl>` : '') +
-    files +
-    error +
-    '</article>\n'
-  );
-}
-
 function problemHtml(job: ReportJob): string {
   const msg = job.error ? clip(job.error, ERROR_CHARS, 'truncated') : '<span class="note">no error message recorded</span>';
-  return `<li><strong>${escapeHtml(job.id)}</strong> <span class="meta">${metaLine(job)}</span><pre class="err">${msg}</pre></li>\n`;
+  const vars = varsText(job.vars ?? {});
+  const asked = (vars !== '' ? `<p class="vars">${escapeHtml(vars)}</p>` : '') + (job.prompt ? `<p class="prompt">${clip(job.prompt, PROMPT_CHARS, 'truncated; full prompt in report.json')}</p>` : '');
+  return `<li><strong class="tok">${escapeHtml(job.id)}</strong> <span class="meta">${metaLine(job)}</span>${asked}<pre class="err">${msg}</pre></li>\n`;
 }
 
+/*
+ * Long values wrap at word boundaries (overflow-wrap: break-word breaks a word only when it alone is wider
+ * than the line, so "unknown" is never cut); `.tok` (ids, task ids, paths, URLs, hashes: long tokens with no
+ * spaces) may break anywhere, and grid and flex children get min-width: 0 so nothing overflows at 390 px.
+ */
 const CSS = `
 :root{color-scheme:light dark;--fg:#1b1b1b;--bg:#fafafa;--card:#fff;--line:#ddd;--muted:#666;--bad:#b00020;--ok:#1b7f3b;--warn:#a15c00}
 @media (prefers-color-scheme:dark){:root{--fg:#e8e8e8;--bg:#161616;--card:#222;--line:#3a3a3a;--muted:#aaa;--bad:#ff6b81;--ok:#5fd38a;--warn:#f0b25a}}
-*{box-sizing:border-box}body{margin:0;padding:1.5rem;font:15px/1.45 system-ui,sans-serif;color:var(--fg);background:var(--bg)}
-h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3{margin:0 0 .25rem;font-size:1rem;word-break:break-all}
-.summary{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0}.summary dt{color:var(--muted)}.summary dd{margin:0;word-break:break-all}
+*{box-sizing:border-box}[hidden]{display:none!important}body{margin:0;padding:1.5rem;font:15px/1.45 system-ui,sans-serif;color:var(--fg);background:var(--bg);overflow-wrap:break-word}
+@media (max-width:600px){body{padding:.75rem}}
+h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3{margin:0 0 .25rem;font-size:1rem;overflow-wrap:anywhere}
+.summary{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.2rem 1rem;margin:0}.summary dt{color:var(--muted)}.summary dd{margin:0;min-width:0}
+.tok,.files{overflow-wrap:anywhere}
 .counts{display:flex;flex-wrap:wrap;gap:.4rem;margin:.75rem 0;padding:0;list-style:none}
 .badge{display:inline-block;padding:.05rem .45rem;border:1px solid var(--line);border-radius:.6rem;font-size:.8rem}
 .s-done{color:var(--ok)}.s-failed{color:var(--bad)}.s-uncertain,.s-expired{color:var(--warn)}
-.gallery{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:1rem}
-.card{background:var(--card);border:1px solid var(--line);border-radius:.5rem;padding:.75rem;overflow:hidden}
+.gallery{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(300px,100%),1fr));gap:1rem}
+.card{background:var(--card);border:1px solid var(--line);border-radius:.5rem;padding:.75rem;overflow:hidden;min-width:0}
 .meta,.note{color:var(--muted);font-size:.85rem}.meta{margin:0 0 .5rem}
+.prompt{margin:.25rem 0 .5rem;white-space:pre-wrap}.vars{margin:0 0 .25rem;font-size:.85rem;font-weight:600}
+.input{display:grid;grid-template-columns:minmax(0,max-content) minmax(0,1fr);gap:0 .6rem;margin:0 0 .5rem;font-size:.8rem}.input dt{color:var(--muted);overflow-wrap:anywhere}.input dd{margin:0;min-width:0;overflow-wrap:anywhere}
 .media{display:flex;flex-direction:column;gap:.5rem}.media img,.media video{display:block;max-width:100%;max-height:420px;border-radius:.3rem}.media audio{width:100%}
-.files{margin:.5rem 0 0;padding-left:1.1rem;font-size:.85rem;word-break:break-all}
+.player{margin:0}.player figcaption{font-size:.85rem;font-weight:600;margin-bottom:.15rem}.track{margin:0 0 .5rem;font-size:.85rem}
+.controls{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;margin:0 0 1rem}.controls input,.controls select{font:inherit;max-width:100%;min-width:0}.controls input{flex:1 1 14rem}
+.pager{display:flex;flex-wrap:wrap;gap:.75rem;align-items:center;margin:1rem 0}
+.files{margin:.5rem 0 0;padding-left:1.1rem;font-size:.85rem}
 .texts dt{font-weight:600;font-size:.85rem}.texts dd{margin:0 0 .5rem}
-pre{white-space:pre-wrap;word-break:break-word;margin:.25rem 0;max-height:20rem;overflow:auto;font-size:.85rem}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.25rem 0;max-height:20rem;overflow:auto;font-size:.85rem}
 .err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}
 `;
 
@@ -156,7 +127,7 @@ function creditsHtml(s: ReportSummary): string {
     out += '<ul class="note">';
     for (const inv of c.invocations) {
       const after = inv.charged_to === 'next-start' ? `not read (measured to the opening reading of invocation ${inv.n + 1})` : n(inv.balance_after);
-      out += `<li>invocation ${inv.n}, started ${escapeHtml(inv.started_at)}: balance before ${n(inv.balance_before)}, after ${after}; charged ${n(inv.charged)}; ${inv.submits === null ? 'submits not recorded' : `${inv.submits} submit${inv.submits === 1 ? '' : 's'} started`}</li>`;
+      out += `<li>invocation ${inv.n}, started ${timeHtml(inv.started_at)}: balance before ${n(inv.balance_before)}, after ${after}; charged ${n(inv.charged)}; ${inv.submits === null ? 'submits not recorded' : `${inv.submits} submit${inv.submits === 1 ? '' : 's'} started`}</li>`;
     }
     out += '</ul>\n';
   }
@@ -164,19 +135,38 @@ function creditsHtml(s: ReportSummary): string {
   return out;
 }
 
-/** report.html as a sink: file totals, problems and cards (bounded) gathered job by job, everything written at the end. */
+const CONTROLS =
+  '<div class="controls" id="gb-controls" hidden>' +
+  '<input id="gb-q" type="search" placeholder="Search id, prompt, any input value" aria-label="Search">' +
+  '<select id="gb-state" aria-label="State"><option value="">every state</option></select>' +
+  '<select id="gb-model" aria-label="Model"><option value="">every model</option></select>' +
+  '<select id="gb-kind" aria-label="Kind of result"><option value="">every kind</option></select>' +
+  '<select id="gb-sort" aria-label="Sort"><option value="order">manifest order</option><option value="id">id</option><option value="state">state</option><option value="model">model</option><option value="newest">newest first</option><option value="oldest">oldest first</option></select>' +
+  '<span id="gb-info" class="note" aria-live="polite"></span></div>\n';
+
+const PAGER = '<div class="pager"><button type="button" id="gb-prev">Previous</button><span id="gb-page" class="note"></span><button type="button" id="gb-next">Next</button></div>\n';
+
+/**
+ * report.html as a sink: the head and the start of the jobs' JSON first, one row per job as it comes
+ * (at most `galleryLimit`), then the summary, the problems (bounded), the controls and the script.
+ */
 export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSink {
-  const galleryLimit = options.galleryLimit ?? 2000;
+  const galleryLimit = options.galleryLimit ?? 200_000;
   const problemLimit = options.problemLimit ?? 1000;
-  const base = linkBase(s.out_dir, options.reportDir);
-  const cards: string[] = [];
+  const data = new PageData(linkBase(s.out_dir, options.reportDir));
   const problems: string[] = [];
-  let moreCards = 0;
+  let rows = 0;
+  let moreRows = 0;
   let moreProblems = 0;
   let files = 0;
   let bytes = 0;
+  const title = `genbatch report: ${s.manifest}`;
   return {
-    start: () => '',
+    start: () =>
+      '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">' +
+      `<meta http-equiv="Content-Security-Policy" content="script-src 'sha256-${SCRIPT_HASH}'; object-src 'none'; base-uri 'none'; form-action 'none'">` +
+      '<meta name="viewport" content="width=device-width,initial-scale=1">' +
+      `<meta name="referrer" content="no-referrer"><title>${escapeHtml(title)}</title><style>${CSS}</style></head>\n<body>\n<script type="application/json" id="gb-jobs">[`,
     job(job) {
       const t = fileTotals(job.files);
       files += t.count;
@@ -185,31 +175,24 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
         if (problems.length < problemLimit) problems.push(problemHtml(job));
         else moreProblems++;
       }
-      if (job.files.length > 0 || Object.keys(job.texts).length > 0) {
-        if (cards.length < galleryLimit) cards.push(cardHtml(job, base));
-        else moreCards++;
+      if (rows >= galleryLimit) {
+        moreRows++;
+        return '';
       }
-      return '';
+      return `${rows++ === 0 ? '\n' : ',\n'}${data.row(job)}`;
     },
     end() {
-      const title = `genbatch report: ${s.manifest}`;
       const row = (k: string, v: string): string => `<dt>${k}</dt><dd>${v}</dd>`;
       const counts = orderedCounts(s.counts)
         .map(([state, n]) => `<li><span class="badge s-${escapeHtml(state)}">${escapeHtml(state)}: ${n}</span></li>`)
         .join('');
-      const out: string[] = [];
-      out.push(
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">' +
-          `<meta http-equiv="Content-Security-Policy" content="script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'">` +
-          '<meta name="viewport" content="width=device-width,initial-scale=1">' +
-          `<meta name="referrer" content="no-referrer"><title>${escapeHtml(title)}</title><style>${CSS}</style></head>\n<body>\n`,
-      );
+      const out: string[] = [`\n]</script>\n<script type="application/json" id="gb-meta">${data.meta(moreRows)}</script>\n`];
       out.push(
         `<h1>genbatch report</h1>\n<dl class="summary">` +
-          row('Manifest', escapeHtml(s.manifest)) +
-          row('Output', escapeHtml(s.out_dir)) +
-          row('Service', `${escapeHtml(redactUrl(s.base_url))}${s.sandbox ? ' (sandbox)' : ''}`) +
-          row('Time', `${escapeHtml(s.started_at)} to ${escapeHtml(s.finished_at)} (${formatDuration(s.wall_seconds)})`) +
+          row('Manifest', `<span class="tok">${escapeHtml(s.manifest)}</span>`) +
+          row('Output', `<span class="tok">${escapeHtml(s.out_dir)}</span>`) +
+          row('Service', `<span class="tok">${escapeHtml(redactUrl(s.base_url))}</span>${s.sandbox ? ' (sandbox)' : ''}`) +
+          row('Time', `${timeHtml(s.started_at)} to ${timeHtml(s.finished_at)} (${formatDuration(s.wall_seconds)})`) +
           row('Credits', escapeHtml(creditsLine(s))) +
           (s.chat ? row('Chat', escapeHtml(chatLine(s.chat) ?? '')) : '') +
           row('Files', `${files} (${formatBytes(bytes)})`) +
@@ -222,15 +205,14 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
         out.push('</ul>\n');
         if (moreProblems > 0) out.push(`<p class="note">and ${moreProblems} more, listed in report.csv and report.json.</p>\n`);
       }
-      const withResults = cards.length + moreCards;
-      out.push(`<h2>Results (${withResults} job${withResults === 1 ? '' : 's'})</h2>\n<div class="gallery">\n`);
-      for (const c of cards) out.push(c);
-      out.push('</div>\n');
-      if (moreCards > 0) {
-        out.push(`<p class="note">Only the first ${cards.length} jobs with results are shown, to keep this page openable; ${moreCards} more are listed with their files in report.json and report.csv.</p>\n`);
+      out.push(`<h2>Jobs (${rows + moreRows})</h2>\n`);
+      if (rows === 0) out.push('<p class="note">No jobs.</p>\n');
+      else {
+        out.push(CONTROLS, '<div class="gallery" id="gb-gallery"></div>\n', PAGER);
+        out.push('<noscript><p class="note">The cards are drawn by the page\'s script: every job is listed in report.csv and report.json.</p></noscript>\n');
       }
-      if (cards.length === 0 && moreCards === 0) out.push('<p class="note">No results.</p>\n');
-      out.push('</body></html>\n');
+      if (moreRows > 0) out.push(`<p class="note">Only the first ${rows} jobs are in this page, to keep it openable; ${moreRows} more are listed in report.json and report.csv.</p>\n`);
+      out.push(`<script>${APP_SCRIPT}</script>\n</body></html>\n`);
       return out;
     },
   };

@@ -22,6 +22,7 @@ export { writeJsonReport } from './json.js';
 export { writeCsvReport } from './csv.js';
 export { writeMarkdownReport } from './markdown.js';
 export { writeHtmlReport } from './html.js';
+export { promptOf, varsOf, varsText } from './prompt.js';
 
 export interface ReportPaths {
   json: string;
@@ -33,6 +34,8 @@ export interface ReportPaths {
 export interface ReportOptions extends HtmlOptions {
   /** Failed/uncertain/expired jobs listed per state in report.md. Default 50. */
   mdListLimit?: number;
+  /** Jobs in report.md's per-job table (prompt, variables); the rest are counted. Default 200. */
+  mdJobLimit?: number;
 }
 
 /** The four report paths inside `outDir`. */
@@ -55,7 +58,7 @@ export async function writeReports(outDir: string, data: ReportData, options: Re
     [
       [paths.json, jsonSink(data.summary)],
       [paths.csv, csvSink()],
-      [paths.md, markdownSink(data.summary, options.mdListLimit)],
+      [paths.md, markdownSink(data.summary, options.mdListLimit, options.mdJobLimit)],
       [paths.html, htmlSink(data.summary, options)],
     ],
     data.jobs(),

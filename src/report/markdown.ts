@@ -1,12 +1,15 @@
 /**
  * report.md: a human summary. Counts per state, credits, wall time, files,
  * then the failed, uncertain and expired jobs with their errors (at most
- * `listLimit` per state, then "and N more"). Everything that comes from the
+ * `listLimit` per state, then "and N more"), then a table of the first
+ * `jobLimit` jobs with what each asked (prompt, rows/matrix variables), then
+ * a count of the rest. Everything that comes from the
  * manifest or the service sits in a code span, so no markdown or HTML in it is
  * interpreted by a renderer.
  */
 import { writeSinks, type ReportSink } from './sink.js';
 import { PROBLEM_STATES, chatLine, creditsLine, creditsNotes, fileTotals, formatBytes, formatCredits, formatDuration, oneLine, orderedCounts, redactUrl, totalJobs } from './format.js';
+import { varsText } from './prompt.js';
 import type { ReportData, ReportJob, ReportSummary } from './types.js';
 
 /** Longest error text kept per job in report.md and report.html. */
@@ -24,8 +27,14 @@ export function codeSpan(text: string, max = ERROR_CHARS): string {
 }
 
 /** Plain text for a table cell: markdown punctuation escaped with a backslash. */
-function cellText(text: string): string {
-  return oneLine(text, 80).replace(/[\\`*_[\]|<>&~]/g, '\\$&');
+function cellText(text: string, max = 80): string {
+  return oneLine(text, max).replace(/[\\`*_[\]|<>&~]/g, '\\$&');
+}
+
+/** One row of the per-job table: id, state, model, prompt, variables, files. */
+function jobRow(job: ReportJob): string {
+  const vars = varsText(job.vars);
+  return `| ${cellText(job.id, 60)} | ${cellText(job.state)} | ${cellText(job.model, 60)} | ${job.prompt === null ? '' : cellText(job.prompt, 120)} | ${vars === '' ? '' : cellText(vars, 80)} | ${job.files.length} |\n`;
 }
 
 interface ProblemList {
@@ -47,9 +56,14 @@ function problemLine(job: ReportJob): string {
   return `- ${codeSpan(job.id, 120)} (${where}): ${error}\n`;
 }
 
-/** report.md as a sink: file totals and the problem lists gathered job by job, everything written at the end. */
-export function markdownSink(summary: ReportSummary, listLimit = 50): ReportSink {
+/**
+ * report.md as a sink: file totals, the problem lists and the first `jobLimit` rows of the per-job table
+ * gathered job by job, everything written at the end.
+ */
+export function markdownSink(summary: ReportSummary, listLimit = 50, jobLimit = 200): ReportSink {
   const problems = new Map<string, ProblemList>(PROBLEM_STATES.map((s) => [s, { shown: [], more: 0 }]));
+  const rows: string[] = [];
+  let moreRows = 0;
   let files = 0;
   let bytes = 0;
   return {
@@ -58,6 +72,8 @@ export function markdownSink(summary: ReportSummary, listLimit = 50): ReportSink
       const t = fileTotals(job.files);
       files += t.count;
       bytes += t.bytes;
+      if (rows.length < jobLimit) rows.push(jobRow(job));
+      else moreRows++;
       const list = problems.get(job.state);
       if (list) {
         if (list.shown.length < listLimit) list.shown.push(job);
@@ -65,12 +81,12 @@ export function markdownSink(summary: ReportSummary, listLimit = 50): ReportSink
       }
       return '';
     },
-    end: () => markdownText(summary, problems, files, bytes),
+    end: () => [...markdownText(summary, problems, files, bytes), ...jobTable(rows, moreRows)],
   };
 }
 
-export async function writeMarkdownReport(path: string, data: ReportData, listLimit = 50): Promise<void> {
-  await writeSinks([[path, markdownSink(data.summary, listLimit)]], data.jobs());
+export async function writeMarkdownReport(path: string, data: ReportData, listLimit = 50, jobLimit = 200): Promise<void> {
+  await writeSinks([[path, markdownSink(data.summary, listLimit, jobLimit)]], data.jobs());
 }
 
 function markdownText(s: ReportSummary, problems: Map<string, ProblemList>, files: number, bytes: number): string[] {
@@ -118,6 +134,17 @@ function markdownText(s: ReportSummary, problems: Map<string, ProblemList>, file
     for (const job of list.shown) out.push(problemLine(job));
     if (list.more > 0) out.push(`\nand ${list.more} more (see report.csv or report.json).\n`);
   }
-  out.push('\n## Other reports\n\n- `report.json`: every job with its files, sizes and sha256\n- `report.csv`: one row per job\n- `report.html`: a gallery of the results\n');
+  return out;
+}
+
+/** The per-job table (what each job asked for), then the other reports. */
+function jobTable(rows: string[], more: number): string[] {
+  const out: string[] = [];
+  if (rows.length > 0) {
+    out.push(`\n## Jobs and what they asked (${rows.length + more})\n\n| Job | State | Model | Prompt | Variables | Files |\n| --- | --- | --- | --- | --- | ---: |\n`);
+    for (const r of rows) out.push(r);
+    if (more > 0) out.push(`\nand ${more} more job${more === 1 ? '' : 's'}, listed with their prompts and inputs in report.csv and report.json.\n`);
+  }
+  out.push('\n## Other reports\n\n- `report.json`: every job with its prompt, input as sent, files, sizes and sha256\n- `report.csv`: one row per job (prompt, variables and input included)\n- `report.html`: a gallery of every job beside its prompt, with search, filters and sort\n');
   return out;
 }

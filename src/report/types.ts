@@ -19,6 +19,15 @@ export interface ReportJob {
   model: string;
   /** Where the job was defined, e.g. "manifest.yaml:41" or "jobs.csv:row 7". */
   where: string;
+  /**
+   * The input as sent (uploaded URLs in place of local paths); for a job not sent yet, as the manifest gives it.
+   * Null when the state holds neither (a state file written before inputs were kept).
+   */
+  input: Record<string, unknown> | null;
+  /** What was asked, in one text (promptOf): the prompt, a chat job's last user message, or a music job's style or title. */
+  prompt: string | null;
+  /** The variables of a rows or matrix job, read from `where` (varsOf): `{ row: "17", mood: "rainy" }`; empty for others. */
+  vars: Record<string, string>;
   task_id: string | null;
   /** One of the store's job states (done, failed, uncertain, expired, skipped, pending, ...). */
   state: string;

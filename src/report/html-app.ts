@@ -1,0 +1,159 @@
+/**
+ * The script of report.html (inline, allowed by its hash in the page's Content-Security-Policy). It reads
+ * the rows of src/report/html-data.ts and shows one page of cards at a time (PAGE cards in the DOM, however
+ * many jobs), with search (id, prompt, variables, any input value, where, task id), filters (state, model,
+ * kind of result) and sort, also set from the page's hash (`#q=harbour&state=done&model=M&kind=image&sort=newest`).
+ * A chat job's messages are searched but not listed on its card (its prompt is the last user message).
+ * Every text goes in with textContent, never as HTML. It also shows every
+ * <time datetime> of the page in the reader's local time (the ISO text stays when a date does not parse).
+ * Music cards: each audio player is labelled with its track's title (from track-N.json), the track fields
+ * are shown as a line, and lyrics as text.
+ */
+export const APP_SCRIPT = `(() => {
+"use strict";
+const PAGE = 48;
+const $ = (id) => document.getElementById(id);
+const h = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined && text !== null) e.textContent = String(text); return e; };
+const local = (iso) => { const d = new Date(iso); return isNaN(d.getTime()) ? iso : d.toLocaleString(); };
+for (const t of document.querySelectorAll("time[datetime]")) { t.title = t.dateTime; t.textContent = local(t.dateTime); }
+const jobsEl = $("gb-jobs"), metaEl = $("gb-meta");
+if (!jobsEl || !metaEl) return;
+const rows = JSON.parse(jobsEl.textContent);
+const meta = JSON.parse(metaEl.textContent);
+const KIND = { i: "image", v: "video", a: "audio", t: "text", o: "other" };
+const q = $("gb-q"), fState = $("gb-state"), fModel = $("gb-model"), fKind = $("gb-kind"), sortBy = $("gb-sort");
+const gallery = $("gb-gallery"), info = $("gb-info"), prev = $("gb-prev"), next = $("gb-next"), pageInfo = $("gb-page");
+const bytes = (n) => { const u = ["B", "KB", "MB", "GB", "TB"]; let v = n, i = 0; while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; } return i === 0 ? v + " B" : v.toFixed(1) + " " + u[i]; };
+const kindsOf = (r) => { const s = new Set(); for (const f of r[11]) s.add(f[2]); if (r[12].length > 0) s.add("t"); if (s.size === 0) s.add("-"); return s; };
+function fill(sel, counts, label) {
+  for (const [v, n] of [...counts].sort((a, b) => b[1] - a[1])) { const o = h("option", null, label(v) + " (" + n + ")"); o.value = String(v); sel.append(o); }
+}
+const byState = new Map(), byModel = new Map(), byKind = new Map();
+for (const r of rows) {
+  byState.set(r[1], (byState.get(r[1]) || 0) + 1);
+  byModel.set(r[2], (byModel.get(r[2]) || 0) + 1);
+  for (const k of kindsOf(r)) byKind.set(k, (byKind.get(k) || 0) + 1);
+}
+fill(fState, byState, (i) => meta.states[i]);
+fill(fModel, byModel, (i) => meta.models[i]);
+fill(fKind, byKind, (k) => (k === "-" ? "no result" : KIND[k]));
+const hay = new Array(rows.length);
+const haystack = (r) => [r[0], r[4] || "", r[5], r[3], r[7] || "", ...Object.values(r[6])].join("\\n").toLowerCase();
+const SORTS = {
+  order: null,
+  id: (a, b) => (rows[a][0] < rows[b][0] ? -1 : rows[a][0] > rows[b][0] ? 1 : a - b),
+  state: (a, b) => meta.states[rows[a][1]].localeCompare(meta.states[rows[b][1]]) || a - b,
+  model: (a, b) => meta.models[rows[a][2]].localeCompare(meta.models[rows[b][2]]) || a - b,
+  newest: (a, b) => (rows[b][9] || "").localeCompare(rows[a][9] || "") || a - b,
+  oldest: (a, b) => (rows[a][9] || "~").localeCompare(rows[b][9] || "~") || a - b,
+};
+let view = [], page = 0;
+function apply() {
+  const terms = q.value.toLowerCase().split(/\\s+/).filter(Boolean);
+  const st = fState.value, mo = fModel.value, ki = fKind.value;
+  view = [];
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i];
+    if (st !== "" && String(r[1]) !== st) continue;
+    if (mo !== "" && String(r[2]) !== mo) continue;
+    if (ki !== "" && !kindsOf(r).has(ki)) continue;
+    if (terms.length > 0) { const x = hay[i] || (hay[i] = haystack(r)); if (!terms.every((t) => x.includes(t))) continue; }
+    view.push(i);
+  }
+  const cmp = SORTS[sortBy.value];
+  if (cmp) view.sort(cmp);
+  page = 0;
+  render();
+}
+function render() {
+  const pages = Math.max(1, Math.ceil(view.length / PAGE));
+  if (page >= pages) page = pages - 1;
+  gallery.replaceChildren(...view.slice(page * PAGE, (page + 1) * PAGE).map((i) => card(rows[i])));
+  info.textContent = view.length === rows.length ? rows.length + " jobs" : view.length + " of " + rows.length + " jobs match";
+  pageInfo.textContent = "page " + (page + 1) + " of " + pages;
+  prev.disabled = page === 0;
+  next.disabled = page >= pages - 1;
+}
+function trackInfo(r) {
+  const out = new Map();
+  for (const [name, text] of r[12]) {
+    const m = /^track(-\\d+)?\\.json$/.exec(name);
+    if (!m) continue;
+    try { out.set(m[1] || "", JSON.parse(text)); } catch (e) { /* shown as text instead */ }
+  }
+  return out;
+}
+function card(r) {
+  const a = h("article", "card");
+  a.append(h("h3", "tok", r[0]));
+  const m = h("p", "meta");
+  const badge = h("span", "badge s-" + meta.states[r[1]], meta.states[r[1]]);
+  m.append(badge, " \\u00b7 " + meta.models[r[2]]);
+  if (r[3]) m.append(" \\u00b7 ", h("span", "tok", r[3]));
+  if (r[7]) m.append(" \\u00b7 task ", h("span", "tok", r[7]));
+  if (r[8] > 1) m.append(" \\u00b7 " + r[8] + " attempts");
+  if (r[9]) { const t = h("time", null, local(r[9])); t.dateTime = r[9]; t.title = r[9]; m.append(" \\u00b7 finished ", t); }
+  a.append(m);
+  if (r[5]) a.append(h("p", "vars", r[5]));
+  if (r[4]) a.append(h("p", "prompt", r[4]));
+  const fields = Object.entries(r[6]).filter(([k]) => k !== "messages");
+  if (fields.length > 0) { const dl = h("dl", "input"); for (const [k, v] of fields) dl.append(h("dt", null, k), h("dd", null, v)); a.append(dl); }
+  const tracks = trackInfo(r);
+  const media = h("div", "media");
+  const alt = (r[4] || r[0]).replace(/\\s+/g, " ").slice(0, 500);
+  for (const f of r[11]) {
+    if (f[0] === null) continue;
+    if (f[2] === "i") { const link = h("a"); link.href = f[0]; const img = h("img"); img.src = f[0]; img.alt = alt; img.loading = "lazy"; link.append(img); media.append(link); }
+    else if (f[2] === "a" || f[2] === "v") {
+      const fig = h("figure", "player");
+      const n = /(-\\d+)?\\.[^.]*$/.exec(f[1].split("/").pop());
+      const track = tracks.get((n && n[1]) || "");
+      fig.append(h("figcaption", null, track && track.title ? track.title + " (" + f[1].split("/").pop() + ")" : f[1].split("/").pop()));
+      const el = h(f[2] === "a" ? "audio" : "video"); el.controls = true; el.preload = f[2] === "a" ? "none" : "metadata"; el.src = f[0];
+      fig.append(el); media.append(fig);
+    }
+  }
+  if (media.childElementCount > 0) a.append(media);
+  if (r[12].length > 0) {
+    const dl = h("dl", "texts");
+    for (const [name, text] of r[12]) {
+      const m2 = /^track(-\\d+)?\\.json$/.exec(name);
+      const t = m2 ? tracks.get(m2[1] || "") : undefined;
+      dl.append(h("dt", null, name));
+      if (t && typeof t === "object") {
+        const parts = [t.title, t.tags, typeof t.duration === "number" ? t.duration.toFixed(1) + " s" : null].filter((x) => x !== undefined && x !== null && x !== "");
+        dl.append(h("dd", "track", parts.join(" \\u00b7 ")));
+      } else { const dd = h("dd"); dd.append(h("pre", null, text)); dl.append(dd); }
+    }
+    a.append(dl);
+  }
+  if (r[11].length > 0) {
+    const ul = h("ul", "files");
+    for (const f of r[11]) {
+      const li = h("li");
+      if (f[0] === null) li.append(f[1] + " ", h("span", "note", "(not linked: not a plain relative path)"));
+      else { const link = h("a", null, f[1]); link.href = f[0]; li.append(link); }
+      li.append(" ", h("span", "note", f[4] + ", " + bytes(f[3])));
+      ul.append(li);
+    }
+    a.append(ul);
+  }
+  if (r[10]) a.append(h("pre", "err", r[10]));
+  return a;
+}
+let timer = 0;
+q.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(apply, 150); });
+for (const el of [fState, fModel, fKind, sortBy]) el.addEventListener("change", apply);
+prev.addEventListener("click", () => { page--; render(); gallery.scrollIntoView(); });
+next.addEventListener("click", () => { page++; render(); gallery.scrollIntoView(); });
+// A link can open the page searched and filtered: report.html#q=harbour&state=done&model=...&kind=image&sort=newest.
+const want = new URLSearchParams(location.hash.slice(1));
+const pick = (sel, name, label) => { if (!want.has(name)) return; for (const o of sel.options) if (o.value !== "" && label(o.value) === want.get(name)) sel.value = o.value; };
+q.value = want.get("q") || "";
+pick(fState, "state", (v) => meta.states[v]);
+pick(fModel, "model", (v) => meta.models[v]);
+pick(fKind, "kind", (v) => (v === "-" ? "none" : KIND[v]));
+if (want.has("sort") && Object.prototype.hasOwnProperty.call(SORTS, want.get("sort"))) sortBy.value = want.get("sort");
+$("gb-controls").hidden = false;
+apply();
+})();`;
