@@ -41,11 +41,12 @@ export function promptOf(input: unknown): string | null {
 
 /** `, matrix k=v, k2=v2` at the end of `where` (the manifest writes matrix variables last; keys are variable names). */
 const MATRIX = /, matrix ((?:[A-Za-z_][A-Za-z0-9_]*=.*))$/;
-const ROW = /:row (\d+)(?:,|$)/;
+/** `prompts.tsv:row 17` or, with the file line, `prompts.tsv:18, row 17`. */
+const ROW = /(?::|:\d+, )row (\d+)(?:,|$)/;
 
 /**
  * The variables of a rows or matrix job, read from its `where` as the manifest records it
- * (`manifest.yaml:12, prompts.tsv:row 17, matrix mood=rainy, size=1:1`): `row` (the rows file's row
+ * (`manifest.yaml:12, prompts.tsv:18, row 17, matrix mood=rainy, size=1:1`): `row` (the rows file's row
  * or a CSV manifest's row) and each matrix variable, its value as `where` shows it (a value over
  * 24 characters is cut to 21 and "..."). Empty for other jobs.
  */
