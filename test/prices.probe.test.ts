@@ -155,3 +155,31 @@ describe('genbatch prices probe against the sandbox', () => {
     expect(recorded.length).toBe(out.measured);
   }, 240_000);
 });
+
+describe('genbatch run --learn-prices', () => {
+  it('sends one job of each unknown class alone first and keeps its charge: no extra task, the prices equal the sandbox charges, estimate then knows them', async () => {
+    const manifest = join(t.dir, 'learn.yaml');
+    writeFileSync(
+      manifest,
+      [
+        'jobs:',
+        '  - {id: k1, model: kontext-pro, input: {prompt: a fox}}',
+        '  - {id: k2, model: kontext-pro, input: {prompt: a hare}}',
+        '  - {id: d1, model: dream-4, input: {prompt: owls, n: 2}}',
+        '  - {id: a1, model: alpha-image-2, input: {prompt: a priced one}}',
+      ].join('\n') + '\n',
+    );
+    const book = join(t.dir, 'learn-book.json');
+    const before = new Set((await sandboxTasks()).map((x) => x.task_id));
+    const r = await runCli(['run', manifest, '--learn-prices', '--yes', '--out', join(t.dir, 'learn-out'), '--time-scale', SCALE], env(book));
+    expect(r.code).toBe(0);
+    const tasks = (await sandboxTasks()).filter((x) => !before.has(x.task_id));
+    expect(tasks).toHaveLength(4); // one task per job: learning made none of its own
+    expect(r.stderr).toMatch(/learned the price of kontext-pro \(text-to-image\) from job k1: \d+ credits/);
+    const entries = Object.values((JSON.parse(readFileSync(book, 'utf8')) as { services: Record<string, Record<string, { model: string; credits: number }>> }).services).flatMap((s) => Object.values(s));
+    const charge = (model: string) => tasks.find((x) => x.model === model)!.credits;
+    expect(entries.map((e) => [e.model, e.credits]).sort()).toEqual([['dream-4', charge('dream-4')], ['kontext-pro', charge('kontext-pro')]].sort());
+    const est = JSON.parse((await runCli(['estimate', manifest, '--json'], env(book))).stdout) as { unknown_price_jobs: string[] };
+    expect(est.unknown_price_jobs).toEqual([]);
+  }, 120_000);
+});

@@ -3,9 +3,10 @@ import { setMaxListeners } from 'node:events';
 import { join, resolve } from 'node:path';
 import { ChatClient, ServiceClient, UploadLimiter, redactDeep, serviceConfigFromEnv, withRetry } from '../client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../download/index.js';
-import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, runEngine, type DownloadPort, type RedoState, type ServicePort } from '../engine/index.js';
+import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, planProbes, runEngine, type DownloadPort, type RedoState, type ServicePort } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
 import { EXIT, UsageError } from '../errors.js';
+import { openManifest } from '../manifest/index.js';
 import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBook as Book } from '../pricing/index.js';
 import { defaultOutDir } from './paths.js';
 import type { JobState } from '../store/states.js';
@@ -50,6 +51,12 @@ export interface RunOptions {
   timeScale?: number;
   /** The manifest may name only files inside its folder (`--confine`). */
   confine?: boolean;
+  /**
+   * Learn prices on the way: before the run, the first pending job of each price class of unknown price
+   * is sent alone (one sub-run each, concurrency 1), and its invocation's balance difference is kept
+   * in the price book. No extra task is made. Ignored with `sandbox`.
+   */
+  learnPrices?: boolean;
   /** Status reads per second at most, in the service's time (divided by timeScale); default 10. */
   statusRate?: number | string;
   /** Seconds: the total deadline of one API request (default 60, a chat call 300; or $GENBATCH_REQUEST_TIMEOUT). */
@@ -145,7 +152,12 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   }
   try {
     const settings = { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate };
-    return await runAgainst(manifest, o, { ...settings, book: sandbox ? null : (priceFile.book ?? PriceBook.load(defaultBookPath())) });
+    const book = sandbox ? null : (priceFile.book ?? PriceBook.load(defaultBookPath()));
+    if (o.learnPrices && book) {
+      const stopped = await learnPrices(manifest, o, { ...settings, book });
+      if (stopped) return stopped;
+    }
+    return await runAgainst(manifest, o, { ...settings, book });
   } finally {
     await sandbox?.close();
   }
@@ -171,6 +183,41 @@ interface Settings {
 }
 
 /** The run once the service is known: the clients, the engine's ports, the engine. */
+/**
+ * --learn-prices: each class's first job sent alone (the run's other jobs wait), its charge read from the
+ * invocation's balance readings (the engine reads the balance before sending and after the job is done,
+ * so only this job's charge can be in the difference, unless another client uses the key meanwhile)
+ * and kept in the price book. Returns the summary when a sub-run was stopped (the caller returns it).
+ */
+async function learnPrices(manifest: string, o: RunOptions, s: Settings & { book: Book }): Promise<RunSummary | null> {
+  const m = await openManifest(manifest, { confine: o.confine === true });
+  const prices = m.pricing || s.userPrices ? { ...(m.pricing ?? {}), ...(s.userPrices ?? {}) } : null;
+  const plan = await planProbes(m, prices, observedPrices(s.book, s.baseUrl));
+  if (plan.problems.length > 0) return null; // the run itself reports them
+  for (const entry of plan.classes) {
+    if (o.signal?.aborted) break;
+    if ((entry.job.needs?.length ?? 0) > 0) continue; // it would take its parents along: not one task alone
+    let charged: number | null = null;
+    let done = false;
+    const sub: RunOptions = { ...o, limit: undefined, redo: undefined, onEvent: (e) => {
+      if (e.type === 'finish') charged = e.charged;
+      else if (e.type === 'job' && e.id === entry.job.id && e.to === 'done') done = true;
+      o.onEvent?.(e);
+    } };
+    const summary = await runAgainst(manifest, sub, { ...s, only: [entry.job.id.replace(/[*?]/g, '?')], concurrency: 1, redo: [] });
+    if (summary.outcome === 'interrupted') return summary;
+    const credits: number | null = charged;
+    const learned = done && credits !== null && credits >= 0;
+    if (learned) {
+      s.book.record(s.baseUrl, entry.cls, credits, new Date().toISOString());
+      s.book.save();
+    }
+    const why = learned ? null : !done ? 'the job did not end done in its own run (already done, or it failed: a failed task is refunded)' : 'the balance was not read before and after';
+    o.onEvent?.({ type: 'price-learned', id: entry.job.id, class: entry.cls.label, credits: learned ? credits : null, why });
+  }
+  return null;
+}
+
 async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise<RunSummary> {
   const { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey } = s;
   const bus = new EventBus();

@@ -87,6 +87,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
       "multiply the run's own waits (poll interval, first poll, retry backoff, upload window) and, with --sandbox, every sandbox duration; against a sandbox started elsewhere, give its --time-scale (default: 0.02 with --sandbox, else 1)",
       num('--time-scale', 0, true),
     )
+    .option('--learn-prices', 'first send one job of each price class of unknown price alone and keep what the balance says it cost in the price book (no extra task; see prices probe)')
     .option('--status-rate <n>', 'status reads per second at most (default 10, in the service\'s time: divided by --time-scale)')
     .option('--request-timeout <seconds>', 'the most one API request may take, headers and body (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)')
     .option('--redo <states>', 'send again the jobs that ended in these states: failed, expired (comma list); done jobs are untouched, earlier files go to <job>/previous-<n>/')

@@ -43,6 +43,8 @@ export type EngineEvent =
   | { type: 'file'; id: string; path: string; size: number; sha256: string }
   | { type: 'retry'; what: string; attempt: number; delay_ms: number; error: string }
   | { type: 'warning'; message: string }
+  /** run --learn-prices: the charge of a job of a price class sent alone (credits null: not learned, and why). */
+  | { type: 'price-learned'; id: string; class: string; credits: number | null; why: string | null }
   | { type: 'stopping'; reason: StopReason }
   /** written: false when the run changed nothing and the four reports already exist (`genbatch report` rewrites them). */
   | { type: 'reports'; out_dir: string; written: boolean }

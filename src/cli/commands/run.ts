@@ -36,6 +36,7 @@ export interface RunFlags {
   /** --only, each value as given (may be a comma list). */
   only?: string[];
   limit?: number;
+  learnPrices?: boolean;
   /** --status-rate as typed: checked by the run (a number > 0). */
   statusRate?: string;
   /** --confine (or GENBATCH_CONFINE): the manifest may name only files inside its folder. */
