@@ -1,6 +1,6 @@
 import type { ReportData, ReportFile, ReportInvocation, ReportJob } from '../report/types.js';
 import { findModel } from '../models/index.js';
-import type { InvocationRow, Store, SummaryRow } from '../store/index.js';
+import type { InvocationRow, Mark, Store, SummaryRow } from '../store/index.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
 import { chatReportFields, chatSummary } from './chat.js';
@@ -39,7 +39,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
       },
       ...(chat ? { chat } : {}),
     },
-    jobs: keptJobs(store, keepRows),
+    jobs: keptJobs(store, keepRows, store.marks()),
   };
 }
 
@@ -84,14 +84,14 @@ export function chargesOf(rows: readonly InvocationRow[]): { charged: number | n
  */
 export const REPORT_ROWS_KEPT = 10_000;
 
-function keptJobs(store: Store, limit: number): () => Iterable<ReportJob> {
-  if (limit <= 0) return () => streamed(store);
+function keptJobs(store: Store, limit: number, marks: ReadonlyMap<string, Mark>): () => Iterable<ReportJob> {
+  if (limit <= 0) return () => streamed(store, marks);
   let kept: ReportJob[] | null = null;
   return () => kept ?? collect();
   function* collect(): Iterable<ReportJob> {
     let list: ReportJob[] | null = [];
     for (const row of store.summaryRows()) {
-      const job = reportJob(store, row);
+      const job = reportJob(store, row, marks);
       if (list) {
         if (list.length < limit) list.push(job);
         else list = null;
@@ -114,7 +114,7 @@ const FILES_IN_JOB_ORDER = `SELECT f.job_id, f.name, f.url, f.type, f.content_ty
 
 type FileTuple = [string, string, string | null, string, string | null, string, number | null, string | null];
 
-function* streamed(store: Store): Iterable<ReportJob> {
+function* streamed(store: Store, marks: ReadonlyMap<string, Mark>): Iterable<ReportJob> {
   const files = store.db.prepare(FILES_IN_JOB_ORDER).raw(true).iterate(store.run().id) as IterableIterator<FileTuple>;
   try {
     let head = files.next();
@@ -124,7 +124,7 @@ function* streamed(store: Store): Iterable<ReportJob> {
         list.push(head.value);
         head = files.next();
       }
-      yield reportJob(store, row, list);
+      yield reportJob(store, row, marks, list);
     }
     // Every file belongs to a row of the run, met in the same order: one left over means the two orders differ.
     if (!head.done) throw new Error(`report: the files of job ${head.value[0]} were not met in job order`);
@@ -133,7 +133,7 @@ function* streamed(store: Store): Iterable<ReportJob> {
   }
 }
 
-function reportJob(store: Store, row: SummaryRow, tuples?: readonly FileTuple[]): ReportJob {
+function reportJob(store: Store, row: SummaryRow, marks: ReadonlyMap<string, Mark>, tuples?: readonly FileTuple[]): ReportJob {
   const files: ReportFile[] = [];
   let texts: Record<string, string> = {};
   if (tuples) {
@@ -165,6 +165,7 @@ function reportJob(store: Store, row: SummaryRow, tuples?: readonly FileTuple[])
     ...(row.kind === 'chat' ? { usage } : {}),
     submitted_at: row.submitted_at,
     finished_at: row.finished_at,
+    mark: marks.get(row.id) ?? null,
   };
 }
 

@@ -7,8 +7,11 @@
 import { writeSinks, type ReportSink } from './sink.js';
 import type { ReportData, ReportJob } from './types.js';
 
-/** input_tokens and output_tokens (chat jobs; empty for others) come last, so the earlier columns keep their places. */
-export const CSV_COLUMNS = ['id', 'model', 'where', 'state', 'task_id', 'attempts', 'estimated_credits', 'files', 'bytes', 'error', 'input_tokens', 'output_tokens'] as const;
+/**
+ * input_tokens and output_tokens (chat jobs; empty for others), then mark (approved, rejected, empty for none)
+ * come last, so the earlier columns keep their places.
+ */
+export const CSV_COLUMNS = ['id', 'model', 'where', 'state', 'task_id', 'attempts', 'estimated_credits', 'files', 'bytes', 'error', 'input_tokens', 'output_tokens', 'mark'] as const;
 
 const NEEDS_QUOTES = /[",\r\n]/;
 
@@ -30,7 +33,7 @@ export function csvRow(job: ReportJob): string {
     bytes += f.size;
   }
   const u = job.usage;
-  return `${csvText(job.id)},${csvText(job.model)},${csvText(job.where)},${csvText(job.state)},${csvField(job.task_id)},${csvField(job.attempts)},${csvField(job.estimated_credits)},${csvField(count)},${csvField(bytes)},${csvField(job.error)},${csvField(u?.input_tokens ?? null)},${csvField(u?.output_tokens ?? null)}\r\n`;
+  return `${csvText(job.id)},${csvText(job.model)},${csvText(job.where)},${csvText(job.state)},${csvField(job.task_id)},${csvField(job.attempts)},${csvField(job.estimated_credits)},${csvField(count)},${csvField(bytes)},${csvField(job.error)},${csvField(u?.input_tokens ?? null)},${csvField(u?.output_tokens ?? null)},${csvField(job.mark?.state ?? null)}\r\n`;
 }
 
 /** report.csv as a sink: the header, then one row per job. */
