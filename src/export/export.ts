@@ -52,6 +52,8 @@ export interface ExportOutcome {
 }
 
 const LEDGER = '.genbatch-export.json';
+/** export.csv: these columns of the index row, then the whole input as sent, as JSON. */
+const CSV_INDEX_COLUMNS = ['file_name', 'job_id', 'model', 'prompt', 'sha256', 'input'] as const;
 const INDEX_NAME: Record<ExportFormat, string> = { imagefolder: 'metadata.jsonl', jsonl: 'export.jsonl', csv: 'export.csv' };
 
 interface Ledger {
@@ -64,6 +66,8 @@ interface Entry {
   source: string;
   sha256: string;
   row: Record<string, unknown>;
+  /** The input as sent (the csv index's input column). */
+  input: Record<string, unknown>;
 }
 
 export async function exportResults(store: Store, o: ExportOptions): Promise<ExportOutcome> {
@@ -101,15 +105,15 @@ export async function exportResults(store: Store, o: ExportOptions): Promise<Exp
       out.removed++;
     }
   }
-  const rows = entries.filter((e) => written.has(e.name)).map((e) => e.row);
+  const kept = entries.filter((e) => written.has(e.name));
   await writeFileAtomic(out.index, async (w) => {
     if (o.format === 'csv') {
-      await w.write('file_name,job_id,model,prompt,sha256,input\r\n');
-      for (const r of rows) {
-        const { file_name, job_id, model, prompt, sha256, ...input } = r;
-        await w.write([file_name, job_id, model, prompt, sha256].map((v) => csvField(v === null || v === undefined ? null : String(v))).join(',') + `,${csvField(JSON.stringify(input))}\r\n`);
+      await w.write(`${CSV_INDEX_COLUMNS.join(',')}\r\n`);
+      for (const e of kept) {
+        const cells = CSV_INDEX_COLUMNS.slice(0, -1).map((c) => e.row[c]);
+        await w.write(cells.map((v) => csvField(typeof v === 'string' ? v : null)).join(',') + `,${csvField(JSON.stringify(e.input))}\r\n`);
       }
-    } else for (const r of rows) await w.write(JSON.stringify(r) + '\n');
+    } else for (const e of kept) await w.write(JSON.stringify(e.row) + '\n');
   });
   const files: Record<string, string> = {};
   for (const [name, sha] of Object.entries(ledger.files)) if (name in INDEX_BY_NAME) files[name] = sha;
@@ -144,7 +148,7 @@ function chooseEntries(store: Store, outDir: string, marks: ReadonlyMap<string, 
       const name = [folder, ...within].join('/');
       const row: Record<string, unknown> = { file_name: name, job_id: id, model: job.model, prompt: typeof input.prompt === 'string' ? input.prompt : null, sha256: f.sha256 };
       for (const [k, v] of Object.entries(input)) if (!(k in row)) row[k] = v;
-      out.push({ name, source, sha256: f.sha256.toLowerCase(), row });
+      out.push({ name, source, sha256: f.sha256.toLowerCase(), row, input });
     }
   }
   return out;
