@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -33,7 +33,10 @@ async function markedRun(): Promise<{ dir: string; out: string; m: string }> {
   cleanups.push(t.cleanup);
   const out = join(t.dir, 'out');
   const lines = ['jobs:'];
-  for (const id of ['x-1', 'x-2', 'x-3', 'x-4']) lines.push(`  - id: ${id}`, '    model: alpha-image-2', '    input:', `      prompt: "a lighthouse at dusk, ${id}"`, '      size: "1:1"');
+  for (const id of ['x-1', 'x-2', 'x-3', 'x-4']) {
+    lines.push(`  - id: ${id}`, '    model: alpha-image-2', '    input:', `      prompt: "a lighthouse at dusk, ${id}"`, '      size: "1:1"');
+    if (id === 'x-4') lines.push('      resolution: 4K');
+  }
   const m = join(t.dir, 'm.yaml');
   writeFileSync(m, lines.join('\n') + '\n');
   const r = await runCli(['run', m, '--base-url', sb.url, '--time-scale', SCALE, '--out', out], env);
@@ -76,6 +79,34 @@ describe('genbatch export', () => {
       expect(statSync(file).ino).toBe(statSync(join(out, source.path)).ino);
     }
     expect(r.stdout).toContain('3 hard-linked, 0 copied');
+    // Every line has the same keys (datasets takes its columns from the first lines): null where a job has no such field.
+    expect(rows.map((x) => Object.keys(x))).toEqual([Object.keys(rows[0]!), Object.keys(rows[0]!), Object.keys(rows[0]!)]);
+    expect(rows.map((x) => (x as Record<string, unknown>).resolution)).toEqual([null, null, '4K']);
+  }, 60_000);
+
+  it('copies (and checks) each file when the export folder is on another filesystem', async (ctx) => {
+    const { out, m } = await markedRun();
+    if (!existsSync('/dev/shm') || statSync('/dev/shm').dev === statSync(out).dev) return ctx.skip();
+    const t = mkdtempSync(join('/dev/shm', 'genbatch-export-'));
+    cleanups.push(() => rmSync(t, { recursive: true, force: true }));
+    const r = await runCli(['export', m, '--out', out, '--to', t], env);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('0 hard-linked, 3 copied');
+    for (const row of lines(join(t, 'metadata.jsonl'))) expect(sha(join(t, row.file_name))).toBe(row.sha256);
+  }, 60_000);
+
+  it('never writes through a symbolic link in the export folder: a job folder that is a link is refused, named, exit 1', async () => {
+    const { dir, out, m } = await markedRun();
+    const to = join(dir, 'dataset');
+    const elsewhere = join(dir, 'elsewhere');
+    mkdirSync(to);
+    mkdirSync(elsewhere);
+    symlinkSync(elsewhere, join(to, 'x-1'));
+    const r = await runCli(['export', m, '--out', out, '--to', to], env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/x-1\/[^:]+: a folder on the way .* is a symbolic link or a file; not exported/);
+    expect(readdirSync(elsewhere)).toEqual([]);
+    expect(lines(join(to, 'metadata.jsonl')).map((x) => x.job_id)).toEqual(['x-3', 'x-4']);
   }, 60_000);
 
   it('--only approved exports the approved results alone; --only done every done one; --format jsonl and csv write export.jsonl and export.csv', async () => {

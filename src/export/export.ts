@@ -113,7 +113,10 @@ export async function exportResults(store: Store, o: ExportOptions): Promise<Exp
         const cells = CSV_INDEX_COLUMNS.slice(0, -1).map((c) => e.row[c]);
         await w.write(cells.map((v) => csvField(typeof v === 'string' ? v : null)).join(',') + `,${csvField(JSON.stringify(e.input))}\r\n`);
       }
-    } else for (const e of kept) await w.write(JSON.stringify(e.row) + '\n');
+    } else {
+      const keys = columnsOf(kept);
+      for (const e of kept) await w.write(JSON.stringify(Object.fromEntries(keys.map((k) => [k, e.row[k] ?? null]))) + '\n');
+    }
   });
   const files: Record<string, string> = {};
   for (const [name, sha] of Object.entries(ledger.files)) if (name in INDEX_BY_NAME) files[name] = sha;
@@ -122,6 +125,22 @@ export async function exportResults(store: Store, o: ExportOptions): Promise<Exp
   await writeFileAtomic(join(dir, LEDGER), (w) => w.write(JSON.stringify({ version: 1, files } satisfies Ledger) + '\n'));
   return out;
 }
+
+/**
+ * Every line of metadata.jsonl and export.jsonl has the same keys (the union over the lines, in order of first
+ * use; null where a job's input has none): `datasets` takes the columns from the first lines it reads.
+ */
+function columnsOf(entries: readonly Entry[]): string[] {
+  const keys = new Set<string>();
+  for (const e of entries) for (const k of Object.keys(e.row)) keys.add(k);
+  return [...keys];
+}
+
+/**
+ * Input fields that `datasets` would take for file columns (`file_name`, `*_file_name`, `file_names`,
+ * `*_file_names`), and those named like the index's own columns: written as `input_<name>`.
+ */
+const FILE_COLUMN = /(^|_)file_names?$/;
 
 const INDEX_BY_NAME: Record<string, true> = Object.fromEntries(Object.values(INDEX_NAME).map((n) => [n, true]));
 
@@ -147,7 +166,7 @@ function chooseEntries(store: Store, outDir: string, marks: ReadonlyMap<string, 
       const within = (parts.length > 1 ? parts.slice(1) : parts).map((p) => sanitizeName(p, 'file'));
       const name = [folder, ...within].join('/');
       const row: Record<string, unknown> = { file_name: name, job_id: id, model: job.model, prompt: typeof input.prompt === 'string' ? input.prompt : null, sha256: f.sha256 };
-      for (const [k, v] of Object.entries(input)) if (!(k in row)) row[k] = v;
+      for (const [k, v] of Object.entries(input)) row[k in row || FILE_COLUMN.test(k) ? `input_${k}` : k] = v;
       out.push({ name, source, sha256: f.sha256.toLowerCase(), row, input });
     }
   }
