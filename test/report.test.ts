@@ -106,7 +106,7 @@ describe('writeReports', () => {
 
     // report.csv
     const csvText = readFileSync(paths.csv, 'utf8');
-    expect(csvText.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens');
+    expect(csvText.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens,mark');
     expect(csvText).toContain('"job,""quoted"""');
     const rows = parse(csvText, { columns: true }) as Array<Record<string, string>>;
     expect(rows).toEqual(
@@ -114,7 +114,7 @@ describe('writeReports', () => {
         id: j.id, model: j.model, where: j.where, state: j.state, task_id: j.task_id ?? '', attempts: String(j.attempts),
         estimated_credits: j.estimated_credits === null ? '' : String(j.estimated_credits),
         files: String(j.files.length), bytes: String(j.files.reduce((n, f) => n + f.size, 0)), error: j.error ?? '',
-        input_tokens: j.usage ? String(j.usage.input_tokens) : '', output_tokens: j.usage ? String(j.usage.output_tokens) : '',
+        input_tokens: j.usage ? String(j.usage.input_tokens) : '', output_tokens: j.usage ? String(j.usage.output_tokens) : '', mark: '',
       })),
     );
     expect(rows[5]!.error).toContain('\nsecond line');
