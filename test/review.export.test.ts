@@ -128,6 +128,11 @@ describe('genbatch export', () => {
     expect(text.filter((l) => l !== '').length).toBe(4);
     expect(text[1]).toMatch(/^x-1\/[^,]+,x-1,alpha-image-2,"a lighthouse at dusk, x-1",[0-9a-f]{64},"\{.*""prompt"":""a lighthouse at dusk, x-1"".*""size"":""1:1""/);
 
+    const within = await runCli(['export', m, '--out', out, '--to', join(out, 'set')], env);
+    expect(within.code).toBe(2);
+    expect(within.stderr).toContain(`the export folder must be outside the run's output folder ${out}`);
+    expect(existsSync(join(out, 'set'))).toBe(false);
+
     const bad = await runCli(['export', m, '--out', out, '--to', csv, '--only', 'rejected'], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--only expects approved or done, got "rejected"');

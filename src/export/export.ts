@@ -75,7 +75,7 @@ export async function exportResults(store: Store, o: ExportOptions): Promise<Exp
   const outDir = resolve(run.out_dir);
   const dir = resolve(o.to);
   const rel = relative(outDir, dir);
-  if (rel === '' || (!rel.startsWith('..') && !isAbsolute(rel))) throw new UsageError(`--to ${o.to}: the export folder must be outside the run's output folder ${outDir}`);
+  if (rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel))) throw new UsageError(`--to ${o.to}: the export folder must be outside the run's output folder ${outDir}`);
   await mkdir(dir, { recursive: true });
   const ledger = await readLedger(dir);
   const indexName = INDEX_NAME[o.format];
