@@ -139,6 +139,22 @@ describe('genbatch mark', () => {
   }, 60_000);
 });
 
+describe('a state file written before marks existed', () => {
+  it('reports without marks, and genbatch mark adds the marks table to it', async () => {
+    const w = work();
+    const m = manifest(w.dir, ['o-1']);
+    expect((await run(m, w.out)).code).toBe(0);
+    const db = new Database(w.state);
+    db.exec('DROP TABLE marks');
+    db.close();
+    const rep = await runCli(['report', m, '--out', w.out], env);
+    expect(rep.stderr).toBe('');
+    expect(reportMarks(w.out)['o-1']).toBeNull();
+    expect((await runCli(['mark', m, '--out', w.out, '--reject', 'o-1'], env)).code).toBe(0);
+    expect(reportMarks(w.out)['o-1']?.state).toBe('rejected');
+  }, 60_000);
+});
+
 describe('genbatch run --redo rejected', () => {
   it('sends exactly the rejected jobs again (one new task each), a new seed for a model with a seed field unless the manifest fixes it; the new result clears the mark, kept in the history', async () => {
     const w = work();
