@@ -202,5 +202,12 @@ describe('genbatch run --redo rejected', () => {
     const none = await run(m, w.out, '--redo', 'rejected');
     expect(none.code).toBe(0);
     expect(await taskCount()).toBe(before + 3);
+    // Rejected again: yet another seed, not the one sent last.
+    expect((await runCli(['mark', m, '--out', w.out, '--reject', 'v-1'], env)).code).toBe(0);
+    expect((await run(m, w.out, '--redo', 'rejected')).code).toBe(0);
+    expect(await taskCount()).toBe(before + 4);
+    expect(typeof submitted(w.out, 'v-1').seed).toBe('number');
+    expect(submitted(w.out, 'v-1').seed).not.toBe(seedAfter);
+    expect(history(w.state, 'v-1').map((h) => h.mark)).toEqual(['rejected', null, 'rejected', null]);
   }, 90_000);
 });
