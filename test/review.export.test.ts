@@ -71,6 +71,7 @@ describe('genbatch export', () => {
       expect(row.model).toBe('alpha-image-2');
       expect(row.prompt).toBe(`a lighthouse at dusk, ${row.job_id}`);
       expect(row.size).toBe('1:1');
+      expect(Object.keys(row).filter((k) => k.includes('prompt'))).toEqual(['prompt']);
       expect(row.file_name.startsWith(`${row.job_id}/`)).toBe(true);
       const file = join(to, row.file_name);
       const source = rec.get(row.job_id)!.find((f) => f.path.split('/').at(-1) === row.file_name.split('/').at(-1))!;

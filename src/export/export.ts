@@ -166,7 +166,8 @@ function chooseEntries(store: Store, outDir: string, marks: ReadonlyMap<string, 
       const within = (parts.length > 1 ? parts.slice(1) : parts).map((p) => sanitizeName(p, 'file'));
       const name = [folder, ...within].join('/');
       const row: Record<string, unknown> = { file_name: name, job_id: id, model: job.model, prompt: typeof input.prompt === 'string' ? input.prompt : null, sha256: f.sha256 };
-      for (const [k, v] of Object.entries(input)) row[k in row || FILE_COLUMN.test(k) ? `input_${k}` : k] = v;
+      // The input's prompt is the prompt column already.
+      for (const [k, v] of Object.entries(input)) if (k !== 'prompt') row[k in row || FILE_COLUMN.test(k) ? `input_${k}` : k] = v;
       out.push({ name, source, sha256: f.sha256.toLowerCase(), row, input });
     }
   }
