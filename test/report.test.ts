@@ -107,7 +107,7 @@ describe('writeReports', () => {
 
     // report.csv
     const csvText = readFileSync(paths.csv, 'utf8');
-    expect(csvText.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens,prompt,vars,input');
+    expect(csvText.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens,prompt,vars,input,mark');
     expect(csvText).toContain('"job,""quoted"""');
     const rows = parse(csvText, { columns: true }) as Array<Record<string, string>>;
     expect(rows).toEqual(
@@ -116,7 +116,7 @@ describe('writeReports', () => {
         estimated_credits: j.estimated_credits === null ? '' : String(j.estimated_credits),
         files: String(j.files.length), bytes: String(j.files.reduce((n, f) => n + f.size, 0)), error: j.error ?? '',
         input_tokens: j.usage ? String(j.usage.input_tokens) : '', output_tokens: j.usage ? String(j.usage.output_tokens) : '',
-        prompt: j.prompt ?? '', vars: Object.entries(j.vars).map(([k, v]) => `${k}=${v}`).join(', '), input: j.input === null ? '' : JSON.stringify(j.input),
+        prompt: j.prompt ?? '', vars: Object.entries(j.vars).map(([k, v]) => `${k}=${v}`).join(', '), input: j.input === null ? '' : JSON.stringify(j.input), mark: '',
       })),
     );
     expect(rows[5]!.error).toContain('\nsecond line');

@@ -58,7 +58,7 @@ describe('chat usage in the reports', () => {
     expect(html).toContain(`<dt>Chat</dt><dd>${line}</dd>`);
 
     const csv = readFileSync(join(out, 'report.csv'), 'utf8');
-    expect(csv.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens,prompt,vars,input');
+    expect(csv.split('\r\n')[0]).toBe('id,model,where,state,task_id,attempts,estimated_credits,files,bytes,error,input_tokens,output_tokens,prompt,vars,input,mark');
     const rows = parse(csv, { columns: true }) as Array<Record<string, string>>;
     expect(rows.map((x) => [x.id, x.input_tokens, x.output_tokens])).toEqual([
       ['a', String(a.input), String(a.output)],

@@ -208,9 +208,9 @@ describe('genbatch run --redo', () => {
     const w = work();
     const m = manifest(w.dir, ['a'], new Set());
     const tasks0 = (await tasksOf(fixed)).length;
-    const r = await runCli(args(fixed, m, w.out, '--redo', 'failed,rejected'), env);
+    const r = await runCli(args(fixed, m, w.out, '--redo', 'failed,approved'), env);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--redo expects a comma list of failed, expired, got "failed,rejected" ("rejected" is not one of them)');
+    expect(r.stderr).toContain('--redo expects a comma list of failed, expired, rejected, got "failed,approved" ("approved" is not one of them)');
     expect(existsSync(w.state)).toBe(false);
     expect((await tasksOf(fixed)).length).toBe(tasks0);
   }, 30_000);

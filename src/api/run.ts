@@ -62,7 +62,7 @@ export interface RunOptions {
   /** Seconds: the total deadline of one API request (default 60, a chat call 300; or $GENBATCH_REQUEST_TIMEOUT). */
   requestTimeout?: number | string;
   /** Send again the jobs that ended in these states: a comma list or an array of `failed`, `expired`. */
-  redo?: string | ReadonlyArray<'failed' | 'expired'>;
+  redo?: string | ReadonlyArray<'failed' | 'expired' | 'rejected'>;
   /** Send only the pending jobs whose id matches one of these patterns (`*`, `?`; each may be a comma list). */
   only?: readonly string[];
   /** Send at most this many pending jobs. */

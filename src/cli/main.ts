@@ -90,7 +90,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--learn-prices', 'first send one job of each price class of unknown price alone and keep what the balance says it cost in the price book (no extra task; see prices probe)')
     .option('--status-rate <n>', 'status reads per second at most (default 10, in the service\'s time: divided by --time-scale)')
     .option('--request-timeout <seconds>', 'the most one API request may take, headers and body (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)')
-    .option('--redo <states>', 'send again the jobs that ended in these states: failed, expired (comma list); done jobs are untouched, earlier files go to <job>/previous-<n>/')
+    .option('--redo <states>', 'send again the jobs that ended in these states: failed, expired, rejected (done jobs marked rejected by genbatch mark; a new seed when the model has one and the manifest gives none) as a comma list; other done jobs are untouched, earlier files go to <job>/previous-<n>/')
     .option('--only <ids>', 'send only the pending jobs whose id matches (globs with * and ?; repeatable, comma separated); a chosen job takes the pending jobs it needs along', collect)
     .option('--limit <n>', 'send at most N pending jobs, in manifest order', int('--limit', 1))
     .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 4\n(incomplete).')
@@ -114,6 +114,29 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--state <path>', 'state file')
     .option('--out <dir>', 'output folder')
     .action(wrap(lazy('report')));
+
+  program
+    .command('mark')
+    .description('review marks, kept in the state file: approve or reject done jobs (ids or globs, as run --only), or clear their marks')
+    .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
+    .option('--state <path>', 'state file')
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--approve <ids...>', 'mark these done jobs approved (ids or globs with * and ?; comma lists too)')
+    .option('--reject <ids...>', 'mark these done jobs rejected (run --redo rejected makes them again)')
+    .option('--clear <ids...>', 'remove the current mark of these jobs (kept in their history)')
+    .option('--note <text>', 'a note kept with the mark')
+    .action(wrap(lazy('mark')));
+
+  program
+    .command('export')
+    .description('copy (hard-link where it can) the chosen results into a folder as a data set, with a metadata.jsonl that Hugging Face datasets loads as an ImageFolder/AudioFolder')
+    .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
+    .option('--state <path>', 'state file')
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--to <dir>', 'the folder to export into (files at <job id>/<file name>)')
+    .option('--only <which>', 'approved: the approved results only; done: every done result, rejected ones too (default: every done result not marked rejected)')
+    .option('--format <format>', 'imagefolder (metadata.jsonl), jsonl (export.jsonl) or csv (export.csv)', 'imagefolder')
+    .action(wrap(lazy('export')));
 
   program
     .command('balance')

@@ -8,6 +8,7 @@ export {
   tmpSuffix,
   cleanupPartials,
   verifyFile,
+  sha256OfFile,
   isGone,
   DEFAULT_MAX_BYTES,
   DEFAULT_PACE,

@@ -8,5 +8,5 @@ export { buildReportData } from './report-data.js';
 export { extractResults, canonicalJson, setAtPath } from './results.js';
 export { planProbes, probeOne, recordProbe } from './probe.js';
 export type { ProbePlan, ProbePlanEntry } from './probe.js';
-export { parseOnly, parseRedo, REDO_VALUES } from './select.js';
+export { globTest, parseOnly, parseRedo, REDO_VALUES } from './select.js';
 export type { RedoState } from './select.js';

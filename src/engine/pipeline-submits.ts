@@ -66,6 +66,7 @@ export class PipelineSubmits extends PipelinePolls {
     }
     const spec = JSON.parse(row.spec) as StoredSpec;
     const input = structuredClone(spec.input);
+    if (spec.seed !== undefined) input.seed = spec.seed;
     try {
       for (const ref of spec.refs) {
         const value = ref.data || ref.remote ? getAtPath(input, ref.path) : ref.file;

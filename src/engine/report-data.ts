@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import type { ReportData, ReportFile, ReportInvocation, ReportJob } from '../report/types.js';
 import { promptOf, varsOf } from '../report/prompt.js';
 import { findModel } from '../models/index.js';
-import type { InvocationRow, Store, SummaryRow } from '../store/index.js';
+import type { InvocationRow, Mark, Store, SummaryRow } from '../store/index.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
 import { chatReportFields, chatSummary } from './chat.js';
@@ -41,7 +41,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
       },
       ...(chat ? { chat } : {}),
     },
-    jobs: keptJobs(store, keepRows),
+    jobs: keptJobs(store, keepRows, store.marks()),
   };
 }
 
@@ -86,14 +86,14 @@ export function chargesOf(rows: readonly InvocationRow[]): { charged: number | n
  */
 export const REPORT_ROWS_KEPT = 10_000;
 
-function keptJobs(store: Store, limit: number): () => Iterable<ReportJob> {
-  if (limit <= 0) return () => streamed(store);
+function keptJobs(store: Store, limit: number, marks: ReadonlyMap<string, Mark>): () => Iterable<ReportJob> {
+  if (limit <= 0) return () => streamed(store, marks);
   let kept: ReportJob[] | null = null;
   return () => kept ?? collect();
   function* collect(): Iterable<ReportJob> {
     let list: ReportJob[] | null = [];
     for (const row of store.summaryRows()) {
-      const job = reportJob(store, row);
+      const job = reportJob(store, row, marks);
       if (list) {
         if (list.length < limit) list.push(job);
         else list = null;
@@ -125,7 +125,7 @@ const INPUT_OF = `SELECT COALESCE(submitted_input, json_extract(spec, '$.input')
 
 type InputTuple = [string, string | null];
 
-function* streamed(store: Store): Iterable<ReportJob> {
+function* streamed(store: Store, marks: ReadonlyMap<string, Mark>): Iterable<ReportJob> {
   const runId = store.run().id;
   const files = store.db.prepare(FILES_IN_JOB_ORDER).raw(true).iterate(runId) as IterableIterator<FileTuple>;
   const inputs = store.db.prepare(INPUTS_IN_JOB_ORDER).raw(true).iterate(runId) as IterableIterator<InputTuple>;
@@ -140,7 +140,7 @@ function* streamed(store: Store): Iterable<ReportJob> {
       const input = inputs.next();
       // Same query order as the rows; should it ever differ, the job's input is read on its own.
       const text = !input.done && input.value[0] === row.id ? input.value[1] : inputText(store, row.id);
-      yield reportJob(store, row, list, text);
+      yield reportJob(store, row, marks, list, text);
     }
     // Every file belongs to a row of the run, met in the same order: one left over means the two orders differ.
     if (!head.done) throw new Error(`report: the files of job ${head.value[0]} were not met in job order`);
@@ -170,7 +170,7 @@ function parseInput(text: string | null): Record<string, unknown> | null {
   }
 }
 
-function reportJob(store: Store, row: SummaryRow, tuples?: readonly FileTuple[], inputJson: string | null = inputText(store, row.id)): ReportJob {
+function reportJob(store: Store, row: SummaryRow, marks: ReadonlyMap<string, Mark>, tuples?: readonly FileTuple[], inputJson: string | null = inputText(store, row.id)): ReportJob {
   const files: ReportFile[] = [];
   let texts: Record<string, string> = {};
   if (tuples) {
@@ -206,6 +206,7 @@ function reportJob(store: Store, row: SummaryRow, tuples?: readonly FileTuple[],
     ...(row.kind === 'chat' ? { usage } : {}),
     submitted_at: row.submitted_at,
     finished_at: row.finished_at,
+    mark: marks.get(row.id) ?? null,
   };
 }
 

@@ -1,13 +1,18 @@
+import { randomInt } from 'node:crypto';
 import { UsageError } from '../errors.js';
+import { findModel, inputFields } from '../models/index.js';
 import type { Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
+import type { StoredSpec } from './spec.js';
 
 /**
  * Which jobs a run sends: `--redo` (finished jobs sent again) and `--only` / `--limit` (a subset of the
  * pending jobs; the rest stay pending for a later run).
  *
- *   --redo failed,expired  the jobs that ended in these states go back to pending (Store.redo), with
- *                          the jobs a job graph skipped because of them; with --only, only those it names
+ *   --redo failed,expired,rejected
+ *                          the jobs that ended in these states (rejected: done, marked rejected) go back
+ *                          to pending (Store.redo), with the jobs a job graph skipped because of them (or,
+ *                          for a rejected one, made from its result); with --only, only those it names
  *   --only <id|glob>       pending jobs whose id matches (`*` any run of characters, `?` one character;
  *                          repeatable and comma separated); a pattern that matches no job is a usage error
  *   --limit N              at most N of them, in manifest order
@@ -17,8 +22,11 @@ import type { EngineEvent } from './events.js';
  * run). The children a chosen for_each job makes run with it (they are not counted).
  */
 
-/** The states `--redo` takes. A later state (e.g. `rejected`) is one more entry here and one more move in Store.redo. */
-export const REDO_VALUES = ['failed', 'expired'] as const;
+/**
+ * The states `--redo` takes: jobs that ended failed or expired, and done jobs whose current review mark is
+ * rejected (`genbatch mark --reject`).
+ */
+export const REDO_VALUES = ['failed', 'expired', 'rejected'] as const;
 export type RedoState = (typeof REDO_VALUES)[number];
 
 /** `--redo failed,expired`: the states named (each once, in the order of REDO_VALUES); a usage error for an unknown one. */
@@ -32,11 +40,11 @@ export function parseRedo(value: string): RedoState[] {
 }
 
 /** The patterns of every `--only` (each may be a comma list), trimmed; a usage error for an empty one. */
-export function parseOnly(values: readonly string[]): string[] {
+export function parseOnly(values: readonly string[], flag = '--only'): string[] {
   const out: string[] = [];
   for (const v of values) {
     for (const p of v.split(',').map((s) => s.trim())) {
-      if (p === '') throw new UsageError(`--only expects job ids or globs (comma separated), got "${v}" (an empty pattern)`);
+      if (p === '') throw new UsageError(`${flag} expects job ids or globs (comma separated), got "${v}" (an empty pattern)`);
       if (!out.includes(p)) out.push(p);
     }
   }
@@ -81,6 +89,10 @@ export function onlyMatcher(store: Store, patterns: readonly string[]): (id: str
 export function redoJobs(store: Store, states: readonly RedoState[], match: ((id: string) => boolean) | null, emit: (e: EngineEvent) => void): string[] {
   const out: string[] = [];
   for (const state of states) {
+    if (state === 'rejected') {
+      out.push(...redoRejected(store, match, emit));
+      continue;
+    }
     // Read first: the store is not read and written at once.
     const rows = [...store.jobsIn(state)].filter((r) => match === null || match(r.id));
     for (const row of rows) {
@@ -92,6 +104,43 @@ export function redoJobs(store: Store, states: readonly RedoState[], match: ((id
     }
   }
   return out;
+}
+
+/**
+ * `--redo rejected`: every done job whose current mark is rejected goes back to pending. For a model with a
+ * `seed` input field whose manifest input gives none, a new seed goes into the input it is sent with (the
+ * same input would often make the same result again); a seed in the manifest is kept. The mark stays
+ * until the new result arrives (Store.transition clears it then, kept in the job's history).
+ */
+function redoRejected(store: Store, match: ((id: string) => boolean) | null, emit: (e: EngineEvent) => void): string[] {
+  const out: string[] = [];
+  const rejected = [...store.marks()].filter(([id, m]) => m.state === 'rejected' && (match === null || match(id)));
+  for (const [id, mark] of rejected) {
+    const row = store.getJob(id);
+    if (row?.state !== 'done') continue;
+    const spec = JSON.parse(row.spec) as StoredSpec;
+    const reseed = hasSeedField(spec.model) && !('seed' in spec.input);
+    if (reseed) spec.seed = newSeed(spec.seed);
+    store.redo(id, 'done', `sent again (--redo rejected)${mark.note ? `: ${mark.note}` : ''}`.slice(0, 2000), reseed ? JSON.stringify(spec) : undefined);
+    out.push(id);
+    emit({ type: 'job', id, from: 'done', to: 'pending', error: null });
+    for (const m of store.drainSyncMoves()) emit({ type: 'job', id: m.id, from: m.from, to: m.to, error: m.error });
+  }
+  return out;
+}
+
+/** True when the model's input has a `seed` field (src/models/fields.ts). */
+export function hasSeedField(modelId: string): boolean {
+  const model = findModel(modelId);
+  return model !== undefined && inputFields(model).fields.some((f) => f.name === 'seed' && f.accepted);
+}
+
+/** A random seed in 0..2^31-1 (every seed field takes it), other than `previous`. */
+function newSeed(previous: number | undefined): number {
+  for (;;) {
+    const seed = randomInt(0, 2 ** 31);
+    if (seed !== previous) return seed;
+  }
 }
 
 /** The pending jobs this run sends (--only, --limit), and what it leaves pending. */

@@ -18,4 +18,9 @@ export interface StoredSpec {
    * kind of the children it makes (submit or chat) and the price of one child.
    */
   forEach?: { expr: string; childKind: string; childCredits: number | null };
+  /**
+   * `run --redo rejected` of a model with a `seed` field whose manifest input gives none: the new seed, put
+   * into the input sent (the manifest's input, and so the spec hash, stay as they are).
+   */
+  seed?: number;
 }

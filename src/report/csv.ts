@@ -10,9 +10,10 @@ import type { ReportData, ReportJob } from './types.js';
 
 /**
  * Columns added later come last, so the earlier ones keep their places: input_tokens and output_tokens (chat
- * jobs; empty for others), then prompt (promptOf), vars (`mood=rainy, row=17`) and input (the input as sent, as JSON).
+ * jobs; empty for others), then prompt (promptOf), vars (`mood=rainy, row=17`) and input (the input as sent, as
+ * JSON), then mark (approved, rejected, empty for none).
  */
-export const CSV_COLUMNS = ['id', 'model', 'where', 'state', 'task_id', 'attempts', 'estimated_credits', 'files', 'bytes', 'error', 'input_tokens', 'output_tokens', 'prompt', 'vars', 'input'] as const;
+export const CSV_COLUMNS = ['id', 'model', 'where', 'state', 'task_id', 'attempts', 'estimated_credits', 'files', 'bytes', 'error', 'input_tokens', 'output_tokens', 'prompt', 'vars', 'input', 'mark'] as const;
 
 const NEEDS_QUOTES = /[",\r\n]/;
 
@@ -34,7 +35,7 @@ export function csvRow(job: ReportJob): string {
     bytes += f.size;
   }
   const u = job.usage;
-  return `${csvText(job.id)},${csvText(job.model)},${csvText(job.where)},${csvText(job.state)},${csvField(job.task_id)},${csvField(job.attempts)},${csvField(job.estimated_credits)},${csvField(count)},${csvField(bytes)},${csvField(job.error)},${csvField(u?.input_tokens ?? null)},${csvField(u?.output_tokens ?? null)},${csvField(job.prompt)},${csvText(varsText(job.vars))},${csvField(job.input === null ? null : JSON.stringify(job.input))}\r\n`;
+  return `${csvText(job.id)},${csvText(job.model)},${csvText(job.where)},${csvText(job.state)},${csvField(job.task_id)},${csvField(job.attempts)},${csvField(job.estimated_credits)},${csvField(count)},${csvField(bytes)},${csvField(job.error)},${csvField(u?.input_tokens ?? null)},${csvField(u?.output_tokens ?? null)},${csvField(job.prompt)},${csvText(varsText(job.vars))},${csvField(job.input === null ? null : JSON.stringify(job.input))},${csvField(job.mark?.state ?? null)}\r\n`;
 }
 
 /** report.csv as a sink: the header, then one row per job. */

@@ -26,6 +26,7 @@ export function jobRecord(job: ReportJob): Record<string, unknown> {
     usage: job.usage ?? null,
     submitted_at: job.submitted_at,
     finished_at: job.finished_at,
+    mark: job.mark ?? null,
   };
 }
 

@@ -42,6 +42,8 @@ export interface ReportJob {
   usage?: { input_tokens: number; output_tokens: number } | null;
   submitted_at: string | null;
   finished_at: string | null;
+  /** The current review mark (`genbatch mark`), null when none; absent: not read (treated as none). */
+  mark?: { state: 'approved' | 'rejected'; note: string | null; at: string } | null;
 }
 
 /** One `genbatch run` of the run, with the balance read before and after its work. */

@@ -5,3 +5,5 @@ export { ACTIVE_STATES, FINAL_STATES, JOB_STATES, PARENT_FAILED_STATES, TRANSITI
 export type { ChildInput } from './graph.js';
 export type { JobState } from './states.js';
 export { pidAlive } from '../lib/pid.js';
+export { MARK_STATES } from './marks.js';
+export type { Mark, MarkEvent, MarkState } from './marks.js';

@@ -3,6 +3,7 @@ import type Database from 'better-sqlite3';
 import { nowIso } from './clock.js';
 import * as files from './files.js';
 import * as invocationTable from './invocations.js';
+import * as marks from './marks.js';
 import * as reads from './reads.js';
 import * as runTable from './runs.js';
 import type { JobState } from './states.js';
@@ -106,6 +107,38 @@ export abstract class StoreQueries {
   /** Set last_error without changing the state. */
   noteError(jobId: string, message: string): void {
     this.stmt('UPDATE jobs SET last_error = ?, updated_at = ? WHERE run_id = ? AND id = ?').run(message, nowIso(), this.runId, jobId);
+  }
+
+  // ---- review marks (marks.ts) ----
+
+  /** True when the state file has the marks table (a file written before marks existed, opened to read, has none). */
+  private hasMarks(): boolean {
+    return (this.marksTable ||= marks.hasMarksTable(this.db));
+  }
+  private marksTable = false;
+
+  /** Record a mark (null: clear it) on a job of the run in use, as one more row of its history. */
+  addMark(jobId: string, mark: marks.MarkState | null, note: string | null): void {
+    if (!this.marksTable) {
+      marks.ensureMarksTable(this.db);
+      this.marksTable = true;
+    }
+    marks.addMark(this.cached, this.runId, jobId, mark, note, nowIso());
+  }
+
+  /** The job's current mark, null when none. */
+  markOf(jobId: string): marks.Mark | null {
+    return this.hasMarks() ? marks.currentMark(this.cached, this.runId, jobId) : null;
+  }
+
+  /** Every job of the run in use with a current mark. */
+  marks(): Map<string, marks.Mark> {
+    return this.hasMarks() ? marks.currentMarks(this.cached, this.runId) : new Map();
+  }
+
+  /** A job's mark history, oldest first. */
+  markHistory(jobId: string): marks.MarkEvent[] {
+    return this.hasMarks() ? marks.markHistory(this.cached, this.runId, jobId) : [];
   }
 
   // ---- reads ----

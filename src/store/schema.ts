@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import { StateError } from '../errors.js';
+import { MARKS_TABLE } from './marks.js';
 
 /**
  * Opening the state file. WAL journal; `synchronous=NORMAL` by default and
@@ -101,6 +102,7 @@ CREATE TABLE IF NOT EXISTS lease (
   token TEXT NOT NULL,
   heartbeat INTEGER NOT NULL
 );
+${MARKS_TABLE}
 `;
 
 /**

@@ -286,16 +286,20 @@ export class Store extends StoreQueries {
   }
 
   /**
-   * `run --redo`: a failed or expired job goes back to pending to be sent again with the spec it has. Its task
+   * `run --redo`: a failed or expired job (or a done one marked rejected) goes back to pending to be sent again with the spec it has. Its task
    * id, result and file rows are cleared (the engine moves its files on disk aside: previous.ts); `attempts`
    * keeps counting. Jobs skipped because of it come back to pending too (graph.drainRevived), unless another
    * parent of theirs still ended without results (then they are skipped again, naming it: graph.drainSkipped).
    */
-  redo(jobId: string, from: 'failed' | 'expired', note: string): void {
+  redo(jobId: string, from: 'failed' | 'expired' | 'done', note: string, spec?: string): void {
     const clear: JobPatch = { task_id: null, submitted_input: null, submitted_at: null, finished_at: null, expires_at: null, result: null, last_error: note };
+    // --redo rejected: the spec may carry the new seed chosen for the submit (src/engine/select.ts).
+    if (spec !== undefined) clear.spec = spec;
     this.transition(jobId, from, 'pending', clear, () => {
       this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, jobId);
-      this.graph.revive(jobId, from);
+      // A done job (--redo rejected): what was made from its result is made again, as for a changed spec.
+      if (from === 'done') this.graph.rerunDescendants(jobId);
+      else this.graph.revive(jobId, from);
     });
   }
 
@@ -312,10 +316,17 @@ export class Store extends StoreQueries {
     const run = () => {
       this.guardedMove(jobId, from, to, patch);
       also?.();
+      if (to === 'done') this.clearMarkOnResult(jobId);
       this.graph.afterMove(jobId, to, patch.last_error, from);
     };
     if (this.db.inTransaction) run();
     else this.tx(run, false);
+  }
+
+  /** A new result arrived: the job's current mark judged the one it replaced, so it is cleared (kept in its history). */
+  private clearMarkOnResult(jobId: string): void {
+    const mark = this.markOf(jobId);
+    if (mark) this.addMark(jobId, null, `cleared: a new result replaced the one marked ${mark.state}`);
   }
 
   /** The guarded UPDATE of one job's state (no graph effects); the caller holds the transaction. */
