@@ -211,7 +211,8 @@ describe('sandbox lifecycle and files', () => {
   });
 
   it('fails tasks at the failure rate with files [] and an error message, and refunds them', async () => {
-    const sb = await sandbox({ failureRate: 1 });
+    // Time scale 1: the task cannot fail (and be refunded) before the balance is read, however slow this machine is.
+    const sb = await sandbox({ failureRate: 1, timeScale: 1 });
     const id = (await submit(sb, { model: FLASH, input: { prompt: 'p' } })).body.data.task_id as string;
     expect(await balance(sb)).toBe(996);
     sb.clock.advance(120);
@@ -222,7 +223,7 @@ describe('sandbox lifecycle and files', () => {
   });
 
   it('fails a task whose input holds a policy word with a content-policy error_message, refunded', async () => {
-    const sb = await sandbox({ policyWords: ['withheld-word'] });
+    const sb = await sandbox({ policyWords: ['withheld-word'], timeScale: 1 });
     const id = (await submit(sb, { model: FLASH, input: { prompt: 'a withheld-word fox' } })).body.data.task_id as string;
     expect(await balance(sb)).toBe(996);
     sb.clock.advance(120);
