@@ -43,6 +43,27 @@ describe('sandbox admin endpoints', () => {
     expect((await admin(sb.localUrl, '/__sandbox/tasks')).status).toBe(200);
   });
 
+  it('on a loopback host, a loopback request addressed to another name (DNS rebinding through a browser) needs the token', async () => {
+    const sb = await sandbox({ host: '127.0.0.1' });
+    const { request } = await import('node:http');
+    const get = (host: string, token?: string) =>
+      new Promise<number>((resolve, reject) => {
+        const headers: Record<string, string> = { host };
+        if (token !== undefined) headers['x-sandbox-admin-token'] = token;
+        request(`${sb.localUrl}/__sandbox/tasks`, { headers }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        })
+          .on('error', reject)
+          .end();
+      });
+    expect(await get(`evil.example:${port(sb)}`)).toBe(401);
+    expect(await get(`127.0.0.1.evil.example:${port(sb)}`)).toBe(401);
+    expect(await get(`evil.example:${port(sb)}`, sb.adminToken)).toBe(200);
+    expect(await get(`localhost:${port(sb)}`)).toBe(200);
+    expect(await get(`[::1]:${port(sb)}`)).toBe(200);
+  });
+
   it('on a wildcard host, every admin endpoint refuses a request without the token (401), even from loopback, and changes nothing', async () => {
     const sb = await sandbox({ host: '0.0.0.0' });
     const base = `http://127.0.0.1:${port(sb)}`;

@@ -2,7 +2,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import { ApiError, BadResponseError, NetworkError, UnusableAnswerError, UsageError } from '../errors.js';
 import { retryAfterMs } from './http.js';
 import { ANSWER_MAX_BYTES, DEFAULT_CHAT_TIMEOUT_MS, nestingWithin, MAX_DEPTH, sizeText } from './limits.js';
-import { redact, redactDeep } from './redact.js';
+import { REDACTED, holdsKey, redact, redactDeep } from './redact.js';
 import { abortReason, checkPolicy, DEFAULT_POLICY, withRetry, type RetryInfo, type RetryPolicy } from './retry.js';
 import { errorOf, readJson, readStream, type ChatAnswer } from './chat/parse.js';
 import { wireRequest, type ChatRequest } from './chat/wire.js';
@@ -118,7 +118,7 @@ export class ChatClient {
       throw new ApiError(status, e?.type ?? null, this.#redact(`${what}: ${message}`), retryAfterMs(res.headers['retry-after']));
     }
     try {
-      if (req.stream) return redactDeep(readStream(req.protocol, text, what), this.#apiKey);
+      if (req.stream) return this.#redactStream(readStream(req.protocol, text, what));
       let body: unknown;
       if (!nestingWithin(text)) throw new UnusableAnswerError(status, `${what}: the answer is nested deeper than ${MAX_DEPTH} levels`);
       try {
@@ -135,6 +135,18 @@ export class ChatClient {
 
   #redact(text: string): string {
     return redact(text, this.#apiKey);
+  }
+
+  /**
+   * A streamed answer with the key redacted. Each event is redacted on its own, so a key split over
+   * two events' text deltas ("sk-ab", "cd...") would survive in the events: when the joined text
+   * holds the key, the events are not kept (the text, redacted, and the usage are).
+   */
+  #redactStream(answer: ChatAnswer): ChatAnswer {
+    const split = holdsKey(answer.text, this.#apiKey);
+    const clean = redactDeep(answer, this.#apiKey);
+    if (split) clean.raw = [{ event: null, data: `${REDACTED}: the streamed text held the API key; its events are not kept` }];
+    return clean;
   }
 
   async close(): Promise<void> {

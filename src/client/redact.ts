@@ -2,40 +2,52 @@
  * The API key out of everything the service sends back. A server may echo the key (an error
  * message "content policy for key sk-...", a file URL "...?token=sk-..."), and whatever it sends
  * is stored, reported, printed and used as file names: every string of every answer goes through
- * here first. The key is matched as it is, percent-encoded, and inside percent-encoded text.
+ * here first. The key is matched as it is and percent-encoded (in part or whole), wherever it is.
  */
 
 export const REDACTED = '[redacted]';
 
-function forms(apiKey: string): string[] {
-  if (apiKey.length < 4) return [];
-  const encoded = encodeURIComponent(apiKey);
-  return encoded === apiKey ? [apiKey] : [apiKey, encoded];
+/** A hex digit of a percent-escape in either case ("[aA]" for "a"). */
+function hexDigit(d: string): string {
+  return /[a-f]/.test(d) ? `[${d}${d.toUpperCase()}]` : d;
 }
 
-function decoded(text: string): string | null {
-  if (!text.includes('%')) return null;
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return null;
+/**
+ * The key as a pattern: each of its characters as it is or percent-encoded (its UTF-8 bytes, hex in
+ * either case, also encoded again: %2541 for "A"), so the key is found however much of it is
+ * encoded, whatever else the text holds (a stray "%" or "%zz" made decodeURIComponent give up).
+ */
+function keyPattern(apiKey: string): string {
+  let out = '';
+  for (const c of apiKey) {
+    const literal = c.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+    const escaped = [...Buffer.from(c, 'utf8')].map((b) => `%(?:25)*${[...b.toString(16).padStart(2, '0')].map(hexDigit).join('')}`).join('');
+    out += `(?:${literal}|${escaped})`;
   }
-}
-
-/** `text` with every occurrence of the key replaced by [redacted] (percent-encoded text that holds it: decoded, then redacted). */
-export function redact(text: string, apiKey: string): string {
-  const keys = forms(apiKey);
-  let out = text;
-  for (const k of keys) if (out.includes(k)) out = out.split(k).join(REDACTED);
-  const plain = decoded(out);
-  if (plain !== null && keys.some((k) => plain.includes(k))) return redact(plain, apiKey);
   return out;
 }
 
-function holds(text: string, keys: readonly string[]): boolean {
-  if (keys.some((k) => text.includes(k))) return true;
-  const plain = decoded(text);
-  return plain !== null && keys.some((k) => plain.includes(k));
+let cached: { apiKey: string; all: RegExp; one: RegExp } | null = null;
+function patterns(apiKey: string): { all: RegExp; one: RegExp } {
+  if (cached?.apiKey !== apiKey) {
+    const p = keyPattern(apiKey);
+    cached = { apiKey, all: new RegExp(p, 'g'), one: new RegExp(p) };
+  }
+  return cached;
+}
+
+/** `text` with every occurrence of the key, plain or percent-encoded (in part or whole, once or twice), replaced by [redacted]. */
+export function redact(text: string, apiKey: string): string {
+  if (apiKey.length < 4) return text;
+  if (!text.includes('%')) return text.includes(apiKey) ? text.split(apiKey).join(REDACTED) : text;
+  return text.replace(patterns(apiKey).all, REDACTED);
+}
+
+/** True when `text` holds the key, plain or percent-encoded. */
+export function holdsKey(text: string, apiKey: string): boolean {
+  if (apiKey.length < 4) return false;
+  if (!text.includes('%')) return text.includes(apiKey);
+  return patterns(apiKey).one.test(text);
 }
 
 /**
@@ -43,9 +55,9 @@ function holds(text: string, keys: readonly string[]): boolean {
  * (it is the caller's own copy) and returned. Iterative: nesting depth costs no stack.
  */
 export function redactDeep<T>(value: T, apiKey: string): T {
-  const keys = forms(apiKey);
-  if (keys.length === 0) return value;
-  if (typeof value === 'string') return (holds(value, keys) ? redact(value, apiKey) : value) as T;
+  if (apiKey.length < 4) return value;
+  const holds = (text: string): boolean => holdsKey(text, apiKey);
+  if (typeof value === 'string') return (holds(value) ? redact(value, apiKey) : value) as T;
   const todo: unknown[] = [value];
   while (todo.length > 0) {
     const node = todo.pop();
@@ -54,7 +66,7 @@ export function redactDeep<T>(value: T, apiKey: string): T {
       for (let i = 0; i < node.length; i++) {
         const v: unknown = node[i];
         if (typeof v === 'string') {
-          if (holds(v, keys)) node[i] = redact(v, apiKey);
+          if (holds(v)) node[i] = redact(v, apiKey);
         } else if (typeof v === 'object' && v !== null) todo.push(v);
       }
       continue;
@@ -62,9 +74,9 @@ export function redactDeep<T>(value: T, apiKey: string): T {
     const obj = node as Record<string, unknown>;
     for (const name of Object.keys(obj)) {
       const v = obj[name];
-      if (typeof v === 'string' && holds(v, keys)) obj[name] = redact(v, apiKey);
+      if (typeof v === 'string' && holds(v)) obj[name] = redact(v, apiKey);
       else if (typeof v === 'object' && v !== null) todo.push(v);
-      if (holds(name, keys)) {
+      if (holds(name)) {
         const clean = redact(name, apiKey);
         Object.defineProperty(obj, clean, { value: obj[name], enumerable: true, writable: true, configurable: true });
         delete obj[name];

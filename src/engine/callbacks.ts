@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
-import { TaskSchema } from '../client/index.js';
+import { TaskSchema, nestingWithin } from '../client/index.js';
 import { UsageError } from '../errors.js';
 import type { TaskView } from './ports.js';
 
@@ -12,7 +12,10 @@ import type { TaskView } from './ports.js';
  * and hands `{job, task_id, status, task}` to the engine: `task` is the ended task
  * when the body reads as a status answer, which the engine takes as that task's
  * status read when it waits on that very task (else it confirms with one read;
- * duplicate and late deliveries find the job no longer waited on). The job id travels in the `job`
+ * duplicate and late deliveries find the job no longer waited on). A body nested deeper than a status
+ * answer may be (MAX_DEPTH) gives no task: the engine reads the status instead, whose reader bounds
+ * nesting and says why (a task nested 6,000 levels deep overflowed the stack when it was stored,
+ * and the run crashed). The job id travels in the `job`
  * query parameter, so a late callback can adopt a task whose submit answer
  * was lost (an `uncertain` job), and the attempt in `attempt`, so only a
  * callback of the job's latest submit can.
@@ -86,12 +89,13 @@ export class CallbackReceiver {
       req.on('end', () => {
         let note: CallbackNote | null = null;
         try {
-          const raw: unknown = this.redact(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+          const text = Buffer.concat(chunks).toString('utf8');
+          const raw: unknown = this.redact(JSON.parse(text));
           const body = bodySchema.parse(raw);
           const job = url.searchParams.get('job');
           const attempt = url.searchParams.get('attempt');
           const n = attempt === null ? null : /^[1-9]\d{0,8}$/.test(attempt) ? Number(attempt) : NaN;
-          if (job && !Number.isNaN(n)) note = { job, attempt: n, taskId: body.data.task_id, status: body.data.status, task: endedTask(raw) };
+          if (job && !Number.isNaN(n)) note = { job, attempt: n, taskId: body.data.task_id, status: body.data.status, task: nestingWithin(text) ? endedTask(raw) : null };
         } catch {
           note = null;
         }

@@ -46,7 +46,8 @@ export const ADMIN_TOKEN_HEADER = 'x-sandbox-admin-token';
 
 /**
  * Whether an admin request may pass: it carries the admin token, or the sandbox listens on a
- * loopback host and the request comes from a loopback address (nobody else can reach it then).
+ * loopback host and the request comes from a loopback address (nobody else can reach it then),
+ * addressed to a loopback name (Host: 127.0.0.1, localhost, [::1]; not a rebound web name).
  * The admin API lists every key's tasks (with the callback URLs' tokens) and moves the clock and
  * faults for every key, so on any other host it is never open.
  */
@@ -57,7 +58,21 @@ export function adminAllowed(ctx: SandboxContext, req: FastifyRequest): boolean 
     const b = Buffer.from(ctx.options.adminToken);
     return a.length === b.length && timingSafeEqual(a, b);
   }
-  return isLoopbackHost(ctx.options.host) && isLoopbackHost(req.socket.remoteAddress ?? '');
+  return isLoopbackHost(ctx.options.host) && isLoopbackHost(req.socket.remoteAddress ?? '') && isLoopbackHost(hostOf(req.headers.host));
+}
+
+/**
+ * The host name a request was addressed to (its Host header), '' when missing or unreadable. A web
+ * page the user opens can reach a loopback sandbox through the browser with DNS rebinding (its own
+ * name resolved to 127.0.0.1): the request then comes from loopback but names that page's host.
+ */
+function hostOf(header: string | undefined): string {
+  if (header === undefined) return '';
+  try {
+    return new URL(`http://${header}`).hostname;
+  } catch {
+    return '';
+  }
 }
 
 export function adminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
