@@ -124,6 +124,13 @@ export class NetworkError extends GenbatchError {
 }
 
 /**
+ * A request cut at its total deadline (a server that keeps it open, dripping bytes or saying nothing):
+ * retried like any network error, but a status read cut this way again and again is given up on for the
+ * run (the job is left for the next one) instead of keeping a nightly run alive for hours.
+ */
+export class DeadlineError extends NetworkError {}
+
+/**
  * A submit whose outcome is unknown: the request may have reached the service
  * (a 500/502/504, or a reset, timeout or abort after sending, or an unreadable
  * 200 answer), so a task may exist. Never resubmitted blindly: the job becomes `uncertain`.

@@ -36,6 +36,7 @@ beforeAll(async () => {
     }
     if (url.startsWith('/api/generate/status')) {
       if (mode === 'huge') return hugeStatus(res, 't-1', 200 * MiB, { onEnd: (n) => hugeWritten.push(n) });
+      if (mode === 'drip-status') return drip(res, nestedStatus('t-1', 1), 500);
       return res.writeHead(200, { 'content-type': 'application/json' }).end(nestedStatus('t-1', 10_000));
     }
     json(res, 404, { detail: 'not found' });
@@ -144,6 +145,18 @@ describe('a hostile service', () => {
     expect(job!.state).toBe('uncertain');
     expect(job!.last_error).toBe('submit outcome unknown, a task may have been created: POST /api/generate/submit: no complete answer within 1 s (the request deadline)');
   }, 60_000);
+
+  it('gives up on a status endpoint that drips every answer past the deadline: the job is left submitted for the next run, the run ends (exit 4)', async () => {
+    mode = 'drip-status';
+    const m = manifest();
+    // Each read is cut at 0.2 s and retried by the client; five such reads in a row and the run leaves the job.
+    const r = await runCli(['run', m.path, '--base-url', service.base, '--time-scale', '0.001', '--out', m.out, '--yes', '--request-timeout', '0.2'], { GENBATCH_API_KEY: KEY }, undefined, 90_000);
+    expect(r.signal ?? null, 'the run did not end by itself').toBeNull();
+    expect(r.code, r.stderr).toBe(4);
+    const [job] = readJobs(join(m.out, 'state.db'));
+    expect(job!.state).toBe('submitted');
+    expect(job!.last_error).toBe('status read failed 5 times: GET /api/generate/status/t-1: no complete answer within 0.2 s (the request deadline)');
+  }, 120_000);
 
   it('ends the run within seconds of the first SIGINT while a drip-fed submit is in flight: the submit is cut after its grace, uncertain, and the report says so', async () => {
     mode = 'drip-submit';

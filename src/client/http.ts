@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { errors, type Dispatcher, type FormData } from 'undici';
-import { ApiError, BadResponseError, GenbatchError, NetworkError, UnusableAnswerError } from '../errors.js';
+import { ApiError, BadResponseError, DeadlineError, GenbatchError, NetworkError, UnusableAnswerError } from '../errors.js';
 import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, MAX_DEPTH, NestingGauge, sizeText, UPLOAD_MIN_BYTES_PER_SEC } from './limits.js';
 import { abortReason } from './retry.js';
 import { ErrorBodySchema } from './schemas.js';
@@ -121,7 +121,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#what = o.what;
     this.#maxBytes = o.maxBytes;
     this.#stopGraceMs = o.stopGraceMs;
-    this.#deadline = setTimeout(() => this.#cut(new NetworkError(`${o.what}: no complete answer within ${seconds(o.requestMs)} (the request deadline)`, this.sent)), o.requestMs);
+    this.#deadline = setTimeout(() => this.#cut(new DeadlineError(`${o.what}: no complete answer within ${seconds(o.requestMs)} (the request deadline)`, this.sent)), o.requestMs);
   }
 
   /** Called by the signal's one listener (or at once when it had fired already). */

@@ -1,5 +1,5 @@
 import { decide, TokenBucket } from '../client/index.js';
-import { ApiError, UnusableAnswerError } from '../errors.js';
+import { ApiError, DeadlineError, UnusableAnswerError } from '../errors.js';
 import { nowIso } from '../store/index.js';
 import { PipelineDownloads } from './pipeline-downloads.js';
 import { errorText, type Waiting } from './pipeline-state.js';
@@ -9,8 +9,9 @@ import { extractResults } from './results.js';
 
 const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
 /**
- * Status reads that fail in a row, the last one not transient (an answer that is not the contract's
- * shape, too large or nested too deep, a 400 or 401): then the job is no longer waited on in this run and
+ * Status reads that fail in a row, the last one not transient (an answer that is not the API's
+ * shape, too large or nested too deep, a 400 or 401) or cut at the request deadline (a server that
+ * keeps every read open): then the job is no longer waited on in this run and
  * stays `submitted` for the next one. Transient failures (429, 5xx, network) are tried again for as long as
  * the run lasts. Once its task is older than its results can live (24 h after submit), such a job is `failed`.
  */
@@ -141,7 +142,7 @@ export class PipelinePolls extends PipelineDownloads {
         this.move(id, 'submitted', 'failed', { last_error: `no usable status of task ${w.taskId} within the 24 h its results live after submit: ${errorText(err)}` });
         return;
       }
-      if (w.failures >= POLL_GIVE_UP && (decide(err, 'GET') === 'fail' || err instanceof UnusableAnswerError)) {
+      if (w.failures >= POLL_GIVE_UP && (decide(err, 'GET') === 'fail' || err instanceof UnusableAnswerError || err instanceof DeadlineError)) {
         this.waiting.delete(id);
         this.store.noteError(id, `status read failed ${w.failures} times: ${errorText(err)}`);
         this.opts.emit({ type: 'warning', message: `job ${id}: status read failed ${w.failures} times in a row (${errorText(err)}); left submitted for the next run` });
