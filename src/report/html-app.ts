@@ -4,7 +4,7 @@
  * many jobs), with search (id, prompt, variables, any input value, where, task id), filters (state, model,
  * kind of result, review mark) and sort, also set from the page's hash (`#q=harbour&state=done&model=M&kind=image&mark=rejected&sort=newest`).
  * A mark is shown as a badge, its note below. When the page has `window.gbView` (the view's script, run
- * first), each card is handed to gbView.card(article, row) and gbView.ready(api) gets update/render/move.
+ * first), each card is handed to gbView.card(article, row, state) and gbView.ready(api) gets update/render/move.
  * A chat job's messages are searched but not listed on its card (its prompt is the last user message).
  * Every text goes in with textContent, never as HTML. It also shows every
  * <time datetime> of the page in the reader's local time (the ISO text stays when a date does not parse).
@@ -155,7 +155,7 @@ function card(r) {
     a.append(ul);
   }
   if (r[10]) a.append(h("pre", "err", r[10]));
-  if (hook) hook.card(a, r);
+  if (hook) hook.card(a, r, meta.states[r[1]]);
   return a;
 }
 let timer = 0;

@@ -128,7 +128,7 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.25rem 0;max-height:20rem
 .bar{position:sticky;top:0;z-index:1;display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.5rem 0;background:var(--bg)}.bar input{flex:1 1 10rem}
 .card.current{outline:3px solid #3b82f6;outline-offset:1px}.card.sel{border-color:#3b82f6;background:color-mix(in srgb,var(--card),#3b82f6 8%)}
 .side{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(280px,100%),1fr));gap:1rem}
-table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{border-bottom:1px solid var(--line);padding:.25rem .4rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{border-bottom:1px solid var(--line);padding:.25rem .4rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}th,td.n{white-space:nowrap;overflow-wrap:normal}
 .err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}
 `;
 
@@ -177,7 +177,7 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
   let moreProblems = 0;
   let files = 0;
   let bytes = 0;
-  const title = `genbatch report: ${s.manifest}`;
+  const title = `genbatch ${live ? 'view' : 'report'}: ${s.manifest}`;
   return {
     start: () =>
       '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">' +
@@ -205,7 +205,7 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
         .join('');
       const out: string[] = [`\n]</script>\n<script type="application/json" id="gb-meta">${data.meta(moreRows)}</script>\n`];
       out.push(
-        `<h1>genbatch report</h1>\n<dl class="summary">` +
+        `<h1>genbatch ${live ? 'view' : 'report'}</h1>\n<dl class="summary">` +
           row('Manifest', `<span class="tok">${escapeHtml(s.manifest)}</span>`) +
           row('Output', `<span class="tok">${escapeHtml(s.out_dir)}</span>`) +
           row('Service', `<span class="tok">${escapeHtml(redactUrl(s.base_url))}</span>${s.sandbox ? ' (sandbox)' : ''}`) +
