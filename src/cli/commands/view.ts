@@ -31,14 +31,16 @@ export default async function view(manifest: string | undefined, opts: ViewCliOp
       if (e.code === 'EADDRNOTAVAIL' || e.code === 'ENOTFOUND') throw new UsageError(`--host ${opts.host}: not an address of this machine`);
       throw err;
     }
+    // Listening for the signals before the URL is out: a script may stop the view as soon as it reads it.
+    const stopped = new Promise<NodeJS.Signals>((resolve) => {
+      process.once('SIGINT', () => resolve('SIGINT'));
+      process.once('SIGTERM', () => resolve('SIGTERM'));
+    });
     process.stdout.write(`${v.url}\n`);
     process.stdout.write(`genbatch view: ${runs[0]!.manifest} (${store.path}); press Ctrl+C to stop\n`);
     await flushed(process.stdout);
     if (opts.open) openBrowser(v.url);
-    const signal = await new Promise<NodeJS.Signals>((resolve) => {
-      process.once('SIGINT', () => resolve('SIGINT'));
-      process.once('SIGTERM', () => resolve('SIGTERM'));
-    });
+    const signal = await stopped;
     await v.close();
     process.stderr.write(`genbatch view stopped (${signal})\n`);
     return 0;
