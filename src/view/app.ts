@@ -18,7 +18,7 @@ const token = params.get("token") || sessionStorage.getItem("gb-token") || "";
 if (params.get("token")) sessionStorage.setItem("gb-token", token);
 const h = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined && text !== null) e.textContent = String(text); return e; };
 const button = (text, cls, fn) => { const b = h("button", cls, text); b.type = "button"; b.addEventListener("click", fn); return b; };
-const sel = new Set();
+const sel = new Set(), states = new Map();
 let current = null, api = null, since = live.since, gen = live.gen, polling = false;
 const note = h("input"); note.id = "gb-note"; note.type = "text"; note.placeholder = "Note for the next mark (optional)"; note.setAttribute("aria-label", "Note for the next mark");
 const selInfo = h("span", "note"); selInfo.id = "gb-sel";
@@ -42,8 +42,10 @@ function toggle(id, on) {
   if (el) { el.classList.toggle("sel", on); el.querySelector("input[type=checkbox]").checked = on; }
   showSel();
 }
-async function mark(ids, m) {
-  if (ids.length === 0) { status.textContent = "Nothing chosen: select cards, or move to one with j / k."; return; }
+async function mark(chosen, m) {
+  if (chosen.length === 0) { status.textContent = "Nothing chosen: select cards, or move to one with j / k."; return; }
+  const ids = chosen.filter((id) => states.get(id) === "done");
+  if (ids.length === 0) { status.textContent = "Only done jobs can be marked."; return; }
   let res, body = {};
   try {
     res = await fetch("/api/marks", { method: "POST", headers: { "content-type": "application/json", "x-genbatch-token": token }, body: JSON.stringify({ ids, mark: m, note: note.value === "" ? null : note.value }) });
@@ -83,6 +85,7 @@ async function poll() {
 window.gbView = {
   card(a, r, state) {
     a.dataset.id = r[0];
+    states.set(r[0], state);
     if (sel.has(r[0])) a.classList.add("sel");
     if (current === r[0]) a.classList.add("current");
     const box = h("div", "review");
