@@ -1,4 +1,5 @@
-import { writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
@@ -51,7 +52,7 @@ describeBrowser('genbatch view in Chromium', () => {
   let out: string;
   let m: string;
   const cleanups: Array<() => void | Promise<unknown>> = [];
-  let errors: string[] = [];
+  const errors: string[] = [];
 
   beforeAll(async () => {
     ensureBuilt();
@@ -74,12 +75,12 @@ describeBrowser('genbatch view in Chromium', () => {
   });
   afterEach(() => {
     expect(errors).toEqual([]);
-    errors = [];
+    errors.length = 0;
   });
 
   async function open(url: string, width = 1280): Promise<Page> {
     const page = await browser.newPage({ viewport: { width, height: 900 } });
-    errors = consoleErrors(page);
+    consoleErrors(page, errors);
     cleanups.push(() => page.close());
     await page.goto(url);
     return page;
@@ -139,6 +140,16 @@ describeBrowser('genbatch view in Chromium', () => {
     await expect.poll(() => page.locator('.card .m-rejected').count(), { timeout: 5000 }).toBe(0);
     expect(await page.locator('.card[data-id="harbour-dawn"] .meta').textContent()).toContain(after.get('harbour-dawn')!);
     expect(await page.evaluate(() => (window as unknown as { marker: number }).marker)).toBe(42);
+    // The job's page shows the earlier result (previous-1/) beside the new one, each file with its sha256.
+    const detail = await open(`${view.base}/job/harbour-dawn?token=${view.token}`);
+    expect(await detail.locator('.side > section h3').allTextContents()).toEqual(['current', 'previous-1']);
+    expect(await detail.locator('.side > section img').count()).toBe(2);
+    const shown = await detail.locator('.side > section:nth-child(2) td.tok').allTextContents();
+    const previous = readdirSync(join(out, 'harbour-dawn', 'previous-1'));
+    expect(shown).toContain(`harbour-dawn/previous-1/${previous[0]}`);
+    expect(shown).toContain(createHash('sha256').update(readFileSync(join(out, 'harbour-dawn', 'previous-1', previous[0]!))).digest('hex'));
+    await detail.locator('a', { hasText: 'all jobs' }).click();
+    await expect.poll(() => cards(detail).count()).toBe(JOBS.length);
   });
 
   it('reviews with the keyboard: j/k move, a approves, r rejects, x selects', async () => {

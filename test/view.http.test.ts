@@ -131,4 +131,15 @@ describe('genbatch view over HTTP', () => {
     const other = await startViewProcess(['--out', out]);
     expect(await other.stop()).toBe(0);
   });
+
+  it('writes the reports again when it stops after marks were made in it, so report.json shows them', async () => {
+    expect(readFileSync(join(out, 'report.json'), 'utf8')).not.toContain('too dark');
+    expect(await view.stop()).toBe(0);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as { jobs: Array<{ id: string; mark: { state: string; note: string } | null }> };
+    expect(report.jobs.map((j) => [j.id, j.mark?.state ?? null, j.mark?.note ?? null])).toEqual([
+      ['img-0000', null, null],
+      ['img-0001', 'rejected', 'too dark'],
+      ['img-0002', 'rejected', 'too dark'],
+    ]);
+  });
 });

@@ -28,6 +28,8 @@ export interface View {
   url: string;
   token: string;
   port: number;
+  /** Marks written through this view (POST /api/marks) so far. */
+  marksWritten(): number;
   close(): Promise<void>;
 }
 
@@ -91,6 +93,7 @@ export async function startView(o: ViewOptions): Promise<View> {
   const live = new LiveState(store, new PageData('/files/'));
   const host = o.host ?? '127.0.0.1';
   let allowed = new Set<string>();
+  let marked = 0;
 
   async function page(res: ServerResponse): Promise<void> {
     const start = live.start();
@@ -126,6 +129,7 @@ export async function startView(o: ViewOptions): Promise<View> {
         const m = parseMarks(await readBody(req));
         const r = markJobs(store, m.ids, m.action, m.note, 'POST /api/marks');
         live.wrote();
+        marked += r.changed;
         return json(res, 200, JSON.stringify({ changed: r.changed, ids: r.ids, mark: r.state }));
       } catch (err) {
         if (err instanceof GenbatchError) return json(res, 400, JSON.stringify({ error: err.message }));
@@ -180,6 +184,7 @@ export async function startView(o: ViewOptions): Promise<View> {
     url: `http://${shown}:${port}/?token=${token}`,
     token,
     port,
+    marksWritten: () => marked,
     close: () =>
       new Promise<void>((done) => {
         server.close(() => done());

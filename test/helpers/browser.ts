@@ -34,9 +34,8 @@ export function launchChromium(hosts: readonly string[] = []): Promise<Browser> 
   return chromium.launch({ executablePath: CHROMIUM, args });
 }
 
-/** Every console error and uncaught page error of `page`, as they come. */
-export function consoleErrors(page: Page): string[] {
-  const errors: string[] = [];
+/** Every console error and uncaught page error of `page`, as they come, pushed to `errors`. */
+export function consoleErrors(page: Page, errors: string[] = []): string[] {
   page.on('console', (m) => {
     if (m.type() === 'error') errors.push(`${page.url()}: ${m.text()}`);
   });

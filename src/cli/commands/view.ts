@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { buildReportData } from '../../engine/index.js';
+import { writeReports } from '../../report/index.js';
 import { UsageError } from '../../errors.js';
 import { startView } from '../../view/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
@@ -15,6 +18,7 @@ export interface ViewCliOptions {
 /**
  * `genbatch view [manifest|--state PATH|--out DIR] [--port 8788] [--host 127.0.0.1] [--open]`: serve the run's
  * gallery live (src/view/) until SIGINT or SIGTERM (exit 0). The URL, with the token, is the first line of stdout.
+ * When marks were made in the page, the run's reports are written again as the view stops.
  */
 export default async function view(manifest: string | undefined, opts: ViewCliOptions): Promise<number> {
   ignoreBrokenPipe();
@@ -42,6 +46,11 @@ export default async function view(manifest: string | undefined, opts: ViewCliOp
     if (opts.open) openBrowser(v.url);
     const signal = await stopped;
     await v.close();
+    // The reports show the marks (as after genbatch mark): written again once, when the view stops.
+    if (v.marksWritten() > 0) {
+      const paths = await writeReports(resolve(runs[0]!.out_dir), buildReportData(store));
+      process.stderr.write(`genbatch view: ${v.marksWritten()} mark(s) made; reports written again: ${paths.html.replace(/\.html$/, '.{json,csv,md,html}')}\n`);
+    }
     process.stderr.write(`genbatch view stopped (${signal})\n`);
     return 0;
   } finally {
