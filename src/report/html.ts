@@ -126,7 +126,7 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.25rem 0;max-height:20rem
 .m-approved{color:var(--ok)}.m-rejected{color:var(--bad)}
 .review{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center;margin:.5rem 0 0}.review button,.bar button,.bar input{font:inherit;max-width:100%;min-width:0}
 .bar{position:sticky;top:0;z-index:1;display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.5rem 0;background:var(--bg)}.bar input{flex:1 1 10rem}
-.card.current{outline:3px solid #3b82f6;outline-offset:1px}.card.sel{border-color:#3b82f6;background:color-mix(in srgb,var(--card),#3b82f6 8%)}
+.card{scroll-margin:7rem 0 1rem}.card.current{outline:3px solid #3b82f6;outline-offset:1px}.card.sel{border-color:#3b82f6;background:color-mix(in srgb,var(--card),#3b82f6 8%)}
 .side{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(280px,100%),1fr));gap:1rem}
 table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{border-bottom:1px solid var(--line);padding:.25rem .4rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}th,td.n{white-space:nowrap;overflow-wrap:normal}
 .err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}

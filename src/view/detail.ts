@@ -102,6 +102,10 @@ export async function detailPage(store: Store, outDir: string, id: string, back:
     .filter((f) => f.state === 'done' && f.path !== null)
     .map((f) => ({ path: f.path!, size: f.size ?? 0, sha256: f.sha256 ?? '', type: f.type }));
   const folder = files[0]?.path.split('/')[0] ?? sanitizeName(id, 'job');
+  // result.json (the task's result as read, written by the run beside the files) is shown too, as in previous-<n>/.
+  const resultJson = join(outDir, folder, 'result.json');
+  const kept = await stat(resultJson).catch(() => null);
+  if (kept?.isFile()) files.push({ path: `${folder}/result.json`, size: kept.size, sha256: await sha256Of(resultJson), type: 'json' });
   const sent = job.submitted_input;
   let specInput: string | null = null;
   try {
