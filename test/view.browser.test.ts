@@ -152,7 +152,7 @@ describeBrowser('genbatch view in Chromium', () => {
     await expect.poll(() => cards(detail).count()).toBe(JOBS.length);
   });
 
-  it('reviews with the keyboard: j/k move, a approves, r rejects, x selects', async () => {
+  it('reviews with the keyboard: j/k move, a approves, r rejects, x selects; the mark filter narrows the cards', async () => {
     const page = await open(view.url);
     await expect.poll(() => cards(page).count()).toBe(JOBS.length);
     const current = () => page.locator('.card.current').getAttribute('data-id');
@@ -178,6 +178,10 @@ describeBrowser('genbatch view in Chromium', () => {
     await page.locator('.card[data-id="forest-fog"] h3').click();
     await page.keyboard.press('a');
     await expect.poll(() => page.locator('.card .m-approved').count()).toBe(3);
+    await page.selectOption('#gb-mark', { label: 'rejected (1)' });
+    await expect.poll(() => ids(page)).toEqual(['harbour-night']);
+    await page.selectOption('#gb-mark', { label: 'no mark (2)' });
+    await expect.poll(() => ids(page)).toEqual(['long-link', 'policy-wall']);
     const store = Store.openForRead(join(out, 'state.db'));
     try {
       store.useRun(store.runs()[0]!);

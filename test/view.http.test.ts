@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { Store } from '../src/store/index.js';
 import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { pageRows } from './helpers/page.js';
 import { tempDir } from './helpers/tmp.js';
 import { rawRequest, startViewProcess, type ViewProcess } from './helpers/view.js';
 
@@ -141,5 +142,6 @@ describe('genbatch view over HTTP', () => {
       ['img-0001', 'rejected', 'too dark'],
       ['img-0002', 'rejected', 'too dark'],
     ]);
+    expect(pageRows(readFileSync(join(out, 'report.html'), 'utf8')).rows.map((r) => r.mark)).toEqual([null, ['rejected', 'too dark'], ['rejected', 'too dark']]);
   });
 });
