@@ -128,6 +128,15 @@ describe('genbatch view over HTTP', () => {
     expect((await rawRequest(view.port, '/job/nope')).status).toBe(404);
   });
 
+  it('is exit 2 with a clear message for a missing state file or a port out of range', async () => {
+    const missing = await runCli(['view', '--state', join(root, 'nope.db'), '--port', '0']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain(`no state file at ${join(root, 'nope.db')}`);
+    const port = await runCli(['view', '--out', out, '--port', '70000']);
+    expect(port.code).toBe(2);
+    expect(port.stderr).toContain('--port expects an integer');
+  });
+
   it('stops on SIGTERM with exit code 0', async () => {
     const other = await startViewProcess(['--out', out]);
     expect(await other.stop()).toBe(0);

@@ -4,7 +4,7 @@ import type { Store } from '../store/index.js';
 
 /**
  * What changed in the state file, for the page's poll (GET /api/jobs?since=<time>&gen=<n>, every second).
- * `gen` counts the changes this server has seen: SQLite's `PRAGMA data_version` (it moves when another
+ * `gen` counts the changes this server has seen (from its start time in ms, so a page open across a restart is not fooled): SQLite's `PRAGMA data_version` (it moves when another
  * connection, such as a run in another process, commits) and the marks written here. A poll with the
  * current gen costs one pragma and gets no rows. Otherwise the rows of the jobs changed at or after `since`
  * (a job's updated_at, or a mark) come back with the new `since` (the latest change, read before the rows,
@@ -12,7 +12,8 @@ import type { Store } from '../store/index.js';
  */
 export class LiveState {
   private dataVersion: number;
-  private gen = 1;
+  /** Starts at the start time in ms: a page left open across a restart of the view never holds the new server's gen. */
+  private gen = Date.now();
 
   constructor(
     private readonly store: Store,
