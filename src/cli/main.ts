@@ -139,6 +139,17 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .action(wrap(lazy('export')));
 
   program
+    .command('view')
+    .description('a local web app over the state file and output folder: the gallery, live during a run, job details, review marks (prints its URL, with a token, on its first line; runs until Ctrl+C)')
+    .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
+    .option('--state <path>', 'state file')
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--port <n>', 'port to listen on (0: any free port)', int('--port', 0, 65535), 8788)
+    .option('--host <address>', 'address to bind (another than 127.0.0.1 lets other machines reach the view; they still need the token to change anything)', '127.0.0.1')
+    .option('--open', 'open the URL in the default browser')
+    .action(wrap(lazy('view')));
+
+  program
     .command('balance')
     .description('print the account balance in credits')
     .option('--json', 'print JSON')

@@ -224,3 +224,9 @@ function fillTexts(row: SummaryRow, result: string | null, texts: Record<string,
 export function round6(n: number): number {
   return Math.round(n * 1e6) / 1e6;
 }
+
+/** The report jobs of these summary rows (each job's files and input read on its own): the view's live updates. */
+export function reportJobsOf(store: Store, rows: readonly SummaryRow[]): ReportJob[] {
+  const marks = store.marks();
+  return rows.map((row) => reportJob(store, row, marks));
+}

@@ -2,7 +2,9 @@
  * The script of report.html (inline, allowed by its hash in the page's Content-Security-Policy). It reads
  * the rows of src/report/html-data.ts and shows one page of cards at a time (PAGE cards in the DOM, however
  * many jobs), with search (id, prompt, variables, any input value, where, task id), filters (state, model,
- * kind of result) and sort, also set from the page's hash (`#q=harbour&state=done&model=M&kind=image&sort=newest`).
+ * kind of result, review mark) and sort, also set from the page's hash (`#q=harbour&state=done&model=M&kind=image&mark=rejected&sort=newest`).
+ * A mark is shown as a badge, its note below. When the page has `window.gbView` (the view's script, run
+ * first), each card is handed to gbView.card(article, row, state) and gbView.ready(api) gets update/render/move.
  * A chat job's messages are searched but not listed on its card (its prompt is the last user message).
  * Every text goes in with textContent, never as HTML. It also shows every
  * <time datetime> of the page in the reader's local time (the ISO text stays when a date does not parse).
@@ -21,22 +23,33 @@ if (!jobsEl || !metaEl) return;
 const rows = JSON.parse(jobsEl.textContent);
 const meta = JSON.parse(metaEl.textContent);
 const KIND = { i: "image", v: "video", a: "audio", t: "text", o: "other" };
-const q = $("gb-q"), fState = $("gb-state"), fModel = $("gb-model"), fKind = $("gb-kind"), sortBy = $("gb-sort");
+const q = $("gb-q"), fState = $("gb-state"), fModel = $("gb-model"), fKind = $("gb-kind"), fMark = $("gb-mark"), sortBy = $("gb-sort");
+const hook = window.gbView || null;
+const markOf = (r) => (r[13] ? r[13][0] : "-");
 const gallery = $("gb-gallery"), info = $("gb-info"), prev = $("gb-prev"), next = $("gb-next"), pageInfo = $("gb-page");
 const bytes = (n) => { const u = ["B", "KB", "MB", "GB", "TB"]; let v = n, i = 0; while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; } return i === 0 ? v + " B" : v.toFixed(1) + " " + u[i]; };
 const kindsOf = (r) => { const s = new Set(); for (const f of r[11]) s.add(f[2]); if (r[12].length > 0) s.add("t"); if (s.size === 0) s.add("-"); return s; };
 function fill(sel, counts, label) {
+  const keep = sel.value;
+  while (sel.options.length > 1) sel.remove(1);
   for (const [v, n] of [...counts].sort((a, b) => b[1] - a[1])) { const o = h("option", null, label(v) + " (" + n + ")"); o.value = String(v); sel.append(o); }
+  sel.value = keep;
+  if (sel.value !== keep) { const o = h("option", null, label(keep) + " (0)"); o.value = keep; sel.append(o); sel.value = keep; }
 }
-const byState = new Map(), byModel = new Map(), byKind = new Map();
-for (const r of rows) {
-  byState.set(r[1], (byState.get(r[1]) || 0) + 1);
-  byModel.set(r[2], (byModel.get(r[2]) || 0) + 1);
-  for (const k of kindsOf(r)) byKind.set(k, (byKind.get(k) || 0) + 1);
+function filters() {
+  const byState = new Map(), byModel = new Map(), byKind = new Map(), byMark = new Map();
+  for (const r of rows) {
+    byState.set(r[1], (byState.get(r[1]) || 0) + 1);
+    byModel.set(r[2], (byModel.get(r[2]) || 0) + 1);
+    for (const k of kindsOf(r)) byKind.set(k, (byKind.get(k) || 0) + 1);
+    byMark.set(markOf(r), (byMark.get(markOf(r)) || 0) + 1);
+  }
+  fill(fState, byState, (i) => meta.states[i]);
+  fill(fModel, byModel, (i) => meta.models[i]);
+  fill(fKind, byKind, (k) => (k === "-" ? "no result" : KIND[k]));
+  fill(fMark, byMark, (k) => (k === "-" ? "no mark" : k));
 }
-fill(fState, byState, (i) => meta.states[i]);
-fill(fModel, byModel, (i) => meta.models[i]);
-fill(fKind, byKind, (k) => (k === "-" ? "no result" : KIND[k]));
+filters();
 const hay = new Array(rows.length);
 const haystack = (r) => [r[0], r[4] || "", r[5], r[3], r[7] || "", ...Object.values(r[6])].join("\\n").toLowerCase();
 const SORTS = {
@@ -48,21 +61,22 @@ const SORTS = {
   oldest: (a, b) => (rows[a][9] || "~").localeCompare(rows[b][9] || "~") || a - b,
 };
 let view = [], page = 0;
-function apply() {
+function apply(keepPage) {
   const terms = q.value.toLowerCase().split(/\\s+/).filter(Boolean);
-  const st = fState.value, mo = fModel.value, ki = fKind.value;
+  const st = fState.value, mo = fModel.value, ki = fKind.value, mk = fMark.value;
   view = [];
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i];
     if (st !== "" && String(r[1]) !== st) continue;
     if (mo !== "" && String(r[2]) !== mo) continue;
     if (ki !== "" && !kindsOf(r).has(ki)) continue;
+    if (mk !== "" && markOf(r) !== mk) continue;
     if (terms.length > 0) { const x = hay[i] || (hay[i] = haystack(r)); if (!terms.every((t) => x.includes(t))) continue; }
     view.push(i);
   }
   const cmp = SORTS[sortBy.value];
   if (cmp) view.sort(cmp);
-  page = 0;
+  if (keepPage !== true) page = 0;
   render();
 }
 function render() {
@@ -93,7 +107,9 @@ function card(r) {
   if (r[7]) m.append(" \\u00b7 task ", h("span", "tok", r[7]));
   if (r[8] > 1) m.append(" \\u00b7 " + r[8] + " attempts");
   if (r[9]) { const t = h("time", null, local(r[9])); t.dateTime = r[9]; t.title = r[9]; m.append(" \\u00b7 finished ", t); }
+  if (r[13]) m.append(" \\u00b7 ", h("span", "badge m-" + r[13][0], r[13][0]));
   a.append(m);
+  if (r[13] && r[13][1]) a.append(h("p", "note", "note: " + r[13][1]));
   if (r[5]) a.append(h("p", "vars", r[5]));
   if (r[4]) a.append(h("p", "prompt", r[4]));
   const fields = Object.entries(r[6]).filter(([k]) => k !== "messages");
@@ -139,11 +155,12 @@ function card(r) {
     a.append(ul);
   }
   if (r[10]) a.append(h("pre", "err", r[10]));
+  if (hook) hook.card(a, r, meta.states[r[1]]);
   return a;
 }
 let timer = 0;
 q.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(apply, 150); });
-for (const el of [fState, fModel, fKind, sortBy]) el.addEventListener("change", apply);
+for (const el of [fState, fModel, fKind, fMark, sortBy]) el.addEventListener("change", apply);
 prev.addEventListener("click", () => { page--; render(); gallery.scrollIntoView(); });
 next.addEventListener("click", () => { page++; render(); gallery.scrollIntoView(); });
 // A link can open the page searched and filtered: report.html#q=harbour&state=done&model=...&kind=image&sort=newest.
@@ -153,7 +170,33 @@ q.value = want.get("q") || "";
 pick(fState, "state", (v) => meta.states[v]);
 pick(fModel, "model", (v) => meta.models[v]);
 pick(fKind, "kind", (v) => (v === "-" ? "none" : KIND[v]));
+pick(fMark, "mark", (v) => (v === "-" ? "none" : v));
 if (want.has("sort") && Object.prototype.hasOwnProperty.call(SORTS, want.get("sort"))) sortBy.value = want.get("sort");
 $("gb-controls").hidden = false;
 apply();
+// The view (src/view/) brings rows that changed: each replaces the row of its id, or is added at the end.
+if (hook) {
+  const at = new Map(rows.map((r, i) => [r[0], i]));
+  hook.ready({
+    rows,
+    render,
+    shown: () => view.slice(page * PAGE, (page + 1) * PAGE).map((i) => rows[i][0]),
+    update(changed, tables) {
+      meta.states = tables.states;
+      meta.models = tables.models;
+      for (const r of changed) {
+        const i = at.get(r[0]);
+        if (i === undefined) { at.set(r[0], rows.length); rows.push(r); }
+        else { rows[i] = r; hay[i] = undefined; }
+      }
+      filters();
+      apply(true);
+    },
+    move(step) {
+      const pages = Math.max(1, Math.ceil(view.length / PAGE));
+      if (page + step < 0 || page + step >= pages) return false;
+      page += step; render(); return true;
+    },
+  });
+}
 })();`;

@@ -5,8 +5,9 @@
  * the visible page only from these (src/report/html-app.ts).
  *
  * A row: [id, state index, model index, where, prompt, variables, input fields, task id, attempts,
- * finished at, error, files, texts]; files are [href or null, path, kind letter, size, type]
- * (kind: i image, v video, a audio, t text, o other), texts are [name, text]. Long texts are cut
+ * finished at, error, files, texts, mark]; files are [href or null, path, kind letter, size, type]
+ * (kind: i image, v video, a audio, t text, o other), texts are [name, text], mark is null or
+ * [approved|rejected, note or null]. Long texts are cut
  * (the full ones are in report.json). The JSON is escaped so that no `<` appears in it: a value
  * holding `</script>` cannot end the element.
  */
@@ -100,11 +101,17 @@ export class PageData {
       job.error === null ? null : cut(job.error, PAGE_CHARS.error),
       files,
       texts,
+      job.mark ? [job.mark.state, job.mark.note] : null,
     ]);
   }
 
   /** The tables, as escaped JSON text: `{states, models, more}` (`more`: jobs left out of the page). */
   meta(more: number): string {
-    return scriptJson({ states: [...this.states.keys()], models: [...this.models.keys()], more });
+    return scriptJson(this.tables(more));
+  }
+
+  /** The tables the rows point into, as a value. */
+  tables(more = 0): { states: string[]; models: string[]; more: number } {
+    return { states: [...this.states.keys()], models: [...this.models.keys()], more };
   }
 }

@@ -38,6 +38,14 @@ export interface HtmlOptions {
    * file links then lead from there to the files in the output folder. Default: the output folder.
    */
   reportDir?: string;
+  /** The row builder (default: a new one with links from `reportDir`); the view keeps one, so that later rows use the same tables. */
+  pageData?: PageData;
+  /**
+   * A second inline script, run before the gallery's (allowed by its hash too), with its JSON data in
+   * `<script type="application/json" id="gb-live">`: the view's live updates and marks (src/view/). The
+   * controls and gallery are written even with no job yet.
+   */
+  live?: { script: string; data: string };
 }
 
 const ERROR_CHARS = 2000;
@@ -92,7 +100,7 @@ function problemHtml(job: ReportJob): string {
  * than the line, so "unknown" is never cut); `.tok` (ids, task ids, paths, URLs, hashes: long tokens with no
  * spaces) may break anywhere, and grid and flex children get min-width: 0 so nothing overflows at 390 px.
  */
-const CSS = `
+export const CSS = `
 :root{color-scheme:light dark;--fg:#1b1b1b;--bg:#fafafa;--card:#fff;--line:#ddd;--muted:#666;--bad:#b00020;--ok:#1b7f3b;--warn:#a15c00}
 @media (prefers-color-scheme:dark){:root{--fg:#e8e8e8;--bg:#161616;--card:#222;--line:#3a3a3a;--muted:#aaa;--bad:#ff6b81;--ok:#5fd38a;--warn:#f0b25a}}
 *{box-sizing:border-box}[hidden]{display:none!important}body{margin:0;padding:1.5rem;font:15px/1.45 system-ui,sans-serif;color:var(--fg);background:var(--bg);overflow-wrap:break-word}
@@ -115,6 +123,12 @@ h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3
 .files{margin:.5rem 0 0;padding-left:1.1rem;font-size:.85rem}
 .texts dt{font-weight:600;font-size:.85rem}.texts dd{margin:0 0 .5rem}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.25rem 0;max-height:20rem;overflow:auto;font-size:.85rem}
+.m-approved{color:var(--ok)}.m-rejected{color:var(--bad)}
+.review{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center;margin:.5rem 0 0}.review button,.bar button,.bar input{font:inherit;max-width:100%;min-width:0}
+.bar{position:sticky;top:0;z-index:1;display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.5rem 0;background:var(--bg)}.bar input{flex:1 1 10rem}
+.card{scroll-margin:7rem 0 1rem}.card.current{outline:3px solid #3b82f6;outline-offset:1px}.card.sel{border-color:#3b82f6;background:color-mix(in srgb,var(--card),#3b82f6 8%)}
+.side{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(280px,100%),1fr));gap:1rem}
+table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{border-bottom:1px solid var(--line);padding:.25rem .4rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}th,td.n{white-space:nowrap;overflow-wrap:normal}
 .err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}
 `;
 
@@ -141,6 +155,7 @@ const CONTROLS =
   '<select id="gb-state" aria-label="State"><option value="">every state</option></select>' +
   '<select id="gb-model" aria-label="Model"><option value="">every model</option></select>' +
   '<select id="gb-kind" aria-label="Kind of result"><option value="">every kind</option></select>' +
+  '<select id="gb-mark" aria-label="Review mark"><option value="">every mark</option></select>' +
   '<select id="gb-sort" aria-label="Sort"><option value="order">manifest order</option><option value="id">id</option><option value="state">state</option><option value="model">model</option><option value="newest">newest first</option><option value="oldest">oldest first</option></select>' +
   '<span id="gb-info" class="note" aria-live="polite"></span></div>\n';
 
@@ -153,18 +168,20 @@ const PAGER = '<div class="pager"><button type="button" id="gb-prev">Previous</b
 export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSink {
   const galleryLimit = options.galleryLimit ?? 200_000;
   const problemLimit = options.problemLimit ?? 1000;
-  const data = new PageData(linkBase(s.out_dir, options.reportDir));
+  const data = options.pageData ?? new PageData(linkBase(s.out_dir, options.reportDir));
+  const live = options.live;
+  const hashes = [SCRIPT_HASH, ...(live ? [createHash('sha256').update(live.script).digest('base64')] : [])].map((h) => `'sha256-${h}'`).join(' ');
   const problems: string[] = [];
   let rows = 0;
   let moreRows = 0;
   let moreProblems = 0;
   let files = 0;
   let bytes = 0;
-  const title = `genbatch report: ${s.manifest}`;
+  const title = `genbatch ${live ? 'view' : 'report'}: ${s.manifest}`;
   return {
     start: () =>
       '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">' +
-      `<meta http-equiv="Content-Security-Policy" content="script-src 'sha256-${SCRIPT_HASH}'; object-src 'none'; base-uri 'none'; form-action 'none'">` +
+      `<meta http-equiv="Content-Security-Policy" content="script-src ${hashes}; object-src 'none'; base-uri 'none'; form-action 'none'">` +
       '<meta name="viewport" content="width=device-width,initial-scale=1">' +
       `<meta name="referrer" content="no-referrer"><title>${escapeHtml(title)}</title><style>${CSS}</style></head>\n<body>\n<script type="application/json" id="gb-jobs">[`,
     job(job) {
@@ -188,7 +205,7 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
         .join('');
       const out: string[] = [`\n]</script>\n<script type="application/json" id="gb-meta">${data.meta(moreRows)}</script>\n`];
       out.push(
-        `<h1>genbatch report</h1>\n<dl class="summary">` +
+        `<h1>genbatch ${live ? 'view' : 'report'}</h1>\n<dl class="summary">` +
           row('Manifest', `<span class="tok">${escapeHtml(s.manifest)}</span>`) +
           row('Output', `<span class="tok">${escapeHtml(s.out_dir)}</span>`) +
           row('Service', `<span class="tok">${escapeHtml(redactUrl(s.base_url))}</span>${s.sandbox ? ' (sandbox)' : ''}`) +
@@ -196,7 +213,7 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
           row('Credits', escapeHtml(creditsLine(s))) +
           (s.chat ? row('Chat', escapeHtml(chatLine(s.chat) ?? '')) : '') +
           row('Files', `${files} (${formatBytes(bytes)})`) +
-          `</dl>\n<ul class="counts"><li><span class="badge">jobs: ${totalJobs(s.counts)}</span></li>${counts}</ul>\n` +
+          `</dl>\n<ul class="counts" id="gb-counts"><li><span class="badge">jobs: ${totalJobs(s.counts)}</span></li>${counts}</ul>\n` +
           creditsHtml(s),
       );
       if (problems.length > 0) {
@@ -205,13 +222,14 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
         out.push('</ul>\n');
         if (moreProblems > 0) out.push(`<p class="note">and ${moreProblems} more, listed in report.csv and report.json.</p>\n`);
       }
-      out.push(`<h2>Jobs (${rows + moreRows})</h2>\n`);
-      if (rows === 0) out.push('<p class="note">No jobs.</p>\n');
+      out.push(`<h2 id="gb-jobs-title">Jobs (${rows + moreRows})</h2>\n`);
+      if (rows === 0 && !live) out.push('<p class="note">No jobs.</p>\n');
       else {
         out.push(CONTROLS, '<div class="gallery" id="gb-gallery"></div>\n', PAGER);
         out.push('<noscript><p class="note">The cards are drawn by the page\'s script: every job is listed in report.csv and report.json.</p></noscript>\n');
       }
       if (moreRows > 0) out.push(`<p class="note">Only the first ${rows} jobs are in this page, to keep it openable; ${moreRows} more are listed in report.json and report.csv.</p>\n`);
+      if (live) out.push(`<script type="application/json" id="gb-live">${live.data}</script>\n<script>${live.script}</script>\n`);
       out.push(`<script>${APP_SCRIPT}</script>\n</body></html>\n`);
       return out;
     },

@@ -65,3 +65,6 @@ export async function writeReports(outDir: string, data: ReportData, options: Re
   );
   return paths;
 }
+export { CSS, escapeHtml, htmlSink, timeHtml } from './html.js';
+export { PageData, fileHref, scriptJson } from './html-data.js';
+export { formatBytes, orderedCounts, totalJobs } from './format.js';

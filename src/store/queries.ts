@@ -180,6 +180,16 @@ export abstract class StoreQueries {
     yield* reads.summaryRows(this.db, this.runId);
   }
 
+  /** The jobs changed at or after `since` (an ISO time: row updated or mark added), in manifest order. */
+  summaryRowsChangedSince(since: string): SummaryRow[] {
+    return reads.summaryRowsChangedSince(this.db, this.runId, since, this.hasMarks());
+  }
+
+  /** The time of the run's latest change (a job's updated_at or a mark), '' when none. */
+  lastChange(): string {
+    return reads.lastChange(this.db, this.runId, this.hasMarks());
+  }
+
   counts(): Record<JobState, number> {
     return reads.counts(this.cached, this.runId);
   }

@@ -181,3 +181,20 @@ export function pendingEstimate(stmt: Prepare, runId: number): { known: number; 
   ).get(runId) as { known: number; unknown: number | null };
   return { known: r.known, unknown: r.unknown ?? 0 };
 }
+
+/**
+ * The jobs of the run changed at or after `since` (an ISO time): their row was updated, or (`marks`: the file
+ * has the marks table) a mark was added; in manifest order (the view's live updates).
+ */
+export function summaryRowsChangedSince(db: Database.Database, runId: number, since: string, marks: boolean): SummaryRow[] {
+  const byMark = marks ? ' OR id IN (SELECT job_id FROM marks WHERE run_id = ? AND at >= ?)' : '';
+  const args: Array<string | number> = marks ? [runId, since, runId, since] : [runId, since];
+  return (db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM jobs WHERE run_id = ? AND (updated_at >= ?${byMark}) ORDER BY seq`).raw(true).all(...args) as SummaryTuple[]).map(summaryRow);
+}
+
+/** The latest change of the run: the greatest updated_at of its jobs and time of its marks (ISO), '' when none. */
+export function lastChange(db: Database.Database, runId: number, marks: boolean): string {
+  const jobs = (db.prepare('SELECT MAX(updated_at) FROM jobs WHERE run_id = ?').pluck().get(runId) as string | null) ?? '';
+  const mark = marks ? ((db.prepare('SELECT MAX(at) FROM marks WHERE run_id = ?').pluck().get(runId) as string | null) ?? '') : '';
+  return jobs > mark ? jobs : mark;
+}

@@ -18,6 +18,8 @@ export interface PageRow {
   error: string | null;
   files: Array<{ href: string | null; path: string; kind: string; size: number; type: string }>;
   texts: Array<[string, string]>;
+  /** [approved|rejected, note or null], or null. */
+  mark: [string, string | null] | null;
 }
 
 /** The jobs report.html carries, read back from its two JSON script elements. */
@@ -41,6 +43,7 @@ export function pageRows(html: string): { rows: PageRow[]; more: number } {
     error: r[10] as string | null,
     files: (r[11] as unknown[][]).map((f) => ({ href: f[0] as string | null, path: f[1] as string, kind: f[2] as string, size: f[3] as number, type: f[4] as string })),
     texts: r[12] as Array<[string, string]>,
+    mark: (r[13] ?? null) as PageRow['mark'],
   }));
   return { rows, more: m.more };
 }

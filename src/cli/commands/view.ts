@@ -1,0 +1,72 @@
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { buildReportData } from '../../engine/index.js';
+import { writeReports } from '../../report/index.js';
+import { UsageError } from '../../errors.js';
+import { startView } from '../../view/index.js';
+import { flushed, ignoreBrokenPipe } from '../progress.js';
+import { openStateForRead } from './state-file.js';
+
+export interface ViewCliOptions {
+  state?: string;
+  out?: string;
+  port?: number;
+  host?: string;
+  open?: boolean;
+}
+
+/**
+ * `genbatch view [manifest|--state PATH|--out DIR] [--port 8788] [--host 127.0.0.1] [--open]`: serve the run's
+ * gallery live (src/view/) until SIGINT or SIGTERM (exit 0). The URL, with the token, is the first line of stdout.
+ * When marks were made in the page, the run's reports are written again as the view stops.
+ */
+export default async function view(manifest: string | undefined, opts: ViewCliOptions): Promise<number> {
+  ignoreBrokenPipe();
+  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'view');
+  try {
+    if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose jobs to view`);
+    store.useRun(runs[0]!);
+    let v;
+    try {
+      v = await startView({ store, host: opts.host, port: opts.port });
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      if (e.code === 'EADDRINUSE') throw new UsageError(`--port ${opts.port}: the port is in use (--port 0 takes any free port)`);
+      if (e.code === 'EADDRNOTAVAIL' || e.code === 'ENOTFOUND') throw new UsageError(`--host ${opts.host}: not an address of this machine`);
+      throw err;
+    }
+    // Listening for the signals before the URL is out: a script may stop the view as soon as it reads it.
+    const stopped = new Promise<NodeJS.Signals>((resolve) => {
+      process.once('SIGINT', () => resolve('SIGINT'));
+      process.once('SIGTERM', () => resolve('SIGTERM'));
+    });
+    process.stdout.write(`${v.url}\n`);
+    process.stdout.write(`genbatch view: ${runs[0]!.manifest} (${store.path}); press Ctrl+C to stop\n`);
+    await flushed(process.stdout);
+    if (opts.open) openBrowser(v.url);
+    const signal = await stopped;
+    await v.close();
+    // The reports show the marks (as after genbatch mark): written again once, when the view stops.
+    if (v.marksWritten() > 0) {
+      const paths = await writeReports(resolve(runs[0]!.out_dir), buildReportData(store));
+      process.stderr.write(`genbatch view: ${v.marksWritten()} mark(s) made; reports written again: ${paths.html.replace(/\.html$/, '.{json,csv,md,html}')}\n`);
+    }
+    process.stderr.write(`genbatch view stopped (${signal})\n`);
+    return 0;
+  } finally {
+    store.close();
+    await flushed(process.stdout);
+  }
+}
+
+/** The platform's opener, detached; a failure to open is only a note (the URL is printed). */
+function openBrowser(url: string): void {
+  const cmd = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
+  try {
+    const child = spawn(cmd, [url], { stdio: 'ignore', detached: true });
+    child.on('error', () => process.stderr.write(`genbatch view: could not run ${cmd}; open the URL yourself\n`));
+    child.unref();
+  } catch {
+    process.stderr.write(`genbatch view: could not run ${cmd}; open the URL yourself\n`);
+  }
+}

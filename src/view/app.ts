@@ -1,0 +1,135 @@
+/**
+ * The view's script, run before the gallery's (src/report/html-app.ts), which hands it each card and, once
+ * drawn, an api (update, render, shown, move). It adds:
+ * - live updates: GET /api/jobs?since=&gen= every second; changed rows replace theirs (or are added) and the
+ *   counts are redrawn, without a reload;
+ * - review marks: on each done card Approve / Reject (Clear mark when marked), a checkbox to select it, and a
+ *   bar with a note and Approve selected / Reject selected; POST /api/marks with the token (from the page's
+ *   URL, kept in sessionStorage) in the X-Genbatch-Token header;
+ * - keys: j / ArrowDown / ArrowRight next card, k / ArrowUp / ArrowLeft previous (across pages), x select,
+ *   a approve, r reject (the selection when there is one, else the current card); ignored while typing;
+ * - a "details" link on each card to /job/<id>.
+ */
+export const VIEW_SCRIPT = `(() => {
+"use strict";
+const live = JSON.parse(document.getElementById("gb-live").textContent);
+const params = new URLSearchParams(location.search);
+const token = params.get("token") || sessionStorage.getItem("gb-token") || "";
+if (params.get("token")) sessionStorage.setItem("gb-token", token);
+const h = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined && text !== null) e.textContent = String(text); return e; };
+const button = (text, cls, fn) => { const b = h("button", cls, text); b.type = "button"; b.addEventListener("click", fn); return b; };
+const sel = new Set(), states = new Map();
+let current = null, api = null, since = live.since, gen = live.gen, polling = false;
+const note = h("input"); note.id = "gb-note"; note.type = "text"; note.placeholder = "Note for the next mark (optional)"; note.setAttribute("aria-label", "Note for the next mark");
+const selInfo = h("span", "note"); selInfo.id = "gb-sel";
+const status = h("span", "note"); status.id = "gb-live-status"; status.setAttribute("aria-live", "polite");
+const bar = h("div", "bar"); bar.id = "gb-bar";
+bar.append(note, button("Approve selected", null, () => mark([...sel], "approved")), button("Reject selected", null, () => mark([...sel], "rejected")), button("Clear selection", null, () => { sel.clear(); for (const c of document.querySelectorAll(".card.sel")) { c.classList.remove("sel"); c.querySelector("input[type=checkbox]").checked = false; } showSel(); }), selInfo, status);
+const keys = h("p", "note", "Keys: j / k or arrows: next / previous card; x: select; a: approve; r: reject (the selection, else the current card).");
+const gallery = document.getElementById("gb-gallery");
+gallery.before(bar, keys);
+const showSel = () => { selInfo.textContent = sel.size === 0 ? "" : sel.size + " selected"; };
+const cardEl = (id) => { for (const c of gallery.children) if (c.dataset.id === id) return c; return null; };
+function setCurrent(id, scroll) {
+  current = id;
+  for (const c of gallery.querySelectorAll(".card.current")) c.classList.remove("current");
+  const el = id === null ? null : cardEl(id);
+  if (el) { el.classList.add("current"); if (scroll) el.scrollIntoView({ block: "nearest" }); }
+}
+function toggle(id, on) {
+  if (on) sel.add(id); else sel.delete(id);
+  const el = cardEl(id);
+  if (el) { el.classList.toggle("sel", on); el.querySelector("input[type=checkbox]").checked = on; }
+  showSel();
+}
+async function mark(chosen, m) {
+  if (chosen.length === 0) { status.textContent = "Nothing chosen: select cards, or move to one with j / k."; return; }
+  const ids = chosen.filter((id) => states.get(id) === "done");
+  if (ids.length === 0) { status.textContent = "Only done jobs can be marked."; return; }
+  let res, body = {};
+  try {
+    res = await fetch("/api/marks", { method: "POST", headers: { "content-type": "application/json", "x-genbatch-token": token }, body: JSON.stringify({ ids, mark: m, note: note.value === "" ? null : note.value }) });
+    body = await res.json();
+  } catch (e) { status.textContent = "Not marked: the view did not answer."; return; }
+  if (!res.ok) { status.textContent = "Not marked: " + (body.error || "HTTP " + res.status); return; }
+  status.textContent = (m === null ? "Cleared the mark of " : "Marked ") + body.changed + " job(s)" + (m === null ? "" : " " + m) + ".";
+  note.value = "";
+  for (const id of ids) sel.delete(id);
+  showSel();
+  await poll();
+}
+function counts(list, total) {
+  const ul = document.getElementById("gb-counts");
+  if (ul) {
+    const items = [h("li")]; items[0].append(h("span", "badge", "jobs: " + total));
+    for (const [state, n] of list) { const li = h("li"); li.append(h("span", "badge s-" + state, state + ": " + n)); items.push(li); }
+    ul.replaceChildren(...items);
+  }
+  const title = document.getElementById("gb-jobs-title");
+  if (title) title.textContent = "Jobs (" + total + ")";
+}
+async function poll() {
+  if (polling || api === null) return;
+  polling = true;
+  try {
+    const res = await fetch("/api/jobs?since=" + encodeURIComponent(since) + "&gen=" + gen, { cache: "no-store" });
+    if (!res.ok) { status.textContent = "The view answered HTTP " + res.status + "."; return; }
+    const b = await res.json();
+    since = b.since; gen = b.gen;
+    if (b.rows.length > 0) { api.update(b.rows, b.tables); setCurrent(current, false); }
+    if (b.counts) counts(b.counts, b.total);
+    status.dataset.gen = String(gen);
+  } catch (e) { status.textContent = "The view is not answering (stopped?)."; }
+  finally { polling = false; }
+}
+window.gbView = {
+  card(a, r, state) {
+    a.dataset.id = r[0];
+    states.set(r[0], state);
+    if (sel.has(r[0])) a.classList.add("sel");
+    if (current === r[0]) a.classList.add("current");
+    const box = h("div", "review");
+    const pick = h("label", "note");
+    const cb = h("input"); cb.type = "checkbox"; cb.checked = sel.has(r[0]);
+    cb.addEventListener("change", () => toggle(r[0], cb.checked));
+    pick.append(cb, " select");
+    box.append(pick);
+    const ok = button("Approve", "gb-approve", () => mark([r[0]], "approved"));
+    const no = button("Reject", "gb-reject", () => mark([r[0]], "rejected"));
+    if (state !== "done") { ok.disabled = true; no.disabled = true; ok.title = no.title = "only done jobs can be marked"; }
+    box.append(ok, no);
+    if (r[13]) box.append(button("Clear mark", "gb-clear", () => mark([r[0]], null)));
+    const more = h("a", null, "details"); more.href = "/job/" + encodeURIComponent(r[0]) + (token ? "?token=" + encodeURIComponent(token) : "");
+    box.append(more);
+    a.append(box);
+    a.addEventListener("click", (e) => { if (!e.target.closest("a,button,input,label,audio,video")) setCurrent(r[0], false); });
+  },
+  ready(x) {
+    api = x;
+    const tick = async () => { await poll(); setTimeout(tick, 1000); };
+    setTimeout(tick, 1000);
+  },
+};
+function step(d) {
+  const ids = api.shown();
+  if (ids.length === 0) return;
+  let i = ids.indexOf(current);
+  if (i === -1) i = d > 0 ? -1 : ids.length;
+  i += d;
+  if (i < 0) { if (api.move(-1)) { const s = api.shown(); setCurrent(s[s.length - 1], true); } return; }
+  if (i >= ids.length) { if (api.move(1)) setCurrent(api.shown()[0], true); return; }
+  setCurrent(ids[i], true);
+}
+document.addEventListener("keydown", (e) => {
+  if (e.ctrlKey || e.metaKey || e.altKey || api === null) return;
+  const t = e.target;
+  if (t && ((t.tagName === "INPUT" && t.type !== "checkbox") || t.tagName === "SELECT" || t.tagName === "TEXTAREA" || t.isContentEditable)) return;
+  const k = e.key;
+  const chosen = () => (sel.size > 0 ? [...sel] : current === null ? [] : [current]);
+  if (k === "j" || k === "ArrowDown" || k === "ArrowRight") { e.preventDefault(); step(1); }
+  else if (k === "k" || k === "ArrowUp" || k === "ArrowLeft") { e.preventDefault(); step(-1); }
+  else if (k === "x" && current !== null) toggle(current, !sel.has(current));
+  else if (k === "a") mark(chosen(), "approved");
+  else if (k === "r") mark(chosen(), "rejected");
+});
+})();`;

@@ -1,0 +1,163 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { sanitizeName } from '../download/index.js';
+import { PREVIOUS_DIR } from '../engine/results.js';
+import { CSS, escapeHtml, fileHref, formatBytes, promptOf, timeHtml, varsOf, varsText } from '../report/index.js';
+import type { Store } from '../store/index.js';
+
+/**
+ * GET /job/<id>: one job in full, as plain HTML (no script): what was asked (the input as sent, else as the
+ * manifest gives it), its attempts (count, last error: the state file keeps the last one), its mark and the
+ * mark's history, its files with size and sha256, and each earlier attempt's files (`previous-<n>/` in the
+ * job's folder, hashed here) side by side with the current ones.
+ */
+interface Shown {
+  path: string;
+  size: number;
+  sha256: string;
+  type: string;
+}
+
+const IMAGE = /\.(png|jpe?g|webp|gif|avif|bmp)$/i;
+const AUDIO = /\.(mp3|wav|ogg|m4a|aac|flac|opus)$/i;
+const VIDEO = /\.(mp4|webm|mov|m4v)$/i;
+
+function preview(f: Shown, alt: string): string {
+  const href = fileHref(f.path);
+  if (href === null) return '';
+  const url = `/files/${href}`;
+  if (f.type === 'image' || IMAGE.test(f.path)) return `<a href="${url}"><img src="${url}" alt="${escapeHtml(alt)}" loading="lazy"></a>`;
+  if (f.type === 'audio' || AUDIO.test(f.path)) return `<figure class="player"><figcaption>${escapeHtml(f.path.split('/').pop()!)}</figcaption><audio controls preload="none" src="${url}"></audio></figure>`;
+  if (f.type === 'video' || VIDEO.test(f.path)) return `<figure class="player"><figcaption>${escapeHtml(f.path.split('/').pop()!)}</figcaption><video controls preload="metadata" src="${url}"></video></figure>`;
+  return '';
+}
+
+function filesHtml(title: string, files: readonly Shown[], alt: string): string {
+  const rows = files
+    .map((f) => {
+      const href = fileHref(f.path);
+      const name = href === null ? escapeHtml(f.path) : `<a href="/files/${href}">${escapeHtml(f.path)}</a>`;
+      return `<tr><td class="tok">${name}</td><td class="n">${escapeHtml(formatBytes(f.size))}</td><td class="tok">${escapeHtml(f.sha256)}</td></tr>`;
+    })
+    .join('');
+  const media = files.map((f) => preview(f, alt)).join('');
+  return (
+    `<section class="card"><h3>${escapeHtml(title)}</h3>` +
+    (files.length === 0 ? '<p class="note">no files</p>' : `<div class="media">${media}</div><table><thead><tr><th>file</th><th>size</th><th>sha256</th></tr></thead><tbody>${rows}</tbody></table>`) +
+    '</section>'
+  );
+}
+
+function sha256Of(path: string): Promise<string> {
+  return new Promise((done, fail) => {
+    const h = createHash('sha256');
+    createReadStream(path)
+      .on('data', (d) => h.update(d))
+      .on('end', () => done(h.digest('hex')))
+      .on('error', fail);
+  });
+}
+
+/** The earlier attempts kept in the job's folder: previous-<n>/ (newest first), each with its files. */
+async function earlier(outDir: string, folder: string): Promise<Array<{ name: string; files: Shown[] }>> {
+  let names: string[];
+  try {
+    names = (await readdir(join(outDir, folder))).filter((n) => PREVIOUS_DIR.test(n));
+  } catch {
+    return [];
+  }
+  names.sort((a, b) => Number(b.slice(9)) - Number(a.slice(9)));
+  const out: Array<{ name: string; files: Shown[] }> = [];
+  for (const name of names) {
+    const files: Shown[] = [];
+    const dir = join(outDir, folder, name);
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      if (!e.isFile()) continue;
+      const p = join(dir, e.name);
+      files.push({ path: `${folder}/${name}/${e.name}`, size: (await stat(p)).size, sha256: await sha256Of(p), type: '' });
+    }
+    files.sort((a, b) => a.path.localeCompare(b.path));
+    out.push({ name, files });
+  }
+  return out;
+}
+
+function prettyJson(text: string | null): string {
+  if (text === null) return '';
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+/** The page, or null when the run has no such job. `back`: the gallery's URL (with the token). */
+export async function detailPage(store: Store, outDir: string, id: string, back: string): Promise<string | null> {
+  const job = store.getJob(id);
+  if (!job) return null;
+  const files: Shown[] = store
+    .filesOf(id)
+    .filter((f) => f.state === 'done' && f.path !== null)
+    .map((f) => ({ path: f.path!, size: f.size ?? 0, sha256: f.sha256 ?? '', type: f.type }));
+  const folder = files[0]?.path.split('/')[0] ?? sanitizeName(id, 'job');
+  // result.json (the task's result as read, written by the run beside the files) is shown too, as in previous-<n>/.
+  const resultJson = join(outDir, folder, 'result.json');
+  const kept = await stat(resultJson).catch(() => null);
+  if (kept?.isFile()) files.push({ path: `${folder}/result.json`, size: kept.size, sha256: await sha256Of(resultJson), type: 'json' });
+  const sent = job.submitted_input;
+  let specInput: string | null = null;
+  try {
+    specInput = JSON.stringify((JSON.parse(job.spec) as { input?: unknown }).input ?? null);
+  } catch {
+    specInput = null;
+  }
+  const inputText = sent ?? specInput;
+  let input: Record<string, unknown> | null = null;
+  try {
+    input = JSON.parse(inputText ?? 'null') as Record<string, unknown> | null;
+  } catch {
+    input = null;
+  }
+  const prompt = promptOf(input);
+  const vars = varsText(varsOf(job.where));
+  const mark = store.markOf(id);
+  const history = store.markHistory(id);
+  const previous = await earlier(outDir, folder);
+  const alt = (prompt ?? id).replace(/\s+/g, ' ').slice(0, 500);
+  const dl = (k: string, v: string) => `<dt>${k}</dt><dd>${v}</dd>`;
+  const parts: string[] = [
+    `<p><a href="${escapeHtml(back)}">← all jobs</a></p>`,
+    `<h1 class="tok">${escapeHtml(id)}</h1>`,
+    '<dl class="summary">' +
+      dl('State', `<span class="badge s-${escapeHtml(job.state)}">${escapeHtml(job.state)}</span>`) +
+      dl('Model', escapeHtml(job.model)) +
+      dl('Where', `<span class="tok">${escapeHtml(job.where)}</span>`) +
+      dl('Task', job.task_id ? `<span class="tok">${escapeHtml(job.task_id)}</span>` : '<span class="note">none</span>') +
+      dl('Attempts', String(job.attempts)) +
+      (job.submitted_at ? dl('Submitted', timeHtml(job.submitted_at)) : '') +
+      (job.finished_at ? dl('Finished', timeHtml(job.finished_at)) : '') +
+      dl('Mark', mark ? `<span class="badge m-${mark.state}">${mark.state}</span>${mark.note ? ` ${escapeHtml(mark.note)}` : ''}` : '<span class="note">none</span>') +
+      '</dl>',
+  ];
+  if (vars !== '') parts.push(`<p class="vars">${escapeHtml(vars)}</p>`);
+  if (prompt) parts.push(`<h2>Prompt</h2><p class="prompt">${escapeHtml(prompt)}</p>`);
+  parts.push(`<h2>Input ${sent !== null ? 'as sent' : 'as the manifest gives it (not sent yet)'}</h2><pre>${escapeHtml(prettyJson(inputText))}</pre>`);
+  if (sent !== null && specInput !== null && prettyJson(specInput) !== prettyJson(sent)) parts.push(`<details><summary>Input as the manifest gives it</summary><pre>${escapeHtml(prettyJson(specInput))}</pre></details>`);
+  parts.push(
+    `<h2>Attempts</h2><p>${job.attempts} attempt${job.attempts === 1 ? '' : 's'}${previous.length > 0 ? `; ${previous.length} earlier result${previous.length === 1 ? '' : 's'} kept in previous-&lt;n&gt;/` : ''}.</p>` +
+      (job.last_error ? `<p class="note">Last error (the state file keeps the latest one):</p><pre class="err">${escapeHtml(job.last_error)}</pre>` : '<p class="note">No error recorded.</p>'),
+  );
+  parts.push(`<h2>Results</h2><div class="side">${filesHtml('current', files, alt)}${previous.map((p) => filesHtml(p.name, p.files, alt)).join('')}</div>`);
+  if (history.length > 0) {
+    const rows = history.map((h) => `<tr><td>${timeHtml(h.at)}</td><td>${h.mark === null ? 'cleared' : escapeHtml(h.mark)}</td><td>${escapeHtml(h.note ?? '')}</td></tr>`).join('');
+    parts.push(`<h2>Mark history</h2><table><thead><tr><th>at</th><th>mark</th><th>note</th></tr></thead><tbody>${rows}</tbody></table>`);
+  }
+  return (
+    '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">' +
+    `<meta http-equiv="Content-Security-Policy" content="script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'">` +
+    '<meta name="viewport" content="width=device-width,initial-scale=1"><meta name="referrer" content="no-referrer">' +
+    `<title>${escapeHtml(`genbatch view: ${id}`)}</title><style>${CSS}</style></head>\n<body>\n${parts.join('\n')}\n</body></html>\n`
+  );
+}

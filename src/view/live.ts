@@ -1,0 +1,59 @@
+import { reportJobsOf } from '../engine/index.js';
+import { PageData, orderedCounts, scriptJson, totalJobs } from '../report/index.js';
+import type { Store } from '../store/index.js';
+
+/**
+ * What changed in the state file, for the page's poll (GET /api/jobs?since=<time>&gen=<n>, every second).
+ * `gen` counts the changes this server has seen (from its start time in ms, so a page open across a restart is not fooled): SQLite's `PRAGMA data_version` (it moves when another
+ * connection, such as a run in another process, commits) and the marks written here. A poll with the
+ * current gen costs one pragma and gets no rows. Otherwise the rows of the jobs changed at or after `since`
+ * (a job's updated_at, or a mark) come back with the new `since` (the latest change, read before the rows,
+ * so a change made while they are read comes again next time: a row sent twice is only replaced).
+ */
+export class LiveState {
+  private dataVersion: number;
+  /** Starts at the start time in ms: a page left open across a restart of the view never holds the new server's gen. */
+  private gen = Date.now();
+
+  constructor(
+    private readonly store: Store,
+    /** The row builder of the page, kept so that state and model indexes stay the same. */
+    readonly pageData: PageData,
+  ) {
+    this.dataVersion = this.readDataVersion();
+  }
+
+  private readDataVersion(): number {
+    return this.store.db.pragma('data_version', { simple: true }) as number;
+  }
+
+  /** The current change counter, after a look at the file. */
+  current(): number {
+    const v = this.readDataVersion();
+    if (v !== this.dataVersion) {
+      this.dataVersion = v;
+      this.gen++;
+    }
+    return this.gen;
+  }
+
+  /** A write made through this server's own connection (data_version does not move for it). */
+  wrote(): void {
+    this.gen++;
+  }
+
+  /** The point the page starts from: `{since, gen}`. */
+  start(): { since: string; gen: number } {
+    return { gen: this.current(), since: this.store.lastChange() };
+  }
+
+  /** The JSON answer to a poll: `{since, gen, rows, tables, counts, total}` (rows and counts only when something changed). */
+  changes(since: string, gen: number): string {
+    const now = this.current();
+    if (gen === now) return JSON.stringify({ since, gen: now, rows: [] });
+    const latest = this.store.lastChange();
+    const rows = reportJobsOf(this.store, this.store.summaryRowsChangedSince(since)).map((j) => this.pageData.row(j));
+    const counts = this.store.counts();
+    return `{"since":${JSON.stringify(latest)},"gen":${now},"rows":[${rows.join(',')}],"tables":${scriptJson(this.pageData.tables())},"counts":${JSON.stringify(orderedCounts(counts))},"total":${totalJobs(counts)}}`;
+  }
+}
