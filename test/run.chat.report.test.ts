@@ -96,6 +96,6 @@ describe('chat usage in the reports', () => {
     const out = join(t.dir, 'out-tiny');
     const r = await runCli(['report', join(t.dir, 'tiny.yaml'), '--state', join(out, 'state.db')]);
     expect(r.code, r.stderr).toBe(0);
-    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('<h2>Jobs (1)</h2>');
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('>Jobs (1)</h2>');
   }, 60_000);
 });
