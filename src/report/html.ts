@@ -129,9 +129,9 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.25rem 0;max-height:20rem
 .card{scroll-margin:7rem 0 1rem}.card.current{outline:3px solid #3b82f6;outline-offset:1px}.card.sel{border-color:#3b82f6;background:color-mix(in srgb,var(--card),#3b82f6 8%)}
 .side{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(280px,100%),1fr));gap:1rem}
 table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{border-bottom:1px solid var(--line);padding:.25rem .4rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}th,td.n{white-space:nowrap;overflow-wrap:normal}
-.gridbox{overflow-x:auto;max-width:100%;border:1px solid var(--line);border-radius:.5rem;background:var(--card)}.axes label{white-space:nowrap}
+.gridbox{overflow-x:auto;width:fit-content;max-width:100%;border:1px solid var(--line);border-radius:.5rem;background:var(--card)}.axes label{white-space:nowrap}
 table.mgrid{width:auto;border-collapse:collapse}.mgrid th,.mgrid td{border:1px solid var(--line);padding:.3rem;vertical-align:top;overflow-wrap:normal;white-space:normal}.mgrid th{font-weight:600;background:var(--bg)}
-.mgrid .gitem{display:block;width:7.5rem;margin:0 0 .3rem;color:inherit;text-decoration:none;font-size:.75rem;overflow-wrap:anywhere}.mgrid .gitem img{display:block;width:7.5rem;height:7.5rem;object-fit:cover;border-radius:.3rem;margin-bottom:.15rem}.mgrid .gitem .badge{margin-bottom:.15rem}
+.mgrid .gitem{display:block;width:7.5rem;margin:0 0 .3rem;color:inherit;text-decoration:none;font-size:.75rem;overflow-wrap:anywhere}.mgrid .gitem img{display:block;width:7.5rem;height:7.5rem;object-fit:cover;border-radius:.3rem;margin-bottom:.15rem}.mgrid .gitem .badge{display:block;width:max-content;margin-bottom:.15rem}
 @media (max-width:600px){.mgrid .gitem,.mgrid .gitem img{width:5.5rem}.mgrid .gitem img{height:5.5rem}}
 .err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}
 `;
