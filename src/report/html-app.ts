@@ -8,6 +8,10 @@
  * A chat job's messages are searched but not listed on its card (its prompt is the last user message).
  * Every text goes in with textContent, never as HTML. It also shows every
  * <time datetime> of the page in the reader's local time (the ISO text stays when a date does not parse).
+ * Layout "grid" (offered when the shown jobs have a matrix variable; `#layout=grid&across=mood&down=size`):
+ * the filtered jobs in a table, one variable's values across and another's down (from the row's variables),
+ * each cell the job's first image (or its state badge) and id; a click opens its card, or in the view
+ * gbView.href(id) (the job's page). It scrolls inside its own box; at most GRID_MAX jobs are placed.
  * Music cards: each audio player is labelled with its track's title (from track-N.json), the track fields
  * are shown as a line, and lyrics as text.
  */
@@ -79,7 +83,93 @@ function apply(keepPage) {
   if (keepPage !== true) page = 0;
   render();
 }
+// The grid layout: the filtered jobs placed by two of their variables (one across, one down; "row" too, for a rows job).
+const layout = $("gb-layout"), axes = $("gb-axes"), across = $("gb-across"), down = $("gb-down"), gridBox = $("gb-grid"), pager = $("gb-pager");
+const GRID_MAX = 2000, NONE = "\\u2014";
+let pickAcross = null, pickDown = null;
+const varCache = new Array(rows.length);
+function varsAt(i) {
+  if (varCache[i]) return varCache[i];
+  const o = new Map(), text = rows[i][5];
+  if (text) for (const p of text.split(/, (?=[A-Za-z_][A-Za-z0-9_]*=)/)) { const e = p.indexOf("="); if (e > 0) o.set(p.slice(0, e), p.slice(e + 1)); }
+  return (varCache[i] = o);
+}
+function fillAxis(sel, keys, none, chosen, dflt) {
+  sel.replaceChildren();
+  if (none) { const o = h("option", null, "(none)"); o.value = ""; sel.append(o); }
+  for (const k of keys) { const o = h("option", null, k); o.value = k; sel.append(o); }
+  sel.value = chosen !== null && (chosen === "" ? none : keys.includes(chosen)) ? chosen : dflt;
+}
+function gridItem(i) {
+  const r = rows[i];
+  const a = h("a", "gitem");
+  a.dataset.id = r[0];
+  a.title = r[5];
+  a.href = hook && hook.href ? hook.href(r[0]) : "#";
+  const img = r[11].find((f) => f[2] === "i" && f[0] !== null);
+  if (img) { const im = h("img"); im.src = img[0]; im.alt = (r[4] || r[0]).replace(/\\s+/g, " ").slice(0, 500); im.loading = "lazy"; a.append(im); }
+  else a.append(h("span", "badge s-" + meta.states[r[1]], meta.states[r[1]]));
+  a.append(h("span", "tok", r[0]));
+  if (!(hook && hook.href)) a.addEventListener("click", (e) => { e.preventDefault(); openCard(i); });
+  return a;
+}
+function openCard(i) {
+  const pos = view.indexOf(i);
+  if (pos < 0) return;
+  layout.value = "cards";
+  page = Math.floor(pos / PAGE);
+  render();
+  const el = gallery.children[pos % PAGE];
+  if (el) { el.tabIndex = -1; el.focus({ preventScroll: true }); el.scrollIntoView({ block: "start" }); }
+}
+function drawGrid() {
+  const ax = across.value, dn = down.value;
+  const cols = [], downs = [], seenC = new Set(), seenD = new Set(), cells = new Map();
+  for (const i of view.slice(0, GRID_MAX)) {
+    const v = varsAt(i);
+    const c = v.has(ax) ? v.get(ax) : NONE, d = dn === "" ? "" : v.has(dn) ? v.get(dn) : NONE;
+    if (!seenC.has(c)) { seenC.add(c); cols.push(c); }
+    if (!seenD.has(d)) { seenD.add(d); downs.push(d); }
+    const key = d + "\\u0000" + c;
+    if (!cells.has(key)) cells.set(key, []);
+    cells.get(key).push(i);
+  }
+  const t = h("table", "mgrid");
+  const head = h("tr");
+  head.append(h("th", "corner", dn === "" ? ax + " \\u2192" : dn + " \\u2193 / " + ax + " \\u2192"));
+  for (const c of cols) { const th = h("th", null, c); th.scope = "col"; head.append(th); }
+  t.append(head);
+  for (const d of downs) {
+    const tr = h("tr");
+    const th = h("th", null, dn === "" ? "every job" : d); th.scope = "row"; tr.append(th);
+    for (const c of cols) { const td = h("td"); for (const i of cells.get(d + "\\u0000" + c) || []) td.append(gridItem(i)); tr.append(td); }
+    t.append(tr);
+  }
+  const parts = [];
+  if (view.length > GRID_MAX) parts.push(h("p", "note", "The grid shows the first " + GRID_MAX + " of " + view.length + " jobs: search or filter to narrow it."));
+  if (view.length > 0) parts.push(t); else parts.push(h("p", "note", "No job matches."));
+  gridBox.replaceChildren(...parts);
+}
+/** The grid when it is chosen and the shown jobs have a matrix variable, else the page of cards. */
 function render() {
+  const keys = [], seen = new Set();
+  for (const i of view) for (const k of varsAt(i).keys()) if (!seen.has(k)) { seen.add(k); keys.push(k); }
+  const matrix = keys.filter((k) => k !== "row");
+  layout.hidden = matrix.length === 0;
+  const grid = !layout.hidden && layout.value === "grid";
+  axes.hidden = !grid; gridBox.hidden = !grid; gallery.hidden = grid; pager.hidden = grid;
+  if (grid) {
+    fillAxis(across, keys, false, pickAcross, matrix[0]);
+    fillAxis(down, keys, true, pickDown, matrix.length > 1 ? matrix[1] : "");
+    gallery.replaceChildren();
+    drawGrid();
+    info.textContent = view.length === rows.length ? rows.length + " jobs" : view.length + " of " + rows.length + " jobs match";
+    return;
+  }
+  gridBox.replaceChildren();
+  renderCards();
+}
+function renderCards() {
   const pages = Math.max(1, Math.ceil(view.length / PAGE));
   if (page >= pages) page = pages - 1;
   gallery.replaceChildren(...view.slice(page * PAGE, (page + 1) * PAGE).map((i) => card(rows[i])));
@@ -163,6 +253,9 @@ q.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(appl
 for (const el of [fState, fModel, fKind, fMark, sortBy]) el.addEventListener("change", apply);
 prev.addEventListener("click", () => { page--; render(); gallery.scrollIntoView(); });
 next.addEventListener("click", () => { page++; render(); gallery.scrollIntoView(); });
+layout.addEventListener("change", render);
+across.addEventListener("change", () => { pickAcross = across.value; render(); });
+down.addEventListener("change", () => { pickDown = down.value; render(); });
 // A link can open the page searched and filtered: report.html#q=harbour&state=done&model=...&kind=image&sort=newest.
 const want = new URLSearchParams(location.hash.slice(1));
 const pick = (sel, name, label) => { if (!want.has(name)) return; for (const o of sel.options) if (o.value !== "" && label(o.value) === want.get(name)) sel.value = o.value; };
@@ -171,6 +264,9 @@ pick(fState, "state", (v) => meta.states[v]);
 pick(fModel, "model", (v) => meta.models[v]);
 pick(fKind, "kind", (v) => (v === "-" ? "none" : KIND[v]));
 pick(fMark, "mark", (v) => (v === "-" ? "none" : v));
+if (want.get("layout") === "grid") layout.value = "grid";
+if (want.has("across")) pickAcross = want.get("across");
+if (want.has("down")) pickDown = want.get("down");
 if (want.has("sort") && Object.prototype.hasOwnProperty.call(SORTS, want.get("sort"))) sortBy.value = want.get("sort");
 $("gb-controls").hidden = false;
 apply();
@@ -180,14 +276,14 @@ if (hook) {
   hook.ready({
     rows,
     render,
-    shown: () => view.slice(page * PAGE, (page + 1) * PAGE).map((i) => rows[i][0]),
+    shown: () => (layout.value === "grid" && !layout.hidden ? [] : view).slice(page * PAGE, (page + 1) * PAGE).map((i) => rows[i][0]),
     update(changed, tables) {
       meta.states = tables.states;
       meta.models = tables.models;
       for (const r of changed) {
         const i = at.get(r[0]);
         if (i === undefined) { at.set(r[0], rows.length); rows.push(r); }
-        else { rows[i] = r; hay[i] = undefined; }
+        else { rows[i] = r; hay[i] = undefined; varCache[i] = undefined; }
       }
       filters();
       apply(true);

@@ -129,6 +129,10 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.25rem 0;max-height:20rem
 .card{scroll-margin:7rem 0 1rem}.card.current{outline:3px solid #3b82f6;outline-offset:1px}.card.sel{border-color:#3b82f6;background:color-mix(in srgb,var(--card),#3b82f6 8%)}
 .side{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(280px,100%),1fr));gap:1rem}
 table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{border-bottom:1px solid var(--line);padding:.25rem .4rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}th,td.n{white-space:nowrap;overflow-wrap:normal}
+.gridbox{overflow-x:auto;width:fit-content;max-width:100%;border:1px solid var(--line);border-radius:.5rem;background:var(--card)}.axes label{white-space:nowrap}
+table.mgrid{width:auto;border-collapse:collapse}.mgrid th,.mgrid td{border:1px solid var(--line);padding:.3rem;vertical-align:top;overflow-wrap:normal;white-space:normal}.mgrid th{font-weight:600;background:var(--bg)}
+.mgrid .gitem{display:block;width:7.5rem;margin:0 0 .3rem;color:inherit;text-decoration:none;font-size:.75rem;overflow-wrap:anywhere}.mgrid .gitem img{display:block;width:7.5rem;height:7.5rem;object-fit:cover;border-radius:.3rem;margin-bottom:.15rem}.mgrid .gitem .badge{display:block;width:max-content;margin-bottom:.15rem}
+@media (max-width:600px){.mgrid .gitem,.mgrid .gitem img{width:5.5rem}.mgrid .gitem img{height:5.5rem}}
 .err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}
 `;
 
@@ -157,9 +161,11 @@ const CONTROLS =
   '<select id="gb-kind" aria-label="Kind of result"><option value="">every kind</option></select>' +
   '<select id="gb-mark" aria-label="Review mark"><option value="">every mark</option></select>' +
   '<select id="gb-sort" aria-label="Sort"><option value="order">manifest order</option><option value="id">id</option><option value="state">state</option><option value="model">model</option><option value="newest">newest first</option><option value="oldest">oldest first</option></select>' +
+  '<select id="gb-layout" aria-label="Layout" hidden><option value="cards">cards</option><option value="grid">grid</option></select>' +
+  '<span id="gb-axes" class="axes" hidden><label>across <select id="gb-across" aria-label="Variable across"></select></label> <label>down <select id="gb-down" aria-label="Variable down"></select></label></span>' +
   '<span id="gb-info" class="note" aria-live="polite"></span></div>\n';
 
-const PAGER = '<div class="pager"><button type="button" id="gb-prev">Previous</button><span id="gb-page" class="note"></span><button type="button" id="gb-next">Next</button></div>\n';
+const PAGER = '<div class="pager" id="gb-pager"><button type="button" id="gb-prev">Previous</button><span id="gb-page" class="note"></span><button type="button" id="gb-next">Next</button></div>\n';
 
 /**
  * report.html as a sink: the head and the start of the jobs' JSON first, one row per job as it comes
@@ -225,7 +231,7 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
       out.push(`<h2 id="gb-jobs-title">Jobs (${rows + moreRows})</h2>\n`);
       if (rows === 0 && !live) out.push('<p class="note">No jobs.</p>\n');
       else {
-        out.push(CONTROLS, '<div class="gallery" id="gb-gallery"></div>\n', PAGER);
+        out.push(CONTROLS, '<div class="gallery" id="gb-gallery"></div>\n<div class="gridbox" id="gb-grid" hidden></div>\n', PAGER);
         out.push('<noscript><p class="note">The cards are drawn by the page\'s script: every job is listed in report.csv and report.json.</p></noscript>\n');
       }
       if (moreRows > 0) out.push(`<p class="note">Only the first ${rows} jobs are in this page, to keep it openable; ${moreRows} more are listed in report.json and report.csv.</p>\n`);

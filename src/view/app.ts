@@ -8,7 +8,7 @@
  *   URL, kept in sessionStorage) in the X-Genbatch-Token header;
  * - keys: j / ArrowDown / ArrowRight next card, k / ArrowUp / ArrowLeft previous (across pages), x select,
  *   a approve, r reject (the selection when there is one, else the current card); ignored while typing;
- * - a "details" link on each card to /job/<id>.
+ * - a "details" link on each card to /job/<id> (href(id), also the link of a job in the grid layout).
  */
 export const VIEW_SCRIPT = `(() => {
 "use strict";
@@ -83,6 +83,7 @@ async function poll() {
   finally { polling = false; }
 }
 window.gbView = {
+  href: (id) => "/job/" + encodeURIComponent(id) + (token ? "?token=" + encodeURIComponent(token) : ""),
   card(a, r, state) {
     a.dataset.id = r[0];
     states.set(r[0], state);
@@ -99,7 +100,7 @@ window.gbView = {
     if (state !== "done") { ok.disabled = true; no.disabled = true; ok.title = no.title = "only done jobs can be marked"; }
     box.append(ok, no);
     if (r[13]) box.append(button("Clear mark", "gb-clear", () => mark([r[0]], null)));
-    const more = h("a", null, "details"); more.href = "/job/" + encodeURIComponent(r[0]) + (token ? "?token=" + encodeURIComponent(token) : "");
+    const more = h("a", null, "details"); more.href = window.gbView.href(r[0]);
     box.append(more);
     a.append(box);
     a.addEventListener("click", (e) => { if (!e.target.closest("a,button,input,label,audio,video")) setCurrent(r[0], false); });
