@@ -3,6 +3,7 @@ import type Database from 'better-sqlite3';
 import { nowIso } from './clock.js';
 import * as files from './files.js';
 import * as invocationTable from './invocations.js';
+import * as errorsLog from './errors-log.js';
 import * as marks from './marks.js';
 import * as reads from './reads.js';
 import * as runTable from './runs.js';
@@ -104,9 +105,29 @@ export abstract class StoreQueries {
     return invocationTable.invocations(this.db, this.run());
   }
 
-  /** Set last_error without changing the state. */
+  /** Set last_error without changing the state (kept in the job's error history too). */
   noteError(jobId: string, message: string): void {
     this.stmt('UPDATE jobs SET last_error = ?, updated_at = ? WHERE run_id = ? AND id = ?').run(message, nowIso(), this.runId, jobId);
+    this.recordError(jobId, message);
+  }
+
+  // ---- each job's errors over its attempts (errors-log.ts) ----
+
+  private errorsTable = false;
+
+  /** One more entry of the job's error history (the table is made in a state file written before it existed). */
+  protected recordError(jobId: string, message: string): void {
+    if (!this.errorsTable) {
+      if (!errorsLog.hasErrorsTable(this.db)) this.db.exec(errorsLog.ERRORS_TABLE);
+      this.errorsTable = true;
+    }
+    errorsLog.addJobError(this.cached, this.runId, jobId, message, nowIso());
+  }
+
+  /** The job's errors over its attempts, oldest first (none in a state file written before the history existed). */
+  jobErrors(jobId: string): errorsLog.JobError[] {
+    if (!this.errorsTable && !errorsLog.hasErrorsTable(this.db)) return [];
+    return errorsLog.jobErrors(this.cached, this.runId, jobId);
   }
 
   // ---- review marks (marks.ts) ----

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import { StateError } from '../errors.js';
+import { ERRORS_TABLE } from './errors-log.js';
 import { MARKS_TABLE } from './marks.js';
 
 /**
@@ -103,6 +104,7 @@ CREATE TABLE IF NOT EXISTS lease (
   heartbeat INTEGER NOT NULL
 );
 ${MARKS_TABLE}
+${ERRORS_TABLE}
 `;
 
 /**

@@ -315,6 +315,7 @@ export class Store extends StoreQueries {
   transition(jobId: string, from: JobState, to: JobState, patch: JobPatch = {}, also?: () => void): void {
     const run = () => {
       this.guardedMove(jobId, from, to, patch);
+      if (typeof patch.last_error === 'string') this.recordError(jobId, patch.last_error);
       also?.();
       if (to === 'done') this.clearMarkOnResult(jobId);
       this.graph.afterMove(jobId, to, patch.last_error, from);

@@ -9,7 +9,7 @@ import type { Store } from '../store/index.js';
 
 /**
  * GET /job/<id>: one job in full, as plain HTML (no script): what was asked (the input as sent, else as the
- * manifest gives it), its attempts (count, last error: the state file keeps the last one), its mark and the
+ * manifest gives it), its attempts (count, and every error recorded on it with its attempt and state), its mark and the
  * mark's history, its files with size and sha256, and each earlier attempt's files (`previous-<n>/` in the
  * job's folder, hashed here) side by side with the current ones.
  */
@@ -124,6 +124,7 @@ export async function detailPage(store: Store, outDir: string, id: string, back:
   const vars = varsText(varsOf(job.where));
   const mark = store.markOf(id);
   const history = store.markHistory(id);
+  const errors = store.jobErrors(id);
   const previous = await earlier(outDir, folder);
   const alt = (prompt ?? id).replace(/\s+/g, ' ').slice(0, 500);
   const dl = (k: string, v: string) => `<dt>${k}</dt><dd>${v}</dd>`;
@@ -147,7 +148,13 @@ export async function detailPage(store: Store, outDir: string, id: string, back:
   if (sent !== null && specInput !== null && prettyJson(specInput) !== prettyJson(sent)) parts.push(`<details><summary>Input as the manifest gives it</summary><pre>${escapeHtml(prettyJson(specInput))}</pre></details>`);
   parts.push(
     `<h2>Attempts</h2><p>${job.attempts} attempt${job.attempts === 1 ? '' : 's'}${previous.length > 0 ? `; ${previous.length} earlier result${previous.length === 1 ? '' : 's'} kept in previous-&lt;n&gt;/` : ''}.</p>` +
-      (job.last_error ? `<p class="note">Last error (the state file keeps the latest one):</p><pre class="err">${escapeHtml(job.last_error)}</pre>` : '<p class="note">No error recorded.</p>'),
+      (errors.length > 0
+        ? `<table class="errors"><thead><tr><th>attempt</th><th>state</th><th>at</th><th>error</th></tr></thead><tbody>${errors
+            .map((e) => `<tr><td>${e.attempt}</td><td>${escapeHtml(e.state)}</td><td>${timeHtml(e.at)}</td><td><pre class="err">${escapeHtml(e.error)}</pre></td></tr>`)
+            .join('')}</tbody></table>`
+        : job.last_error
+          ? `<p class="note">Last error:</p><pre class="err">${escapeHtml(job.last_error)}</pre>`
+          : '<p class="note">No error recorded.</p>'),
   );
   parts.push(`<h2>Results</h2><div class="side">${filesHtml('current', files, alt)}${previous.map((p) => filesHtml(p.name, p.files, alt)).join('')}</div>`);
   if (history.length > 0) {
