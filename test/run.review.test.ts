@@ -64,12 +64,15 @@ describe('genbatch run: reports follow the state', () => {
   it('a run killed after its jobs finished but before its reports: the next run, which changes nothing, still rewrites them', async () => {
     const w = work();
     const manifest = imageManifest(join(w.dir, 'stale.yaml'), 3, 'stale');
-    // Run 1: stopped (SIGINT) before any submit; its reports show 3 pending.
+    // Run 1: stopped (SIGINT) at its estimate; its reports show no job done (on a loaded machine the first
+    // submit may have left before the signal: that job is then submitted, the others pending).
     const first = await spawnJson([...baseArgs(manifest, w.out), '--concurrency', '1'], (e, child) => {
       if (e.type === 'estimate') child.kill('SIGINT');
     });
     expect(first.code).toBe(130);
-    expect(reportCounts(w.out).pending).toBe(3);
+    const stale = reportCounts(w.out);
+    expect(stale.done ?? 0).toBe(0);
+    expect(stale.pending).toBeGreaterThanOrEqual(2);
     // Run 2: every job done; the balance read after the run is held, and the run is SIGKILLed meanwhile.
     sb.script('balance', ['ok', 'slow']);
     let done = 0;
@@ -78,7 +81,7 @@ describe('genbatch run: reports follow the state', () => {
     });
     expect(second.signal).toBe('SIGKILL');
     expect(readJobs(w.state).map((j) => j.state)).toEqual(['done', 'done', 'done']);
-    expect(reportCounts(w.out).pending).toBe(3); // still the reports of run 1
+    expect(reportCounts(w.out)).toEqual(stale); // still the reports of run 1
     // Run 3 changes no job, but the reports on disk do not show the state: they are written.
     const third = await runCli(baseArgs(manifest, w.out), env);
     expect(third.code).toBe(0);
