@@ -173,3 +173,14 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/** Retry-After in ms from delta-seconds or an HTTP date; null when absent or unreadable. */
+export function retryAfterMs(header: string | string[] | undefined, now: number = Date.now()): number | null {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value === undefined) return null;
+  const v = value.trim();
+  if (/^\d+(\.\d+)?$/.test(v)) return Math.round(Number(v) * 1000);
+  const date = Date.parse(v);
+  if (Number.isNaN(date)) return null;
+  return Math.max(0, date - now);
+}
