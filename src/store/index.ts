@@ -7,3 +7,4 @@ export type { JobState } from './states.js';
 export { pidAlive } from '../lib/pid.js';
 export { MARK_STATES } from './marks.js';
 export type { Mark, MarkEvent, MarkState } from './marks.js';
+export type { Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, UploadOutcome, WorkStore } from './port.js';
