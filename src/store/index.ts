@@ -8,3 +8,5 @@ export { pidAlive } from '../lib/pid.js';
 export { MARK_STATES } from './marks.js';
 export type { Mark, MarkEvent, MarkState } from './marks.js';
 export type { Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, UploadOutcome, WorkStore } from './port.js';
+export { SqliteWorkStore } from './sqlite-work.js';
+export { GroupCommit } from './group-commit.js';
