@@ -28,8 +28,8 @@ export class SqliteWorkStore implements WorkStore {
   private readonly group: GroupCommit;
   /** The seq of the last pending job read by claimPending. */
   private cursor = 0;
-  /** Pending jobs handed out by claimPending and not yet moved from `pending` or released. */
-  private readonly held = new Set<string>();
+  /** Pending jobs handed out by claimPending and not yet moved from `pending` or released: id -> seq. */
+  private readonly held = new Map<string, number>();
   /** `only` jobs handed out so far: once all were, claimPending reads no further. */
   private readonly givenOnly = new Set<string>();
   private tookOver = false;
@@ -57,13 +57,13 @@ export class SqliteWorkStore implements WorkStore {
       const jobs: JobRow[] = [];
       while (jobs.length < n && !(only && this.givenOnly.size >= only.size)) {
         const rows = this.store.nextPending(this.cursor, CLAIM_BATCH);
-        if (rows.length === 0) break;
-        this.cursor = rows[rows.length - 1]!.seq;
         for (const row of rows) {
+          this.cursor = row.seq;
           if (this.held.has(row.id) || (only && !only.has(row.id))) continue;
-          this.held.add(row.id);
+          this.held.set(row.id, row.seq);
           if (only) this.givenOnly.add(row.id);
           jobs.push(row);
+          if (jobs.length === n) break;
         }
         if (rows.length < CLAIM_BATCH) break;
       }
@@ -72,7 +72,14 @@ export class SqliteWorkStore implements WorkStore {
   }
 
   release(ids: readonly string[]): Promise<void> {
-    for (const id of ids) this.held.delete(id);
+    for (const id of ids) {
+      const seq = this.held.get(id);
+      if (seq === undefined) continue;
+      this.held.delete(id);
+      this.givenOnly.delete(id);
+      // Claimable again: the cursor goes back to it.
+      this.cursor = Math.min(this.cursor, seq - 1);
+    }
     return Promise.resolve();
   }
 
