@@ -30,8 +30,10 @@ export interface JobLease {
 /** A job row with the epoch of the lease just taken on it. */
 export type LeasedJob = JobRow & { lease_epoch: number };
 
-export const JOB_COLUMNS =
-  'j.id, j.seq, j.model, j.kind, j."where", j.spec_hash, j.spec, j.submitted_input, j.state, j.task_id, j.attempts, j.created_at, j.updated_at, j.submitted_at, j.finished_at, j.expires_at, j.last_error, j.result, j.estimated_credits, j.lease_epoch';
+/** The columns of a JobRow (alias j). */
+export const ROW_COLUMNS =
+  'j.id, j.seq, j.model, j.kind, j."where", j.spec_hash, j.spec, j.submitted_input, j.state, j.task_id, j.attempts, j.created_at, j.updated_at, j.submitted_at, j.finished_at, j.expires_at, j.last_error, j.result, j.estimated_credits';
+const JOB_COLUMNS = `${ROW_COLUMNS}, j.lease_epoch`;
 
 /** A pending job is ready when every parent it waits for (needs, inherited; not `child`) is done (as SQLite's nextPending). */
 export const READY = `NOT EXISTS (SELECT 1 FROM job_links l JOIN jobs p ON p.run_id = l.run_id AND p.id = l.parent_id
@@ -54,12 +56,12 @@ export interface Claim {
  * taken in order while they fit (cap - reserved), the row locked until commit, so N workers never reserve
  * past the cap together. `q` must be a client inside a transaction.
  */
-export async function claimPending(q: Queryable, runId: number, owner: string, leaseMs: number, n: number): Promise<Claim> {
+export async function claimPending(q: Queryable, runId: number, owner: string, leaseMs: number, n: number, only: readonly string[] | null = null): Promise<Claim> {
   const found = await q.query<{ id: string; c: number | null }>(
     `SELECT j.id, j.estimated_credits AS c FROM jobs j
-      WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY}
+      WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($3::text[])' : ''}
       ORDER BY j.seq LIMIT $2 FOR UPDATE OF j SKIP LOCKED`,
-    [runId, n],
+    only ? [runId, n, only] : [runId, n],
   );
   if (found.rows.length === 0) return { jobs: [], heldByBudget: false };
   let ids = found.rows.map((r) => r.id);
@@ -109,8 +111,8 @@ export async function releaseLease(q: Queryable, runId: number, jobId: string, l
   return r.rowCount === 1;
 }
 
-/** States in which the worker keeps its lease after a move (it still works on the job); any other state ends it. */
-const LEASED_STATES: readonly JobState[] = ['pending', 'submitting', 'submitted', 'downloading'];
+/** States in which the worker keeps its lease after a move (it works on the job); any other state ends it (pending: any worker may claim it). */
+const LEASED_STATES: readonly JobState[] = ['submitting', 'submitted', 'downloading'];
 
 export type MoveResult = 'moved' | 'lost';
 
@@ -122,26 +124,8 @@ export type MoveResult = 'moved' | 'lost';
  */
 export async function guardedMove(q: Queryable, runId: number, jobId: string, lease: JobLease, from: JobState, to: JobState, patch: JobPatch, leaseMs: number): Promise<MoveResult> {
   assertAllowed(jobId, from, to);
-  const values: unknown[] = [runId, jobId, from, lease.owner, lease.epoch, to];
-  const sets = [`state = $6`, `updated_at = ${NOW_ISO}`];
-  if (LEASED_STATES.includes(to)) {
-    values.push(leaseMs);
-    sets.push(`lease_expires = ${leaseUntil('$7')}`);
-  } else sets.push('lease_owner = NULL', 'lease_expires = NULL');
-  for (const col of PATCH_COLUMNS) {
-    if (!(col in patch)) continue;
-    values.push(patch[col] ?? null);
-    sets.push(`"${col}" = $${values.length}`);
-  }
-  if (patch.attemptsInc) {
-    values.push(patch.attemptsInc);
-    sets.push(`attempts = attempts + $${values.length}`);
-  }
-  const r = await q.query(
-    `UPDATE jobs SET ${sets.join(', ')}
-      WHERE run_id = $1 AND id = $2 AND state = $3 AND lease_owner = $4 AND lease_epoch = $5 AND lease_expires > now()`,
-    values,
-  );
+  const { sql, values } = moveSql(runId, jobId, from, to, patch, lease.owner, leaseMs, 'lease_owner = $4 AND lease_epoch = $5 AND lease_expires > now()', [lease.epoch]);
+  const r = await q.query(sql, values);
   if (r.rowCount === 1) return 'moved';
   const cur = await q.query<{ state: string; mine: boolean }>(
     `SELECT state, (lease_owner IS NOT DISTINCT FROM $3 AND lease_epoch = $4 AND lease_expires > now()) AS mine FROM jobs WHERE run_id = $1 AND id = $2`,
@@ -150,6 +134,40 @@ export async function guardedMove(q: Queryable, runId: number, jobId: string, le
   const row = cur.rows[0];
   if (row && !row.mine) return 'lost';
   throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${row ? row.state : 'no such job'}`);
+}
+
+/**
+ * Move a job that no worker holds (an `uncertain` one whose task a callback adopts), guarded by its state
+ * alone, and lease it to `owner` (epoch raised). Returns the new epoch; throws TransitionError when the job
+ * is not in `from`.
+ */
+export async function adoptMove(q: Queryable, runId: number, jobId: string, owner: string, from: JobState, to: JobState, patch: JobPatch, leaseMs: number): Promise<number> {
+  assertAllowed(jobId, from, to);
+  const { sql, values } = moveSql(runId, jobId, from, to, patch, owner, leaseMs, 'true', [], true);
+  const r = await q.query<{ lease_epoch: number }>(`${sql} RETURNING lease_epoch`, values);
+  const row = r.rows[0];
+  if (row) return row.lease_epoch;
+  const cur = await q.query<{ state: string }>('SELECT state FROM jobs WHERE run_id = $1 AND id = $2', [runId, jobId]);
+  throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur.rows[0]?.state ?? 'no such job'}`);
+}
+
+/** The UPDATE of one move: $1 run, $2 job, $3 from, $4 owner, then `extra` guard values, then the lease length and the patch. */
+function moveSql(runId: number, jobId: string, from: JobState, to: JobState, patch: JobPatch, owner: string, leaseMs: number, guard: string, extra: unknown[], adopt = false) {
+  const values: unknown[] = [runId, jobId, from, owner, ...extra];
+  const p = (v: unknown) => {
+    values.push(v);
+    return `$${values.length}`;
+  };
+  const sets = [`state = ${p(to)}`, `updated_at = ${NOW_ISO}`];
+  if (LEASED_STATES.includes(to)) {
+    sets.push(`lease_expires = ${leaseUntil(p(leaseMs))}`);
+    if (adopt) sets.push('lease_owner = $4', 'lease_epoch = lease_epoch + 1');
+  } else sets.push('lease_owner = NULL', 'lease_expires = NULL');
+  for (const col of PATCH_COLUMNS) if (col in patch) sets.push(`"${col}" = ${p(patch[col] ?? null)}`);
+  if (patch.attemptsInc) sets.push(`attempts = attempts + ${p(patch.attemptsInc)}`);
+  // $4 must appear in the statement for its type to be known.
+  const ownerUsed = guard.includes('$4') || (adopt && LEASED_STATES.includes(to)) ? '' : ' AND $4::text IS NOT NULL';
+  return { sql: `UPDATE jobs SET ${sets.join(', ')} WHERE run_id = $1 AND id = $2 AND state = $3 AND ${guard}${ownerUsed}`, values };
 }
 
 export function assertAllowed(jobId: string, from: JobState, to: JobState): void {
