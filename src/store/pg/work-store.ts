@@ -70,7 +70,9 @@ export class PgWorkStore implements WorkStore {
   private readonly o: PgWorkStoreOptions;
   /** The jobs this worker holds: id -> lease epoch. */
   private readonly held = new Map<string, number>();
+  /** When a heartbeat last got through (or the store opened), and whether the latest one failed. */
   private lastBeat = Date.now();
+  private beatFailing = false;
   private generation = 0;
   private graphOn: boolean | null = null;
 
@@ -96,9 +98,9 @@ export class PgWorkStore implements WorkStore {
     return s;
   }
 
-  /** No heartbeat got through for a whole lease: every lease this worker had may be another's now. */
+  /** Heartbeats have failed for a whole lease (the database unreachable): every lease this worker had may be another's now. */
   get leaseLost(): boolean {
-    return Date.now() - this.lastBeat > this.leaseMs;
+    return this.beatFailing && Date.now() - this.lastBeat > this.leaseMs;
   }
 
   async hasGraph(): Promise<boolean> {
@@ -161,7 +163,13 @@ export class PgWorkStore implements WorkStore {
   }
 
   async heartbeat(): Promise<void> {
-    await heartbeat(this.pool, this.worker, this.leaseMs);
+    try {
+      await heartbeat(this.pool, this.worker, this.leaseMs);
+    } catch (err) {
+      this.beatFailing = true;
+      throw err;
+    }
+    this.beatFailing = false;
     this.lastBeat = Date.now();
   }
 
