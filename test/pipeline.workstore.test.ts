@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, UploadLimiter } from '../src/client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
 import type { EngineEvent } from '../src/engine/index.js';
-import { Pipeline } from '../src/engine/pipeline.js';
+import { Pipeline, type PipelineOptions } from '../src/engine/pipeline.js';
 import type { DownloadPort, ServicePort } from '../src/engine/ports.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { SqliteWorkStore, Store, type JobPatch, type JobState, type MoveOptions, type Moved, type ReleaseUploadSlot, type TakenOver } from '../src/store/index.js';
@@ -64,9 +64,10 @@ function stateWith(jobs: Array<{ id: string; image?: string }>): { store: Store;
   return { store, out };
 }
 
-async function run(work: SqliteWorkStore, out: string): Promise<EngineEvent[]> {
+async function run(work: SqliteWorkStore, out: string, more: Partial<PipelineOptions> = {}): Promise<EngineEvent[]> {
   const events: EngineEvent[] = [];
   const p = new Pipeline(work, service(), download, {
+    ...more,
     outDir: out,
     concurrency: 4,
     maxActive: 100,
@@ -129,6 +130,27 @@ describe('the pipeline over a WorkStore', () => {
     expect(store.filesOf('orphan').every((f) => f.state === 'done')).toBe(true);
     // Taken over, never sent again: the run sent job a only.
     expect((sb.stats().requests.submit ?? 0) - submitsBefore).toBe(1);
+  });
+
+  it('a worker told to keep waiting claims again when idle: jobs made ready meanwhile are sent; it ends when told', async () => {
+    const { store, out } = stateWith([{ id: 'a' }]);
+    const looks: string[][] = [];
+    await run(new SqliteWorkStore(store), out, {
+      idleMs: 10,
+      keepWaiting: () => {
+        looks.push(['a', 'late'].map((id) => `${id} ${store.getJob(id)?.state ?? 'absent'}`));
+        if (looks.length > 1) return Promise.resolve(false);
+        // Another worker's sync adds a job while this one is idle.
+        store.beginSync();
+        store.syncJob({ id: 'late', model: 'alpha-image-2', kind: 'submit', where: 'm.yaml:late', specHash: 'h-late', spec: JSON.stringify({ model: 'alpha-image-2', input: { prompt: 'late' }, refs: [] }), estimatedCredits: 1 });
+        store.commitSync();
+        return Promise.resolve(true);
+      },
+    });
+    expect(looks).toEqual([
+      ['a done', 'late absent'],
+      ['a done', 'late done'],
+    ]);
   });
 
   it('every upload takes a shared slot and ends it; every status read takes a permit', async () => {
