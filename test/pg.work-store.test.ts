@@ -138,6 +138,7 @@ describe('PgWorkStore: several workers on one run', () => {
       await busy.heartbeat();
     }
     expect(busy.leaseLost).toBe(false);
+    expect(await other.workLeft()).toEqual({ pending: 0, inFlight: 1 });
     const t = await other.takeOver();
     expect([...t.submitted, ...t.downloading]).toEqual([]);
     expect(await busy.transition('a', 'submitted', 'downloading', { result: '{}' })).toEqual({ moved: true, side: [] });

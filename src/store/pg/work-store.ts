@@ -162,6 +162,21 @@ export class PgWorkStore implements WorkStore {
     });
   }
 
+  /**
+   * What the run still has for some worker (genbatch work --until-empty decides from it): pending jobs
+   * (ready or waiting for parents) and jobs in flight (submitting, submitted, downloading; held by any
+   * worker or left by a dead one).
+   */
+  async workLeft(): Promise<{ pending: number; inFlight: number }> {
+    const r = await this.pool.query<{ pending: number; in_flight: number }>(
+      `SELECT (SELECT count(*) FROM jobs WHERE run_id = $1 AND state = 'pending')::int AS pending,
+              (SELECT count(*) FROM jobs WHERE run_id = $1 AND state IN ('submitting', 'submitted', 'downloading'))::int AS in_flight`,
+      [this.runId],
+    );
+    const row = r.rows[0];
+    return { pending: row?.pending ?? 0, inFlight: row?.in_flight ?? 0 };
+  }
+
   async heartbeat(): Promise<void> {
     try {
       await heartbeat(this.pool, this.worker, this.leaseMs);
