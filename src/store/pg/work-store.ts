@@ -37,9 +37,12 @@ export interface PgWorkStoreOptions {
   takeOverMs?: number;
   /** The run's credit cap shared by its workers (--max-credits / the manifest budget); undefined leaves the row as it is. */
   creditCap?: number | null;
-  /** Status reads per second of the key (default 10, as the client's). */
+  /** Status reads per second of the key, evenly spaced (default 10, as the client's; the caller divides by --time-scale). */
   statusRatePerSec?: number;
-  /** Uploads per window of the key (default 5 a minute, the service's limit); windowMs scaled in tests. */
+  /**
+   * Uploads per window of the key (default 5 per 61.2 s: the service's 5 a minute with the client's 2%
+   * margin for clock skew and latency); the caller scales windowMs with --time-scale.
+   */
   uploads?: { limit: number; windowMs: number };
   /** How often a worker waiting for an upload slot asks again (default 1 s). */
   slotPollMs?: number;
@@ -348,7 +351,7 @@ export class PgWorkStore implements WorkStore {
 
   async acquireUploadSlot(signal?: AbortSignal): Promise<ReleaseUploadSlot> {
     throwIfAborted(signal);
-    const limit = this.o.uploads ?? { limit: 5, windowMs: 60_000 };
+    const limit = this.o.uploads ?? { limit: 5, windowMs: 61_200 };
     const opts = { key: this.key, worker: this.worker, limit: limit.limit, windowMs: limit.windowMs, holdMs: this.leaseMs };
     const held = await takeUploadSlot(this.pool, opts, signal, this.o.slotPollMs ?? 1000);
     let ended = false;
@@ -363,6 +366,6 @@ export class PgWorkStore implements WorkStore {
   async acquireStatusRead(signal?: AbortSignal): Promise<void> {
     throwIfAborted(signal);
     const rate = this.o.statusRatePerSec ?? 10;
-    await takePermit(this.pool, { key: this.key, ratePerSec: rate, burst: Math.max(1, rate) }, signal);
+    await takePermit(this.pool, { key: this.key, ratePerSec: rate, burst: 1 }, signal);
   }
 }
