@@ -3,7 +3,7 @@ import { throwIfAborted } from '../../client/retry.js';
 import { TransitionError } from '../../errors.js';
 import type { ChildInput } from '../graph.js';
 import type { Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from '../port.js';
-import type { JobState } from '../states.js';
+import { ACTIVE_STATES, PARENT_FAILED_STATES, type JobState } from '../states.js';
 import type { FileRow, JobPatch, JobRow } from '../types.js';
 import { releaseReservation, setBudgetCap } from './budget.js';
 import { inTx, type Client, type Pool, type Queryable } from './db.js';
@@ -199,6 +199,13 @@ export class PgWorkStore implements WorkStore {
   async transition(id: string, from: JobState, to: JobState, patch: JobPatch = {}, o: MoveOptions = {}): Promise<Moved> {
     const epoch = this.held.get(id);
     if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
+    // The move alone (the submit intent, the task id): one statement, its own transaction, one round trip.
+    const alone = epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
+    if (alone) {
+      const r = await guardedMove(this.pool, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs);
+      if (r === 'lost' || !ACTIVE_STATES.includes(to)) this.held.delete(id);
+      return r === 'lost' ? { moved: false } : { moved: true, side: [] };
+    }
     let newEpoch: number | undefined;
     const out = await inTx(this.pool, async (tx): Promise<Moved> => {
       if (epoch === undefined) newEpoch = await adoptMove(tx, this.runId, id, this.worker, from, to, patch, this.leaseMs);
@@ -210,7 +217,7 @@ export class PgWorkStore implements WorkStore {
       if (uncharged(from, to)) await releaseReservation(tx, this.runId, id);
       return { moved: true, side: await afterMove(tx, this.runId, id, from, to, patch.last_error) };
     });
-    if (!out.moved || !['submitting', 'submitted', 'downloading'].includes(to)) this.held.delete(id);
+    if (!out.moved || !ACTIVE_STATES.includes(to)) this.held.delete(id);
     else if (newEpoch !== undefined) this.held.set(id, newEpoch);
     return out;
   }
