@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { StateError } from '../../errors.js';
 
@@ -28,6 +29,22 @@ export function openPool(url: string, opts: { max?: number } = {}): Pool {
   // process would exit. The next query gets a new connection or reports the failure itself.
   pool.on('error', () => undefined);
   return pool;
+}
+
+const names = new Map<string, string>();
+
+/**
+ * A statement the server prepares once per connection (named by its text) and then only binds and runs:
+ * the hot statements of a worker (claims, moves, file rows), whose parse and plan cost more server CPU
+ * than their execution.
+ */
+export function named(text: string, values: unknown[]): pg.QueryConfig {
+  let name = names.get(text);
+  if (name === undefined) {
+    name = `gb_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`;
+    names.set(text, name);
+  }
+  return { name, text, values };
 }
 
 /** fn inside BEGIN ... COMMIT on one client; ROLLBACK and rethrow on a throw. */

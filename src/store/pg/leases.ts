@@ -1,7 +1,7 @@
 import { TransitionError } from '../../errors.js';
 import { TRANSITIONS, type JobState } from '../states.js';
 import { PATCH_COLUMNS, type JobPatch, type JobRow } from '../types.js';
-import type { Queryable } from './db.js';
+import { named, type Queryable } from './db.js';
 import { NOW_ISO } from './schema.js';
 
 /**
@@ -58,8 +58,7 @@ export interface Claim {
  * locked until commit, so N workers never reserve past the cap together.
  */
 export async function claimPending(q: Queryable, runId: number, owner: string, leaseMs: number, n: number, only: readonly string[] | null = null): Promise<Claim> {
-  const res = await q.query<LeasedJob>(
-    `WITH cand AS (
+  const text = `WITH cand AS (
        SELECT j.id, j.seq, COALESCE(j.estimated_credits, 0) AS c FROM jobs j
         WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($5::text[])' : ''}
         ORDER BY j.seq LIMIT $2 FOR UPDATE OF j SKIP LOCKED),
@@ -73,9 +72,8 @@ export async function claimPending(q: Queryable, runId: number, owner: string, l
      UPDATE jobs j SET lease_owner = $3, lease_expires = ${leaseUntil('$4')}, lease_epoch = j.lease_epoch + 1,
         reserved_credits = CASE WHEN EXISTS (SELECT 1 FROM b) THEN chosen.c ELSE j.reserved_credits END
        FROM chosen WHERE j.run_id = $1 AND j.id = chosen.id
-       RETURNING ${JOB_COLUMNS}, (SELECT count(*) FROM cand)::int AS found, (SELECT count(*) FROM reserve)::int AS reserved`,
-    only ? [runId, n, owner, leaseMs, only] : [runId, n, owner, leaseMs],
-  );
+       RETURNING ${JOB_COLUMNS}, (SELECT count(*) FROM cand)::int AS found, (SELECT count(*) FROM reserve)::int AS reserved`;
+  const res = await q.query<LeasedJob>(named(text, only ? [runId, n, owner, leaseMs, only] : [runId, n, owner, leaseMs]));
   const found = (res.rows[0] as { found?: number } | undefined)?.found;
   const jobs = res.rows.map(({ found: _f, reserved: _r, ...row }: LeasedJob & { found?: number; reserved?: number }) => row as LeasedJob).sort((a, b) => a.seq - b.seq);
   if (found !== undefined) return { jobs, heldByBudget: found > jobs.length };
@@ -93,7 +91,7 @@ export async function claimPending(q: Queryable, runId: number, owner: string, l
 
 /** Renew every lease `owner` holds (that no one took over): the count renewed. */
 export async function renewLeases(q: Queryable, owner: string, leaseMs: number): Promise<number> {
-  const r = await q.query(`UPDATE jobs SET lease_expires = ${leaseUntil('$2')} WHERE lease_owner = $1`, [owner, leaseMs]);
+  const r = await q.query(named(`UPDATE jobs SET lease_expires = ${leaseUntil('$2')} WHERE lease_owner = $1`, [owner, leaseMs]));
   return r.rowCount ?? 0;
 }
 
@@ -122,7 +120,7 @@ export type MoveResult = 'moved' | 'lost';
 export async function guardedMove(q: Queryable, runId: number, jobId: string, lease: JobLease, from: JobState, to: JobState, patch: JobPatch, leaseMs: number): Promise<MoveResult> {
   assertAllowed(jobId, from, to);
   const { sql, values } = moveSql(runId, jobId, from, to, patch, lease.owner, leaseMs, 'lease_owner = $4 AND lease_epoch = $5 AND lease_expires > now()', [lease.epoch]);
-  const r = await q.query(sql, values);
+  const r = await q.query(named(sql, values));
   if (r.rowCount === 1) return 'moved';
   const cur = await q.query<{ state: string; mine: boolean }>(
     `SELECT state, (lease_owner IS NOT DISTINCT FROM $3 AND lease_epoch = $4 AND lease_expires > now()) AS mine FROM jobs WHERE run_id = $1 AND id = $2`,
