@@ -1,6 +1,6 @@
 import { TransitionError } from '../../errors.js';
 import { TRANSITIONS, type JobState } from '../states.js';
-import { PATCH_COLUMNS, type JobPatch, type JobRow } from '../types.js';
+import { PATCH_COLUMNS, type JobPatch, type JobRow, type TakenJob } from '../types.js';
 import { named, type Queryable } from './db.js';
 import { NOW_ISO } from './schema.js';
 
@@ -29,6 +29,8 @@ export interface JobLease {
 
 /** A job row with the epoch of the lease just taken on it. */
 export type LeasedJob = JobRow & { lease_epoch: number };
+/** A job taken over: what resuming it needs (not its spec, input and result), with its seq and new epoch. */
+export type TakenLeased = TakenJob & { seq: number; lease_epoch: number };
 
 /** The columns of a JobRow (alias j). */
 export const ROW_COLUMNS =
@@ -176,7 +178,7 @@ export interface TakeOver {
   /** submitting chat jobs sent back to pending. */
   pending: string[];
   /** submitted / downloading jobs now leased to the caller. */
-  adopted: LeasedJob[];
+  adopted: TakenLeased[];
 }
 
 export const DEAD_SUBMIT_ERROR = 'the worker that sent this submit stopped (its lease expired) before the answer was recorded; the task may exist';
@@ -202,12 +204,12 @@ export async function takeOver(q: Queryable, runId: number, owner: string, lease
   );
   // Joined to the picked rows (an IN (subquery) read the whole table), picked through jobs_leased in any
   // order (ordering by seq walked the run's finished jobs): handed over in manifest order below.
-  const adopted = await q.query<LeasedJob>(
+  const adopted = await q.query<TakenLeased>(
     `UPDATE jobs j SET lease_owner = $2, lease_expires = ${leaseUntil('$3')}, lease_epoch = j.lease_epoch + 1
        FROM (SELECT f.run_id, f.id FROM jobs f WHERE f.run_id = $1 AND f.state IN ('submitted', 'downloading') AND ${free('f')}
               LIMIT $4 FOR UPDATE SKIP LOCKED) c
       WHERE j.run_id = c.run_id AND j.id = c.id
-      RETURNING ${JOB_COLUMNS}`,
+      RETURNING j.id, j.seq, j.state, j.task_id, j.model, j.submitted_at, j.expires_at, j.lease_epoch`,
     [runId, owner, leaseMs, n],
   );
   return {

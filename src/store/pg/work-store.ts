@@ -130,7 +130,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   /** Remember the lease of a job just claimed or taken over; the row without its epoch. */
-  private hold(j: LeasedJob): JobRow {
+  private hold<T extends { id: string; lease_epoch: number }>(j: T): Omit<T, 'lease_epoch'> {
     const { lease_epoch, ...row } = j;
     this.held.set(j.id, lease_epoch);
     return row;
