@@ -47,11 +47,16 @@ export function named(text: string, values: unknown[]): pg.QueryConfig {
   return { name, text, values };
 }
 
-/** fn inside BEGIN ... COMMIT on one client; ROLLBACK and rethrow on a throw. */
-export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>): Promise<T> {
+/**
+ * fn inside BEGIN ... COMMIT on one client; ROLLBACK and rethrow on a throw. `durable: false`: the COMMIT
+ * does not wait for the WAL to reach the disk (synchronous_commit off for this transaction: a server crash
+ * may lose the last fraction of a second of such commits, never a client's crash), as the SQLite state's
+ * synchronous=NORMAL commits; the submit intent and the task id are durable.
+ */
+export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { durable?: boolean } = {}): Promise<T> {
   const c = await pool.connect();
   try {
-    await c.query('BEGIN');
+    await c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
     const out = await fn(c);
     await c.query('COMMIT');
     return out;

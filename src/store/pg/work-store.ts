@@ -125,7 +125,8 @@ export class PgWorkStore implements WorkStore {
   async claimPending(n: number, opts: { only?: ReadonlySet<string> | null } = {}): Promise<Claim> {
     if (n <= 0) return { jobs: [], overBudget: false };
     const only = opts.only ? [...opts.only] : null;
-    const c = await inTx(this.pool, (tx) => claimPending(tx, this.runId, this.worker, this.leaseMs, n, only));
+    // A claim need not survive a server crash (its job would be pending and free again).
+    const c = await inTx(this.pool, (tx) => claimPending(tx, this.runId, this.worker, this.leaseMs, n, only), { durable: false });
     return { jobs: c.jobs.map((j) => this.hold(j)), overBudget: c.heldByBudget };
   }
 
@@ -207,8 +208,8 @@ export class PgWorkStore implements WorkStore {
   async transition(id: string, from: JobState, to: JobState, patch: JobPatch = {}, o: MoveOptions = {}): Promise<Moved> {
     const epoch = this.held.get(id);
     if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
-    // The move alone (the submit intent, the task id): one statement, its own transaction, one round trip.
-    const alone = epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
+    // A durable move alone (the submit intent, the task id): one statement, its own transaction, one round trip.
+    const alone = o.durable === true && epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
     if (alone) {
       const r = await guardedMove(this.pool, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs);
       if (r === 'lost' || !ACTIVE_STATES.includes(to)) this.held.delete(id);
@@ -224,7 +225,7 @@ export class PgWorkStore implements WorkStore {
       if (to === 'done') await this.clearMarkOnResult(tx, id);
       if (uncharged(from, to)) await releaseReservation(tx, this.runId, id);
       return { moved: true, side: await afterMove(tx, this.runId, id, from, to, patch.last_error) };
-    });
+    }, { durable: o.durable === true });
     if (!out.moved || !ACTIVE_STATES.includes(to)) this.held.delete(id);
     else if (newEpoch !== undefined) this.held.set(id, newEpoch);
     return out;
