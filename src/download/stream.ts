@@ -14,7 +14,7 @@ import { commitWhole, place } from './place.js';
 const WRITE_BATCH = 1024 * 1024;
 
 /** Sends GET, follows up to MAX_REDIRECTS redirects, returns the final 2xx response. */
-async function get(start: URL, opts: DownloadOptions): Promise<{ url: URL; res: Dispatcher.ResponseData }> {
+async function get(start: URL, opts: Pick<DownloadOptions, 'signal' | 'dispatcher'>): Promise<{ url: URL; res: Dispatcher.ResponseData }> {
   let url = start;
   for (let hop = 0; ; hop++) {
     let res: Dispatcher.ResponseData;
@@ -48,12 +48,24 @@ async function get(start: URL, opts: DownloadOptions): Promise<{ url: URL; res: 
   }
 }
 
+/** An answer whose headers passed the checks, its body not read yet. */
+export interface OpenBody {
+  url: URL;
+  /** The URL without its query, for messages. */
+  where: string;
+  res: Dispatcher.ResponseData;
+  /** Content-Length, or null. */
+  declared: number | null;
+  contentType: string | null;
+  /** Drops the body and throws UnsafeResultError(`download of <where>: <message>`). */
+  refuse(message: string): Promise<never>;
+}
+
 /**
- * The streaming path of downloadFile (moved here from its body unchanged): GET with redirects
- * (get()), header checks, then the body: small() when Content-Length is at most SMALL_BODY,
- * otherwise streamed to the temporary file in batches, checked, fsynced and placed.
+ * GET with redirects (get()), then the header checks: no content-encoding, Content-Length within
+ * `maxBytes` and equal to `expected` (file_size) when both are given. The body is the caller's to read.
  */
-export async function streamToFile(startUrl: URL, name: string, expected: number | null, maxBytes: number, opts: DownloadOptions): Promise<DownloadResult> {
+export async function openBody(startUrl: URL, expected: number | null, maxBytes: number, opts: Pick<DownloadOptions, 'signal' | 'dispatcher'>): Promise<OpenBody> {
   const { url, res } = await get(startUrl, opts);
   const where = shown(url);
   const contentType = mediaType(header(res.headers, 'content-type'));
@@ -69,6 +81,16 @@ export async function streamToFile(startUrl: URL, name: string, expected: number
   if (declared !== null && expected !== null && declared !== expected) {
     await refuse(`Content-Length ${declared} differs from file_size ${expected}`);
   }
+  return { url, where, res, declared, contentType, refuse };
+}
+
+/**
+ * The streaming path of downloadFile (moved here from its body unchanged): GET with redirects
+ * (openBody()), header checks, then the body: small() when Content-Length is at most SMALL_BODY,
+ * otherwise streamed to the temporary file in batches, checked, fsynced and placed.
+ */
+export async function streamToFile(startUrl: URL, name: string, expected: number | null, maxBytes: number, opts: DownloadOptions): Promise<DownloadResult> {
+  const { url, where, res, declared, contentType, refuse } = await openBody(startUrl, expected, maxBytes, opts);
 
   const tmp = safeJoin(opts.dir, `.${name}.${tmpSuffix()}.part`);
   const hash = createHash('sha256');
