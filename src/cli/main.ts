@@ -174,6 +174,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--slow-ms <ms>', 'delay of a slow fault, not scaled (default: 2000)')
     .option('--retry-after <s>', 'Retry-After seconds of a 429 fault (default: 1)')
     .option('--image-edge <px>', 'longest edge of served images, >= 8 (default: 128)')
+    .option('--video-bytes <n>', 'serve every video result padded to exactly n bytes, made as it is sent (to try large files; default: as generated)')
     .option('--callback-timeout-ms <ms>', 'how long a callback receiver may take to answer (default: 10000 x time scale, at least 1000)')
     .option('--clock-start <when>', 'virtual clock start: epoch ms or ISO date, e.g. 2026-01-01T00:00:00Z (default: now)')
     .option('--admin-token <token>', 'token the /__sandbox/ endpoints require in X-Sandbox-Admin-Token, 16+ characters (default: random, printed; or GENBATCH_SANDBOX_ADMIN_TOKEN); not needed from loopback when --host is loopback')

@@ -154,6 +154,11 @@ export class AtomicWriter implements ChunkWriter {
     this.renamed = true;
   }
 
+  /** Under the final name (ReportWriter): the rename. */
+  commit(): Promise<void> {
+    return this.rename();
+  }
+
   /** After a failure: stop writing and remove the temporary file (a file already renamed is left alone). */
   async abort(): Promise<void> {
     if (this.renamed) return;

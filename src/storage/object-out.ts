@@ -189,7 +189,9 @@ export class ObjectOut {
    * Streams `body` to `rel` (see the module comment): checked by `check` on the way and at the end,
    * placed under `rel` or a numbered name, never replacing other content.
    */
-  async putStream(rel: string, body: AsyncIterable<Buffer>, o: { check: StreamCheck; contentType?: string | null; journal: UploadJournal; signal?: AbortSignal }): Promise<Placed> {
+  async putStream(rel: string, body: AsyncIterable<Buffer>, o: { check: StreamCheck; contentType?: string | null; journal: UploadJournal; signal?: AbortSignal; replace?: boolean }): Promise<Placed> {
+    // `replace` (the reports): written to `rel` whatever it holds, the whole object replaced at once.
+    const place = o.replace ? this.replacing.bind(this) : this.place.bind(this);
     const it = body[Symbol.asyncIterator]();
     const head: Buffer[] = [];
     let headBytes = 0;
@@ -198,7 +200,7 @@ export class ObjectOut {
       if (next.done) {
         const { size, sha256 } = o.check.finish();
         const whole = Buffer.concat(head, headBytes);
-        return this.place(rel, size, sha256, (to) => this.putSmall(to, whole, o).then(() => undefined), o.signal);
+        return place(rel, size, sha256, (to) => this.putSmall(to, whole, o).then(() => undefined), o.signal);
       }
       o.check.update(next.value);
       head.push(next.value);
@@ -223,7 +225,7 @@ export class ObjectOut {
     const done = checked as { size: number; sha256: string } | null;
     if (done === null) throw new StorageError(`${this.where}: the upload of "${rel}" ended before its body did`);
     try {
-      const placed = await this.place(rel, done.size, done.sha256, (to) => this.copyFrom(tmp, to, done.sha256, o.contentType ?? null, o.signal), o.signal);
+      const placed = await place(rel, done.size, done.sha256, (to) => this.copyFrom(tmp, to, done.sha256, o.contentType ?? null, o.signal), o.signal);
       await this.clearPending({ key: tmp }, o.journal);
       return placed;
     } catch (err) {
@@ -291,6 +293,12 @@ export class ObjectOut {
       if (there.size === size && there.sha256 === sha256) return { rel: candidate, size, sha256, reused: true };
     }
     throw new StorageError(`${this.where}: "${rel}" and ${MAX_NUMBERED - 1} numbered variants are all taken`);
+  }
+
+  /** Writes content of `size` bytes and `sha256` to `rel`, replacing what is there (putStream's `replace`). */
+  private async replacing(rel: string, size: number, sha256: string, write: (rel: string) => Promise<void>): Promise<Placed> {
+    await write(rel);
+    return { rel, size, sha256, reused: false };
   }
 
   /**

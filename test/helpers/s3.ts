@@ -1,4 +1,5 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
@@ -46,6 +47,33 @@ export interface TestS3 {
   stop(): Promise<void>;
 }
 
+/**
+ * s3rver 3.7 answers AbortMultipartUpload (DELETE /bucket/key?uploadId=...) with 405 and keeps the upload's
+ * parts: real S3 (and MinIO, R2, ...) removes them. The server here does what S3 does: the upload's folder
+ * is removed, 204; an unknown upload is 404 NoSuchUpload. (Path-style requests; the signature is not checked.)
+ */
+function withAbortMultipartUpload(server: { callback(): (req: IncomingMessage, res: ServerResponse) => void }, dir: string): void {
+  const koa = server.callback.bind(server);
+  server.callback = () => {
+    const handle = koa();
+    return (req, res) => {
+      const url = new URL(req.url ?? '/', 'http://s3.invalid');
+      const uploadId = url.searchParams.get('uploadId');
+      if (req.method !== 'DELETE' || uploadId === null) return handle(req, res);
+      const bucket = decodeURIComponent(url.pathname.split('/')[1] ?? '');
+      const folder = join(dir, bucket, '._S3rver_uploads', uploadId);
+      req.resume();
+      if (!/^[0-9a-f]+$/i.test(uploadId) || !existsSync(folder)) {
+        res.writeHead(404, { 'content-type': 'application/xml' });
+        return void res.end(`<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message><UploadId>${uploadId}</UploadId></Error>`);
+      }
+      rmSync(folder, { recursive: true, force: true });
+      res.writeHead(204);
+      res.end();
+    };
+  };
+}
+
 export const S3_KEY_ID = 'S3RVER';
 export const S3_SECRET = 'S3RVER';
 
@@ -54,6 +82,7 @@ export async function startS3(o: { bucket?: string } = {}): Promise<TestS3> {
   const tmp = tempDir('genbatch-s3-');
   const dir = join(tmp.dir, 'data');
   const server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dir, configureBuckets: [{ name: bucket }] });
+  withAbortMultipartUpload(server, dir);
   const address = (await server.run()) as AddressInfo;
   const endpoint = `http://127.0.0.1:${address.port}`;
   const client = new S3Client({
