@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -80,6 +81,38 @@ describe('run --out s3://', () => {
     // Nothing but results, result.json and reports: no temporary object, no SQLite file in the bucket.
     expect([...objects.keys()].filter((k) => /\.genbatch-partial|\.db$/.test(k))).toEqual([]);
     expect(s3.pendingUploads()).toEqual([]);
+  }, 60_000);
+
+  it('never replaces an object it did not write (numbered name; a foreign result.json kept in previous-1/); a chat answer goes to the bucket too', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const manifest = join(t.dir, 'm.yaml');
+    writeFileSync(
+      manifest,
+      ['jobs:', '  - id: pic', '    model: alpha-image-2', '    input:', '      prompt: "A quiet harbour"', '  - id: talk', '    model: vendora/chat-5-mini', '    input:', '      messages:', '        - role: user', '          content: "Say hi"', ''].join('\n'),
+    );
+    // Objects that were there before the run, under the keys the results would take.
+    const foreign = Buffer.from('not genbatch');
+    for (const key of ['pic/image-1.png', 'pic/image-1.jpeg', 'talk/response.txt']) await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: `runs/keep/${key}`, Body: foreign }));
+    const otherResult = JSON.stringify({ job_id: 'someone-else' });
+    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: 'runs/keep/pic/result.json', Body: otherResult }));
+
+    const r = await runCli(['run', manifest, '--out', s3.url('runs/keep'), '--time-scale', '0.005', '--yes'], { ...s3.env, GENBATCH_BASE_URL: sb.url, GENBATCH_API_KEY: KEY }, t.dir);
+    expect(r.code, r.stderr).toBe(0);
+    for (const key of ['pic/image-1.png', 'pic/image-1.jpeg', 'talk/response.txt']) expect((await s3.get(`runs/keep/${key}`)).equals(foreign), key).toBe(true);
+    expect((await s3.get('runs/keep/pic/previous-1/result.json')).toString()).toBe(otherResult);
+    const files = doneFiles(join(t.dir, 'genbatch-state', 'm.db'));
+    const image = files.find((f) => f.job_id === 'pic')!;
+    expect(image.path).toMatch(/^pic\/image-1 \(2\)\.(png|jpeg)$/);
+    expect(files.filter((f) => f.job_id === 'talk').map((f) => f.path)).toEqual(['talk/response (2).txt', 'talk/response.json']);
+    for (const f of files) {
+      const body = await s3.get(`runs/keep/${f.path}`);
+      expect(sha256(body)).toBe(f.sha256);
+      expect((await s3.objects(`runs/keep/${f.path}`))[0]!.metadata.sha256).toBe(f.sha256);
+    }
+    expect(JSON.parse((await s3.get('runs/keep/pic/result.json')).toString()).job_id).toBe('pic');
+    // Nothing written to the disk in place of the bucket (a folder named after the URL).
+    expect(existsSync(join(t.dir, 's3:'))).toBe(false);
   }, 60_000);
 
   it('stops before anything is submitted when the credentials are wrong (an unknown access key): exit 74 naming the bucket, no task made', async () => {
