@@ -115,6 +115,45 @@ describe('run --out s3://', () => {
     expect(existsSync(join(t.dir, 's3:'))).toBe(false);
   }, 60_000);
 
+  it('runs 300 jobs to the bucket with faults on the service side (truncated and failed downloads, 5xx, 429): each done job once, whole, with its sha256', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const key = 'sk-s3-faults-03';
+    const faulty = await startSandbox({
+      port: 0,
+      keys: { [key]: 100_000 },
+      timeScale: 0.005,
+      seed: 21,
+      failureRate: 0.03,
+      faults: 'file:truncate=0.1,file:500=0.05,file:drop=0.03,status:503=0.05,submit:429=0.05',
+    });
+    try {
+      const manifest = imageManifest(join(t.dir, 'm.yaml'), 300, 'many');
+      const r = await runCli(['run', manifest, '--out', s3.url('runs/many'), '--time-scale', '0.005', '--concurrency', '16'], { ...s3.env, GENBATCH_BASE_URL: faulty.url, GENBATCH_API_KEY: key }, t.dir);
+      expect([0, 1], r.stderr).toContain(r.code);
+      const injected = faulty.stats().faults_injected;
+      expect((injected['file:truncate'] ?? 0) + (injected['file:500'] ?? 0)).toBeGreaterThan(0);
+      const state = join(t.dir, 'genbatch-state', 'm.db');
+      const jobs = readJobs(state);
+      const done = jobs.filter((j) => j.state === 'done');
+      expect(done.length + jobs.filter((j) => j.state === 'failed').length).toBe(300);
+      expect(done.length).toBeGreaterThan(250);
+      const files = doneFiles(state);
+      const objects = new Map((await s3.objects('runs/many/')).map((o) => [o.key, o]));
+      const expected = [...files.map((f) => `runs/many/${f.path}`), ...done.map((j) => `runs/many/${j.id}/result.json`)];
+      const reports = ['report.json', 'report.csv', 'report.md', 'report.html'].map((f) => `runs/many/${f}`);
+      // Exactly the done jobs' files and result.json (failed jobs have none), and the reports: no duplicate, no partial object.
+      expect([...objects.keys()].sort()).toEqual([...expected, ...reports].sort());
+      for (const f of files) {
+        expect(objects.get(`runs/many/${f.path}`)!.metadata.sha256).toBe(f.sha256);
+        expect(objects.get(`runs/many/${f.path}`)!.size).toBe(f.size);
+      }
+      expect(s3.pendingUploads().filter((u) => u.key.startsWith('runs/many/'))).toEqual([]);
+    } finally {
+      await faulty.close();
+    }
+  }, 90_000);
+
   it('stops before anything is submitted when the credentials are wrong (an unknown access key): exit 74 naming the bucket, no task made', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);
