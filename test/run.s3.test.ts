@@ -200,6 +200,33 @@ describe('run --out s3://', () => {
     }
   }, 60_000);
 
+  it('addresses the bucket path-style with a custom endpoint, and as a host name with GENBATCH_S3_VIRTUAL_HOSTS=1', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const manifest = imageManifest(join(t.dir, 'm.yaml'), 1, 'pic');
+    const env = { ...s3.env, AWS_ENDPOINT_URL_S3: `http://localhost:${s3.port}`, GENBATCH_BASE_URL: sb.url, GENBATCH_API_KEY: KEY };
+    const path = await runCli(['run', manifest, '--out', s3.url('runs/hosts'), '--time-scale', '0.005'], env, t.dir);
+    expect(path.code, path.stderr).toBe(0);
+    // bucket.localhost does not resolve here: the probe fails and names the host it tried.
+    const virtual = await runCli(['run', manifest, '--out', s3.url('runs/hosts2')], { ...env, GENBATCH_S3_VIRTUAL_HOSTS: '1' }, t.dir);
+    expect(virtual.code, virtual.stdout + virtual.stderr).toBe(74);
+    expect(virtual.stderr).toContain(`${s3.bucket}.localhost`);
+  }, 60_000);
+
+  it('refuses a malformed s3:// URL before anything (exit 2 naming the rule)', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const manifest = imageManifest(join(t.dir, 'm.yaml'), 1, 'pic');
+    const env = { ...s3.env, GENBATCH_BASE_URL: sb.url, GENBATCH_API_KEY: KEY };
+    const badName = await runCli(['run', manifest, '--out', 's3://Bad_Bucket/x'], env, t.dir);
+    expect(badName.code).toBe(2);
+    expect(badName.stderr).toContain('"Bad_Bucket" is not a valid bucket name');
+    const dots = await runCli(['run', manifest, '--out', `s3://${s3.bucket}/a/../b`], env, t.dir);
+    expect(dots.code).toBe(2);
+    expect(dots.stderr).toContain('the key prefix may not contain empty, "." or ".." segments');
+    expect(existsSync(join(t.dir, 'genbatch-state'))).toBe(false);
+  }, 60_000);
+
   it('names a missing bucket (exit 74) before anything is submitted', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);
