@@ -213,6 +213,22 @@ describe('run --out s3://', () => {
     expect(virtual.stderr).toContain(`${s3.bucket}.localhost`);
   }, 60_000);
 
+  it('takes credentials, region and endpoint from a profile of the AWS config files (AWS_PROFILE)', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const manifest = imageManifest(join(t.dir, 'm.yaml'), 1, 'pic');
+    const config = join(t.dir, 'aws-config');
+    const credentials = join(t.dir, 'aws-credentials');
+    writeFileSync(config, `[profile local]\nregion = us-east-1\nendpoint_url = ${s3.endpoint}\n`);
+    writeFileSync(credentials, `[local]\naws_access_key_id = ${s3.env.AWS_ACCESS_KEY_ID}\naws_secret_access_key = ${s3.env.AWS_SECRET_ACCESS_KEY}\n`);
+    // Empty: whatever this machine's environment holds plays no part (the SDK takes an empty value as none).
+    const none = { AWS_ACCESS_KEY_ID: '', AWS_SECRET_ACCESS_KEY: '', AWS_SESSION_TOKEN: '', AWS_ENDPOINT_URL_S3: '', AWS_ENDPOINT_URL: '' };
+    const env: Record<string, string> = { ...none, AWS_CONFIG_FILE: config, AWS_SHARED_CREDENTIALS_FILE: credentials, AWS_PROFILE: 'local', AWS_EC2_METADATA_DISABLED: 'true', GENBATCH_BASE_URL: sb.url, GENBATCH_API_KEY: KEY };
+    const r = await runCli(['run', manifest, '--out', s3.url('runs/profile'), '--time-scale', '0.005'], env, t.dir);
+    expect(r.code, r.stderr).toBe(0);
+    expect((await s3.keys('runs/profile/pic-0000/')).some((k) => k.endsWith('result.json'))).toBe(true);
+  }, 60_000);
+
   it('refuses a malformed s3:// URL before anything (exit 2 naming the rule)', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);
