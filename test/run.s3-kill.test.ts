@@ -123,6 +123,37 @@ describe('run --out s3:// with large results', () => {
     await expectClean('kill', state, 4);
   }, 90_000);
 
+  it('stopped by SIGINT during multipart uploads: exit 130, the uploads aborted and their temporary objects gone; the rerun finishes clean', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const manifest = videoManifest(join(t.dir, 'm.yaml'), 3);
+    const env = { ...s3.env, GENBATCH_BASE_URL: sb.url, GENBATCH_API_KEY: KEY };
+    const args = ['run', manifest, '--out', s3.url('stop'), '--time-scale', '0.005', '--yes'];
+    const child = spawnCli(args, env, t.dir);
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    const state = join(t.dir, 'genbatch-state', 'm.db');
+    const deadline = Date.now() + 40_000;
+    let seen = false;
+    while (Date.now() < deadline && child.exitCode === null && !seen) {
+      const recorded = recordedUploads(state);
+      seen = recorded.length > 0 && s3.pendingUploads().some((u) => recorded.includes(u.uploadId));
+      if (!seen) await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(seen, stderr).toBe(true);
+    child.kill('SIGINT');
+    expect(await exited, stderr).toBe(130);
+    // Stopped cleanly: nothing in flight is left in the bucket or in the state file.
+    expect(s3.pendingUploads().filter((u) => u.key.startsWith('stop/'))).toEqual([]);
+    expect((await s3.keys('stop/')).filter((k) => k.includes('.genbatch-partial'))).toEqual([]);
+    expect(recordedUploads(state)).toEqual([]);
+
+    const again = await runCli(args, env, t.dir);
+    expect(again.code, again.stdout + again.stderr).toBe(0);
+    await expectClean('stop', state, 3);
+  }, 90_000);
+
   it('does not download again a file already in the bucket with its noted sha256 when the run was killed before recording it', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);

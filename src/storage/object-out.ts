@@ -41,6 +41,7 @@ export const PARTIAL_DIR = '.genbatch-partial';
 export interface PendingUpload {
   /** The temporary key (full key in the bucket). */
   key: string;
+  /** '' while CreateMultipartUpload has not answered. */
   uploadId: string;
 }
 
@@ -221,15 +222,18 @@ export class ObjectOut {
       checked = o.check.finish();
     };
     const tmp = this.keyOf(`${PARTIAL_DIR}/${randomBytes(8).toString('hex')}`);
+    // The temporary key is recorded before the upload is created (no UploadId yet: a run killed before the
+    // answer arrives leaves an upload that only a listing finds), then again with its UploadId.
+    await o.journal.started({ key: tmp, uploadId: '' });
     await this.multipart(tmp, Readable.from(rest(), { objectMode: false }), o);
     const done = checked as { size: number; sha256: string } | null;
-    if (done === null) throw new StorageError(`${this.where}: the upload of "${rel}" ended before its body did`);
     try {
+      if (done === null) throw new StorageError(`${this.where}: the upload of "${rel}" ended before its body did`);
       const placed = await place(rel, done.size, done.sha256, (to) => this.copyFrom(tmp, to, done.sha256, o.contentType ?? null, o.signal), o.signal);
-      await this.clearPending({ key: tmp }, o.journal);
+      await this.clearPending({ key: tmp, completed: true }, o.journal);
       return placed;
     } catch (err) {
-      await this.clearPending({ key: tmp }, o.journal).catch(() => undefined);
+      await this.clearPending({ key: tmp, completed: true }, o.journal).catch(() => undefined);
       throw err;
     }
   }
@@ -254,8 +258,9 @@ export class ObjectOut {
       },
       ended: (key) => o.journal.ended(key),
     });
-    const onAbort = (): void => void upload.abort();
-    o.signal?.addEventListener('abort', onAbort, { once: true });
+    // A stop (the signal) is not passed to the Upload: the download it reads is cut by the same signal, so its
+    // body fails and lib-storage stops, once the parts in flight have settled; only then is the upload aborted
+    // (an AbortMultipartUpload racing parts still being sent may leave parts behind).
     try {
       await upload.done();
     } catch (err) {
@@ -264,7 +269,6 @@ export class ObjectOut {
       await this.clearPending({ key: tmp, uploadId }, o.journal).catch(() => undefined);
       throw this.failure(err, 'multipart upload', tmp);
     } finally {
-      o.signal?.removeEventListener('abort', onAbort);
       this.journals.delete(tmp);
     }
   }
@@ -302,15 +306,17 @@ export class ObjectOut {
   }
 
   /**
-   * Clears what an upload may have left: its multipart upload (aborted; one already gone is fine) and its
-   * temporary object (deleted; none is fine); then the journal forgets it. Throws when the bucket refused,
+   * Clears what an upload may have left: its multipart upload (aborted, unless `completed`; one already gone
+   * is fine) and its temporary object (deleted; none is fine); then the journal forgets it. Throws when the bucket refused,
    * leaving the record for the next run.
    */
-  async clearPending(u: { key: string; uploadId?: string | null }, journal: UploadJournal): Promise<void> {
+  async clearPending(u: { key: string; uploadId?: string | null; completed?: boolean }, journal: UploadJournal): Promise<void> {
     const { AbortMultipartUploadCommand, DeleteObjectCommand } = await import('@aws-sdk/client-s3');
-    if (u.uploadId) {
+    // No UploadId recorded: the upload may have been created without its answer arriving; it is looked up.
+    const uploads = u.completed ? [] : u.uploadId ? [u.uploadId] : await this.uploadsOf(u.key);
+    for (const uploadId of uploads) {
       try {
-        await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.loc.bucket, Key: u.key, UploadId: u.uploadId }));
+        await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.loc.bucket, Key: u.key, UploadId: uploadId }));
       } catch (err) {
         const f = sdkFailure(err);
         if (f.status !== 404 && f.name !== 'NoSuchUpload') throw this.failure(err, 'abort of a multipart upload', u.key);
@@ -319,6 +325,22 @@ export class ObjectOut {
     const del = new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: u.key });
     await this.call(() => this.client.send(del), 'DELETE', u.key);
     await journal.ended(u.key);
+  }
+
+  /**
+   * The multipart uploads in progress for exactly `key` (ListMultipartUploads). A server that cannot list
+   * them (s3rver, some S3-compatible services: 405 or 501) gives none: nothing more can be found.
+   */
+  private async uploadsOf(key: string): Promise<string[]> {
+    const { ListMultipartUploadsCommand } = await import('@aws-sdk/client-s3');
+    try {
+      const list = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.loc.bucket, Prefix: key }));
+      return (list.Uploads ?? []).filter((up) => up.Key === key && up.UploadId).map((up) => up.UploadId!);
+    } catch (err) {
+      const f = sdkFailure(err);
+      if (f.status === 405 || f.status === 501 || f.name === 'NotImplemented' || f.name === 'MethodNotAllowed') return [];
+      throw this.failure(err, 'listing of multipart uploads', key);
+    }
   }
 
   /** Clears the uploads a stopped run left (see clearPending); stops at the first the bucket refuses. */

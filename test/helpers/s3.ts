@@ -74,6 +74,40 @@ function withAbortMultipartUpload(server: { callback(): (req: IncomingMessage, r
   };
 }
 
+/**
+ * s3rver 3.7 has no ListMultipartUploads (GET /bucket?uploads): the server here lists the uploads in its
+ * folder as S3 does (Prefix honoured, one page, path-style), so a run can find an upload it created but whose
+ * UploadId it never received.
+ */
+function withListMultipartUploads(server: { callback(): (req: IncomingMessage, res: ServerResponse) => void }, dir: string): void {
+  const inner = server.callback.bind(server);
+  server.callback = () => {
+    const handle = inner();
+    return (req, res) => {
+      const url = new URL(req.url ?? '/', 'http://s3.invalid');
+      const parts = url.pathname.split('/').filter(Boolean);
+      if (req.method !== 'GET' || parts.length !== 1 || !url.searchParams.has('uploads')) return handle(req, res);
+      const bucket = decodeURIComponent(parts[0]!);
+      const prefix = url.searchParams.get('prefix') ?? '';
+      const folder = join(dir, bucket, '._S3rver_uploads');
+      const esc = (t: string): string => t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+      const uploads = existsSync(folder)
+        ? readdirSync(folder)
+            .filter((id) => existsSync(join(folder, id, 'key')))
+            .map((id) => ({ id, key: readFileSync(join(folder, id, 'key'), 'utf8') }))
+            .filter((u) => u.key.startsWith(prefix))
+        : [];
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/xml' });
+      res.end(
+        `<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>${esc(bucket)}</Bucket><Prefix>${esc(prefix)}</Prefix><MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>` +
+          uploads.map((u) => `<Upload><Key>${esc(u.key)}</Key><UploadId>${u.id}</UploadId><Initiated>2026-01-01T00:00:00.000Z</Initiated></Upload>`).join('') +
+          '</ListMultipartUploadsResult>',
+      );
+    };
+  };
+}
+
 export const S3_KEY_ID = 'S3RVER';
 export const S3_SECRET = 'S3RVER';
 
@@ -83,6 +117,7 @@ export async function startS3(o: { bucket?: string } = {}): Promise<TestS3> {
   const dir = join(tmp.dir, 'data');
   const server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dir, configureBuckets: [{ name: bucket }] });
   withAbortMultipartUpload(server, dir);
+  withListMultipartUploads(server, dir);
   const address = (await server.run()) as AddressInfo;
   const endpoint = `http://127.0.0.1:${address.port}`;
   const client = new S3Client({
