@@ -77,4 +77,18 @@ describe('ObjectOut', () => {
     expect(ended).toEqual(['stale/.genbatch-partial/a', 'stale/.genbatch-partial/b']);
     expect(s3.pendingUploads().filter((u) => u.key.startsWith('stale/'))).toEqual([]);
   }, 60_000);
+
+  it('records the UploadId of each ObjectOut over one shared client (one journal hook per client)', async () => {
+    const first = new ObjectOut(s3.client, { bucket: s3.bucket, prefix: 'shared-a' });
+    const second = new ObjectOut(s3.client, { bucket: s3.bucket, prefix: 'shared-b' });
+    for (const out of [first, second]) {
+      const started: PendingUpload[] = [];
+      const journal = { started: (u: PendingUpload) => void started.push({ ...u }), ended: () => undefined };
+      const placed = await out.putStream('big.bin', chunks(randomBytes(9 * 1024 * 1024)), { check: check(), journal });
+      expect(placed.rel).toBe('big.bin');
+      // The intent, then the UploadId from CreateMultipartUpload's answer.
+      expect(started.map((u) => u.uploadId === '')).toEqual([true, false]);
+      expect(started[1]!.key).toBe(started[0]!.key);
+    }
+  }, 60_000);
 });

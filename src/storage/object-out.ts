@@ -86,31 +86,45 @@ function sdkFailure(err: unknown): { name: string; status: number | null; messag
   return { name, status, message: typeof e?.message === 'string' ? e.message : String(err) };
 }
 
+/** The journals of the multipart uploads in flight, by temporary key, per client (one middleware per client). */
+const journalsOf = new WeakMap<S3Client, Map<string, UploadJournal>>();
+
+/**
+ * The UploadId is handed to the upload's journal as soon as CreateMultipartUpload answers: lib-storage sends
+ * no part before that call returns, so the record is made (and awaited) before any part is sent.
+ */
+function journalsFor(client: S3Client): Map<string, UploadJournal> {
+  let journals = journalsOf.get(client);
+  if (journals) return journals;
+  const map = (journals = new Map<string, UploadJournal>());
+  journalsOf.set(client, map);
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const out = await next(args);
+      if (context.commandName === 'CreateMultipartUploadCommand') {
+        const key = (args.input as { Key?: string }).Key;
+        const uploadId = (out.output as { UploadId?: string }).UploadId;
+        const journal = key !== undefined ? map.get(key) : undefined;
+        if (journal && key !== undefined && uploadId) await journal.started({ key, uploadId });
+      }
+      return out;
+    },
+    { step: 'initialize', name: 'genbatchUploadJournal' },
+  );
+  return journals;
+}
+
 export class ObjectOut {
   /** `s3://bucket/prefix`, for messages. */
   readonly where: string;
-  private readonly journals = new Map<string, UploadJournal>();
+  private readonly journals: Map<string, UploadJournal>;
 
   constructor(
     readonly client: S3Client,
     readonly loc: S3Location,
   ) {
     this.where = s3UrlOf(loc);
-    // The UploadId is handed to the upload's journal as soon as CreateMultipartUpload answers: lib-storage
-    // sends no part before that call returns, so the record is made before any part is sent.
-    client.middlewareStack.add(
-      (next, context) => async (args) => {
-        const out = await next(args);
-        if (context.commandName === 'CreateMultipartUploadCommand') {
-          const key = (args.input as { Key?: string }).Key;
-          const uploadId = (out.output as { UploadId?: string }).UploadId;
-          const journal = key !== undefined ? this.journals.get(key) : undefined;
-          if (journal && key !== undefined && uploadId) await journal.started({ key, uploadId });
-        }
-        return out;
-      },
-      { step: 'initialize', name: 'genbatchUploadJournal' },
-    );
+    this.journals = journalsFor(client);
   }
 
   /** The full key of a path under the prefix. */
