@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { describe } from 'vitest';
 import { SqliteWorkStore, Store, type JobInput } from '../src/store/index.js';
+import { postgresWorkStore } from './helpers/pg-workstore.js';
 import { tempDir } from './helpers/tmp.js';
 import { workStoreBehaviour, type MakeWorkStore, type SeedJob } from './helpers/workstore-cases.js';
 
@@ -47,6 +48,9 @@ function seed(store: Store, jobs: SeedJob[]): void {
   }
 }
 
-describe.each([{ name: 'SQLite', make: sqlite }])('WorkStore on $name', ({ make }) => {
+describe.each([
+  { name: 'SQLite', make: sqlite },
+  { name: 'PostgreSQL', make: postgresWorkStore },
+])('WorkStore on $name', ({ make }) => {
   workStoreBehaviour(make);
 });
