@@ -9,6 +9,7 @@ import { EXIT, UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBook as Book } from '../pricing/index.js';
 import { defaultOutDir } from './paths.js';
+import { parseStateLocation } from '../store/location.js';
 import type { JobState } from '../store/states.js';
 
 /**
@@ -27,7 +28,7 @@ export interface RunOptions {
   sandbox?: boolean;
   /** Output folder; default `<manifest dir>/genbatch-out/<manifest name>`. */
   out?: string;
-  /** State file; default `<out>/state.db`. */
+  /** State file (a path), or a PostgreSQL database (a `postgres://` URL); default `<out>/state.db`. */
   state?: string;
   /** Submit requests in flight at once; default 8. */
   concurrency?: number;
@@ -124,7 +125,9 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
   const outDir = resolve(o.out ?? defaultOutDir(manifest));
-  const statePath = resolve(o.state ?? join(outDir, 'state.db'));
+  const location = parseStateLocation(o.state ?? join(outDir, 'state.db'));
+  if (location.kind === 'postgres') throw new UsageError(`--state ${location.display}: a run on a PostgreSQL state is not built yet`);
+  const statePath = location.path;
   const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
   if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
   const redo = o.redo === undefined ? [] : typeof o.redo === 'string' ? parseRedo(o.redo) : parseRedo(o.redo.join(','));

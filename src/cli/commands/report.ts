@@ -8,7 +8,8 @@ import { openStateForRead } from './state-file.js';
 /** `genbatch report [manifest|--state PATH] [--out DIR]`: rewrite the four reports from the state file (found at --state, else DIR/state.db, else the manifest's default). */
 export default async function report(manifest: string | undefined, opts: { state?: string; out?: string }): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'report');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'report');
+  const { store, runs } = state;
   try {
     if (opts.out !== undefined && runs.length > 1) {
       // One folder holds one set of reports: each run would replace the one written before it.
@@ -23,7 +24,7 @@ export default async function report(manifest: string | undefined, opts: { state
     }
     return 0;
   } finally {
-    store.close();
+    state.close();
     await flushed(process.stdout);
   }
 }

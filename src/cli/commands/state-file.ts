@@ -2,6 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { Store, type RunRow } from '../../store/index.js';
+import { parseStateLocation, stateOption, type StateLocation } from '../../store/location.js';
 import { defaultOutDir } from '../../api/paths.js';
 
 /**
@@ -28,12 +29,31 @@ function stateHere(command: string): string {
   throw new UsageError(`${found.length} runs found in this folder (${found.join(', ')}); ${how}`);
 }
 
+/** A run's state opened to read: the store (SQLite), its runs, where it is (as it may be printed), and how to let go of it. */
+export interface StateForRead {
+  store: Store;
+  runs: RunRow[];
+  /** The state file's path, or the PostgreSQL URL with its password hidden. */
+  shown: string;
+  location: StateLocation;
+  close(): void;
+}
+
 /**
- * Open the state file named by --state, else `<--out>/state.db`, else the manifest's
- * default location (as `genbatch run` chose it), else the one of this folder (stateHere), and pick its run.
+ * Where the run's state is: --state (else GENBATCH_STATE), else `<--out>/state.db`, else the manifest's
+ * default location (as `genbatch run` chose it), else the one of this folder (stateHere).
  */
-export function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status'): { store: Store; runs: RunRow[] } {
-  const path = resolve(statePath ?? (manifest === undefined && outDir === undefined ? stateHere(command) : join(outDir ?? defaultOutDir(manifest!), 'state.db')));
+export function readLocation(manifest: string | undefined, statePath: string | undefined, outDir: string | undefined, command: string): StateLocation {
+  const named = stateOption(statePath);
+  if (named !== undefined) return parseStateLocation(named, statePath === undefined ? 'GENBATCH_STATE' : '--state');
+  return { kind: 'sqlite', path: resolve(manifest === undefined && outDir === undefined ? stateHere(command) : join(outDir ?? defaultOutDir(manifest!), 'state.db')) };
+}
+
+/** Open the run's state (see readLocation) and pick its run: the manifest's, else every run it holds. */
+export async function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status'): Promise<StateForRead> {
+  const location = readLocation(manifest, statePath, outDir, command);
+  if (location.kind === 'postgres') throw new UsageError(`genbatch ${command} on a PostgreSQL state (${location.display}) is not built yet`);
+  const path = location.path;
   if (!existsSync(path)) throw new UsageError(`no state file at ${path}${manifest ? ' (has this manifest been run? pass --state if it used another one)' : ''}`);
   const store = Store.openForRead(path);
   let runs = store.runs();
@@ -49,5 +69,5 @@ export function openStateForRead(manifest: string | undefined, statePath: string
     store.close();
     throw new UsageError(`the state file ${path} holds no run yet`);
   }
-  return { store, runs };
+  return { store, runs, shown: path, location, close: () => store.close() };
 }

@@ -19,7 +19,8 @@ function stuckJobs(rows: Iterable<SummaryRow>, now: number): Array<{ id: string;
 /** `genbatch status [manifest|--state PATH|--out DIR] [--json] [--jobs]`: jobs by state (and each job on request). Reads only; safe during a run. */
 export default async function status(manifest: string | undefined, opts: { state?: string; out?: string; json?: boolean; jobs?: boolean }): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out);
+  const state = await openStateForRead(manifest, opts.state, opts.out);
+  const { store, runs } = state;
   try {
     const out: unknown[] = [];
     for (const run of runs) {
@@ -47,7 +48,7 @@ export default async function status(manifest: string | undefined, opts: { state
     if (opts.json) process.stdout.write(JSON.stringify(out.length === 1 ? out[0] : out) + '\n');
     return 0;
   } finally {
-    store.close();
+    state.close();
     await flushed(process.stdout);
   }
 }

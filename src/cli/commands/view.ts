@@ -22,7 +22,8 @@ export interface ViewCliOptions {
  */
 export default async function view(manifest: string | undefined, opts: ViewCliOptions): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'view');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'view');
+  const { store, runs } = state;
   try {
     if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose jobs to view`);
     store.useRun(runs[0]!);
@@ -41,7 +42,7 @@ export default async function view(manifest: string | undefined, opts: ViewCliOp
       process.once('SIGTERM', () => resolve('SIGTERM'));
     });
     process.stdout.write(`${v.url}\n`);
-    process.stdout.write(`genbatch view: ${runs[0]!.manifest} (${store.path}); press Ctrl+C to stop\n`);
+    process.stdout.write(`genbatch view: ${runs[0]!.manifest} (${state.shown}); press Ctrl+C to stop\n`);
     await flushed(process.stdout);
     if (opts.open) openBrowser(v.url);
     const signal = await stopped;
@@ -54,7 +55,7 @@ export default async function view(manifest: string | undefined, opts: ViewCliOp
     process.stderr.write(`genbatch view stopped (${signal})\n`);
     return 0;
   } finally {
-    store.close();
+    state.close();
     await flushed(process.stdout);
   }
 }
