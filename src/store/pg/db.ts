@@ -1,0 +1,62 @@
+import pg from 'pg';
+import { StateError } from '../../errors.js';
+
+/**
+ * The connection pool of a PostgreSQL state and one transaction helper.
+ * BIGINT columns (seq, sizes, expires_at in ms, lease_epoch) are read as
+ * numbers, as SQLite gives them (pg's default is a string); the pool's own
+ * type parsers, so other users of `pg` in the process are not affected.
+ */
+export type Pool = pg.Pool;
+export type Client = pg.PoolClient;
+/** A pool or a client inside a transaction: anything that runs one query. */
+export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
+
+const INT8 = 20;
+const NUMERIC = 1700;
+
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8 || oid === NUMERIC) return (v: string) => Number(v);
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+} as pg.CustomTypesConfig;
+
+export function openPool(url: string, opts: { max?: number } = {}): Pool {
+  const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types, application_name: 'genbatch' });
+  // An idle client losing its connection (server restart) emits 'error' on the pool: without a listener the
+  // process would exit. The next query gets a new connection or reports the failure itself.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** fn inside BEGIN ... COMMIT on one client; ROLLBACK and rethrow on a throw. */
+export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>): Promise<T> {
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    const out = await fn(c);
+    await c.query('COMMIT');
+    return out;
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+/** A PostgreSQL state URL shown without its password. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return 'postgres://(unparsable URL)';
+  }
+}
+
+export function stateError(url: string, err: unknown): StateError {
+  return new StateError(`PostgreSQL state ${redactUrl(url)}: ${err instanceof Error ? err.message : String(err)}`);
+}

