@@ -33,7 +33,7 @@ export default async function exportCommand(manifest: string | undefined, opts: 
     );
     return r.problems.length > 0 ? EXIT.jobsFailed : EXIT.ok;
   } finally {
-    state.close();
+    await state.close();
     await flushed(process.stdout);
   }
 }

@@ -40,7 +40,7 @@ export default async function mark(manifest: string | undefined, opts: MarkOptio
     if (changed > 0) await writeReports(resolve(runs[0]!.out_dir), buildReportData(store));
     return 0;
   } finally {
-    state.close();
+    await state.close();
     await flushed(process.stdout);
   }
 }

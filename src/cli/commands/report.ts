@@ -19,12 +19,15 @@ export default async function report(manifest: string | undefined, opts: { state
       store.useRun(run);
       const dir = resolve(opts.out ?? run.out_dir);
       // Written elsewhere than the run's output folder: report.html links the files from there.
-      const paths = await writeReports(dir, buildReportData(store), dir === resolve(run.out_dir) ? {} : { reportDir: dir });
+      const data = buildReportData(store);
+      const workers = await state.workers(run.id);
+      if (workers) data.summary.workers = workers;
+      const paths = await writeReports(dir, data, dir === resolve(run.out_dir) ? {} : { reportDir: dir });
       process.stdout.write(`reports of ${run.manifest}: ${paths.json}, ${paths.csv}, ${paths.md}, ${paths.html}\n`);
     }
     return 0;
   } finally {
-    state.close();
+    await state.close();
     await flushed(process.stdout);
   }
 }
