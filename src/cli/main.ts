@@ -101,6 +101,24 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .action(wrap(lazy('run')));
 
   program
+    .command('work')
+    .description('join a run kept in PostgreSQL without its manifest (made by genbatch run <manifest> --state postgres://...): claim its jobs beside any other worker, on this machine or others')
+    .option('--state <url>', 'the PostgreSQL database that holds the run: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE)')
+    .option('--run <name>', "the run to join, by its name (the manifest's file name, with or without its extension) or its manifest's path; needed when the database holds several")
+    .option('--until-empty', 'exit once the run has nothing left that this worker can do (else wait for more work until stopped)')
+    .option('--out <dir>', "output folder, storage every worker sees (default: the run's output folder, which must be there on this machine)")
+    .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
+    .option('--concurrency <n>', 'submit requests (and chat calls) in flight at once in this worker', int('--concurrency', 1), 8)
+    .option('--yes', 'proceed although some prices are unknown')
+    .option('--json', 'write NDJSON events to stdout')
+    .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
+    .option('--listen <host:port>', 'start a callback receiver here')
+    .option('--time-scale <s>', "multiply the worker's own waits (against a sandbox started with the same --time-scale)", num('--time-scale', 0, true))
+    .option('--status-rate <n>', "status reads per second at most, shared by every worker of the API key (default 10, in the service's time)")
+    .option('--request-timeout <seconds>', 'the most one API request may take (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)')
+    .action(wrap(lazy('work')));
+
+  program
     .command('status')
     .description('jobs by state from a state file, and jobs stuck (sent more than 1 h ago, not finished) with their last error')
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, ./genbatch-out/<manifest name>/state.db or ./state.db)")

@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { Store, type RunRow } from '../../store/index.js';
 import { parseStateLocation, stateOption, type StateLocation } from '../../store/location.js';
-import { listRuns, runName, runsNamed } from '../../store/run-name.js';
+import { chooseRun, listRuns, runName } from '../../store/run-name.js';
 import type { WorkerCount } from '../../store/pg/snapshot.js';
 import { defaultOutDir } from '../../api/paths.js';
 
@@ -92,12 +92,7 @@ async function openPostgresForRead(location: StateLocation & { kind: 'postgres' 
   try {
     let runs = await reader.runs();
     if (runs.length === 0) throw new UsageError(`the PostgreSQL state ${location.display} holds no run yet`);
-    if (manifest !== undefined) {
-      const named = runsNamed(runs, manifest);
-      if (named.length === 0) throw new UsageError(`the PostgreSQL state ${location.display} holds no run named ${manifest}; its runs:\n${listRuns(runs)}`);
-      if (named.length > 1) throw new UsageError(`${manifest} names ${named.length} runs of ${location.display}; give the manifest's path:\n${listRuns(named)}`);
-      runs = named;
-    }
+    if (manifest !== undefined) runs = [chooseRun(runs, manifest, `the PostgreSQL state ${location.display}`)];
     if (outDir !== undefined && runs.length > 1) throw new UsageError(`--out names the output folder of one run, and ${location.display} holds ${runs.length}; name the run:\n${listRuns(runs)}`);
     const files = outDir === undefined ? undefined : resolve(outDir);
     const away = runs.find((r) => !existsSync(r.out_dir));
