@@ -111,7 +111,7 @@ describe('readers on a PostgreSQL state', () => {
     expect(existsSync(join(to, 'cat-0000'))).toBe(true);
   });
 
-  it('view shows the run and brings a change made in the database to the page; marks are refused', async () => {
+  it('view shows the run, brings a change made in the database to the page, and writes marks to the database', async () => {
     const view = await startViewProcess(['--state', db.url]);
     try {
       const first = JSON.parse((await rawRequest(view.port, '/api/jobs?since=&gen=0')).body) as { since: string; gen: number; rows: unknown[][]; counts: Array<[string, number]> };
@@ -128,14 +128,28 @@ describe('readers on a PostgreSQL state', () => {
       const mark = await rawRequest(view.port, '/api/marks', {
         method: 'POST',
         headers: { 'x-genbatch-token': view.token, 'content-type': 'application/json' },
-        body: JSON.stringify({ ids: ['cat-0000'], mark: 'approved' }),
+        body: JSON.stringify({ ids: ['cat-0000'], mark: 'rejected', note: 'blurry' }),
       });
-      expect(mark.status).toBe(405);
-      expect(JSON.parse(mark.body)).toEqual({ error: 'marks on a PostgreSQL state are not built yet (this view shows a copy of the run)' });
+      expect(mark.status, mark.body).toBe(200);
+      // The mark is in the database: the next reader (another machine) sees it.
+      const rows = await pool.query(`SELECT job_id, n, mark, note FROM marks ORDER BY job_id, n`);
+      expect(rows.rows).toEqual([{ job_id: 'cat-0000', n: 1, mark: 'rejected', note: 'blurry' }]);
     } finally {
       expect(await view.stop()).toBe(0);
     }
     await pool.query(`UPDATE jobs SET state = 'pending', last_error = NULL, updated_at = ${NOW_ISO} WHERE id = 'cat-0002'`);
+  });
+
+  it('mark writes the marks to the database, after those made elsewhere; the reports show them', async () => {
+    const r = await runCli(['mark', 'cats', '--state', db.url, '--approve', 'cat-0000', '--note', 'sharp after all']);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('marked 1 job(s) approved: cat-0000\n');
+    const rows = await pool.query(`SELECT job_id, n, mark, note FROM marks ORDER BY job_id, n`);
+    expect(rows.rows.slice(-1)).toEqual([{ job_id: 'cat-0000', n: rows.rows.length, mark: 'approved', note: 'sharp after all' }]);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as { jobs: Array<{ id: string; mark: unknown }> };
+    expect(report.jobs[0]).toMatchObject({ id: 'cat-0000', mark: { state: 'approved', note: 'sharp after all' } });
+    const status = await runCli(['export', 'cats', '--state', db.url, '--to', join(t.dir, 'approved'), '--only', 'approved']);
+    expect(status.stdout).toMatch(/^exported \d+ file\(s\) of 1 job\(s\)/);
   });
 
   it('names a run by its name among several; a folder not on this machine needs --out', async () => {
