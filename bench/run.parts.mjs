@@ -49,7 +49,7 @@ if (process.argv[2] === 'server') {
   const { ServiceClient } = await import('../dist/client/index.js');
   const { downloadFile, fsyncDir } = await import('../dist/download/index.js');
   const { writeFileAtomic } = await import('../dist/engine/files.js');
-  const { GroupCommit } = await import('../dist/engine/group-commit.js');
+  const { GroupCommit } = await import('../dist/store/group-commit.js');
   const { Store } = await import('../dist/store/index.js');
 
   rmSync(WORK, { recursive: true, force: true });

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { GroupCommit } from '../src/engine/group-commit.js';
+import { GroupCommit } from '../src/store/group-commit.js';
 import { Store } from '../src/store/index.js';
 import { tempDir } from './helpers/tmp.js';
 

@@ -2,7 +2,7 @@ import { findModel } from '../models/index.js';
 import type { JobPatch, JobRow, JobState, Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
 import { ParentOutputs, expandForEach, resolveInput, type CreditLimit } from './graph.js';
-import { GroupCommit } from './group-commit.js';
+import { GroupCommit } from '../store/group-commit.js';
 import { Uploader } from './uploads.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { MinHeap } from '../lib/heap.js';

@@ -145,3 +145,28 @@ function freePort(): Promise<number> {
     });
   });
 }
+
+/** A run and its jobs written straight into a migrated PostgreSQL state (tests of the primitives). */
+export interface SeedJob {
+  id: string;
+  kind?: string;
+  credits?: number | null;
+  state?: string;
+  /** Ids of jobs it waits for (job_links kind 'needs'). */
+  needs?: string[];
+}
+
+export async function seedRun(q: Pick<pg.Pool, 'query'>, manifest: string, jobs: SeedJob[]): Promise<number> {
+  const run = await q.query<{ id: string }>(`INSERT INTO runs (manifest, out_dir) VALUES ($1, '/tmp/out') RETURNING id`, [manifest]);
+  const runId = Number(run.rows[0]!.id);
+  await q.query(
+    `INSERT INTO jobs (run_id, id, seq, model, kind, "where", spec_hash, spec, state, created_at, updated_at, estimated_credits, generation)
+     SELECT $1, id, ord, 'm', kind, 'row ' || ord, 'h', '{}', state, 'now', 'now', credits, 1
+       FROM unnest($2::text[], $3::text[], $4::float8[], $5::text[]) WITH ORDINALITY AS t(id, kind, credits, state, ord)`,
+    [runId, jobs.map((j) => j.id), jobs.map((j) => j.kind ?? 'image'), jobs.map((j) => j.credits ?? null), jobs.map((j) => j.state ?? 'pending')],
+  );
+  for (const j of jobs) {
+    for (const p of j.needs ?? []) await q.query(`INSERT INTO job_links (run_id, job_id, parent_id, kind) VALUES ($1, $2, $3, 'needs')`, [runId, j.id, p]);
+  }
+  return runId;
+}

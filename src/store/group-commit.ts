@@ -1,4 +1,4 @@
-import type { Store } from '../store/index.js';
+import type { Store } from './store.js';
 
 /**
  * Durable commits, grouped: every `commit(fn)` made while the previous group

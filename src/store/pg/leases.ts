@@ -1,0 +1,219 @@
+import { TransitionError } from '../../errors.js';
+import { TRANSITIONS, type JobState } from '../states.js';
+import { PATCH_COLUMNS, type JobPatch, type JobRow } from '../types.js';
+import type { Queryable } from './db.js';
+import { NOW_ISO } from './schema.js';
+
+/**
+ * Jobs held by one worker under a lease, on the database clock only (now()):
+ *
+ *   claim      pending jobs whose parents are done, in manifest order, `FOR UPDATE SKIP LOCKED` (two
+ *              workers never get the same row, and neither waits for the other), not leased by a live
+ *              worker: lease_owner = the worker, lease_expires = now() + lease, lease_epoch + 1
+ *   heartbeat  renews every lease the worker holds (and its upload slot holds, its workers row)
+ *   move       a state change guarded by the lease: WHERE state = from AND lease_owner = me AND
+ *              lease_epoch = mine AND lease_expires > now(). A worker paused past its lease writes nothing,
+ *              whether or not another took the job over; it is told (`lost`) and drops the job
+ *   takeover   the jobs of dead workers (lease expired): `submitting` -> `uncertain` (the POST may have
+ *              reached the service: never sent again blindly); `submitted` / `downloading` -> leased to the
+ *              caller, which polls and downloads them
+ *
+ * The allowed changes are src/store/states.ts' TRANSITIONS.
+ */
+
+/** A worker's hold on one job: a state change is written only while both still match the row. */
+export interface JobLease {
+  owner: string;
+  epoch: number;
+}
+
+/** A job row with the epoch of the lease just taken on it. */
+export type LeasedJob = JobRow & { lease_epoch: number };
+
+/** The columns of a JobRow (alias j). */
+export const ROW_COLUMNS =
+  'j.id, j.seq, j.model, j.kind, j."where", j.spec_hash, j.spec, j.submitted_input, j.state, j.task_id, j.attempts, j.created_at, j.updated_at, j.submitted_at, j.finished_at, j.expires_at, j.last_error, j.result, j.estimated_credits';
+const JOB_COLUMNS = `${ROW_COLUMNS}, j.lease_epoch`;
+
+/** A pending job is ready when every parent it waits for (needs, inherited; not `child`) is done (as SQLite's nextPending). */
+export const READY = `NOT EXISTS (SELECT 1 FROM job_links l JOIN jobs p ON p.run_id = l.run_id AND p.id = l.parent_id
+  WHERE l.run_id = j.run_id AND l.job_id = j.id AND l.kind <> 'child' AND p.state <> 'done')`;
+
+/** Not held by a live lease. */
+const FREE = `(j.lease_expires IS NULL OR j.lease_expires <= now())`;
+
+const leaseUntil = (param: string) => `now() + ${param} * interval '1 millisecond'`;
+
+export interface Claim {
+  jobs: LeasedJob[];
+  /** Ready jobs were left pending because their estimate did not fit in the run's budget row. */
+  heldByBudget: boolean;
+}
+
+/**
+ * Lease up to `n` ready pending jobs to `owner`, in manifest order. With a budget row for the run
+ * (src/store/pg/budget.ts), each job's estimated credits are reserved in the same transaction: the jobs are
+ * taken in order while they fit (cap - reserved), the row locked until commit, so N workers never reserve
+ * past the cap together. `q` must be a client inside a transaction.
+ */
+export async function claimPending(q: Queryable, runId: number, owner: string, leaseMs: number, n: number, only: readonly string[] | null = null): Promise<Claim> {
+  const found = await q.query<{ id: string; c: number | null }>(
+    `SELECT j.id, j.estimated_credits AS c FROM jobs j
+      WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($3::text[])' : ''}
+      ORDER BY j.seq LIMIT $2 FOR UPDATE OF j SKIP LOCKED`,
+    only ? [runId, n, only] : [runId, n],
+  );
+  if (found.rows.length === 0) return { jobs: [], heldByBudget: false };
+  let ids = found.rows.map((r) => r.id);
+  let reserve: number[] | null = null;
+  let heldByBudget = false;
+  const budget = await q.query<{ room: number }>(`SELECT cap - reserved AS room FROM budget WHERE run_id = $1 FOR UPDATE`, [runId]);
+  const room = budget.rows[0]?.room;
+  if (room !== undefined) {
+    let sum = 0;
+    let taken = 0;
+    for (const r of found.rows) {
+      const c = r.c ?? 0;
+      if (sum + c > room + 1e-9) break;
+      sum += c;
+      taken++;
+    }
+    heldByBudget = taken < found.rows.length;
+    ids = ids.slice(0, taken);
+    reserve = found.rows.slice(0, taken).map((r) => r.c ?? 0);
+    if (taken === 0) return { jobs: [], heldByBudget };
+    await q.query(`UPDATE budget SET reserved = reserved + $2 WHERE run_id = $1`, [runId, sum]);
+  }
+  const res = await q.query<LeasedJob>(
+    `UPDATE jobs j SET lease_owner = $3, lease_expires = ${leaseUntil('$4')}, lease_epoch = j.lease_epoch + 1,
+        reserved_credits = CASE WHEN $5::boolean THEN COALESCE(j.estimated_credits, 0) ELSE j.reserved_credits END
+      WHERE j.run_id = $1 AND j.id = ANY($2::text[])
+      RETURNING ${JOB_COLUMNS}`,
+    [runId, ids, owner, leaseMs, reserve !== null],
+  );
+  return { jobs: res.rows.sort((a, b) => a.seq - b.seq), heldByBudget };
+}
+
+/** Renew every lease `owner` holds (that no one took over): the count renewed. */
+export async function renewLeases(q: Queryable, owner: string, leaseMs: number): Promise<number> {
+  const r = await q.query(`UPDATE jobs SET lease_expires = ${leaseUntil('$2')} WHERE lease_owner = $1`, [owner, leaseMs]);
+  return r.rowCount ?? 0;
+}
+
+/** Drop the lease on a job (it stays in its state for any worker to take). False when the lease was no longer ours. */
+export async function releaseLease(q: Queryable, runId: number, jobId: string, lease: JobLease): Promise<boolean> {
+  const r = await q.query(`UPDATE jobs SET lease_owner = NULL, lease_expires = NULL WHERE run_id = $1 AND id = $2 AND lease_owner = $3 AND lease_epoch = $4`, [
+    runId,
+    jobId,
+    lease.owner,
+    lease.epoch,
+  ]);
+  return r.rowCount === 1;
+}
+
+/** States in which the worker keeps its lease after a move (it works on the job); any other state ends it (pending: any worker may claim it). */
+const LEASED_STATES: readonly JobState[] = ['submitting', 'submitted', 'downloading'];
+
+export type MoveResult = 'moved' | 'lost';
+
+/**
+ * Move a job from `from` to `to`, setting `patch`, guarded by the lease (see above). A successful move
+ * also renews the lease (or ends it, in a state no worker works on). 'lost': the lease is no longer the
+ * caller's (expired, or taken over: owner or epoch changed), nothing was written. Throws TransitionError
+ * when the change is not in TRANSITIONS, or the lease is ours and the job is not in `from` (a bug).
+ */
+export async function guardedMove(q: Queryable, runId: number, jobId: string, lease: JobLease, from: JobState, to: JobState, patch: JobPatch, leaseMs: number): Promise<MoveResult> {
+  assertAllowed(jobId, from, to);
+  const { sql, values } = moveSql(runId, jobId, from, to, patch, lease.owner, leaseMs, 'lease_owner = $4 AND lease_epoch = $5 AND lease_expires > now()', [lease.epoch]);
+  const r = await q.query(sql, values);
+  if (r.rowCount === 1) return 'moved';
+  const cur = await q.query<{ state: string; mine: boolean }>(
+    `SELECT state, (lease_owner IS NOT DISTINCT FROM $3 AND lease_epoch = $4 AND lease_expires > now()) AS mine FROM jobs WHERE run_id = $1 AND id = $2`,
+    [runId, jobId, lease.owner, lease.epoch],
+  );
+  const row = cur.rows[0];
+  if (row && !row.mine) return 'lost';
+  throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${row ? row.state : 'no such job'}`);
+}
+
+/**
+ * Move a job that no worker holds (an `uncertain` one whose task a callback adopts), guarded by its state
+ * alone, and lease it to `owner` (epoch raised). Returns the new epoch; throws TransitionError when the job
+ * is not in `from`.
+ */
+export async function adoptMove(q: Queryable, runId: number, jobId: string, owner: string, from: JobState, to: JobState, patch: JobPatch, leaseMs: number): Promise<number> {
+  assertAllowed(jobId, from, to);
+  const { sql, values } = moveSql(runId, jobId, from, to, patch, owner, leaseMs, 'true', [], true);
+  const r = await q.query<{ lease_epoch: number }>(`${sql} RETURNING lease_epoch`, values);
+  const row = r.rows[0];
+  if (row) return row.lease_epoch;
+  const cur = await q.query<{ state: string }>('SELECT state FROM jobs WHERE run_id = $1 AND id = $2', [runId, jobId]);
+  throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur.rows[0]?.state ?? 'no such job'}`);
+}
+
+/** The UPDATE of one move: $1 run, $2 job, $3 from, $4 owner, then `extra` guard values, then the lease length and the patch. */
+function moveSql(runId: number, jobId: string, from: JobState, to: JobState, patch: JobPatch, owner: string, leaseMs: number, guard: string, extra: unknown[], adopt = false) {
+  const values: unknown[] = [runId, jobId, from, owner, ...extra];
+  const p = (v: unknown) => {
+    values.push(v);
+    return `$${values.length}`;
+  };
+  const sets = [`state = ${p(to)}`, `updated_at = ${NOW_ISO}`];
+  if (LEASED_STATES.includes(to)) {
+    sets.push(`lease_expires = ${leaseUntil(p(leaseMs))}`);
+    if (adopt) sets.push('lease_owner = $4', 'lease_epoch = lease_epoch + 1');
+  } else sets.push('lease_owner = NULL', 'lease_expires = NULL');
+  for (const col of PATCH_COLUMNS) if (col in patch) sets.push(`"${col}" = ${p(patch[col] ?? null)}`);
+  if (patch.attemptsInc) sets.push(`attempts = attempts + ${p(patch.attemptsInc)}`);
+  // $4 must appear in the statement for its type to be known.
+  const ownerUsed = guard.includes('$4') || (adopt && LEASED_STATES.includes(to)) ? '' : ' AND $4::text IS NOT NULL';
+  return { sql: `UPDATE jobs SET ${sets.join(', ')} WHERE run_id = $1 AND id = $2 AND state = $3 AND ${guard}${ownerUsed}`, values };
+}
+
+export function assertAllowed(jobId: string, from: JobState, to: JobState): void {
+  if (!TRANSITIONS[from].includes(to)) throw new TransitionError(`job ${jobId}: ${from} -> ${to} is not an allowed state change`);
+}
+
+/** What takeOver found: jobs of dead workers. */
+export interface TakeOver {
+  /** submitting -> uncertain (a chat job: -> pending, its call is simply made again). */
+  uncertain: string[];
+  /** submitting chat jobs sent back to pending. */
+  pending: string[];
+  /** submitted / downloading jobs now leased to the caller. */
+  adopted: LeasedJob[];
+}
+
+export const DEAD_SUBMIT_ERROR = 'the worker that sent this submit stopped (its lease expired) before the answer was recorded; the task may exist';
+export const DEAD_CHAT_ERROR = 'the worker making this chat call stopped (its lease expired); the call is made again';
+
+/**
+ * The jobs whose lease expired: a `submitting` one becomes `uncertain` (chat: `pending`), its lease ended
+ * and its epoch raised (the dead worker's late writes are refused); up to `n` `submitted` / `downloading`
+ * ones are leased to `owner`. Rows another worker is taking over at the same moment are skipped (SKIP
+ * LOCKED). `q` must be a client inside a transaction.
+ */
+export async function takeOver(q: Queryable, runId: number, owner: string, leaseMs: number, n: number): Promise<TakeOver> {
+  assertAllowed('(takeover)', 'submitting', 'uncertain');
+  assertAllowed('(takeover)', 'submitting', 'pending');
+  const dead = await q.query<{ id: string; kind: string }>(
+    `UPDATE jobs j SET state = CASE WHEN j.kind = 'chat' THEN 'pending' ELSE 'uncertain' END,
+        last_error = CASE WHEN j.kind = 'chat' THEN $2 ELSE $3 END,
+        updated_at = ${NOW_ISO}, lease_owner = NULL, lease_expires = NULL, lease_epoch = j.lease_epoch + 1
+      WHERE (j.run_id, j.id) IN (SELECT run_id, id FROM jobs j WHERE j.run_id = $1 AND j.state = 'submitting' AND ${FREE} FOR UPDATE SKIP LOCKED)
+      RETURNING j.id, j.kind`,
+    [runId, DEAD_CHAT_ERROR, DEAD_SUBMIT_ERROR],
+  );
+  const adopted = await q.query<LeasedJob>(
+    `UPDATE jobs j SET lease_owner = $2, lease_expires = ${leaseUntil('$3')}, lease_epoch = j.lease_epoch + 1
+      WHERE (j.run_id, j.id) IN (SELECT run_id, id FROM jobs j WHERE j.run_id = $1 AND j.state IN ('submitted', 'downloading') AND ${FREE}
+                                  ORDER BY j.seq LIMIT $4 FOR UPDATE SKIP LOCKED)
+      RETURNING ${JOB_COLUMNS}`,
+    [runId, owner, leaseMs, n],
+  );
+  return {
+    uncertain: dead.rows.filter((r) => r.kind !== 'chat').map((r) => r.id),
+    pending: dead.rows.filter((r) => r.kind === 'chat').map((r) => r.id),
+    adopted: adopted.rows.sort((a, b) => a.seq - b.seq),
+  };
+}

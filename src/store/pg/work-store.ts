@@ -1,0 +1,345 @@
+import { createHash } from 'node:crypto';
+import { throwIfAborted } from '../../client/retry.js';
+import { TransitionError } from '../../errors.js';
+import type { ChildInput } from '../graph.js';
+import type { Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from '../port.js';
+import type { JobState } from '../states.js';
+import type { FileRow, JobPatch, JobRow } from '../types.js';
+import { releaseReservation, setBudgetCap } from './budget.js';
+import { inTx, type Client, type Pool, type Queryable } from './db.js';
+import { afterMove, insertChildren } from './graph.js';
+import { adoptMove, assertAllowed, claimPending, guardedMove, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
+import { takePermit } from './rate.js';
+import { NOW_ISO, NOW_MS } from './schema.js';
+import { coolDownUploads, endUploadSlot, takeUploadSlot } from './upload-slots.js';
+import { heartbeat, newWorkerId, registerWorker, type WorkerIdentity } from './workers.js';
+
+/**
+ * WorkStore over a PostgreSQL state (src/store/port.ts): one worker of any number working on one run.
+ * Jobs are claimed and taken over under leases (src/store/pg/leases.ts); this object remembers the epoch
+ * of each lease it holds and every write about a job is guarded by it, so a write after the lease was
+ * lost answers `{ moved: false }` / false / null and changes nothing. Each transition is one transaction
+ * with its file rows, error history, mark and job-graph effects and budget release; PostgreSQL commits
+ * are durable, so `durable` needs nothing more. Upload slots and status-read permits are rows shared by
+ * every worker of the API key (by its fingerprint: the key itself is never stored).
+ */
+export interface PgWorkStoreOptions {
+  pool: Pool;
+  runId: number;
+  /** The API key: only its fingerprint is kept (keyFingerprint). */
+  apiKey: string;
+  worker?: WorkerIdentity;
+  /** Lease of a claimed job (default 30 s). */
+  leaseMs?: number;
+  /** Default leaseMs / 3. */
+  heartbeatMs?: number;
+  /** How often the pipeline looks for dead workers' jobs (default 5 s). */
+  takeOverMs?: number;
+  /** The run's credit cap shared by its workers (--max-credits / the manifest budget); undefined leaves the row as it is. */
+  creditCap?: number | null;
+  /** Status reads per second of the key (default 10, as the client's). */
+  statusRatePerSec?: number;
+  /** Uploads per window of the key (default 5 a minute, the service's limit); windowMs scaled in tests. */
+  uploads?: { limit: number; windowMs: number };
+  /** How often a worker waiting for an upload slot asks again (default 1 s). */
+  slotPollMs?: number;
+}
+
+/** The API key's fingerprint: sha256, first 16 hex digits. */
+export function keyFingerprint(apiKey: string): string {
+  return createHash('sha256').update(apiKey).digest('hex').slice(0, 16);
+}
+
+/** The moves from which a job's reserved credits go back to the run (nothing was charged). */
+function uncharged(from: JobState, to: JobState): boolean {
+  if (to === 'pending') return true;
+  if (from === 'pending') return to === 'failed' || to === 'skipped' || to === 'done';
+  return from === 'submitting' && (to === 'failed' || to === 'exists');
+}
+
+const TAKE_OVER_BATCH = 1000;
+
+export class PgWorkStore implements WorkStore {
+  readonly worker: string;
+  readonly heartbeatMs: number;
+  readonly takeOverMs: number;
+  private readonly pool: Pool;
+  private readonly runId: number;
+  private readonly leaseMs: number;
+  private readonly key: string;
+  private readonly o: PgWorkStoreOptions;
+  /** The jobs this worker holds: id -> lease epoch. */
+  private readonly held = new Map<string, number>();
+  private lastBeat = Date.now();
+  private generation = 0;
+  private graphOn: boolean | null = null;
+
+  private constructor(o: PgWorkStoreOptions, worker: WorkerIdentity) {
+    this.o = o;
+    this.pool = o.pool;
+    this.runId = o.runId;
+    this.worker = worker.id;
+    this.leaseMs = o.leaseMs ?? 30_000;
+    this.heartbeatMs = o.heartbeatMs ?? Math.max(1, Math.floor(this.leaseMs / 3));
+    this.takeOverMs = o.takeOverMs ?? 5_000;
+    this.key = keyFingerprint(o.apiKey);
+  }
+
+  /** Register this worker and, when given, set the run's credit cap. */
+  static async open(o: PgWorkStoreOptions): Promise<PgWorkStore> {
+    const worker = o.worker ?? newWorkerId();
+    const s = new PgWorkStore(o, worker);
+    await registerWorker(o.pool, worker);
+    if (o.creditCap !== undefined) await setBudgetCap(o.pool, o.runId, o.creditCap);
+    const r = await o.pool.query<{ generation: number }>('SELECT generation FROM runs WHERE id = $1', [o.runId]);
+    s.generation = r.rows[0]?.generation ?? 0;
+    return s;
+  }
+
+  /** No heartbeat got through for a whole lease: every lease this worker had may be another's now. */
+  get leaseLost(): boolean {
+    return Date.now() - this.lastBeat > this.leaseMs;
+  }
+
+  async hasGraph(): Promise<boolean> {
+    if (this.graphOn === null) {
+      const r = await this.pool.query('SELECT 1 FROM job_links WHERE run_id = $1 LIMIT 1', [this.runId]);
+      this.graphOn = (r.rowCount ?? 0) > 0;
+    }
+    return this.graphOn;
+  }
+
+  async claimPending(n: number, opts: { only?: ReadonlySet<string> | null } = {}): Promise<Claim> {
+    if (n <= 0) return { jobs: [], overBudget: false };
+    const only = opts.only ? [...opts.only] : null;
+    const c = await inTx(this.pool, (tx) => claimPending(tx, this.runId, this.worker, this.leaseMs, n, only));
+    return { jobs: c.jobs.map((j) => this.hold(j)), overBudget: c.heldByBudget };
+  }
+
+  /** Remember the lease of a job just claimed or taken over; the row without its epoch. */
+  private hold(j: LeasedJob): JobRow {
+    const { lease_epoch, ...row } = j;
+    this.held.set(j.id, lease_epoch);
+    return row;
+  }
+
+  async release(ids: readonly string[]): Promise<void> {
+    for (const id of ids) {
+      const epoch = this.held.get(id);
+      if (epoch === undefined) continue;
+      this.held.delete(id);
+      await inTx(this.pool, async (tx) => {
+        const r = await tx.query(
+          `UPDATE jobs SET lease_owner = NULL, lease_expires = NULL WHERE run_id = $1 AND id = $2 AND state = 'pending' AND lease_owner = $3 AND lease_epoch = $4`,
+          [this.runId, id, this.worker, epoch],
+        );
+        if (r.rowCount === 1) await releaseReservation(tx, this.runId, id);
+      });
+    }
+  }
+
+  async takeOver(): Promise<TakenOver> {
+    return inTx(this.pool, async (tx) => {
+      const t = await takeOver(tx, this.runId, this.worker, this.leaseMs, TAKE_OVER_BATCH);
+      const moves: SideMove[] = [];
+      for (const [ids, to] of [
+        [t.uncertain, 'uncertain'],
+        [t.pending, 'pending'],
+      ] as const) {
+        for (const id of ids) {
+          const err = await tx.query<{ e: string }>('SELECT last_error AS e FROM jobs WHERE run_id = $1 AND id = $2', [this.runId, id]);
+          const error = err.rows[0]?.e ?? null;
+          if (error !== null) await this.recordError(tx, id, error);
+          if (to === 'pending') await releaseReservation(tx, this.runId, id);
+          moves.push({ id, from: 'submitting', to, error });
+          moves.push(...(await afterMove(tx, this.runId, id, 'submitting', to, error)));
+        }
+      }
+      const adopted = t.adopted.map((j) => this.hold(j));
+      return { submitted: adopted.filter((j) => j.state === 'submitted'), downloading: adopted.filter((j) => j.state === 'downloading'), moves };
+    });
+  }
+
+  async heartbeat(): Promise<void> {
+    await heartbeat(this.pool, this.worker, this.leaseMs);
+    this.lastBeat = Date.now();
+  }
+
+  async getJob(id: string): Promise<JobRow | undefined> {
+    const r = await this.pool.query<JobRow>(`SELECT ${ROW_COLUMNS} FROM jobs j WHERE j.run_id = $1 AND j.id = $2`, [this.runId, id]);
+    return r.rows[0];
+  }
+
+  async transition(id: string, from: JobState, to: JobState, patch: JobPatch = {}, o: MoveOptions = {}): Promise<Moved> {
+    const epoch = this.held.get(id);
+    if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
+    let newEpoch: number | undefined;
+    const out = await inTx(this.pool, async (tx): Promise<Moved> => {
+      if (epoch === undefined) newEpoch = await adoptMove(tx, this.runId, id, this.worker, from, to, patch, this.leaseMs);
+      else if ((await guardedMove(tx, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs)) === 'lost') return { moved: false };
+      if (typeof patch.last_error === 'string') await this.recordError(tx, id, patch.last_error);
+      if (o.addFiles) await this.addFiles(tx, id, o.addFiles);
+      if (o.filesDone) await this.filesDone(tx, id, o.filesDone);
+      if (to === 'done') await this.clearMarkOnResult(tx, id);
+      if (uncharged(from, to)) await releaseReservation(tx, this.runId, id);
+      return { moved: true, side: await afterMove(tx, this.runId, id, from, to, patch.last_error) };
+    });
+    if (!out.moved || !['submitting', 'submitted', 'downloading'].includes(to)) this.held.delete(id);
+    else if (newEpoch !== undefined) this.held.set(id, newEpoch);
+    return out;
+  }
+
+  /** A move of a job this worker does not hold: refused as Store.transition would, or not ours to make. */
+  private async notHeld(id: string, from: JobState, to: JobState): Promise<Moved> {
+    assertAllowed(id, from, to);
+    const cur = await this.getJob(id);
+    if (!cur || cur.state !== from) {
+      throw new TransitionError(`job ${id}: expected state ${from} for ${from} -> ${to}, found ${cur ? cur.state : 'no such job'}`);
+    }
+    return { moved: false };
+  }
+
+  /** One more entry of the job's error history (latest 50 kept), as SQLite's addJobError. */
+  private async recordError(q: Queryable, id: string, message: string): Promise<void> {
+    await q.query(
+      `INSERT INTO job_errors (run_id, job_id, n, attempt, state, error, at)
+       SELECT $1, $2, (SELECT COALESCE(MAX(n), 0) + 1 FROM job_errors WHERE run_id = $1 AND job_id = $2), attempts, state, $3, ${NOW_ISO} FROM jobs WHERE run_id = $1 AND id = $2`,
+      [this.runId, id, message],
+    );
+    await q.query('DELETE FROM job_errors WHERE run_id = $1 AND job_id = $2 AND n <= (SELECT MAX(n) FROM job_errors WHERE run_id = $1 AND job_id = $2) - 50', [this.runId, id]);
+  }
+
+  /** A new result arrived: the job's current mark judged the one it replaced, so it is cleared (kept in its history). */
+  private async clearMarkOnResult(q: Queryable, id: string): Promise<void> {
+    const r = await q.query<{ mark: string | null }>('SELECT mark FROM marks WHERE run_id = $1 AND job_id = $2 ORDER BY n DESC LIMIT 1', [this.runId, id]);
+    const mark = r.rows[0]?.mark;
+    if (!mark) return;
+    await q.query(
+      `INSERT INTO marks (run_id, job_id, n, mark, note, at) VALUES ($1, $2, (SELECT COALESCE(MAX(n), 0) + 1 FROM marks WHERE run_id = $1 AND job_id = $2), NULL, $3, ${NOW_ISO})`,
+      [this.runId, id, `cleared: a new result replaced the one marked ${mark}`],
+    );
+  }
+
+  private async addFiles(q: Queryable, id: string, files: readonly NewFile[]): Promise<void> {
+    for (const f of files) {
+      await q.query(
+        `INSERT INTO files (run_id, job_id, idx, name, url, type, content_type, expected_size, expires_at, state, worker) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)
+         ON CONFLICT (run_id, job_id, idx) DO UPDATE SET name = EXCLUDED.name, url = EXCLUDED.url, type = EXCLUDED.type, content_type = EXCLUDED.content_type,
+           expected_size = EXCLUDED.expected_size, expires_at = EXCLUDED.expires_at, state = 'pending', path = NULL, size = NULL, sha256 = NULL, worker = EXCLUDED.worker`,
+        [this.runId, id, f.idx, f.name, f.url, f.type, f.content_type, f.expected_size, f.expires_at, this.worker],
+      );
+    }
+  }
+
+  private async filesDone(q: Queryable, id: string, got: readonly FileGot[]): Promise<void> {
+    for (const f of got) {
+      await q.query(
+        `UPDATE files SET path = $4, size = $5, sha256 = $6, content_type = COALESCE($7, content_type), state = 'done', worker = $8 WHERE run_id = $1 AND job_id = $2 AND idx = $3`,
+        [this.runId, id, f.idx, f.path, f.size, f.sha256, f.content_type, this.worker],
+      );
+    }
+  }
+
+  /** Writes about a job outside a state change, guarded by this worker's lease on it (or by no live lease at all). */
+  private leaseGuard(id: string): { sql: string; values: unknown[] } {
+    const epoch = this.held.get(id);
+    return {
+      sql: `(lease_owner IS NULL OR lease_expires <= now() OR (lease_owner = $3 AND lease_epoch = $4))`,
+      values: [this.runId, id, this.worker, epoch ?? -1],
+    };
+  }
+
+  async noteError(id: string, message: string): Promise<void> {
+    const g = this.leaseGuard(id);
+    await inTx(this.pool, async (tx) => {
+      const r = await tx.query(`UPDATE jobs SET last_error = $5, updated_at = ${NOW_ISO} WHERE run_id = $1 AND id = $2 AND ${g.sql}`, [...g.values, message]);
+      if (r.rowCount === 1) await this.recordError(tx, id, message);
+    });
+  }
+
+  async filesOf(id: string): Promise<FileRow[]> {
+    const r = await this.pool.query<FileRow>(
+      'SELECT job_id, idx, name, url, type, content_type, expected_size, path, size, sha256, expires_at, state FROM files WHERE run_id = $1 AND job_id = $2 ORDER BY idx',
+      [this.runId, id],
+    );
+    return r.rows;
+  }
+
+  async recordFiles(id: string, got: readonly FileGot[]): Promise<boolean> {
+    const epoch = this.held.get(id);
+    if (epoch === undefined) return false;
+    if (got.length === 0) return true;
+    return inTx(this.pool, async (tx) => {
+      const mine = await tx.query('SELECT 1 FROM jobs WHERE run_id = $1 AND id = $2 AND lease_owner = $3 AND lease_epoch = $4 AND lease_expires > now() FOR UPDATE', [
+        this.runId,
+        id,
+        this.worker,
+        epoch,
+      ]);
+      if (mine.rowCount !== 1) return false;
+      await this.filesDone(tx, id, got);
+      return true;
+    });
+  }
+
+  async parentsOf(id: string): Promise<string[]> {
+    const r = await this.pool.query<{ parent_id: string }>(`SELECT parent_id FROM job_links WHERE run_id = $1 AND job_id = $2 AND kind <> 'child' ORDER BY parent_id`, [this.runId, id]);
+    return r.rows.map((x) => x.parent_id);
+  }
+
+  async expand(templateId: string, children: readonly ChildInput[], note: string): Promise<string[] | null> {
+    const epoch = this.held.get(templateId);
+    if (epoch === undefined) return null;
+    const made = await inTx(this.pool, async (tx: Client) => {
+      const patch = { last_error: null, result: JSON.stringify({ children: children.map((c) => c.id), note }) };
+      if ((await guardedMove(tx, this.runId, templateId, { owner: this.worker, epoch }, 'pending', 'done', patch, this.leaseMs)) === 'lost') return null;
+      await releaseReservation(tx, this.runId, templateId);
+      return insertChildren(tx, this.runId, templateId, children, this.generation);
+    });
+    this.held.delete(templateId);
+    if (made && made.length > 0) this.graphOn = true;
+    return made;
+  }
+
+  async estimate(): Promise<{ known: number; unknown: number }> {
+    const r = await this.pool.query<{ known: number; unknown: number }>(
+      `SELECT COALESCE(SUM(estimated_credits), 0)::float8 AS known, COUNT(*) FILTER (WHERE estimated_credits IS NULL)::int AS unknown
+         FROM jobs WHERE run_id = $1 AND state <> 'skipped' AND NOT (kind = 'fanout' AND state = 'done')`,
+      [this.runId],
+    );
+    return r.rows[0] ?? { known: 0, unknown: 0 };
+  }
+
+  async findUpload(baseUrl: string, sha256: string, maxAgeMs: number): Promise<string | null> {
+    const r = await this.pool.query<{ file_url: string }>(`SELECT file_url FROM uploads WHERE base_url = $1 AND sha256 = $2 AND ${NOW_MS} - uploaded_at <= $3`, [baseUrl, sha256, maxAgeMs]);
+    return r.rows[0]?.file_url ?? null;
+  }
+
+  async recordUpload(baseUrl: string, sha256: string, fileUrl: string): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO uploads (base_url, sha256, file_url, uploaded_at) VALUES ($1, $2, $3, ${NOW_MS})
+       ON CONFLICT (base_url, sha256) DO UPDATE SET file_url = EXCLUDED.file_url, uploaded_at = EXCLUDED.uploaded_at`,
+      [baseUrl, sha256, fileUrl],
+    );
+  }
+
+  async acquireUploadSlot(signal?: AbortSignal): Promise<ReleaseUploadSlot> {
+    throwIfAborted(signal);
+    const limit = this.o.uploads ?? { limit: 5, windowMs: 60_000 };
+    const opts = { key: this.key, worker: this.worker, limit: limit.limit, windowMs: limit.windowMs, holdMs: this.leaseMs };
+    const held = await takeUploadSlot(this.pool, opts, signal, this.o.slotPollMs ?? 1000);
+    let ended = false;
+    return async (outcome) => {
+      if (ended) return;
+      ended = true;
+      await endUploadSlot(this.pool, this.key, held.slot, this.worker);
+      if (outcome.rateLimited) await coolDownUploads(this.pool, this.key, Math.max(outcome.retryAfterMs ?? 0, limit.windowMs));
+    };
+  }
+
+  async acquireStatusRead(signal?: AbortSignal): Promise<void> {
+    throwIfAborted(signal);
+    const rate = this.o.statusRatePerSec ?? 10;
+    await takePermit(this.pool, { key: this.key, ratePerSec: rate, burst: Math.max(1, rate) }, signal);
+  }
+}

@@ -1,0 +1,209 @@
+import type { ChildInput } from './graph.js';
+import type { JobState } from './states.js';
+import type { FileRow, JobPatch, JobRow } from './types.js';
+
+/**
+ * WorkStore: the one asynchronous interface through which the engine's work loop
+ * (src/engine/pipeline*.ts and what it calls) reads and changes a run's jobs. Two
+ * backends implement it: SqliteWorkStore (sqlite-work.ts, over the synchronous Store:
+ * one writer, which holds the state file's lease) and PgWorkStore (src/store/pg/: any
+ * number of workers, each job claimed under a lease).
+ *
+ * Leases. A job this worker claimed (claimPending), took over (takeOver) or adopted
+ * (a transition from `uncertain`) is held under a lease: owner and epoch, renewed by
+ * heartbeat(). Every write about a job is guarded by that lease: a write from a worker
+ * that lost it (paused past its expiry, then taken over by another) changes nothing and
+ * answers `false` / `{ moved: false }`. The pipeline then forgets the job and goes on:
+ * a lost lease is never an error of the run. With SQLite the lease is the state file's
+ * (one writer), so every write holds.
+ *
+ * Errors. A state change that is not allowed (TRANSITIONS), or a job not in the `from`
+ * state, throws TransitionError, as Store.transition does. Failures of the backend
+ * (disk, connection) reject with the backend's error.
+ */
+export interface WorkStore {
+  /**
+   * The id of this worker (hostname:pid:random), recorded on each file row it writes;
+   * null with SQLite (one writer: the file rows record none).
+   */
+  readonly worker: string | null;
+
+  /** True once this worker lost the right to write anything (SQLite: another process took over the state file). The pipeline then stops. */
+  readonly leaseLost: boolean;
+
+  /** How often the pipeline calls heartbeat(), in ms; null: never (SQLite). */
+  readonly heartbeatMs: number | null;
+
+  /** How often the pipeline calls takeOver() again after the start, in ms; null: only at the start (SQLite). */
+  readonly takeOverMs: number | null;
+
+  /** True when the run has job-graph links (readiness, references, for_each children apply). */
+  hasGraph(): Promise<boolean>;
+
+  /**
+   * Claim up to `n` pending jobs that are ready (every graph parent done), in manifest
+   * order (`seq`), and not held by this worker already. Each returned job is held by
+   * this worker (its lease set with the database's clock) until it leaves `pending`
+   * or is given back with release(). Jobs not in `only` (when given) are neither
+   * claimed nor returned. Fewer than `n` (or none) when no more are ready now; a
+   * job becomes ready when its last parent becomes `done` (a later call returns it).
+   *
+   * Budget: with a credit cap (--max-credits, the manifest budget), each claimed job's
+   * estimated credits are reserved against the cap atomically; a job that would go over
+   * it is not claimed, and `overBudget` is true. The reservation is returned when the job
+   * moves without being charged (to `pending`, or to `failed`/`skipped`/`done` from `pending`,
+   * or from `submitting` to `failed`/`exists`), or by release(). SQLite: no reservation
+   * (the cap is checked before the run starts), overBudget is always false.
+   */
+  claimPending(n: number, opts?: { only?: ReadonlySet<string> | null }): Promise<Claim>;
+
+  /**
+   * Give back pending jobs this worker claimed and will not send in this run (stopped
+   * first, left for a later run): they stay `pending`, unleased, their reserved credits
+   * returned; any worker may claim them again.
+   */
+  release(ids: readonly string[]): Promise<void>;
+
+  /**
+   * Jobs whose task is already at the service and that no live worker holds, now held
+   * by this worker: `submitted` ones to be read again, `downloading` ones to be fetched.
+   * A job left in `submitting` by a dead worker is moved to `uncertain` here (never sent
+   * again blindly), listed in `moves` (with what the job graph did because of it).
+   * SQLite: the first call returns every `submitted` and `downloading` job of the run
+   * (the resume of a stopped run; `submitting` ones were made uncertain before the run
+   * began), later calls return nothing. PostgreSQL: the jobs whose lease expired; the
+   * pipeline calls it again every takeOverMs, so jobs may be handed over mid-run.
+   */
+  takeOver(): Promise<TakenOver>;
+
+  /** Renew the leases of every job this worker holds (PostgreSQL; SQLite: nothing to do). */
+  heartbeat(): Promise<void>;
+
+  /** The job as stored now, or undefined when the run has no such job. */
+  getJob(id: string): Promise<JobRow | undefined>;
+
+  /**
+   * Move job `id` from `from` to `to`, setting `patch`, in one transaction guarded by
+   * `state = from` and this worker's lease, with the file rows of `o` and the job graph's
+   * part (a job that ends without results skips its pending descendants; one that leaves
+   * `uncertain` with results brings back the ones skipped for it). Resolves with the
+   * other jobs the graph moved (`side`, in order), or `{ moved: false }` when this worker
+   * no longer holds the job's lease (nothing changed). A move from `pending` needs the
+   * job claimed; a move from `uncertain` (a callback adopting the task) takes the job for
+   * this worker. With `o.durable` it resolves only once the change survives a crash
+   * (SQLite: fsynced, grouped with others of the same moment; PostgreSQL: committed):
+   * the intent `pending -> submitting` is written so before the POST.
+   * Throws TransitionError when the change is not allowed or the job is not in `from`.
+   */
+  transition(id: string, from: JobState, to: JobState, patch?: JobPatch, o?: MoveOptions): Promise<Moved>;
+
+  /** Record an error of the job's current attempt without changing its state (kept in its history). */
+  noteError(id: string, message: string): Promise<void>;
+
+  /** The job's file rows, by idx. */
+  filesOf(id: string): Promise<FileRow[]>;
+
+  /**
+   * Record files on disk (or in the bucket) without a state change: a job stopped or failed
+   * midway keeps what it fetched. Each row records this worker. False when the lease was lost.
+   */
+  recordFiles(id: string, got: readonly FileGot[]): Promise<boolean>;
+
+  /** The jobs `id` waits for (its graph parents, with those inherited from its for_each job). */
+  parentsOf(id: string): Promise<string[]>;
+
+  /**
+   * The for_each job `templateId` (claimed, pending) made its children: insert the new
+   * ones (pending, after every job in manifest order), link them, and move it
+   * `pending -> done`, in one transaction. Resolves with the ids of the children that
+   * were new, or null when the lease was lost (nothing changed).
+   */
+  expand(templateId: string, children: readonly ChildInput[], note: string): Promise<string[] | null>;
+
+  /** The run's estimated credits: the sum over jobs with a known price, and how many have none. */
+  estimate(): Promise<{ known: number; unknown: number }>;
+
+  /** An earlier upload of this content (sha256) to this service (base URL) younger than maxAgeMs: its URL, or null. */
+  findUpload(baseUrl: string, sha256: string, maxAgeMs: number): Promise<string | null>;
+
+  /** Remember an upload for reuse (by any run and, with PostgreSQL, any worker). */
+  recordUpload(baseUrl: string, sha256: string, fileUrl: string): Promise<void>;
+
+  /**
+   * Wait for a slot of the upload window (5 per minute per key), held from now until the
+   * returned function is called with the request's outcome (once, success or not); a slot
+   * is free again a window after its release. A 429 outcome starts a cool-down (its
+   * Retry-After, at least a window) during which no slot is given. Called for every try
+   * of an upload. SQLite: resolves at once (the client's own UploadLimiter keeps the limit
+   * for the one process). PostgreSQL: the slots are rows shared by every worker of the key.
+   * Rejects with the signal's reason on abort.
+   */
+  acquireUploadSlot(signal?: AbortSignal): Promise<ReleaseUploadSlot>;
+
+  /**
+   * Wait for a permit to read one task's status (the cap on status reads per second).
+   * SQLite: resolves at once (the pipeline's and the client's buckets keep the cap).
+   * PostgreSQL: a token bucket row shared by every worker of the key.
+   * Rejects with the signal's reason on abort.
+   */
+  acquireStatusRead(signal?: AbortSignal): Promise<void>;
+}
+
+/** What claimPending handed to this worker. */
+export interface Claim {
+  jobs: JobRow[];
+  /** A ready job was left unclaimed because its estimated credits would go over the cap. */
+  overBudget: boolean;
+}
+
+/** What takeOver handed to this worker. */
+export interface TakenOver {
+  submitted: JobRow[];
+  downloading: JobRow[];
+  /** Changes takeOver made (`submitting -> uncertain` of dead workers' jobs, and their graph effects). */
+  moves: SideMove[];
+}
+
+/** A state change the store made besides the one asked for (the job graph), reported for the run's events. */
+export interface SideMove {
+  id: string;
+  from: JobState;
+  to: JobState;
+  error: string | null;
+}
+
+/** The outcome of transition(). */
+export type Moved = { moved: true; side: SideMove[] } | { moved: false };
+
+/** A file row to add (the job's results, before they are fetched). */
+export type NewFile = Omit<FileRow, 'job_id' | 'path' | 'size' | 'sha256' | 'state'>;
+
+/** A file of a job now on disk (or in the bucket): its row becomes `done` with these. */
+export interface FileGot {
+  idx: number;
+  path: string;
+  size: number;
+  sha256: string;
+  content_type: string | null;
+}
+
+/** What a transition writes besides the job row, in the same transaction. */
+export interface MoveOptions {
+  /** Resolve only once the change is durable (see transition). */
+  durable?: boolean;
+  /** File rows to add (results found by a status read or a chat answer). */
+  addFiles?: readonly NewFile[];
+  /** File rows now done (after addFiles when both are given). */
+  filesDone?: readonly FileGot[];
+}
+
+/** How an upload request ended, for the shared upload window. */
+export interface UploadOutcome {
+  /** The service answered 429. */
+  rateLimited: boolean;
+  /** Its Retry-After in ms, when it gave one. */
+  retryAfterMs: number | null;
+}
+
+/** Ends a held upload slot (call once). */
+export type ReleaseUploadSlot = (outcome: UploadOutcome) => Promise<void>;

@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPool, type Pool } from '../src/store/pg/db.js';
+import { takePermit } from '../src/store/pg/rate.js';
+import { migrate } from '../src/store/pg/schema.js';
+import { coolDownUploads, endUploadSlot, takeUploadSlot, tryUploadSlot, type SlotOptions } from '../src/store/pg/upload-slots.js';
+import { testDatabase, type TestDatabase } from './helpers/pg.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The most intervals [start, end] that any window [t, t + w) meets (the uploads the service can count in one window). */
+function mostInOneWindow(spans: Array<{ start: number; end: number }>, w: number): number {
+  const starts = [...spans.map((s) => s.end), ...spans.map((s) => s.start - w + 1)];
+  let most = 0;
+  for (const t of starts) most = Math.max(most, spans.filter((s) => s.start < t + w && s.end >= t).length);
+  return most;
+}
+
+describe('PostgreSQL shared limits: upload slots and status-read permits', () => {
+  let db: TestDatabase;
+  const workers: Pool[] = [];
+  beforeAll(async () => {
+    db = await testDatabase();
+    for (let i = 0; i < 4; i++) workers.push(openPool(db.url, { max: 2 }));
+    await migrate(workers[0]!);
+  });
+  afterAll(async () => {
+    for (const p of workers) await p.end();
+    await db.drop();
+  });
+
+  it('4 workers, 20 uploads of mixed length: never more than 5 in any window, measured from the slots\' own start and end stamps', async () => {
+    // The service's 60 s window scaled to 400 ms; some uploads last most of a window.
+    const windowMs = 400;
+    const durations = Array.from({ length: 20 }, (_, i) => [20, 60, 150, 320][i % 4]!);
+    const spans: Array<{ start: number; end: number }> = [];
+    let next = 0;
+    await Promise.all(
+      workers.map(async (p, w) => {
+        const o: SlotOptions = { key: 'fp-upload', worker: `w${w}`, limit: 5, windowMs, holdMs: 30_000 };
+        for (let i = next++; i < durations.length; i = next++) {
+          const held = await takeUploadSlot(p, o, undefined, 25);
+          await sleep(durations[i]!);
+          const end = await endUploadSlot(p, o.key, held.slot, o.worker);
+          spans.push({ start: held.startedAt, end: end! });
+        }
+      }),
+    );
+    expect(spans).toHaveLength(20);
+    expect(mostInOneWindow(spans, windowMs)).toBeLessThanOrEqual(5);
+    // The slots were the limit, not luck: 20 uploads took at least three windows.
+    expect(Math.max(...spans.map((s) => s.end)) - Math.min(...spans.map((s) => s.start))).toBeGreaterThanOrEqual(3 * windowMs);
+  });
+
+  it('a 429 cools every worker down; a dead holder\'s slot frees a window after its hold expired', async () => {
+    const o: SlotOptions = { key: 'fp-cool', worker: 'a', limit: 1, windowMs: 200, holdMs: 150 };
+    await coolDownUploads(workers[0]!, o.key, 300);
+    const refused = await tryUploadSlot(workers[1]!, { ...o, worker: 'b' });
+    expect('waitMs' in refused && refused.waitMs).toBeGreaterThan(150);
+    await sleep(320);
+    const held = await tryUploadSlot(workers[1]!, { ...o, worker: 'b' });
+    expect('slot' in held).toBe(true);
+    // Worker b dies holding it: after its hold (150 ms) no one may take it for a whole window.
+    await sleep(250);
+    expect('waitMs' in (await tryUploadSlot(workers[2]!, { ...o, worker: 'c' }))).toBe(true);
+    await sleep(200);
+    expect('slot' in (await tryUploadSlot(workers[2]!, { ...o, worker: 'c' }))).toBe(true);
+    // The dead holder's late end is refused.
+    expect(await endUploadSlot(workers[1]!, o.key, 0, 'b')).toBeNull();
+  });
+
+  it('status-read permits are shared: 4 workers together get the rate of one key, not four times it', async () => {
+    const o = { key: 'fp-status', ratePerSec: 20, burst: 2 };
+    const stopAt = Date.now() + 1000;
+    const counts = await Promise.all(
+      workers.map(async (p) => {
+        let n = 0;
+        while (Date.now() < stopAt) {
+          await takePermit(p, o);
+          if (Date.now() <= stopAt) n++;
+        }
+        return n;
+      }),
+    );
+    const total = counts.reduce((a, b) => a + b, 0);
+    expect(total).toBeLessThanOrEqual(2 + 20 * 1.1);
+    expect(total).toBeGreaterThanOrEqual(12);
+  });
+});
