@@ -54,8 +54,7 @@ beforeAll(async () => {
   out = join(t.dir, 'genbatch-out', 'cats');
   await copyToPostgres(join(out, 'state.db'));
   rmSync(join(out, 'state.db'));
-  // Worker A wrote cat-0000's files; worker B holds cat-0001, at the service again.
-  await pool.query(`UPDATE jobs SET lease_owner = $1 WHERE id = 'cat-0000'`, [A]);
+  // Worker A wrote cat-0000's files (a done job is held by no one); worker B holds cat-0001, at the service again.
   await pool.query(`UPDATE jobs SET lease_owner = $1, state = 'submitted', finished_at = NULL WHERE id = 'cat-0001'`, [B]);
   await pool.query(`UPDATE files SET worker = $1 WHERE job_id = 'cat-0000'`, [A]);
   await pool.query(`INSERT INTO workers (id, hostname, pid) VALUES ($1, 'hostA', 11)`, [A]);
@@ -78,14 +77,14 @@ describe('readers on a PostgreSQL state', () => {
     expect(status.manifest).toBe(manifest);
     expect(status.counts).toMatchObject({ done: 1, submitted: 1, pending: 1 });
     expect(status.workers).toEqual([
-      { id: A, jobs: { done: 1 }, files, bytes: size, last_seen: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) },
+      { id: A, jobs: {}, files, bytes: size, last_seen: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) },
       { id: B, jobs: { submitted: 1 }, files: 0, bytes: 0, last_seen: null },
     ]);
     const text = await runCli(['status'], { GENBATCH_STATE: db.url });
     expect(text.code).toBe(0);
     expect(text.stdout).toContain('3 jobs: 1 pending, 1 submitted, 1 done');
-    expect(text.stdout).toContain(`  workers (2):\n    ${A}\t1 done; ${files} file${files === 1 ? '' : 's'} (`);
-    expect(text.stdout).toContain(`    ${B}\t1 submitted; 0 files (0 B); last seen -\n`);
+    expect(text.stdout).toContain(`  workers (2):\n    ${A}\tholding none; ${files} file${files === 1 ? '' : 's'} (`);
+    expect(text.stdout).toContain(`    ${B}\tholding 1 submitted; 0 files (0 B); last seen -\n`);
     for (const r of [json, text]) expect(r.stdout + r.stderr).not.toContain(password);
   });
 

@@ -25,7 +25,7 @@ import { NOW_ISO } from './schema.js';
 export interface WorkerCount {
   /** hostname:pid:random, as the worker named itself. */
   id: string;
-  /** The run's jobs whose lease row names this worker (jobs.lease_owner), by state. */
+  /** The run's jobs this worker holds now (jobs.lease_owner: submitting, submitted, downloading), by state. */
   jobs: Record<string, number>;
   /** Result files this worker wrote (files.worker, done). */
   files: number;
