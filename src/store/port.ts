@@ -1,6 +1,6 @@
 import type { ChildInput } from './graph.js';
 import type { JobState } from './states.js';
-import type { FileRow, JobPatch, JobRow } from './types.js';
+import type { FileRow, JobPatch, JobRow, TakenJob } from './types.js';
 
 /**
  * WorkStore: the one asynchronous interface through which the engine's work loop
@@ -59,8 +59,9 @@ export interface WorkStore {
 
   /**
    * Give back pending jobs this worker claimed and will not send in this run (stopped
-   * first, left for a later run): they stay `pending`, unleased, their reserved credits
-   * returned; any worker may claim them again.
+   * first, left for a later run; or, after a job became done, claimed again so manifest order
+   * holds): they stay `pending`, unleased, their reserved credits returned; any worker may claim
+   * them again. Ids no longer pending, or not held by this worker, are passed over.
    */
   release(ids: readonly string[]): Promise<void>;
 
@@ -90,7 +91,7 @@ export interface WorkStore {
    * other jobs the graph moved (`side`, in order), or `{ moved: false }` when this worker
    * no longer holds the job's lease (nothing changed). A move from `pending` needs the
    * job claimed; a move from `uncertain` (a callback adopting the task) takes the job for
-   * this worker. With `o.durable` it resolves only once the change survives a crash
+   * this worker; a move to `pending` gives the job back, as release() does. With `o.durable` it resolves only once the change survives a crash
    * (SQLite: fsynced, grouped with others of the same moment; PostgreSQL: committed):
    * the intent `pending -> submitting` is written so before the POST.
    * Throws TransitionError when the change is not allowed or the job is not in `from`.
@@ -158,8 +159,9 @@ export interface Claim {
 
 /** What takeOver handed to this worker. */
 export interface TakenOver {
-  submitted: JobRow[];
-  downloading: JobRow[];
+  /** Jobs with what resuming them needs (a full JobRow does too). */
+  submitted: TakenJob[];
+  downloading: TakenJob[];
   /** Changes takeOver made (`submitting -> uncertain` of dead workers' jobs, and their graph effects). */
   moves: SideMove[];
 }
