@@ -98,6 +98,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
     const outcome = await workEngine({
       store,
       counts: () => countsOf(pool, run.id),
+      workLeft: () => store.workLeft(),
       service: ports.service,
       download: ports.download,
       manifest: run.manifest,
@@ -109,7 +110,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
       statusRate,
       callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, token, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
       untilEmpty: o.untilEmpty === true,
-      idleMs: Math.max(200, Math.round(5_000 * timeScale)),
+      idleMs: Math.max(200, Math.round(2_000 * timeScale)),
       signal: controller.signal,
       events: bus,
     });

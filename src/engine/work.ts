@@ -7,15 +7,18 @@ import { DEFAULT_STATUS_RATE, exitCodeFor, UPLOAD_REUSE_MS, type RunOutcome } fr
 
 /**
  * A worker on a run that another process made (genbatch work): no manifest, no sync, no estimate (the run
- * that made it did those; the budget is reserved when a job is claimed). Passes of the pipeline over the
- * store, each claiming what it can and taking over what dead workers left; between passes it waits `idleMs`.
- * With `untilEmpty` it ends once the run has no job left that a worker could move (none pending, submitting,
- * submitted or downloading); without, it waits for more work until stopped.
+ * that made it did those; the budget is reserved when a job is claimed). The pipeline over the store, kept
+ * going when this worker has nothing in hand (keepWaiting: it claims and takes over what dead workers left
+ * every `idleMs`): with `untilEmpty` as long as the run has a job pending or in flight (any worker's),
+ * without until stopped. A pipeline stopped by lost leases (paused, the database out of reach) is followed
+ * by a fresh one.
  */
 export interface WorkEngineOptions {
   store: WorkStore;
   /** The run's jobs by state, as the store holds them now (every worker's). */
   counts(): Promise<Record<JobState, number>>;
+  /** The run's pending jobs and jobs in flight, any worker's (PgWorkStore.workLeft). */
+  workLeft(): Promise<{ pending: number; inFlight: number }>;
   service: ServicePort;
   download: DownloadPort;
   /** For the start event: the run's manifest (as recorded) and the state (password hidden). */
@@ -39,8 +42,6 @@ export interface WorkEngineOptions {
   events: EventBus;
 }
 
-const OPEN_STATES: readonly JobState[] = ['pending', 'submitting', 'submitted', 'downloading'];
-
 export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   const t0 = Date.now();
   const emit = o.events.emit;
@@ -54,9 +55,15 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   let statusRequests = 0;
   let stopReason: string | null = null;
   try {
+    const keepWaiting = async (): Promise<boolean> => {
+      if (o.signal.aborted) return false;
+      if (!o.untilEmpty) return true;
+      const left = await o.workLeft();
+      return left.pending + left.inFlight > 0;
+    };
     for (;;) {
-      // A pass starts with its leases renewed: a worker that was paused (or idle) past its lease goes on as
-      // a fresh one; the jobs it held are another's by now, and its writes about them are refused.
+      // Leases renewed first: after a pipeline stopped by lost leases, this worker goes on as a fresh one (the
+      // jobs it held are another's by now, and its writes about them are refused).
       await o.store.heartbeat();
       pipeline = new Pipeline(o.store, o.service, o.download, {
         outDir: o.outDir,
@@ -69,6 +76,8 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
         baseUrl: o.baseUrl,
         uploadMaxAgeMs: UPLOAD_REUSE_MS * Math.min(1, o.timeScale),
         statusRate: (o.statusRate ?? DEFAULT_STATUS_RATE) / o.timeScale,
+        keepWaiting,
+        idleMs: o.idleMs,
       });
       const running = pipeline.run();
       for (const note of early.splice(0)) pipeline.onCallback(note);
@@ -76,16 +85,11 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
       statusRequests += pipeline.statusRequests;
       stopReason = pipeline.stopReason;
       pipeline = null;
-      counts = await o.counts();
-      if (stopReason === 'lease-lost' && !o.signal.aborted) {
-        emit({ type: 'warning', message: "this worker's leases ran out (paused, or the database not reached in time); the jobs it held are left to other workers, and it goes on" });
-        stopReason = null;
-      }
-      if (o.signal.aborted || stopReason !== null) break;
-      if (o.untilEmpty && OPEN_STATES.every((s) => counts[s] === 0)) break;
-      await idle(o.idleMs, o.signal);
-      if (o.signal.aborted) break;
+      if (stopReason !== 'lease-lost' || o.signal.aborted) break;
+      emit({ type: 'warning', message: "this worker's leases ran out (paused, or the database out of reach); the jobs it held are left to other workers, and it goes on" });
+      stopReason = null;
     }
+    counts = await o.counts();
   } finally {
     await callbacks?.receiver.close();
   }
@@ -111,16 +115,4 @@ async function listen(
 
 function total(counts: Record<JobState, number>): number {
   return Object.values(counts).reduce((a, n) => a + n, 0);
-}
-
-function idle(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
