@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -74,5 +74,18 @@ describe('genbatch work on PostgreSQL', () => {
     const start = JSON.parse(a.stdout.split('\n')[0]!) as { type: string; manifest: string; out_dir: string; state: string };
     expect(start).toMatchObject({ type: 'start', manifest: join(t.dir, 'cats.yaml'), out_dir: out });
     expect(start.state).toContain(':***@');
+  });
+
+  it("takes over a dead worker's download: the temporary file it left is removed, the job done", async () => {
+    const job = 'cat-0003';
+    // A worker died while downloading cat-0003: its lease ran out, its partial file is left in the job's folder.
+    await pool.query(`UPDATE jobs SET state = 'downloading', lease_owner = 'gone:1:dead', lease_expires = now() - interval '1 minute' WHERE id = $1`, [job]);
+    mkdirSync(join(out, job), { recursive: true });
+    const partial = join(out, job, '.image-1.png.0123456789ab.part');
+    writeFileSync(partial, 'half of it');
+    const r = await runCli(['work', '--until-empty', '--time-scale', '0.01'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url });
+    expect(r.code, r.stderr).toBe(0);
+    expect((await pool.query<{ state: string }>('SELECT state FROM jobs WHERE id = $1', [job])).rows[0]!.state).toBe('done');
+    expect(existsSync(partial)).toBe(false);
   });
 });
