@@ -5,12 +5,17 @@ import { ChatClient, ServiceClient, UploadLimiter, redactDeep, serviceConfigFrom
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../download/index.js';
 import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, planProbes, runEngine, type DownloadPort, type RedoState, type ServicePort, type UploadCall } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
+import type { RunOutcome } from '../engine/index.js';
+import type { UploadJournal } from '../engine/ports.js';
+import type { ReportData } from '../report/types.js';
 import { EXIT, UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBook as Book } from '../pricing/index.js';
 import { defaultOutDir, defaultStateBeside } from './paths.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
 import type { ObjectOut } from '../storage/object-out.js';
+import { resultsBucket } from '../storage/results.js';
+import { parseStateLocation } from '../store/location.js';
 import type { JobState } from '../store/states.js';
 
 /**
@@ -32,7 +37,10 @@ export interface RunOptions {
    * and reports in that bucket (credentials, region and endpoint from the standard AWS environment).
    */
   out?: string;
-  /** State file; default `<out>/state.db`, or with `out` in a bucket `<manifest dir>/genbatch-state/<manifest name>.db`. */
+  /**
+   * State file (a path), or a PostgreSQL database (a `postgres://` URL); default `<out>/state.db`, or with
+   * `out` in a bucket `<manifest dir>/genbatch-state/<manifest name>.db` (never a SQLite file in the bucket).
+   */
   state?: string;
   /** Submit requests in flight at once; default 8. */
   concurrency?: number;
@@ -117,33 +125,48 @@ function checkCallbackUrl(value: string): void {
   }
 }
 
+/** The options about the service and its callbacks that run and work share, checked (UsageError naming the flag). */
+export type ServiceOptions = Pick<RunOptions, 'concurrency' | 'callbackUrl' | 'listen' | 'timeScale' | 'sandbox' | 'requestTimeout' | 'statusRate'>;
+
+/** Check the service options: the concurrency, the time scale (0.02 with sandbox, else 1), the request deadline (ms, null: defaults), status reads per second. */
+export async function checkServiceOptions(o: ServiceOptions): Promise<{ concurrency: number; timeScale: number; requestMs: number | null; statusRate: number }> {
+  const concurrency = o.concurrency ?? 8;
+  if (o.callbackUrl && !o.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
+  if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
+  if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
+  const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
+  if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
+  const requestMs = requestTimeoutMs(o.requestTimeout, process.env.GENBATCH_REQUEST_TIMEOUT);
+  const statusRate = o.statusRate === undefined ? DEFAULT_STATUS_RATE : Number(o.statusRate);
+  if (!(statusRate > 0) || !Number.isFinite(statusRate) || String(o.statusRate).trim() === '') {
+    throw new UsageError(`--status-rate expects a number > 0 (status reads per second), got "${String(o.statusRate)}"`);
+  }
+  return { concurrency, timeScale, requestMs, statusRate };
+}
+
 /**
  * Run a manifest. Throws before anything is spent: ManifestError (invalid manifest), BudgetError (over budget,
  * balance or maxCredits, or unknown prices without `yes`), UsageError (bad option, missing key or base URL, the
  * state file held by a live run). Failed jobs are not errors: see the summary's outcome and counts.
  */
 export async function run(manifest: string, o: RunOptions = {}): Promise<RunSummary> {
-  const concurrency = o.concurrency ?? 8;
-  if (o.callbackUrl && !o.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
-  if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
-  if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
+  const { concurrency, timeScale, requestMs, statusRate } = await checkServiceOptions(o);
   const bucketUrl = o.out !== undefined && isS3Url(o.out) ? o.out : null;
   const outDir = bucketUrl !== null ? s3UrlOf(parseS3Url(bucketUrl)) : resolve(o.out ?? defaultOutDir(manifest));
-  // The state file of a run to a bucket stays on this machine (never a SQLite file in the bucket).
-  const statePath = resolve(o.state ?? (bucketUrl !== null ? defaultStateBeside(manifest) : join(outDir, 'state.db')));
-  const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
-  if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
+  // The state of a run to a bucket stays on this machine (or in PostgreSQL): never a SQLite file in the bucket.
+  const location = parseStateLocation(o.state ?? (bucketUrl !== null ? defaultStateBeside(manifest) : join(outDir, 'state.db')));
+  const pg = location.kind === 'postgres' ? { url: location.url, display: location.display } : null;
+  if (pg) {
+    const unbuilt = [o.redo !== undefined && '--redo', o.only !== undefined && o.only.length > 0 && '--only', o.limit !== undefined && '--limit', o.learnPrices && '--learn-prices'].filter(Boolean);
+    if (unbuilt.length > 0) throw new UsageError(`${unbuilt.join(', ')} with a PostgreSQL state (${pg.display}) is not built yet`);
+  }
+  const statePath = location.kind === 'postgres' ? location.display : location.path;
   const redo = o.redo === undefined ? [] : typeof o.redo === 'string' ? parseRedo(o.redo) : parseRedo(o.redo.join(','));
   const only = o.only && o.only.length > 0 ? parseOnly([...o.only]) : null;
   if (o.limit !== undefined && (!Number.isInteger(o.limit) || o.limit < 1)) throw new UsageError(`--limit expects an integer >= 1, got ${o.limit}`);
   const priceFile = o.prices ? await loadPriceFile(o.prices) : { user: null, book: null };
   const userPrices = priceFile.user;
-  const requestMs = requestTimeoutMs(o.requestTimeout, process.env.GENBATCH_REQUEST_TIMEOUT);
-  const statusRate = o.statusRate === undefined ? DEFAULT_STATUS_RATE : Number(o.statusRate);
-  if (!(statusRate > 0) || !Number.isFinite(statusRate) || String(o.statusRate).trim() === '') {
-    throw new UsageError(`--status-rate expects a number > 0 (status reads per second), got "${String(o.statusRate)}"`);
-  }
 
   let sandbox: { url: string; close(): Promise<void> } | null = null;
   let baseUrl: string;
@@ -159,12 +182,8 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   }
   let bucket: ObjectOut | null = null;
   try {
-    if (bucketUrl !== null) {
-      // A bucket that cannot be written stops the run here (exit 74, naming the bucket), before anything is sent.
-      bucket = await (await import('../storage/index.js')).openBucket(bucketUrl);
-      await bucket.checkWritable();
-    }
-    const settings = { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate, bucket };
+    if (bucketUrl !== null) bucket = await openWritableBucket(bucketUrl);
+    const settings = { outDir, statePath, pg, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate, bucket };
     const book = sandbox ? null : (priceFile.book ?? PriceBook.load(defaultBookPath()));
     if (o.learnPrices && book) {
       const stopped = await learnPrices(manifest, o, { ...settings, book });
@@ -177,9 +196,24 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   }
 }
 
+/** The bucket of `--out s3://...`, checked writable: one that is not stops here (exit 74, naming it), before anything is sent. */
+export async function openWritableBucket(url: string): Promise<ObjectOut> {
+  const bucket = await (await import('../storage/index.js')).openBucket(url);
+  try {
+    await bucket.checkWritable();
+  } catch (err) {
+    bucket.close();
+    throw err;
+  }
+  return bucket;
+}
+
 interface Settings {
   outDir: string;
+  /** The state file, or the PostgreSQL URL with its password hidden. */
   statePath: string;
+  /** A PostgreSQL state (src/engine/run-pg.ts); null: the SQLite state file statePath. */
+  pg: { url: string; display: string } | null;
   timeScale: number;
   concurrency: number;
   userPrices: Record<string, number> | null;
@@ -256,6 +290,69 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     });
     offPreload();
   });
+  const { service, download, close } = servicePorts({ baseUrl, apiKey, timeScale, requestMs: s.requestMs, statusRate: s.statusRate, bucket: s.bucket }, bus);
+
+  const controller = followSignal(o.signal);
+  try {
+    // What both engines take (SQLite: runEngine; PostgreSQL: runOnPostgres).
+    const common = {
+      manifestPath: manifest,
+      outDir,
+      service,
+      download,
+      baseUrl,
+      sandbox: s.sandbox,
+      concurrency,
+      yes: o.yes === true,
+      maxCredits: o.maxCredits ?? null,
+      uncertain: o.uncertain ?? 'skip',
+      timeScale,
+      statusRate: s.statusRate,
+      confine: o.confine === true,
+      callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
+      userPrices,
+      observedPrices: s.book ? observedPrices(s.book, baseUrl) : null,
+      signal: controller.signal,
+      events: bus,
+      writeReports: async (dir: string, data: ReportData, journal?: UploadJournal) => (await loadReports()).writeReports(dir, data, s.bucket && journal ? { bucket: { out: s.bucket, journal } } : {}),
+    };
+    let outcome: RunOutcome;
+    if (s.pg) {
+      const { runOnPostgres } = await import('../engine/run-pg.js');
+      const { workIdleMs, workLeaseMs } = await import('./work.js');
+      outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
+    } else {
+      outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null });
+    }
+    return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
+  } finally {
+    controller.dispose();
+    await close();
+  }
+}
+
+/**
+ * The engine listens to one signal of its own (every request in flight listens to it), aborted with the
+ * caller's reason; dispose() stops following the caller's.
+ */
+export function followSignal(outer: AbortSignal | undefined): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  const abort = () => controller.abort(outer?.reason);
+  if (outer?.aborted) abort();
+  else outer?.addEventListener('abort', abort, { once: true });
+  return { signal: controller.signal, dispose: () => outer?.removeEventListener('abort', abort) };
+}
+
+/**
+ * The engine's ports over the HTTP clients (run and work): the service (submit, status, uploads, chat,
+ * balance) and the downloads, every retry reported as an event on `bus`. close() ends both clients.
+ */
+export function servicePorts(
+  s: { baseUrl: string; apiKey: string; timeScale: number; requestMs: number | null; statusRate: number; bucket?: ObjectOut | null },
+  bus: EventBus,
+): { service: ServicePort; download: DownloadPort; close(): Promise<void> } {
+  const { baseUrl, apiKey, timeScale } = s;
   const client = new ServiceClient({
     baseUrl,
     apiKey,
@@ -302,8 +399,8 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     syncDir: (dir) => fsyncDir(dir),
     sanitizeName: (name) => sanitizeName(name, 'job'),
   };
+  // --out s3://...: results go to the bucket, each file retried as a whole (a new GET and a new upload) by the same layer.
   if (s.bucket) {
-    const { resultsBucket } = await import('../storage/results.js');
     download.bucket = resultsBucket(s.bucket, (fn, signal) =>
       withRetry(fn, {
         policy: client.policy,
@@ -314,47 +411,17 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     );
   }
 
-  // The engine listens to one signal of its own (every request in flight listens to it), aborted with the caller's reason.
-  const controller = new AbortController();
-  setMaxListeners(0, controller.signal);
-  const abort = () => controller.abort(o.signal?.reason);
-  if (o.signal?.aborted) abort();
-  else o.signal?.addEventListener('abort', abort, { once: true });
-  try {
-    const outcome = await runEngine({
-      manifestPath: manifest,
-      outDir,
-      statePath,
-      service,
-      download,
-      baseUrl,
-      sandbox: s.sandbox,
-      concurrency,
-      yes: o.yes === true,
-      maxCredits: o.maxCredits ?? null,
-      uncertain: o.uncertain ?? 'skip',
-      timeScale,
-      statusRate: s.statusRate,
-      confine: o.confine === true,
-      callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
-      userPrices,
-      observedPrices: s.book ? observedPrices(s.book, baseUrl) : null,
-      redo: s.redo,
-      only: s.only,
-      limit: o.limit ?? null,
-      signal: controller.signal,
-      events: bus,
-      writeReports: async (dir, data, journal) => (await loadReports()).writeReports(dir, data, s.bucket && journal ? { bucket: { out: s.bucket, journal } } : {}),
-    });
-    return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
-  } finally {
-    o.signal?.removeEventListener('abort', abort);
-    await client.close();
-    await chatClient.close();
-  }
+  return {
+    service,
+    download,
+    close: async () => {
+      await client.close();
+      await chatClient.close();
+    },
+  };
 }
 
-function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
+export function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
   if (aborted) return 'interrupted';
   if (exitCode === EXIT.ok) return 'done';
   if (exitCode === EXIT.jobsFailed) return 'failed';

@@ -21,6 +21,8 @@ export interface ViewOptions {
   port?: number;
   /** The token (default: a new random one); tests pass none. */
   token?: string;
+  /** Called after marks were written to `store` (a copy of a PostgreSQL state: they go to the database too). */
+  saveMarks?: () => Promise<unknown>;
 }
 
 export interface View {
@@ -129,6 +131,7 @@ export async function startView(o: ViewOptions): Promise<View> {
         const m = parseMarks(await readBody(req));
         const r = markJobs(store, m.ids, m.action, m.note, 'POST /api/marks');
         live.wrote();
+        await o.saveMarks?.();
         marked += r.changed;
         return json(res, 200, JSON.stringify({ changed: r.changed, ids: r.ids, mark: r.state }));
       } catch (err) {
