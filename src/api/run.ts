@@ -8,7 +8,10 @@ import type { EngineEvent } from '../engine/events.js';
 import { EXIT, UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBook as Book } from '../pricing/index.js';
-import { defaultOutDir } from './paths.js';
+import { defaultOutDir, defaultStateBeside } from './paths.js';
+import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
+import type { ObjectOut } from '../storage/object-out.js';
+import type { ReportData } from '../report/types.js';
 import type { JobState } from '../store/states.js';
 
 /**
@@ -25,9 +28,12 @@ export const SANDBOX_CREDITS = 1_000_000;
 export interface RunOptions {
   /** Start the sandbox in this process with a fresh key and run against it (no key or base URL needed). */
   sandbox?: boolean;
-  /** Output folder; default `<manifest dir>/genbatch-out/<manifest name>`. */
+  /**
+   * Output folder; default `<manifest dir>/genbatch-out/<manifest name>`. Or `s3://bucket/prefix`: results
+   * and reports in that bucket (credentials, region and endpoint from the standard AWS environment).
+   */
   out?: string;
-  /** State file; default `<out>/state.db`. */
+  /** State file; default `<out>/state.db`, or with `out` in a bucket `<manifest dir>/genbatch-state/<manifest name>.db`. */
   state?: string;
   /** Submit requests in flight at once; default 8. */
   concurrency?: number;
@@ -123,8 +129,10 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
   if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
-  const outDir = resolve(o.out ?? defaultOutDir(manifest));
-  const statePath = resolve(o.state ?? join(outDir, 'state.db'));
+  const bucketUrl = o.out !== undefined && isS3Url(o.out) ? o.out : null;
+  const outDir = bucketUrl !== null ? s3UrlOf(parseS3Url(bucketUrl)) : resolve(o.out ?? defaultOutDir(manifest));
+  // The state file of a run to a bucket stays on this machine (never a SQLite file in the bucket).
+  const statePath = resolve(o.state ?? (bucketUrl !== null ? defaultStateBeside(manifest) : join(outDir, 'state.db')));
   const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
   if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
   const redo = o.redo === undefined ? [] : typeof o.redo === 'string' ? parseRedo(o.redo) : parseRedo(o.redo.join(','));
@@ -150,8 +158,14 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   } else {
     ({ baseUrl, apiKey } = serviceConfigFromEnv({ ...(o.baseUrl !== undefined ? { baseUrl: o.baseUrl } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) }));
   }
+  let bucket: ObjectOut | null = null;
   try {
-    const settings = { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate };
+    if (bucketUrl !== null) {
+      // A bucket that cannot be written stops the run here (exit 74, naming the bucket), before anything is sent.
+      bucket = await (await import('../storage/index.js')).openBucket(bucketUrl);
+      await bucket.checkWritable();
+    }
+    const settings = { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate, bucket };
     const book = sandbox ? null : (priceFile.book ?? PriceBook.load(defaultBookPath()));
     if (o.learnPrices && book) {
       const stopped = await learnPrices(manifest, o, { ...settings, book });
@@ -159,6 +173,7 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
     }
     return await runAgainst(manifest, o, { ...settings, book });
   } finally {
+    bucket?.close();
     await sandbox?.close();
   }
 }
@@ -180,6 +195,8 @@ interface Settings {
   statusRate: number;
   /** Prices observed on the account (none for an in-process sandbox, whose address is new each time). */
   book: Book | null;
+  /** `--out s3://...`: the bucket (checked writable); null: the disk. */
+  bucket: ObjectOut | null;
 }
 
 /** The run once the service is known: the clients, the engine's ports, the engine. */
@@ -286,6 +303,17 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     syncDir: (dir) => fsyncDir(dir),
     sanitizeName: (name) => sanitizeName(name, 'job'),
   };
+  if (s.bucket) {
+    const { resultsBucket } = await import('../storage/results.js');
+    download.bucket = resultsBucket(s.bucket, (fn, signal) =>
+      withRetry(fn, {
+        policy: client.policy,
+        method: 'GET',
+        ...(signal ? { signal } : {}),
+        onRetry: (info) => bus.emit({ type: 'retry', what: 'download', attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
+      }),
+    );
+  }
 
   // The engine listens to one signal of its own (every request in flight listens to it), aborted with the caller's reason.
   const controller = new AbortController();
@@ -317,7 +345,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       limit: o.limit ?? null,
       signal: controller.signal,
       events: bus,
-      writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),
+      writeReports: async (dir, data) => (s.bucket ? writeReportsToBucket(s.bucket, data, await loadReports()) : (await loadReports()).writeReports(dir, data)),
     });
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
   } finally {
@@ -332,4 +360,21 @@ function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
   if (exitCode === EXIT.ok) return 'done';
   if (exitCode === EXIT.jobsFailed) return 'failed';
   return 'incomplete';
+}
+
+/**
+ * The four reports of a run to a bucket: written to a temporary folder by the same writers, then put under
+ * the prefix (report.html's links are relative, so it works served from the bucket or synced to a disk).
+ */
+async function writeReportsToBucket(bucket: ObjectOut, data: ReportData, reports: typeof import('../report/index.js')): Promise<void> {
+  const { mkdtemp, readFile, rm } = await import('node:fs/promises');
+  const { tmpdir } = await import('node:os');
+  const dir = await mkdtemp(join(tmpdir(), 'genbatch-reports-'));
+  try {
+    const paths = await reports.writeReports(dir, data);
+    const types: Record<string, string> = { json: 'application/json', csv: 'text/csv', md: 'text/markdown', html: 'text/html' };
+    for (const [kind, path] of Object.entries(paths)) await bucket.putSmall(`report.${kind}`, await readFile(path), { contentType: types[kind] ?? null });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }

@@ -242,7 +242,9 @@ export class ObjectOut {
       params: { Bucket: this.loc.bucket, Key: tmp, Body: body, ...(o.contentType ? { ContentType: o.contentType } : {}) },
       partSize: PART_SIZE,
       queueSize: QUEUE_SIZE,
-      leavePartsOnError: false,
+      // The upload is aborted here (clearPending), not by lib-storage: its abort's failure would hide the
+      // error that failed the upload (s3rver, for one, has no AbortMultipartUpload).
+      leavePartsOnError: true,
     });
     let uploadId: string | null = null;
     this.journals.set(tmp, {
@@ -258,7 +260,7 @@ export class ObjectOut {
       await upload.done();
     } catch (err) {
       body.destroy();
-      // lib-storage aborts the upload itself; when that failed too, try once more and keep the record otherwise.
+      // Aborted and its temporary object deleted; when the bucket refuses, the journal keeps it for the next run.
       await this.clearPending({ key: tmp, uploadId }, o.journal).catch(() => undefined);
       throw this.failure(err, 'multipart upload', tmp);
     } finally {
@@ -323,6 +325,38 @@ export class ObjectOut {
   async abortStale(pending: readonly PendingUpload[], journal: UploadJournal): Promise<number> {
     for (const u of pending) await this.clearPending(u, journal);
     return pending.length;
+  }
+
+  /** The paths (under the prefix) of every object under `<folder>/`. */
+  async list(folder: string): Promise<string[]> {
+    const { ListObjectsV2Command } = await import('@aws-sdk/client-s3');
+    const base = this.keyOf(`${folder}/`);
+    const cut = this.loc.prefix === '' ? 0 : this.loc.prefix.length + 1;
+    const out: string[] = [];
+    let token: string | undefined;
+    do {
+      const list = new ListObjectsV2Command({ Bucket: this.loc.bucket, Prefix: base, ...(token ? { ContinuationToken: token } : {}) });
+      const page = await this.call(() => this.client.send(list), 'LIST', base);
+      for (const c of page.Contents ?? []) if (c.Key) out.push(c.Key.slice(cut));
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+    return out;
+  }
+
+  /** Moves objects (server-side copy, then delete) from `from[i]` to `to[i]`, paths under the prefix. */
+  async move(from: readonly string[], to: readonly string[]): Promise<void> {
+    const { CopyObjectCommand, DeleteObjectCommand } = await import('@aws-sdk/client-s3');
+    for (let i = 0; i < from.length; i++) {
+      const src = this.keyOf(from[i]!);
+      const dst = this.keyOf(to[i]!);
+      const source = `${this.loc.bucket}/${src.split('/').map(encodeURIComponent).join('/')}`;
+      const copy = new CopyObjectCommand({ Bucket: this.loc.bucket, Key: dst, CopySource: source, MetadataDirective: 'COPY' });
+      await this.call(() => this.client.send(copy), 'COPY', dst);
+    }
+    for (const rel of from) {
+      const del = new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: this.keyOf(rel) });
+      await this.call(() => this.client.send(del), 'DELETE', this.keyOf(rel));
+    }
   }
 
   /**

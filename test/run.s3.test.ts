@@ -1,0 +1,112 @@
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import Database from 'better-sqlite3';
+import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { startS3, type TestS3 } from './helpers/s3.js';
+import { tempDir } from './helpers/tmp.js';
+import { readJobs } from './helpers/verify.js';
+
+/**
+ * `genbatch run --out s3://bucket/prefix` against s3rver (in this process, port 0): every result and each
+ * job's result.json in the bucket with the disk layout, each object's x-amz-meta-sha256 equal to the sha256
+ * recorded in the state file and to its body's; the state file on this machine; a bucket that cannot be
+ * written stops the run before anything is submitted (exit 74 naming the bucket).
+ */
+
+let s3: TestS3;
+let sb: Sandbox;
+const KEY = 'sk-s3-run-0001';
+const cleanups: Array<() => void> = [];
+
+beforeAll(async () => {
+  ensureBuilt();
+  s3 = await startS3();
+  sb = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.005, seed: 3 });
+}, 60_000);
+afterAll(async () => {
+  await sb?.close();
+  await s3?.stop();
+  while (cleanups.length) cleanups.pop()!();
+});
+
+const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+
+/** The files recorded done in a state file, in job and index order. */
+function doneFiles(statePath: string): Array<{ job_id: string; idx: number; path: string; size: number; sha256: string }> {
+  const db = new Database(statePath, { readonly: true });
+  try {
+    return db.prepare(`SELECT job_id, idx, path, size, sha256 FROM files WHERE state = 'done' ORDER BY job_id, idx`).all() as Array<{ job_id: string; idx: number; path: string; size: number; sha256: string }>;
+  } finally {
+    db.close();
+  }
+}
+
+describe('run --out s3://', () => {
+  it('puts every result and result.json in the bucket, each sha256 in its metadata equal to the recorded one; the state stays local', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const manifest = imageManifest(join(t.dir, 'm.yaml'), 6, 'pic');
+    const env = { ...s3.env, GENBATCH_BASE_URL: sb.url, GENBATCH_API_KEY: KEY };
+    const r = await runCli(['run', manifest, '--out', s3.url('runs/one'), '--time-scale', '0.005'], env, t.dir);
+    expect(r.stderr).not.toContain('NodeVersionSupportWarning');
+    expect(r.code, r.stderr).toBe(0);
+    const state = join(t.dir, 'genbatch-state', 'm.db');
+    expect(r.stdout.split('\n')[0]).toContain(`output in s3://${s3.bucket}/runs/one (state ${state})`);
+    expect(existsSync(state)).toBe(true);
+
+    const objects = new Map((await s3.objects('runs/one/')).map((o) => [o.key, o]));
+    const jobs = readJobs(state);
+    expect(jobs.map((j) => j.state)).toEqual(Array(6).fill('done'));
+    const files = doneFiles(state);
+    for (const job of jobs) {
+      const mine = files.filter((f) => f.job_id === job.id);
+      expect(mine.length).toBeGreaterThan(0);
+      for (const f of mine) {
+        const o = objects.get(`runs/one/${f.path}`);
+        expect(o, `${f.path} in the bucket`).toBeDefined();
+        expect(f.path.startsWith(`${job.id}/`)).toBe(true);
+        expect(o!.metadata.sha256).toBe(f.sha256);
+        expect(o!.size).toBe(f.size);
+        expect(sha256(await s3.get(`runs/one/${f.path}`))).toBe(f.sha256);
+      }
+      const result = JSON.parse((await s3.get(`runs/one/${job.id}/result.json`)).toString('utf8')) as { job_id: string; files: Array<{ sha256: string }> };
+      expect(result.job_id).toBe(job.id);
+      expect(result.files.map((f) => f.sha256)).toEqual(mine.map((f) => f.sha256));
+    }
+    for (const report of ['report.json', 'report.csv', 'report.md', 'report.html']) expect(objects.has(`runs/one/${report}`), report).toBe(true);
+    // Nothing but results, result.json and reports: no temporary object, no SQLite file in the bucket.
+    expect([...objects.keys()].filter((k) => /\.genbatch-partial|\.db$/.test(k))).toEqual([]);
+    expect(s3.pendingUploads()).toEqual([]);
+  }, 60_000);
+
+  it('stops before anything is submitted when the credentials are wrong (an unknown access key): exit 74 naming the bucket, no task made', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const key = 'sk-s3-badcreds-02';
+    const local = await startSandbox({ port: 0, keys: { [key]: 1000 }, timeScale: 0.005 });
+    try {
+      const manifest = imageManifest(join(t.dir, 'm.yaml'), 3, 'pic');
+      const env = { ...s3.env, AWS_ACCESS_KEY_ID: 'NOT-A-KEY', AWS_SECRET_ACCESS_KEY: 'not-the-secret', GENBATCH_BASE_URL: local.url, GENBATCH_API_KEY: key };
+      const r = await runCli(['run', manifest, '--out', s3.url('runs/bad')], env, t.dir);
+      expect(r.code, r.stdout + r.stderr).toBe(74);
+      expect(r.stderr).toContain(`bucket "${s3.bucket}" is not writable`);
+      expect(r.stderr).not.toContain('not-the-secret');
+      expect(local.stats().tasks_total).toBe(0);
+      expect(await s3.keys('runs/bad')).toEqual([]);
+    } finally {
+      await local.close();
+    }
+  }, 60_000);
+
+  it('names a missing bucket (exit 74) before anything is submitted', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const manifest = imageManifest(join(t.dir, 'm.yaml'), 2, 'pic');
+    const r = await runCli(['run', manifest, '--out', 's3://no-such-bucket/x'], { ...s3.env, GENBATCH_BASE_URL: sb.url, GENBATCH_API_KEY: KEY }, t.dir);
+    expect(r.code, r.stdout + r.stderr).toBe(74);
+    expect(r.stderr).toContain('bucket "no-such-bucket" is not writable');
+  }, 60_000);
+});
