@@ -11,7 +11,6 @@ import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBo
 import { defaultOutDir, defaultStateBeside } from './paths.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
 import type { ObjectOut } from '../storage/object-out.js';
-import type { ReportData } from '../report/types.js';
 import type { JobState } from '../store/states.js';
 
 /**
@@ -345,7 +344,8 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       limit: o.limit ?? null,
       signal: controller.signal,
       events: bus,
-      writeReports: async (dir, data) => (s.bucket ? writeReportsToBucket(s.bucket, data, await loadReports()) : (await loadReports()).writeReports(dir, data)),
+      // In a bucket: each report streamed to its key (src/report/objects.ts), its upload in the run's journal.
+      writeReports: async (dir, data, journal) => (await loadReports()).writeReports(dir, data, s.bucket ? { bucket: { out: s.bucket, journal } } : {}),
     });
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
   } finally {
@@ -362,19 +362,3 @@ function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
   return 'incomplete';
 }
 
-/**
- * The four reports of a run to a bucket: written to a temporary folder by the same writers, then put under
- * the prefix (report.html's links are relative, so it works served from the bucket or synced to a disk).
- */
-async function writeReportsToBucket(bucket: ObjectOut, data: ReportData, reports: typeof import('../report/index.js')): Promise<void> {
-  const { mkdtemp, readFile, rm } = await import('node:fs/promises');
-  const { tmpdir } = await import('node:os');
-  const dir = await mkdtemp(join(tmpdir(), 'genbatch-reports-'));
-  try {
-    const paths = await reports.writeReports(dir, data);
-    const types: Record<string, string> = { json: 'application/json', csv: 'text/csv', md: 'text/markdown', html: 'text/html' };
-    for (const [kind, path] of Object.entries(paths)) await bucket.putSmall(`report.${kind}`, await readFile(path), { contentType: types[kind] ?? null });
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}

@@ -12,7 +12,7 @@ import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
 import { moveAsidePrevious } from './previous.js';
 import { checkJobFolders } from './files.js';
 import { bucketJournal } from './fetch-bucket.js';
-import type { DownloadPort, ServicePort } from './ports.js';
+import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData, round6, runCredits } from './report-data.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
@@ -61,7 +61,8 @@ export interface RunOptions {
   confine?: boolean;
   signal: AbortSignal;
   events: EventBus;
-  writeReports: (outDir: string, data: ReportData) => Promise<unknown> | unknown;
+  /** `journal` (a run to a bucket): where a report's multipart upload is recorded while in flight, as the results'. */
+  writeReports: (outDir: string, data: ReportData, journal?: UploadJournal) => Promise<unknown> | unknown;
 }
 
 export interface RunOutcome {
@@ -291,7 +292,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       emit({ type: 'reports', out_dir: o.outDir, written: false });
     } else {
       try {
-        await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000, 0, counts));
+        await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000, 0, counts), o.download.bucket ? bucketJournal(store) : undefined);
         store.setMeta(reportsKey, null);
         emit({ type: 'reports', out_dir: o.outDir, written: true });
       } catch (err) {
