@@ -2,7 +2,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { Store, type RunRow } from '../../store/index.js';
-import { defaultOutDir } from '../../api/paths.js';
+import { defaultOutDir, defaultStateBeside } from '../../api/paths.js';
+import { isS3Url, parseS3Url, s3UrlOf } from '../../storage/url.js';
 
 /**
  * With nothing named, the state file of the run made from this folder: `./state.db` (inside an output
@@ -28,12 +29,24 @@ function stateHere(command: string): string {
   throw new UsageError(`${found.length} runs found in this folder (${found.join(', ')}); ${how}`);
 }
 
+/** The state of a run to a bucket: never in the bucket, beside its manifest (as `genbatch run` chose it). */
+function stateOfBucketRun(manifest: string | undefined, outDir: string, command: string): string {
+  if (manifest === undefined) throw new UsageError(`--out ${outDir}: the state of a run to a bucket is kept on the machine that ran it, not in the bucket; name it: genbatch ${command} <manifest> --out ${outDir}, or --state PATH`);
+  return defaultStateBeside(manifest);
+}
+
+/** The output a command writes to or reads from: `s3://bucket/prefix` as given (normalised), else the absolute folder. */
+export function outputOf(out: string): string {
+  return isS3Url(out) ? s3UrlOf(parseS3Url(out)) : resolve(out);
+}
+
 /**
- * Open the state file named by --state, else `<--out>/state.db`, else the manifest's
+ * Open the state file named by --state, else `<--out>/state.db` (with --out s3://...: the manifest's
+ * `genbatch-state/<name>.db`), else the manifest's
  * default location (as `genbatch run` chose it), else the one of this folder (stateHere), and pick its run.
  */
 export function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status'): { store: Store; runs: RunRow[] } {
-  const path = resolve(statePath ?? (manifest === undefined && outDir === undefined ? stateHere(command) : join(outDir ?? defaultOutDir(manifest!), 'state.db')));
+  const path = resolve(statePath ?? (outDir !== undefined && isS3Url(outDir) ? stateOfBucketRun(manifest, outDir, command) : manifest === undefined && outDir === undefined ? stateHere(command) : join(outDir ?? defaultOutDir(manifest!), 'state.db')));
   if (!existsSync(path)) throw new UsageError(`no state file at ${path}${manifest ? ' (has this manifest been run? pass --state if it used another one)' : ''}`);
   const store = Store.openForRead(path);
   let runs = store.runs();
