@@ -344,8 +344,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       limit: o.limit ?? null,
       signal: controller.signal,
       events: bus,
-      // In a bucket: each report streamed to its key (src/report/objects.ts), its upload in the run's journal.
-      writeReports: async (dir, data, journal) => (await loadReports()).writeReports(dir, data, s.bucket ? { bucket: { out: s.bucket, journal } } : {}),
+      writeReports: async (dir, data, journal) => (await loadReports()).writeReports(dir, data, s.bucket && journal ? { bucket: { out: s.bucket, journal } } : {}),
     });
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
   } finally {
@@ -361,4 +360,3 @@ function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
   if (exitCode === EXIT.jobsFailed) return 'failed';
   return 'incomplete';
 }
-

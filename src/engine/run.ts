@@ -61,7 +61,7 @@ export interface RunOptions {
   confine?: boolean;
   signal: AbortSignal;
   events: EventBus;
-  /** `journal` (a run to a bucket): where a report's multipart upload is recorded while in flight, as the results'. */
+  /** `journal`: with results in a bucket, where a large report's multipart upload is recorded (the state file). */
   writeReports: (outDir: string, data: ReportData, journal?: UploadJournal) => Promise<unknown> | unknown;
 }
 
