@@ -133,7 +133,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
     .option('--state <path>', 'state file')
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
-    .option('--to <dir>', 'the folder to export into (files at <job id>/<file name>)')
+    .option('--to <dir>', 'the folder, or s3://bucket/prefix, to export into (files at <job id>/<file name>; bucket to bucket: copied server-side)')
     .option('--only <which>', 'approved: the approved results only; done: every done result, rejected ones too (default: every done result not marked rejected)')
     .option('--format <format>', 'imagefolder (metadata.jsonl), jsonl (export.jsonl) or csv (export.csv)', 'imagefolder')
     .action(wrap(lazy('export')));

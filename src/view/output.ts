@@ -5,7 +5,7 @@ import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { PREVIOUS_DIR } from '../engine/results.js';
-import { PARTIAL_DIR, isS3Url, openBucket, type ObjectOut } from '../storage/index.js';
+import { PARTIAL_DIR, isS3Url, openBucket, openObject, type ObjectOut } from '../storage/index.js';
 import { contentTypeOf, pathSegments, sendFile, servedFile } from './files.js';
 
 /**
@@ -81,18 +81,7 @@ export function folderOutput(outDir: string): RunOutput {
  * not served. A file's sha256 is the one its object carries (`x-amz-meta-sha256`), else read.
  */
 export function bucketOutput(out: ObjectOut): RunOutput {
-  const bodyOf = async (rel: string): Promise<{ body: Readable; size: number } | null> => {
-    const { GetObjectCommand } = await import('@aws-sdk/client-s3');
-    const key = out.keyOf(rel);
-    try {
-      const r = await out.client.send(new GetObjectCommand({ Bucket: out.loc.bucket, Key: key }));
-      return { body: r.Body as Readable, size: r.ContentLength ?? 0 };
-    } catch (err) {
-      const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-      if (status === 404) return null;
-      throw out.failure(err, 'GET', key);
-    }
-  };
+  const bodyOf = (rel: string) => openObject(out, rel);
   const info = async (rel: string, known?: { size: number }): Promise<{ size: number; sha256: string } | null> => {
     const h = await out.head(rel);
     if (h === null) return null;
