@@ -1,10 +1,12 @@
 import { DeleteObjectCommand } from '@aws-sdk/client-s3';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
 import { startS3, type TestS3 } from './helpers/s3.js';
 import { tempDir } from './helpers/tmp.js';
+import { pageRows } from './helpers/page.js';
 import { startViewProcess } from './helpers/view.js';
 import { readJobs } from './helpers/verify.js';
 
@@ -39,12 +41,16 @@ afterAll(async () => {
 });
 
 describe('readers of a run in a bucket', () => {
-  it('status --out s3://... reads the state beside the manifest; without a manifest it says how to name it (exit 2)', async () => {
+  it('status --out s3://... (or the manifest alone) reads the state beside the manifest; without a manifest it says how to name it (exit 2)', async () => {
     const r = await runCli(['status', manifest, '--out', OUT, '--json'], env, t.dir);
     expect(r.code, r.stderr).toBe(0);
     const s = JSON.parse(r.stdout) as { out_dir: string; counts: Record<string, number> };
     expect(s.out_dir).toBe(OUT);
     expect(s.counts.done).toBe(4);
+    // The manifest alone: its state beside it, where run put it for a run to a bucket.
+    const named = await runCli(['status', manifest, '--json'], env, t.dir);
+    expect(named.code, named.stderr).toBe(0);
+    expect((JSON.parse(named.stdout) as { out_dir: string }).out_dir).toBe(OUT);
     const bare = await runCli(['status', '--out', OUT], env, t.dir);
     expect(bare.code).toBe(2);
     expect(bare.stderr).toContain('the state of a run to a bucket is kept on the machine that ran it');
@@ -67,6 +73,22 @@ describe('readers of a run in a bucket', () => {
     const disk = await runCli(['report', manifest, '--state', join(t.dir, 'genbatch-state', 'm.db'), '--out', join(t.dir, 'local')], env, t.dir);
     expect(disk.code).toBe(2);
     expect(disk.stderr).toContain('report.html links the results by relative paths');
+  });
+
+  it('report.html in the bucket, with the prefix synced to a disk: every result link leads to its file', async () => {
+    const dir = join(t.dir, 'synced');
+    for (const key of await s3.keys('runs/r/')) {
+      const path = join(dir, ...key.slice('runs/r/'.length).split('/'));
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(path, await s3.get(key));
+    }
+    const { rows } = pageRows(readFileSync(join(dir, 'report.html'), 'utf8'));
+    const links = rows.flatMap((r) => r.files.map((f) => f.href));
+    expect(links).toHaveLength(4);
+    for (const href of links) {
+      expect(href).not.toMatch(/^(\/|[a-z]+:)/);
+      expect(existsSync(join(dir, ...href!.split('/').map(decodeURIComponent))), href!).toBe(true);
+    }
   });
 
   it('view serves a result by streaming its object, only under the prefix; the job page reads result.json from the bucket', async () => {

@@ -35,6 +35,13 @@ function stateOfBucketRun(manifest: string | undefined, outDir: string, command:
   return defaultStateBeside(manifest);
 }
 
+/** A manifest's default state: `<out>/state.db` in its default output folder, else (a run to a bucket) the one beside it. */
+function manifestState(manifest: string): string {
+  const inOut = join(defaultOutDir(manifest), 'state.db');
+  const beside = defaultStateBeside(manifest);
+  return !existsSync(inOut) && existsSync(beside) ? beside : inOut;
+}
+
 /** The output a command writes to or reads from: `s3://bucket/prefix` as given (normalised), else the absolute folder. */
 export function outputOf(out: string): string {
   return isS3Url(out) ? s3UrlOf(parseS3Url(out)) : resolve(out);
@@ -46,7 +53,7 @@ export function outputOf(out: string): string {
  * default location (as `genbatch run` chose it), else the one of this folder (stateHere), and pick its run.
  */
 export function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status'): { store: Store; runs: RunRow[] } {
-  const path = resolve(statePath ?? (outDir !== undefined && isS3Url(outDir) ? stateOfBucketRun(manifest, outDir, command) : manifest === undefined && outDir === undefined ? stateHere(command) : join(outDir ?? defaultOutDir(manifest!), 'state.db')));
+  const path = resolve(statePath ?? (outDir !== undefined && isS3Url(outDir) ? stateOfBucketRun(manifest, outDir, command) : manifest === undefined && outDir === undefined ? stateHere(command) : outDir !== undefined ? join(outDir, 'state.db') : manifestState(manifest!)));
   if (!existsSync(path)) throw new UsageError(`no state file at ${path}${manifest ? ' (has this manifest been run? pass --state if it used another one)' : ''}`);
   const store = Store.openForRead(path);
   let runs = store.runs();
