@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -81,6 +82,77 @@ describe('run --out s3://', () => {
     expect([...objects.keys()].filter((k) => /\.genbatch-partial|\.db$/.test(k))).toEqual([]);
     expect(s3.pendingUploads()).toEqual([]);
   }, 60_000);
+
+  it('never replaces an object it did not write (numbered name; a foreign result.json kept in previous-1/); a chat answer goes to the bucket too', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const manifest = join(t.dir, 'm.yaml');
+    writeFileSync(
+      manifest,
+      ['jobs:', '  - id: pic', '    model: alpha-image-2', '    input:', '      prompt: "A quiet harbour"', '  - id: talk', '    model: vendora/chat-5-mini', '    input:', '      messages:', '        - role: user', '          content: "Say hi"', ''].join('\n'),
+    );
+    // Objects that were there before the run, under the keys the results would take.
+    const foreign = Buffer.from('not genbatch');
+    for (const key of ['pic/image-1.png', 'pic/image-1.jpeg', 'talk/response.txt']) await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: `runs/keep/${key}`, Body: foreign }));
+    const otherResult = JSON.stringify({ job_id: 'someone-else' });
+    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: 'runs/keep/pic/result.json', Body: otherResult }));
+
+    const r = await runCli(['run', manifest, '--out', s3.url('runs/keep'), '--time-scale', '0.005', '--yes'], { ...s3.env, GENBATCH_BASE_URL: sb.url, GENBATCH_API_KEY: KEY }, t.dir);
+    expect(r.code, r.stderr).toBe(0);
+    for (const key of ['pic/image-1.png', 'pic/image-1.jpeg', 'talk/response.txt']) expect((await s3.get(`runs/keep/${key}`)).equals(foreign), key).toBe(true);
+    expect((await s3.get('runs/keep/pic/previous-1/result.json')).toString()).toBe(otherResult);
+    const files = doneFiles(join(t.dir, 'genbatch-state', 'm.db'));
+    const image = files.find((f) => f.job_id === 'pic')!;
+    expect(image.path).toMatch(/^pic\/image-1 \(2\)\.(png|jpeg)$/);
+    expect(files.filter((f) => f.job_id === 'talk').map((f) => f.path)).toEqual(['talk/response (2).txt', 'talk/response.json']);
+    for (const f of files) {
+      const body = await s3.get(`runs/keep/${f.path}`);
+      expect(sha256(body)).toBe(f.sha256);
+      expect((await s3.objects(`runs/keep/${f.path}`))[0]!.metadata.sha256).toBe(f.sha256);
+    }
+    expect(JSON.parse((await s3.get('runs/keep/pic/result.json')).toString()).job_id).toBe('pic');
+    // Nothing written to the disk in place of the bucket (a folder named after the URL).
+    expect(existsSync(join(t.dir, 's3:'))).toBe(false);
+  }, 60_000);
+
+  it('runs 300 jobs to the bucket with faults on the service side (truncated and failed downloads, 5xx, 429): each done job once, whole, with its sha256', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const key = 'sk-s3-faults-03';
+    const faulty = await startSandbox({
+      port: 0,
+      keys: { [key]: 100_000 },
+      timeScale: 0.005,
+      seed: 21,
+      failureRate: 0.03,
+      faults: 'file:truncate=0.1,file:500=0.05,file:drop=0.03,status:503=0.05,submit:429=0.05',
+    });
+    try {
+      const manifest = imageManifest(join(t.dir, 'm.yaml'), 300, 'many');
+      const r = await runCli(['run', manifest, '--out', s3.url('runs/many'), '--time-scale', '0.005', '--concurrency', '16'], { ...s3.env, GENBATCH_BASE_URL: faulty.url, GENBATCH_API_KEY: key }, t.dir);
+      expect([0, 1], r.stderr).toContain(r.code);
+      const injected = faulty.stats().faults_injected;
+      expect((injected['file:truncate'] ?? 0) + (injected['file:500'] ?? 0)).toBeGreaterThan(0);
+      const state = join(t.dir, 'genbatch-state', 'm.db');
+      const jobs = readJobs(state);
+      const done = jobs.filter((j) => j.state === 'done');
+      expect(done.length + jobs.filter((j) => j.state === 'failed').length).toBe(300);
+      expect(done.length).toBeGreaterThan(250);
+      const files = doneFiles(state);
+      const objects = new Map((await s3.objects('runs/many/')).map((o) => [o.key, o]));
+      const expected = [...files.map((f) => `runs/many/${f.path}`), ...done.map((j) => `runs/many/${j.id}/result.json`)];
+      const reports = ['report.json', 'report.csv', 'report.md', 'report.html'].map((f) => `runs/many/${f}`);
+      // Exactly the done jobs' files and result.json (failed jobs have none), and the reports: no duplicate, no partial object.
+      expect([...objects.keys()].sort()).toEqual([...expected, ...reports].sort());
+      for (const f of files) {
+        expect(objects.get(`runs/many/${f.path}`)!.metadata.sha256).toBe(f.sha256);
+        expect(objects.get(`runs/many/${f.path}`)!.size).toBe(f.size);
+      }
+      expect(s3.pendingUploads().filter((u) => u.key.startsWith('runs/many/'))).toEqual([]);
+    } finally {
+      await faulty.close();
+    }
+  }, 90_000);
 
   it('stops before anything is submitted when the credentials are wrong (an unknown access key): exit 74 naming the bucket, no task made', async () => {
     const t = tempDir();

@@ -66,8 +66,8 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('validate, estimate, upload, submit, wait, download and report, checkpointed in SQLite')
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
-    .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>)')
-    .option('--state <path>', 'state file (default: <out>/state.db)')
+    .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>), or s3://bucket/prefix: results and reports in an S3-compatible bucket (AWS_* environment and profiles; path-style with a custom endpoint unless GENBATCH_S3_VIRTUAL_HOSTS=1)')
+    .option('--state <path>', 'state file (default: <out>/state.db; with --out s3://...: <manifest dir>/genbatch-state/<manifest name>.db)')
     .option(
       '--concurrency <n>',
       'submit requests (and chat calls) in flight at once; the tasks being waited on are capped apart, at 50 x N (at least 500), and downloads at 2 x N',

@@ -77,7 +77,7 @@ export async function fetchToBucket(
       let got = await putEarlier(c.store, c.bucket, row.id, f);
       if (got === null && f.url === null) {
         texts ??= textResults(row);
-        const p = await c.bucket.putText(folder, c.download.sanitizeName(f.name), texts.get(f.idx) ?? '', c.signal);
+        const p = await c.bucket.putText(folder, c.download.sanitizeName(f.name), texts.get(f.idx) ?? '', { signal: c.signal });
         got = { ...p, content_type: 'text/plain' };
       } else if (got === null) {
         const d = await c.bucket.fetchFile({ url: f.url!, folder, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, journal });

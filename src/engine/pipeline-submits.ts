@@ -62,6 +62,7 @@ export class PipelineSubmits extends PipelinePolls {
         stop: (reason) => this.stop(reason),
         sanitizeName: (name) => this.download.sanitizeName(name),
         syncDir: (dir) => this.download.syncDir(dir),
+        bucket: this.download.bucket,
       });
     }
     const spec = JSON.parse(row.spec) as StoredSpec;

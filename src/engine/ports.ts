@@ -83,7 +83,7 @@ export interface BucketPort {
   /** Streams `url` into the bucket (checked, hashed, sha256 in the metadata), retried as a download is. */
   fetchFile(o: { url: string; folder: string; name: string; expectedSize?: number; signal?: AbortSignal; journal: UploadJournal }): Promise<{ path: string; size: number; sha256: string; contentType: string | null }>;
   /** A small text result at `<folder>/<name>` (or a numbered name), never replacing other content. */
-  putText(folder: string, name: string, text: string, signal?: AbortSignal): Promise<{ path: string; size: number; sha256: string }>;
+  putText(folder: string, name: string, text: string, o?: { contentType?: string; signal?: AbortSignal }): Promise<{ path: string; size: number; sha256: string }>;
   /** `<folder>/result.json`: replaces this job's own; one that is not (another job id) is kept in previous-<n>/ first. */
   putResult(folder: string, jobId: string, text: string): Promise<void>;
   /** True when the bucket holds `path` with this size and sha256 (its metadata). */

@@ -29,8 +29,8 @@ export function resultsBucket(out: ObjectOut, retry: <T>(fn: () => Promise<T>, s
         );
         return { path: placed.rel, size: placed.size, sha256: placed.sha256, contentType: placed.contentType };
       }, o.signal),
-    putText: async (folder, name, text, signal) => {
-      const p = await out.putNew(`${folder}/${name}`, text, { contentType: 'text/plain', ...(signal ? { signal } : {}) });
+    putText: async (folder, name, text, o = {}) => {
+      const p = await out.putNew(`${folder}/${name}`, text, { contentType: o.contentType ?? 'text/plain', ...(o.signal ? { signal: o.signal } : {}) });
       return { path: p.rel, size: p.size, sha256: p.sha256 };
     },
     putResult: async (folder, jobId, text) => {
