@@ -112,4 +112,21 @@ describe('readers of a run in a bucket', () => {
       expect(await v.stop()).toBe(0);
     }
   });
+
+  it('the job page of a job made again lists its earlier result kept in previous-1/ in the bucket, with sha256', async () => {
+    expect((await runCli(['mark', manifest, '--out', OUT, '--reject', 'pic-0002'], env, t.dir)).code).toBe(0);
+    const again = await runCli(['run', manifest, '--out', OUT, '--time-scale', '0.005', '--redo', 'rejected'], env, t.dir);
+    expect(again.code, again.stderr).toBe(0);
+    const earlier = (await s3.objects('runs/r/pic-0002/previous-1/')).find((o) => /\.(png|jpe?g)$/.test(o.key))!;
+    expect(earlier).toBeDefined();
+    const v = await startViewProcess([manifest, '--out', OUT], env);
+    try {
+      const page = await (await fetch(`${v.base}/job/pic-0002`)).text();
+      expect(page).toContain('previous-1');
+      expect(page).toContain(earlier.key.slice('runs/r/'.length));
+      expect(page).toContain(earlier.metadata.sha256!);
+    } finally {
+      expect(await v.stop()).toBe(0);
+    }
+  });
 });
