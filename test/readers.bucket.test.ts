@@ -102,6 +102,9 @@ describe('readers of a run in a bucket', () => {
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toBe(png.key.endsWith('.png') ? 'image/png' : 'image/jpeg');
       expect(Buffer.from(await res.arrayBuffer()).equals(await s3.get(png.key))).toBe(true);
+      const head = await fetch(`${v.base}/files/${rel.split('/').map(encodeURIComponent).join('/')}`, { method: 'HEAD' });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('content-length')).toBe(String(png.size));
       for (const bad of ['..%2Fr%2Freport.json', '.genbatch-partial/x', 'pic-0001/..', 'nothing/here.png']) {
         expect((await fetch(`${v.base}/files/${bad}`)).status, bad).toBe(404);
       }

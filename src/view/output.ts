@@ -14,8 +14,8 @@ import { contentTypeOf, pathSegments, sendFile, servedFile } from './files.js';
  * Both answer the same three questions.
  */
 export interface RunOutput {
-  /** GET /files/<urlPath>: sends the file (true), or false when it may not be served (then a 404). */
-  send(res: ServerResponse, urlPath: string): Promise<boolean>;
+  /** GET (HEAD: `headOnly`) /files/<urlPath>: sends the file (true), or false when it may not be served (then a 404). */
+  send(res: ServerResponse, urlPath: string, headOnly?: boolean): Promise<boolean>;
   /** A file's size and sha256 by its path under the output (`<job>/result.json`), or null when there is none. */
   info(rel: string): Promise<{ size: number; sha256: string } | null>;
   /** The earlier attempts kept in a job's folder (`previous-<n>/`, newest first), each with its files. */
@@ -90,9 +90,16 @@ export function bucketOutput(out: ObjectOut): RunOutput {
     return got === null ? null : { size: got.size, sha256: await sha256Of(got.body) };
   };
   return {
-    async send(res, urlPath) {
+    async send(res, urlPath, headOnly) {
       const segments = pathSegments(urlPath);
       if (segments === null || segments[0] === PARTIAL_DIR) return false;
+      if (headOnly) {
+        const h = await out.head(segments.join('/'));
+        if (h === null) return false;
+        res.writeHead(200, { 'content-type': contentTypeOf(segments.at(-1)!), 'content-length': h.size, 'cache-control': 'no-cache' });
+        res.end();
+        return true;
+      }
       const got = await bodyOf(segments.join('/'));
       if (got === null) return false;
       res.writeHead(200, { 'content-type': contentTypeOf(segments.at(-1)!), 'content-length': got.size, 'cache-control': 'no-cache' });

@@ -158,7 +158,7 @@ export async function startView(o: ViewOptions): Promise<View> {
       return send(res, 200, 'text/html; charset=utf-8', html);
     }
     if (path.startsWith('/files/')) {
-      if (!(await output.send(res, path.slice('/files/'.length)))) return text(res, 404, 'no such file in the output folder');
+      if (!(await output.send(res, path.slice('/files/'.length), req.method === 'HEAD'))) return text(res, 404, 'no such file in the output folder');
       return;
     }
     if (path === '/favicon.ico') {
