@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { objectReports } from '../report/objects.js';
+import { NO_JOURNAL, objectReports } from '../report/objects.js';
 import { StorageError } from '../errors.js';
 import { openBucket, openObject, type ObjectOut, type StreamCheck } from '../storage/index.js';
 import { LEDGER, parseLedger, type ExportDest, type ExportSource, type Placement } from './places.js';
@@ -56,8 +56,6 @@ function shaCheck(expected: string): StreamCheck {
     },
   };
 }
-
-const NO_JOURNAL = { started: () => undefined, ended: () => undefined };
 
 /** A prefix in a bucket as the destination of an export. */
 export async function bucketDest(url: string): Promise<ExportDest> {
