@@ -116,8 +116,11 @@ describe('readers of a run in a bucket', () => {
     }
   });
 
-  it('the job page of a job made again lists its earlier result kept in previous-1/ in the bucket, with sha256', async () => {
+  it('mark rewrites the reports in the bucket; the job page of a job made again lists its earlier result kept in previous-1/ in the bucket, with sha256', async () => {
     expect((await runCli(['mark', manifest, '--out', OUT, '--reject', 'pic-0002'], env, t.dir)).code).toBe(0);
+    // mark writes the reports again, in the bucket.
+    const marked = JSON.parse((await s3.get('runs/r/report.json')).toString('utf8')) as { jobs: Array<{ id: string; mark: { state: string } | null }> };
+    expect(marked.jobs.find((j) => j.id === 'pic-0002')!.mark?.state).toBe('rejected');
     const again = await runCli(['run', manifest, '--out', OUT, '--time-scale', '0.005', '--redo', 'rejected'], env, t.dir);
     expect(again.code, again.stderr).toBe(0);
     const earlier = (await s3.objects('runs/r/pic-0002/previous-1/')).find((o) => /\.(png|jpe?g)$/.test(o.key))!;
