@@ -123,6 +123,52 @@ describe('run --out s3:// with large results', () => {
     await expectClean('kill', state, 4);
   }, 90_000);
 
+  it('does not download again a file already in the bucket with its noted sha256 when the run was killed before recording it', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const key = 'sk-s3-noted-0002';
+    // Its own sandbox: the second file of the job is answered after 3 s, the window in which the run is killed.
+    const slow = await startSandbox({ port: 0, keys: { [key]: 100_000 }, timeScale: 0.005, seed: 8, slowMs: 3000 });
+    try {
+      const manifest = join(t.dir, 'm.yaml');
+      writeFileSync(manifest, ['jobs:', '  - id: two', '    model: dream-4', '    input:', '      prompt: "Two owls"', '      n: 2', ''].join('\n'));
+      slow.script('file', ['ok', 'slow']);
+      const env = { ...s3.env, GENBATCH_BASE_URL: slow.url, GENBATCH_API_KEY: key };
+      const args = ['run', manifest, '--out', s3.url('noted'), '--time-scale', '0.005', '--yes'];
+      const child = spawnCli(args, env, t.dir);
+      const exited = new Promise<void>((resolve) => child.on('close', () => resolve()));
+      // Killed once the first image is in the bucket (the second is still coming: the job is not recorded done).
+      const deadline = Date.now() + 30_000;
+      let first: string[] = [];
+      while (Date.now() < deadline && child.exitCode === null && first.length === 0) {
+        first = (await s3.keys('noted/two/')).filter((k) => /image-1\./.test(k));
+        if (first.length === 0) await new Promise((r) => setTimeout(r, 10));
+      }
+      child.kill('SIGKILL');
+      await exited;
+      expect(first).toHaveLength(1);
+      const state = join(t.dir, 'genbatch-state', 'm.db');
+      expect(readJobs(state)[0]!.state).toBe('downloading');
+
+      const again = await runCli(args, env, t.dir);
+      expect(again.code, again.stdout + again.stderr).toBe(0);
+      // The first image was fetched once over both runs: the rerun found it in the bucket with its noted size and sha256.
+      const gets = slow.requestLog().filter((e) => e.endpoint === 'file');
+      expect(gets.filter((e) => e.path === gets[0]!.path)).toHaveLength(1);
+      expect(new Set(gets.map((e) => e.path)).size).toBe(2);
+      const files = doneFiles(state);
+      expect(files.map((f) => f.path)).toEqual([first[0]!.slice('noted/'.length), expect.stringMatching(/^two\/image-2\./)]);
+      const objects = new Map((await s3.objects('noted/two/')).map((o) => [o.key, o]));
+      expect([...objects.keys()].sort()).toEqual([...files.map((f) => `noted/${f.path}`), 'noted/two/result.json'].sort());
+      for (const f of files) {
+        expect(objects.get(`noted/${f.path}`)!.metadata.sha256).toBe(f.sha256);
+        expect(sha256(await s3.get(`noted/${f.path}`))).toBe(f.sha256);
+      }
+    } finally {
+      await slow.close();
+    }
+  }, 90_000);
+
   it('retries an upload whose connection to the bucket is cut midway, and the object is whole', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);

@@ -115,6 +115,33 @@ describe('run --out s3://', () => {
     expect(existsSync(join(t.dir, 's3:'))).toBe(false);
   }, 60_000);
 
+  it('moves the objects of a job sent again (its prompt changed) to <job>/previous-1/, as on disk', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const manifest = join(t.dir, 'm.yaml');
+    const write = (prompt: string): void =>
+      writeFileSync(manifest, ['jobs:', '  - id: pic', '    model: alpha-image-2', '    input:', `      prompt: "${prompt}"`, ''].join('\n'));
+    const env = { ...s3.env, GENBATCH_BASE_URL: sb.url, GENBATCH_API_KEY: KEY };
+    const args = ['run', manifest, '--out', s3.url('runs/again'), '--time-scale', '0.005', '--yes'];
+    write('A red door');
+    expect((await runCli(args, env, t.dir)).code).toBe(0);
+    const first = (await s3.keys('runs/again/pic/')).filter((k) => !k.endsWith('result.json'));
+    expect(first).toHaveLength(1);
+    const firstBody = await s3.get(first[0]!);
+    const firstResult = await s3.get('runs/again/pic/result.json');
+
+    write('A blue door');
+    const r = await runCli(args, env, t.dir);
+    expect(r.code, r.stderr).toBe(0);
+    const name = first[0]!.slice('runs/again/pic/'.length);
+    expect((await s3.get(`runs/again/pic/previous-1/${name}`)).equals(firstBody)).toBe(true);
+    expect((await s3.get('runs/again/pic/previous-1/result.json')).equals(firstResult)).toBe(true);
+    const [now] = doneFiles(join(t.dir, 'genbatch-state', 'm.db'));
+    expect(now!.path).toMatch(/^pic\/image-1\.(png|jpeg)$/);
+    expect(sha256(await s3.get(`runs/again/${now!.path}`))).toBe(now!.sha256);
+    expect(JSON.parse((await s3.get('runs/again/pic/result.json')).toString()).input.prompt).toBe('A blue door');
+  }, 60_000);
+
   it('runs 300 jobs to the bucket with faults on the service side (truncated and failed downloads, 5xx, 429): each done job once, whole, with its sha256', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);
