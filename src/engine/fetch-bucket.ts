@@ -15,34 +15,68 @@ import { resultDocument, textResults } from './result-doc.js';
 
 type Got = { path: string; size: number; sha256: string; content_type: string | null };
 
+/** The state file's small named values (Store's meta table); the answers may be promises (an asynchronous store). */
+export interface MetaNotes {
+  getMeta(key: string): string | null | Promise<string | null>;
+  setMeta(key: string, value: string | null): void | Promise<void>;
+}
+
 /** Meta key of the multipart uploads in flight (a JSON object: temporary key -> UploadId). */
 const UPLOADS_KEY = 's3_uploads';
 const doneKey = (jobId: string, idx: number): string => `s3_done:${jobId}:${idx}`;
 
-/** The uploads in flight, kept in the state file's meta table (one small JSON value). */
-export function bucketJournal(store: Store): UploadJournal & { pending(): UploadRecord[] } {
-  const read = (): Record<string, string> => JSON.parse(store.getMeta(UPLOADS_KEY) ?? '{}') as Record<string, string>;
+type Journal = UploadJournal & { pending(): Promise<UploadRecord[]> };
+const journals = new WeakMap<MetaNotes, Journal>();
+
+/**
+ * The uploads in flight, kept in one meta value of the state file. One journal per store, whose changes are
+ * made one after the other (a read, then a write, per change), so uploads of different jobs that start and
+ * end together cannot lose each other's record.
+ */
+export function bucketJournal(meta: MetaNotes): Journal {
+  let journal = journals.get(meta);
+  if (!journal) journals.set(meta, (journal = makeJournal(meta)));
+  return journal;
+}
+
+function makeJournal(meta: MetaNotes): Journal {
+  let chain: Promise<unknown> = Promise.resolve();
+  const change = (fn: (all: Record<string, string>) => boolean): Promise<void> => {
+    const next = chain.then(async () => {
+      const all = JSON.parse((await meta.getMeta(UPLOADS_KEY)) ?? '{}') as Record<string, string>;
+      if (fn(all)) await meta.setMeta(UPLOADS_KEY, Object.keys(all).length > 0 ? JSON.stringify(all) : null);
+    });
+    chain = next.catch(() => undefined);
+    return next;
+  };
   return {
-    started(u) {
-      const all = read();
-      all[u.key] = u.uploadId;
-      store.setMeta(UPLOADS_KEY, JSON.stringify(all));
-    },
-    ended(key) {
-      const all = read();
-      if (!(key in all)) return;
-      delete all[key];
-      store.setMeta(UPLOADS_KEY, Object.keys(all).length > 0 ? JSON.stringify(all) : null);
-    },
-    pending: () => Object.entries(read()).map(([key, uploadId]) => ({ key, uploadId })),
+    started: (u) =>
+      change((all) => {
+        all[u.key] = u.uploadId;
+        return true;
+      }),
+    ended: (key) =>
+      change((all) => {
+        if (!(key in all)) return false;
+        delete all[key];
+        return true;
+      }),
+    pending: async () => Object.entries(JSON.parse((await meta.getMeta(UPLOADS_KEY)) ?? '{}') as Record<string, string>).map(([key, uploadId]) => ({ key, uploadId })),
   };
 }
 
-/** A file put in the bucket by a run that stopped before recording it, when the bucket still holds it unchanged. */
-async function putEarlier(store: Store, bucket: BucketPort, jobId: string, f: FileRow): Promise<Got | null> {
-  const raw = store.getMeta(doneKey(jobId, f.idx));
+/** What a note of a file put in the bucket holds: the file as recorded, and the task and URL it came from. */
+type Noted = Got & { task_id: string | null; url: string | null };
+
+/**
+ * A file put in the bucket by a run that stopped before recording it: its note, when it is about this task's
+ * file (a job sent again has a new task) and the bucket still holds the object with the noted size and sha256.
+ */
+async function putEarlier(meta: MetaNotes, bucket: BucketPort, row: JobRow, f: FileRow): Promise<Got | null> {
+  const raw = await meta.getMeta(doneKey(row.id, f.idx));
   if (raw === null) return null;
-  const got = JSON.parse(raw) as Got;
+  const { task_id, url, ...got } = JSON.parse(raw) as Noted;
+  if (task_id !== row.task_id || url !== f.url) return null;
   return (await bucket.holds(got.path, got.size, got.sha256)) ? got : null;
 }
 
@@ -74,7 +108,7 @@ export async function fetchToBucket(
         recordNow();
         return null;
       }
-      let got = await putEarlier(c.store, c.bucket, row.id, f);
+      let got = await putEarlier(c.store, c.bucket, row, f);
       if (got === null && f.url === null) {
         texts ??= textResults(row);
         const p = await c.bucket.putText(folder, c.download.sanitizeName(f.name), texts.get(f.idx) ?? '', { signal: c.signal });
@@ -83,7 +117,7 @@ export async function fetchToBucket(
         const d = await c.bucket.fetchFile({ url: f.url!, folder, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, journal });
         got = { path: d.path, size: d.size, sha256: d.sha256, content_type: d.contentType };
       }
-      c.store.setMeta(doneKey(row.id, f.idx), JSON.stringify(got));
+      await c.store.setMeta(doneKey(row.id, f.idx), JSON.stringify({ ...got, task_id: row.task_id, url: f.url } satisfies Noted));
       done.push({ idx: f.idx, got });
       Object.assign(f, got, { content_type: got.content_type ?? f.content_type, state: 'done' } satisfies Partial<FileRow>);
     }

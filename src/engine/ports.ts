@@ -68,8 +68,9 @@ export interface UploadRecord {
 
 /** Where the uploads in flight are recorded (the state file), so a later run can clear what a killed one left. */
 export interface UploadJournal {
-  started(u: UploadRecord): void;
-  ended(key: string): void;
+  /** Awaited before the upload's first part is sent. */
+  started(u: UploadRecord): void | Promise<void>;
+  ended(key: string): void | Promise<void>;
 }
 
 /**

@@ -240,7 +240,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     if (o.download.bucket) {
       // Multipart uploads a killed run left in the bucket (recorded in the state file before their parts were sent).
       const journal = bucketJournal(store);
-      const cleared = await o.download.bucket.abortStale(journal.pending(), journal);
+      const cleared = await o.download.bucket.abortStale(await journal.pending(), journal);
       if (cleared > 0) emit({ type: 'warning', message: `${cleared} unfinished upload(s) of an earlier run were aborted in ${o.download.bucket.where}` });
     } else for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
 

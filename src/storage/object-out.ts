@@ -46,10 +46,10 @@ export interface PendingUpload {
 
 /** Where the uploads in flight are recorded (the local state file), so a resumed run can clear them. */
 export interface UploadJournal {
-  /** A multipart upload began: called before any part is sent. Must be durable when it returns. */
-  started(u: PendingUpload): void;
+  /** A multipart upload began: called (and awaited) before any part is sent. Must be durable when it settles. */
+  started(u: PendingUpload): void | Promise<void>;
   /** The upload and its temporary object are gone (moved to the final key, or aborted). */
-  ended(key: string): void;
+  ended(key: string): void | Promise<void>;
 }
 
 /** What the bucket holds under a key. */
@@ -104,7 +104,7 @@ export class ObjectOut {
           const key = (args.input as { Key?: string }).Key;
           const uploadId = (out.output as { UploadId?: string }).UploadId;
           const journal = key !== undefined ? this.journals.get(key) : undefined;
-          if (journal && key !== undefined && uploadId) journal.started({ key, uploadId });
+          if (journal && key !== undefined && uploadId) await journal.started({ key, uploadId });
         }
         return out;
       },
@@ -250,7 +250,7 @@ export class ObjectOut {
     this.journals.set(tmp, {
       started: (u) => {
         uploadId = u.uploadId;
-        o.journal.started(u);
+        return o.journal.started(u);
       },
       ended: (key) => o.journal.ended(key),
     });
@@ -318,7 +318,7 @@ export class ObjectOut {
     }
     const del = new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: u.key });
     await this.call(() => this.client.send(del), 'DELETE', u.key);
-    journal.ended(u.key);
+    await journal.ended(u.key);
   }
 
   /** Clears the uploads a stopped run left (see clearPending); stops at the first the bucket refuses. */
