@@ -123,7 +123,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('jobs by state from a state file, and jobs stuck (sent more than 1 h ago, not finished) with their last error')
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, ./genbatch-out/<manifest name>/state.db or ./state.db)")
     .option('--state <path|url>', STATE_HELP)
-    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
     .option('--jobs', 'list every job: id, state, model, task_id, attempts, error (tab-separated, with a header row)')
     .option('--json', 'print JSON')
     .action(wrap(lazy('status')));
@@ -133,7 +133,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('rewrite report.json, report.csv, report.md and report.html from the state')
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, as for status)")
     .option('--state <path|url>', STATE_HELP)
-    .option('--out <dir>', 'output folder')
+    .option('--out <dir>', 'where the reports go: a folder or s3://bucket/prefix (default: the run\'s output; a run to a bucket: name the manifest or --state)')
     .action(wrap(lazy('report')));
 
   program
@@ -141,7 +141,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('review marks, kept in the state file: approve or reject done jobs (ids or globs, as run --only), or clear their marks')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
     .option('--state <path|url>', STATE_HELP)
-    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
     .option('--approve <ids...>', 'mark these done jobs approved (ids or globs with * and ?; comma lists too)')
     .option('--reject <ids...>', 'mark these done jobs rejected (run --redo rejected makes them again)')
     .option('--clear <ids...>', 'remove the current mark of these jobs (kept in their history)')
@@ -153,8 +153,8 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('copy (hard-link where it can) the chosen results into a folder as a data set, with a metadata.jsonl that Hugging Face datasets loads as an ImageFolder/AudioFolder')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
     .option('--state <path|url>', STATE_HELP)
-    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
-    .option('--to <dir>', 'the folder to export into (files at <job id>/<file name>)')
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
+    .option('--to <dir>', 'the folder, or s3://bucket/prefix, to export into (files at <job id>/<file name>; bucket to bucket: copied server-side)')
     .option('--only <which>', 'approved: the approved results only; done: every done result, rejected ones too (default: every done result not marked rejected)')
     .option('--format <format>', 'imagefolder (metadata.jsonl), jsonl (export.jsonl) or csv (export.csv)', 'imagefolder')
     .action(wrap(lazy('export')));
@@ -164,7 +164,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('a local web app over the state file and output folder: the gallery, live during a run, job details, review marks (prints its URL, with a token, on its first line; runs until Ctrl+C)')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
     .option('--state <path|url>', STATE_HELP)
-    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
     .option('--port <n>', 'port to listen on (0: any free port)', int('--port', 0, 65535), 8788)
     .option('--host <address>', 'address to bind (another than 127.0.0.1 lets other machines reach the view; they still need the token to change anything)', '127.0.0.1')
     .option('--open', 'open the URL in the default browser')

@@ -46,7 +46,7 @@ export interface ReportOptions extends HtmlOptions {
    * large report has its upload cleared by the next run). Default: a bucket opened from the AWS environment,
    * no journal (the reader commands).
    */
-  bucket?: { out: ObjectOut; journal: UploadJournal };
+  bucket?: { out: ObjectOut; journal?: UploadJournal };
 }
 
 /** Tries of the reports' writes to a bucket. */

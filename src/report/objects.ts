@@ -4,13 +4,13 @@
  * multipart upload to a temporary key, copied to the report's key once complete), so a report's key only
  * ever holds a whole report, with its sha256 in the metadata; a failure leaves the earlier report there.
  */
-import { once } from 'node:events';
 import { PassThrough } from 'node:stream';
 import { BodyCheck } from '../download/check.js';
+import { StreamWriter } from './atomic.js';
 import type { ObjectOut, UploadJournal } from '../storage/index.js';
 import type { OpenReport, ReportWriter } from './sink.js';
 
-/** Small strings are gathered into chunks of about this many characters before they reach the upload. */
+/** The body's buffer between the writers and the upload. */
 const CHUNK_CHARS = 64 * 1024;
 
 const TYPES: Record<string, string> = {
@@ -27,50 +27,29 @@ export function reportContentType(name: string): string {
 
 class ObjectWriter implements ReportWriter {
   private readonly body = new PassThrough({ highWaterMark: CHUNK_CHARS });
+  private readonly writer = new StreamWriter(this.body);
   private readonly upload: Promise<unknown>;
-  private pending: string[] = [];
-  private pendingChars = 0;
-  private failure: unknown = null;
   private ended = false;
 
   constructor(out: ObjectOut, rel: string, journal: UploadJournal) {
     const check = new BodyCheck({ where: out.keyOf(rel), declared: null, expected: null, maxBytes: Number.MAX_SAFE_INTEGER });
     this.upload = out.putStream(rel, this.body, { check, contentType: reportContentType(rel), journal, replace: true });
-    this.upload.catch((err: unknown) => {
-      this.failure = err;
-      // Nothing reads the body any more: a writer waiting for 'drain' is released by the error.
-      this.body.destroy(err instanceof Error ? err : new Error(String(err)));
-    });
+    // Nothing reads the body after a failed upload: the error ends the writer's wait for 'drain' and is thrown by its next call.
+    this.upload.catch((err: unknown) => this.body.destroy(err instanceof Error ? err : new Error(String(err))));
   }
 
   push(text: string): boolean {
-    this.pending.push(text);
-    this.pendingChars += text.length;
-    return this.pendingChars >= CHUNK_CHARS;
+    return this.writer.push(text);
   }
 
-  async flush(): Promise<void> {
-    if (this.failure) throw this.failure;
-    if (this.pending.length === 0) return;
-    const chunk = this.pending.join('');
-    this.pending = [];
-    this.pendingChars = 0;
-    if (!this.body.write(chunk, 'utf8')) {
-      try {
-        await once(this.body, 'drain');
-      } catch (err) {
-        throw this.failure ?? err;
-      }
-    }
-    if (this.failure) throw this.failure;
+  flush(): Promise<void> {
+    return this.writer.flush();
   }
 
   /** The whole body sent and the upload completed: the object is under its key. */
   async finish(): Promise<void> {
-    await this.flush();
     this.ended = true;
-    this.body.end();
-    await this.upload;
+    await Promise.all([this.writer.end(), this.upload]);
   }
 
   /** An object is under its key as soon as its upload completed (finish). */

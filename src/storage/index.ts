@@ -12,3 +12,4 @@ export async function openBucket(url: string): Promise<ObjectOut> {
   const loc = parseS3Url(url);
   return new ObjectOut(await s3ClientFromEnv(), loc);
 }
+export { openObject } from './read.js';

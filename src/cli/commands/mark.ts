@@ -1,9 +1,8 @@
-import { resolve } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { buildReportData, markJobs, parseOnly } from '../../engine/index.js';
 import { writeReports } from '../../report/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
-import { openStateForRead } from './state-file.js';
+import { openStateForRead, outputOf } from './state-file.js';
 
 export interface MarkOptions {
   state?: string;
@@ -38,7 +37,7 @@ export default async function mark(manifest: string | undefined, opts: MarkOptio
     const what = state === null ? `cleared the mark of ${changed} job(s)` : `marked ${changed} job(s) ${state}`;
     process.stdout.write(`${what}: ${shown}\n`);
     // The reports show the marks: written again now (as `genbatch report` does).
-    if (changed > 0) await writeReports(resolve(runs[0]!.out_dir), buildReportData(store));
+    if (changed > 0) await writeReports(outputOf(runs[0]!.out_dir), buildReportData(store));
     return 0;
   } finally {
     await saved.close();

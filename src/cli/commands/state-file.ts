@@ -5,7 +5,8 @@ import { Store, type RunRow } from '../../store/index.js';
 import { parseStateLocation, stateOption, type StateLocation } from '../../store/location.js';
 import { chooseRun, listRuns, runName } from '../../store/run-name.js';
 import type { WorkerCount } from '../../store/pg/snapshot.js';
-import { defaultOutDir } from '../../api/paths.js';
+import { defaultOutDir, defaultStateBeside } from '../../api/paths.js';
+import { isS3Url, parseS3Url, s3UrlOf } from '../../storage/url.js';
 
 /**
  * With nothing named, the state file of the run made from this folder: `./state.db` (inside an output
@@ -31,6 +32,24 @@ function stateHere(command: string): string {
   throw new UsageError(`${found.length} runs found in this folder (${found.join(', ')}); ${how}`);
 }
 
+/** The state of a run to a bucket: never in the bucket, beside its manifest (as `genbatch run` chose it). */
+function stateOfBucketRun(manifest: string | undefined, outDir: string, command: string): string {
+  if (manifest === undefined) throw new UsageError(`--out ${outDir}: the state of a run to a bucket is kept on the machine that ran it, not in the bucket; name it: genbatch ${command} <manifest> --out ${outDir}, or --state PATH`);
+  return defaultStateBeside(manifest);
+}
+
+/** A manifest's default state: `<out>/state.db` in its default output folder, else (a run to a bucket) the one beside it. */
+function manifestState(manifest: string): string {
+  const inOut = join(defaultOutDir(manifest), 'state.db');
+  const beside = defaultStateBeside(manifest);
+  return !existsSync(inOut) && existsSync(beside) ? beside : inOut;
+}
+
+/** The output a command writes to or reads from: `s3://bucket/prefix` as given (normalised), else the absolute folder. */
+export function outputOf(out: string): string {
+  return isS3Url(out) ? s3UrlOf(parseS3Url(out)) : resolve(out);
+}
+
 /** A run's state opened to read: the store (SQLite), its runs, where it is (as it may be printed), and how to let go of it. */
 export interface StateForRead {
   store: Store;
@@ -48,13 +67,22 @@ export interface StateForRead {
 }
 
 /**
- * Where the run's state is: --state (else GENBATCH_STATE), else `<--out>/state.db`, else the manifest's
- * default location (as `genbatch run` chose it), else the one of this folder (stateHere).
+ * Where the run's state is: --state (else GENBATCH_STATE), else `<--out>/state.db` (with --out s3://...: the
+ * manifest's `genbatch-state/<name>.db`), else the manifest's default location (as `genbatch run` chose it:
+ * `<out>/state.db`, or beside the manifest for a run to a bucket), else the one of this folder (stateHere).
  */
 export function readLocation(manifest: string | undefined, statePath: string | undefined, outDir: string | undefined, command: string): StateLocation {
   const named = stateOption(statePath);
   if (named !== undefined) return parseStateLocation(named, statePath === undefined ? 'GENBATCH_STATE' : '--state');
-  return { kind: 'sqlite', path: resolve(manifest === undefined && outDir === undefined ? stateHere(command) : join(outDir ?? defaultOutDir(manifest!), 'state.db')) };
+  const path =
+    manifest === undefined && outDir === undefined
+      ? stateHere(command)
+      : outDir !== undefined
+        ? isS3Url(outDir)
+          ? stateOfBucketRun(manifest, outDir, command)
+          : join(outDir, 'state.db')
+        : manifestState(manifest!);
+  return { kind: 'sqlite', path: resolve(path) };
 }
 
 /** Open the run's state (see readLocation) and pick its run: the manifest's, else every run it holds. */

@@ -1,11 +1,10 @@
 import { spawn } from 'node:child_process';
-import { resolve } from 'node:path';
 import { buildReportData } from '../../engine/index.js';
 import { writeReports } from '../../report/index.js';
 import { UsageError } from '../../errors.js';
 import { startView } from '../../view/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
-import { openStateForRead } from './state-file.js';
+import { openStateForRead, outputOf } from './state-file.js';
 
 export interface ViewCliOptions {
   state?: string;
@@ -51,7 +50,7 @@ export default async function view(manifest: string | undefined, opts: ViewCliOp
     await v.close();
     // The reports show the marks (as after genbatch mark): written again once, when the view stops.
     if (v.marksWritten() > 0) {
-      const paths = await writeReports(resolve(runs[0]!.out_dir), buildReportData(store));
+      const paths = await writeReports(outputOf(runs[0]!.out_dir), buildReportData(store));
       process.stderr.write(`genbatch view: ${v.marksWritten()} mark(s) made; reports written again: ${paths.html.replace(/\.html$/, '.{json,csv,md,html}')}\n`);
     }
     process.stderr.write(`genbatch view stopped (${signal})\n`);
