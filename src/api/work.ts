@@ -9,7 +9,8 @@ import { UsageError } from '../errors.js';
 import type { JobState, RunRow } from '../store/index.js';
 import { parseStateLocation } from '../store/location.js';
 import { chooseRun, runName } from '../store/run-name.js';
-import { checkServiceOptions, followSignal, openWritableBucket, outcomeName, servicePorts, type RunOptions, type RunOutcomeName } from './run.js';
+import { checkServiceOptions, followSignal, openWritableBucket, outcomeName, type RunOptions, type RunOutcomeName } from './run.js';
+import { servicePorts } from './ports.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
 
 /**
