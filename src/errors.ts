@@ -206,6 +206,16 @@ export class UnsafePathError extends GenbatchError {
   }
 }
 
+/**
+ * The bucket of `--out s3://...` could not be used (wrong credentials, a missing bucket, no permission,
+ * an endpoint that does not answer): exit 74 like a folder that cannot be written, naming the bucket.
+ */
+export class StorageError extends GenbatchError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('GB_STORAGE', message, EXIT.io, options);
+  }
+}
+
 /** System error codes of a file or folder the machine refused (not a bug of ours): exit 74 with the system's message. */
 const FILE_SYSTEM_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM', 'EIO', 'EMFILE', 'ENFILE', 'ENOTDIR', 'EISDIR', 'EEXIST', 'ENAMETOOLONG', 'ELOOP', 'EFBIG']);
 

@@ -1,14 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { join, resolve } from 'node:path';
-import { ChatClient, ServiceClient, UploadLimiter, redactDeep, serviceConfigFromEnv, withRetry, type UploadOptions } from '../client/index.js';
-import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../download/index.js';
-import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, planProbes, runEngine, type DownloadPort, type RedoState, type ServicePort, type UploadCall } from '../engine/index.js';
+import { redactDeep, serviceConfigFromEnv } from '../client/index.js';
+import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, planProbes, runEngine, type RedoState } from '../engine/index.js';
+import { servicePorts } from './ports.js';
 import type { EngineEvent } from '../engine/events.js';
+import type { RunOutcome } from '../engine/index.js';
+import type { UploadJournal } from '../engine/ports.js';
+import type { ReportData } from '../report/types.js';
 import { EXIT, UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBook as Book } from '../pricing/index.js';
-import { defaultOutDir } from './paths.js';
+import { defaultOutDir, defaultStateBeside } from './paths.js';
+import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
+import type { ObjectOut } from '../storage/object-out.js';
+import { parseStateLocation } from '../store/location.js';
 import type { JobState } from '../store/states.js';
 
 /**
@@ -25,9 +31,15 @@ export const SANDBOX_CREDITS = 1_000_000;
 export interface RunOptions {
   /** Start the sandbox in this process with a fresh key and run against it (no key or base URL needed). */
   sandbox?: boolean;
-  /** Output folder; default `<manifest dir>/genbatch-out/<manifest name>`. */
+  /**
+   * Output folder; default `<manifest dir>/genbatch-out/<manifest name>`. Or `s3://bucket/prefix`: results
+   * and reports in that bucket (credentials, region and endpoint from the standard AWS environment).
+   */
   out?: string;
-  /** State file; default `<out>/state.db`. */
+  /**
+   * State file (a path), or a PostgreSQL database (a `postgres://` URL); default `<out>/state.db`, or with
+   * `out` in a bucket `<manifest dir>/genbatch-state/<manifest name>.db` (never a SQLite file in the bucket).
+   */
   state?: string;
   /** Submit requests in flight at once; default 8. */
   concurrency?: number;
@@ -112,31 +124,48 @@ function checkCallbackUrl(value: string): void {
   }
 }
 
+/** The options about the service and its callbacks that run and work share, checked (UsageError naming the flag). */
+export type ServiceOptions = Pick<RunOptions, 'concurrency' | 'callbackUrl' | 'listen' | 'timeScale' | 'sandbox' | 'requestTimeout' | 'statusRate'>;
+
+/** Check the service options: the concurrency, the time scale (0.02 with sandbox, else 1), the request deadline (ms, null: defaults), status reads per second. */
+export async function checkServiceOptions(o: ServiceOptions): Promise<{ concurrency: number; timeScale: number; requestMs: number | null; statusRate: number }> {
+  const concurrency = o.concurrency ?? 8;
+  if (o.callbackUrl && !o.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
+  if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
+  if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
+  const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
+  if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
+  const requestMs = requestTimeoutMs(o.requestTimeout, process.env.GENBATCH_REQUEST_TIMEOUT);
+  const statusRate = o.statusRate === undefined ? DEFAULT_STATUS_RATE : Number(o.statusRate);
+  if (!(statusRate > 0) || !Number.isFinite(statusRate) || String(o.statusRate).trim() === '') {
+    throw new UsageError(`--status-rate expects a number > 0 (status reads per second), got "${String(o.statusRate)}"`);
+  }
+  return { concurrency, timeScale, requestMs, statusRate };
+}
+
 /**
  * Run a manifest. Throws before anything is spent: ManifestError (invalid manifest), BudgetError (over budget,
  * balance or maxCredits, or unknown prices without `yes`), UsageError (bad option, missing key or base URL, the
  * state file held by a live run). Failed jobs are not errors: see the summary's outcome and counts.
  */
 export async function run(manifest: string, o: RunOptions = {}): Promise<RunSummary> {
-  const concurrency = o.concurrency ?? 8;
-  if (o.callbackUrl && !o.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
-  if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
-  if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
-  const outDir = resolve(o.out ?? defaultOutDir(manifest));
-  const statePath = resolve(o.state ?? join(outDir, 'state.db'));
-  const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
-  if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
+  const { concurrency, timeScale, requestMs, statusRate } = await checkServiceOptions(o);
+  const bucketUrl = o.out !== undefined && isS3Url(o.out) ? o.out : null;
+  const outDir = bucketUrl !== null ? s3UrlOf(parseS3Url(bucketUrl)) : resolve(o.out ?? defaultOutDir(manifest));
+  // The state of a run to a bucket stays on this machine (or in PostgreSQL): never a SQLite file in the bucket.
+  const location = parseStateLocation(o.state ?? (bucketUrl !== null ? defaultStateBeside(manifest) : join(outDir, 'state.db')));
+  const pg = location.kind === 'postgres' ? { url: location.url, display: location.display } : null;
+  if (pg) {
+    const unbuilt = [o.redo !== undefined && '--redo', o.only !== undefined && o.only.length > 0 && '--only', o.limit !== undefined && '--limit', o.learnPrices && '--learn-prices'].filter(Boolean);
+    if (unbuilt.length > 0) throw new UsageError(`${unbuilt.join(', ')} with a PostgreSQL state (${pg.display}) is not built yet`);
+  }
+  const statePath = location.kind === 'postgres' ? location.display : location.path;
   const redo = o.redo === undefined ? [] : typeof o.redo === 'string' ? parseRedo(o.redo) : parseRedo(o.redo.join(','));
   const only = o.only && o.only.length > 0 ? parseOnly([...o.only]) : null;
   if (o.limit !== undefined && (!Number.isInteger(o.limit) || o.limit < 1)) throw new UsageError(`--limit expects an integer >= 1, got ${o.limit}`);
   const priceFile = o.prices ? await loadPriceFile(o.prices) : { user: null, book: null };
   const userPrices = priceFile.user;
-  const requestMs = requestTimeoutMs(o.requestTimeout, process.env.GENBATCH_REQUEST_TIMEOUT);
-  const statusRate = o.statusRate === undefined ? DEFAULT_STATUS_RATE : Number(o.statusRate);
-  if (!(statusRate > 0) || !Number.isFinite(statusRate) || String(o.statusRate).trim() === '') {
-    throw new UsageError(`--status-rate expects a number > 0 (status reads per second), got "${String(o.statusRate)}"`);
-  }
 
   let sandbox: { url: string; close(): Promise<void> } | null = null;
   let baseUrl: string;
@@ -150,8 +179,10 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   } else {
     ({ baseUrl, apiKey } = serviceConfigFromEnv({ ...(o.baseUrl !== undefined ? { baseUrl: o.baseUrl } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) }));
   }
+  let bucket: ObjectOut | null = null;
   try {
-    const settings = { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate };
+    if (bucketUrl !== null) bucket = await openWritableBucket(bucketUrl);
+    const settings = { outDir, statePath, pg, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate, bucket };
     const book = sandbox ? null : (priceFile.book ?? PriceBook.load(defaultBookPath()));
     if (o.learnPrices && book) {
       const stopped = await learnPrices(manifest, o, { ...settings, book });
@@ -159,13 +190,29 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
     }
     return await runAgainst(manifest, o, { ...settings, book });
   } finally {
+    bucket?.close();
     await sandbox?.close();
   }
 }
 
+/** The bucket of `--out s3://...`, checked writable: one that is not stops here (exit 74, naming it), before anything is sent. */
+export async function openWritableBucket(url: string): Promise<ObjectOut> {
+  const bucket = await (await import('../storage/index.js')).openBucket(url);
+  try {
+    await bucket.checkWritable();
+  } catch (err) {
+    bucket.close();
+    throw err;
+  }
+  return bucket;
+}
+
 interface Settings {
   outDir: string;
+  /** The state file, or the PostgreSQL URL with its password hidden. */
   statePath: string;
+  /** A PostgreSQL state (src/engine/run-pg.ts); null: the SQLite state file statePath. */
+  pg: { url: string; display: string } | null;
   timeScale: number;
   concurrency: number;
   userPrices: Record<string, number> | null;
@@ -180,6 +227,8 @@ interface Settings {
   statusRate: number;
   /** Prices observed on the account (none for an in-process sandbox, whose address is new each time). */
   book: Book | null;
+  /** `--out s3://...`: the bucket (checked writable); null: the disk. */
+  bucket: ObjectOut | null;
 }
 
 /** The run once the service is known: the clients, the engine's ports, the engine. */
@@ -240,64 +289,14 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     });
     offPreload();
   });
-  const client = new ServiceClient({
-    baseUrl,
-    apiKey,
-    policy: { baseMs: 1000 * timeScale, maxMs: Math.max(50, 60_000 * timeScale), maxAttempts: 10, jitter: 'full' },
-    // 5 uploads per 60 s per key; the window is taken 2% longer (+20 ms) so clock skew and
-    // request latency never make the service see a sixth upload inside its minute.
-    uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 61_200 * timeScale + 20 }),
-    // The engine spends this many reads per second on the tasks most likely finished; the client's cap (the
-    // same) also holds for its retries.
-    statusRatePerSec: s.statusRate / timeScale,
-    ...(s.requestMs !== null ? { timeouts: { requestMs: s.requestMs } } : {}),
-    onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
-  });
-  // Chat calls: same key, base URL and retry policy; retried like a GET (src/client/chat.ts).
-  const chatClient = new ChatClient({
-    baseUrl,
-    apiKey,
-    policy: client.policy,
-    ...(s.requestMs !== null ? { timeouts: { requestMs: s.requestMs } } : {}),
-    onRetry: (info) => bus.emit({ type: 'retry', what: info.operation, attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
-  });
-  const service: ServicePort = {
-    chat: (req, opts) => chatClient.call(req, opts),
-    // A stop never cuts a submit already sent: the run waits for its answer (task id recorded, not uncertain).
-    submit: (body, signal) => client.submit(body, signal ? { signal, keepIfSent: true } : {}),
-    status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
-    musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
-    balance: () => client.balance(),
-    uploadStream: (file, opts) => client.uploadStream(file, { fileName: opts.fileName, ...uploadCall(opts) }),
-    uploadBase64: (data, opts) => client.uploadBase64(data, uploadCall(opts)),
-    uploadUrl: (url, opts) => client.uploadUrl(url, uploadCall(opts)),
-  };
-  // Downloads go through the client's one retry layer (GET: 429, 5xx, dropped and truncated bodies).
-  const download: DownloadPort = {
-    downloadFile: (d) =>
-      withRetry(() => downloadFile(d), {
-        policy: client.policy,
-        method: 'GET',
-        ...(d.signal ? { signal: d.signal } : {}),
-        onRetry: (info) => bus.emit({ type: 'retry', what: 'download', attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
-      }),
-    isGone,
-    cleanupPartials: (dir) => cleanupPartials(dir),
-    syncDir: (dir) => fsyncDir(dir),
-    sanitizeName: (name) => sanitizeName(name, 'job'),
-  };
+  const { service, download, close } = servicePorts({ baseUrl, apiKey, timeScale, requestMs: s.requestMs, statusRate: s.statusRate, bucket: s.bucket }, bus);
 
-  // The engine listens to one signal of its own (every request in flight listens to it), aborted with the caller's reason.
-  const controller = new AbortController();
-  setMaxListeners(0, controller.signal);
-  const abort = () => controller.abort(o.signal?.reason);
-  if (o.signal?.aborted) abort();
-  else o.signal?.addEventListener('abort', abort, { once: true });
+  const controller = followSignal(o.signal);
   try {
-    const outcome = await runEngine({
+    // What both engines take (SQLite: runEngine; PostgreSQL: runOnPostgres).
+    const common = {
       manifestPath: manifest,
       outDir,
-      statePath,
       service,
       download,
       baseUrl,
@@ -312,32 +311,41 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
       userPrices,
       observedPrices: s.book ? observedPrices(s.book, baseUrl) : null,
-      redo: s.redo,
-      only: s.only,
-      limit: o.limit ?? null,
       signal: controller.signal,
       events: bus,
-      writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),
-    });
+      writeReports: async (dir: string, data: ReportData, journal?: UploadJournal) => (await loadReports()).writeReports(dir, data, s.bucket && journal ? { bucket: { out: s.bucket, journal } } : {}),
+    };
+    let outcome: RunOutcome;
+    if (s.pg) {
+      const { runOnPostgres } = await import('../engine/run-pg.js');
+      const { workIdleMs, workLeaseMs } = await import('./work.js');
+      outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
+    } else {
+      outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null });
+    }
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
   } finally {
-    o.signal?.removeEventListener('abort', abort);
-    await client.close();
-    await chatClient.close();
+    controller.dispose();
+    await close();
   }
 }
 
-function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
+/**
+ * The engine listens to one signal of its own (every request in flight listens to it), aborted with the
+ * caller's reason; dispose() stops following the caller's.
+ */
+export function followSignal(outer: AbortSignal | undefined): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  const abort = () => controller.abort(outer?.reason);
+  if (outer?.aborted) abort();
+  else outer?.addEventListener('abort', abort, { once: true });
+  return { signal: controller.signal, dispose: () => outer?.removeEventListener('abort', abort) };
+}
+
+export function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
   if (aborted) return 'interrupted';
   if (exitCode === EXIT.ok) return 'done';
   if (exitCode === EXIT.jobsFailed) return 'failed';
   return 'incomplete';
-}
-
-/** The client's options of one upload call of the engine: its signal and the store's shared upload slot. */
-function uploadCall(opts: UploadCall): UploadOptions {
-  const out: UploadOptions = {};
-  if (opts.signal) out.signal = opts.signal;
-  if (opts.slot) out.slot = opts.slot;
-  return out;
 }

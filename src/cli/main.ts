@@ -9,6 +9,9 @@ import { int, num } from './flags.js';
  * Errors go to stderr, data to stdout.
  */
 
+/** --state of the commands that read a run. */
+const STATE_HELP = 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE)';
+
 type Action = (...args: unknown[]) => Promise<number>;
 /** A named export of a command module (a command with subcommands keeps them in one module). */
 const lazyNamed = (name: string, fn: string): Action => async (...args: unknown[]) => {
@@ -66,8 +69,8 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('validate, estimate, upload, submit, wait, download and report, checkpointed in SQLite')
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
-    .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>)')
-    .option('--state <path>', 'state file (default: <out>/state.db)')
+    .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>), or s3://bucket/prefix: results and reports in an S3-compatible bucket (AWS_* environment and profiles; path-style with a custom endpoint unless GENBATCH_S3_VIRTUAL_HOSTS=1)')
+    .option('--state <path|url>', 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE, else <out>/state.db; with --out s3://...: <manifest dir>/genbatch-state/<manifest name>.db)')
     .option(
       '--concurrency <n>',
       'submit requests (and chat calls) in flight at once; the tasks being waited on are capped apart, at 50 x N (at least 500), and downloads at 2 x N',
@@ -98,11 +101,29 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .action(wrap(lazy('run')));
 
   program
+    .command('work')
+    .description('join a run kept in PostgreSQL without its manifest (made by genbatch run <manifest> --state postgres://...): claim its jobs beside any other worker, on this machine or others')
+    .option('--state <url>', 'the PostgreSQL database that holds the run: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE)')
+    .option('--run <name>', "the run to join, by its name (the manifest's file name, with or without its extension) or its manifest's path; needed when the database holds several")
+    .option('--until-empty', 'exit once the run has nothing left that this worker can do (else wait for more work until stopped)')
+    .option('--out <dir>', "output folder, storage every worker sees (default: the run's output folder, which must be there on this machine)")
+    .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
+    .option('--concurrency <n>', 'submit requests (and chat calls) in flight at once in this worker', int('--concurrency', 1), 8)
+    .option('--yes', 'proceed although some prices are unknown')
+    .option('--json', 'write NDJSON events to stdout')
+    .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
+    .option('--listen <host:port>', 'start a callback receiver here')
+    .option('--time-scale <s>', "multiply the worker's own waits (against a sandbox started with the same --time-scale)", num('--time-scale', 0, true))
+    .option('--status-rate <n>', "status reads per second at most, shared by every worker of the API key (default 10, in the service's time)")
+    .option('--request-timeout <seconds>', 'the most one API request may take (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)')
+    .action(wrap(lazy('work')));
+
+  program
     .command('status')
     .description('jobs by state from a state file, and jobs stuck (sent more than 1 h ago, not finished) with their last error')
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, ./genbatch-out/<manifest name>/state.db or ./state.db)")
-    .option('--state <path>', 'state file')
-    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--state <path|url>', STATE_HELP)
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
     .option('--jobs', 'list every job: id, state, model, task_id, attempts, error (tab-separated, with a header row)')
     .option('--json', 'print JSON')
     .action(wrap(lazy('status')));
@@ -111,16 +132,16 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .command('report')
     .description('rewrite report.json, report.csv, report.md and report.html from the state')
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, as for status)")
-    .option('--state <path>', 'state file')
-    .option('--out <dir>', 'output folder')
+    .option('--state <path|url>', STATE_HELP)
+    .option('--out <dir>', 'where the reports go: a folder or s3://bucket/prefix (default: the run\'s output; a run to a bucket: name the manifest or --state)')
     .action(wrap(lazy('report')));
 
   program
     .command('mark')
     .description('review marks, kept in the state file: approve or reject done jobs (ids or globs, as run --only), or clear their marks')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
-    .option('--state <path>', 'state file')
-    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--state <path|url>', STATE_HELP)
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
     .option('--approve <ids...>', 'mark these done jobs approved (ids or globs with * and ?; comma lists too)')
     .option('--reject <ids...>', 'mark these done jobs rejected (run --redo rejected makes them again)')
     .option('--clear <ids...>', 'remove the current mark of these jobs (kept in their history)')
@@ -131,9 +152,9 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .command('export')
     .description('copy (hard-link where it can) the chosen results into a folder as a data set, with a metadata.jsonl that Hugging Face datasets loads as an ImageFolder/AudioFolder')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
-    .option('--state <path>', 'state file')
-    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
-    .option('--to <dir>', 'the folder to export into (files at <job id>/<file name>)')
+    .option('--state <path|url>', STATE_HELP)
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
+    .option('--to <dir>', 'the folder, or s3://bucket/prefix, to export into (files at <job id>/<file name>; bucket to bucket: copied server-side)')
     .option('--only <which>', 'approved: the approved results only; done: every done result, rejected ones too (default: every done result not marked rejected)')
     .option('--format <format>', 'imagefolder (metadata.jsonl), jsonl (export.jsonl) or csv (export.csv)', 'imagefolder')
     .action(wrap(lazy('export')));
@@ -142,8 +163,8 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .command('view')
     .description('a local web app over the state file and output folder: the gallery, live during a run, job details, review marks (prints its URL, with a token, on its first line; runs until Ctrl+C)')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
-    .option('--state <path>', 'state file')
-    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--state <path|url>', STATE_HELP)
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
     .option('--port <n>', 'port to listen on (0: any free port)', int('--port', 0, 65535), 8788)
     .option('--host <address>', 'address to bind (another than 127.0.0.1 lets other machines reach the view; they still need the token to change anything)', '127.0.0.1')
     .option('--open', 'open the URL in the default browser')
@@ -174,6 +195,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--slow-ms <ms>', 'delay of a slow fault, not scaled (default: 2000)')
     .option('--retry-after <s>', 'Retry-After seconds of a 429 fault (default: 1)')
     .option('--image-edge <px>', 'longest edge of served images, >= 8 (default: 128)')
+    .option('--video-bytes <n>', 'serve every video result padded to exactly n bytes, made as it is sent (to try large files; default: as generated)')
     .option('--callback-timeout-ms <ms>', 'how long a callback receiver may take to answer (default: 10000 x time scale, at least 1000)')
     .option('--clock-start <when>', 'virtual clock start: epoch ms or ISO date, e.g. 2026-01-01T00:00:00Z (default: now)')
     .option('--admin-token <token>', 'token the /__sandbox/ endpoints require in X-Sandbox-Admin-Token, 16+ characters (default: random, printed; or GENBATCH_SANDBOX_ADMIN_TOKEN); not needed from loopback when --host is loopback')

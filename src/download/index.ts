@@ -16,3 +16,5 @@ export {
   type DownloadOptions,
   type DownloadResult,
 } from './download.js';
+export { downloadToStore, type BodyToStore } from './to-bucket.js';
+export { BodyCheck } from './check.js';

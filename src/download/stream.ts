@@ -9,12 +9,13 @@ import { retryAfterMs } from '../client/http.js';
 import { safeJoin } from './names.js';
 import { SMALL_BODY, ownDispatcher, type DownloadOptions, type DownloadResult } from './options.js';
 import { commitWhole, place } from './place.js';
+import { BodyCheck } from './check.js';
 
 /** The streaming path writes the body to the temporary file in batches of about this many bytes. */
 const WRITE_BATCH = 1024 * 1024;
 
 /** Sends GET, follows up to MAX_REDIRECTS redirects, returns the final 2xx response. */
-async function get(start: URL, opts: DownloadOptions): Promise<{ url: URL; res: Dispatcher.ResponseData }> {
+async function get(start: URL, opts: Pick<DownloadOptions, 'signal' | 'dispatcher'>): Promise<{ url: URL; res: Dispatcher.ResponseData }> {
   let url = start;
   for (let hop = 0; ; hop++) {
     let res: Dispatcher.ResponseData;
@@ -48,12 +49,22 @@ async function get(start: URL, opts: DownloadOptions): Promise<{ url: URL; res: 
   }
 }
 
+/** An answer whose headers passed the checks, its body not read yet. */
+export interface OpenBody {
+  url: URL;
+  /** The URL without its query, for messages. */
+  where: string;
+  res: Dispatcher.ResponseData;
+  /** Content-Length, or null. */
+  declared: number | null;
+  contentType: string | null;
+}
+
 /**
- * The streaming path of downloadFile (moved here from its body unchanged): GET with redirects
- * (get()), header checks, then the body: small() when Content-Length is at most SMALL_BODY,
- * otherwise streamed to the temporary file in batches, checked, fsynced and placed.
+ * GET with redirects (get()), then the header checks: no content-encoding, Content-Length within
+ * `maxBytes` and equal to `expected` (file_size) when both are given. The body is the caller's to read.
  */
-export async function streamToFile(startUrl: URL, name: string, expected: number | null, maxBytes: number, opts: DownloadOptions): Promise<DownloadResult> {
+export async function openBody(startUrl: URL, expected: number | null, maxBytes: number, opts: Pick<DownloadOptions, 'signal' | 'dispatcher'>): Promise<OpenBody> {
   const { url, res } = await get(startUrl, opts);
   const where = shown(url);
   const contentType = mediaType(header(res.headers, 'content-type'));
@@ -69,11 +80,23 @@ export async function streamToFile(startUrl: URL, name: string, expected: number
   if (declared !== null && expected !== null && declared !== expected) {
     await refuse(`Content-Length ${declared} differs from file_size ${expected}`);
   }
+  return { url, where, res, declared, contentType };
+}
+
+/**
+ * The streaming path of downloadFile (moved here from its body unchanged): GET with redirects
+ * (openBody()), header checks, then the body: small() when Content-Length is at most SMALL_BODY,
+ * otherwise streamed to the temporary file in batches, checked, fsynced and placed.
+ */
+export async function streamToFile(startUrl: URL, name: string, expected: number | null, maxBytes: number, opts: DownloadOptions): Promise<DownloadResult> {
+  const { url, where, res, declared, contentType } = await openBody(startUrl, expected, maxBytes, opts);
 
   const tmp = safeJoin(opts.dir, `.${name}.${tmpSuffix()}.part`);
   const hash = createHash('sha256');
   if (declared !== null && declared <= SMALL_BODY) return small(res, { url, where, tmp, name, hash, declared, expected, maxBytes, contentType, opts });
+  const check = new BodyCheck({ where, declared, expected, maxBytes });
   let size = 0;
+  let sha256 = '';
   let fd: number;
   let tmpGone = false;
   try {
@@ -101,10 +124,7 @@ export async function streamToFile(startUrl: URL, name: string, expected: number
       try {
         for await (const chunk of res.body) {
           const buf = chunk as Buffer;
-          size += buf.length;
-          if (size > maxBytes) await refuse(`body is over the limit of ${maxBytes} bytes`);
-          if (expected !== null && size > expected) await refuse(`body is longer than file_size ${expected}`);
-          hash.update(buf);
+          check.update(buf); // over the cap or file_size: UnsafeResultError (leaving the loop drops the body)
           batch.push(buf);
           batchBytes += buf.length;
           if (batchBytes >= WRITE_BATCH || batch.length >= 256) await flush();
@@ -113,17 +133,11 @@ export async function streamToFile(startUrl: URL, name: string, expected: number
       } catch (err) {
         throw err === diskError ? err : asNetworkError(err, url, 'body');
       }
-      if (declared !== null && size !== declared) {
-        throw new NetworkError(`download of ${where}: body has ${size} bytes, Content-Length said ${declared}`, true);
-      }
-      if (expected !== null && size !== expected) {
-        throw new UnsafeResultError(`download of ${where}: body has ${size} bytes, file_size said ${expected}`);
-      }
+      ({ size, sha256 } = check.finish());
       await fsyncFd(fd);
     } finally {
       closeSync(fd);
     }
-    const sha256 = hash.digest('hex');
     const placed = await place(tmp, opts.dir, name, size, sha256, opts.deferDirSync === true);
     tmpGone = !placed.reused; // linked and unlinked, or renamed
     return { ...placed, size, sha256, contentType };

@@ -7,6 +7,7 @@ import type { EngineEvent, StopReason } from './events.js';
 import { realJobDir, writeTextNoReplace } from './files.js';
 import { sha256Hex } from './results.js';
 import type { StoredSpec } from './spec.js';
+import type { BucketPort } from './ports.js';
 
 /**
  * The chat executor: one chat job, from `pending` to `done`.
@@ -45,6 +46,8 @@ export interface ChatDeps {
   sanitizeName: (name: string) => string;
   /** fsync a folder (names renamed into it survive a power loss); once, before the answer's files are recorded. */
   syncDir: (dir: string) => Promise<void>;
+  /** `--out s3://...`: the answer's files are objects under the prefix instead (same names, never replacing). */
+  bucket?: BucketPort | undefined;
 }
 
 /** The result JSON of a finished chat job (`jobs.result`). */
@@ -116,15 +119,22 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
   ];
   const placed: Array<{ idx: number; path: string; size: number; sha256: string; content_type: string }> = [];
   try {
-    realJobDir(d.outDir, d.sanitizeName(row.id));
-    // Placed like downloads and text results: a file already there under that name with other
-    // content is never replaced (the answer takes `response (2).txt`); the same content is reused.
-    for (const f of files) {
-      const path = await writeTextNoReplace(jobDir, f.name, f.data);
-      placed.push({ idx: f.idx, path: relative(d.outDir, path), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data), content_type: f.content_type });
+    if (d.bucket) {
+      for (const f of files) {
+        const p = await d.bucket.putText(d.sanitizeName(row.id), f.name, f.data, { contentType: f.content_type });
+        placed.push({ idx: f.idx, path: p.path, size: p.size, sha256: p.sha256, content_type: f.content_type });
+      }
+    } else {
+      realJobDir(d.outDir, d.sanitizeName(row.id));
+      // Placed like downloads and text results: a file already there under that name with other
+      // content is never replaced (the answer takes `response (2).txt`); the same content is reused.
+      for (const f of files) {
+        const path = await writeTextNoReplace(jobDir, f.name, f.data);
+        placed.push({ idx: f.idx, path: relative(d.outDir, path), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data), content_type: f.content_type });
+      }
+      // One folder fsync before the files are recorded as done (as fetch.ts does for downloads).
+      await d.syncDir(jobDir);
     }
-    // One folder fsync before the files are recorded as done (as fetch.ts does for downloads).
-    await d.syncDir(jobDir);
   } catch (err) {
     await move('submitting', 'pending', { attemptsInc: calls - 1, last_error: `could not write the answer: ${errorText(err)}` });
     return;

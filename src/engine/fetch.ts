@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { findModel } from '../models/index.js';
 import type { FileGot, FileRow, JobRow, WorkStore } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import { realJobDir, writeFileAtomic, writeTextNoReplace } from './files.js';
 import { moveAsideOne } from './previous.js';
-import type { DownloadPort, TaskView } from './ports.js';
-import { RESULT_FILE, extractResults, serverFileName, sha256Hex } from './results.js';
+import type { DownloadPort } from './ports.js';
+import { RESULT_FILE, sha256Hex } from './results.js';
+import { resultDocument, textResults } from './result-doc.js';
+import { fetchToBucket } from './fetch-bucket.js';
 
 type Got = { path: string; size: number; sha256: string; content_type: string | null };
 
@@ -44,6 +45,7 @@ export async function fetchJob(
   row: JobRow,
   c: { store: WorkStore; download: DownloadPort; outDir: string; signal: AbortSignal; emit: (e: EngineEvent) => void },
 ): Promise<FileGot[] | null> {
+  if (c.download.bucket) return fetchToBucket(row, { ...c, bucket: c.download.bucket });
   const jobDir = join(c.outDir, c.download.sanitizeName(row.id));
   const files = await c.store.filesOf(row.id);
   const done: Array<{ idx: number; got: Got }> = [];
@@ -69,7 +71,7 @@ export async function fetchJob(
       }
       let got: Got;
       if (f.url === null) {
-        texts ??= new Map(extractResults(JSON.parse(row.result ?? '{}') as TaskView, findModel(row.model)?.resultEndpoint ?? 'status', row.model).texts.map((t) => [t.idx, t.text]));
+        texts ??= textResults(row);
         const text = texts.get(f.idx) ?? '';
         // Placed like a download: an unrelated file under that name is never replaced (a numbered name is taken).
         const placed = await writeTextNoReplace(jobDir, c.download.sanitizeName(f.name), text);
@@ -86,25 +88,10 @@ export async function fetchJob(
     await recordNow().catch(() => undefined); // the download error is the one that matters
     throw err;
   }
-  const endpoint = findModel(row.model)?.resultEndpoint ?? 'status';
-  let task: TaskView | null = null;
-  try {
-    task = JSON.parse(row.result ?? 'null') as TaskView | null;
-  } catch {
-    task = null; // a result that no longer parses: the server's names are left out, the files are kept
-  }
-  const serverName = (f: FileRow): string | null => (f.url !== null && task && Array.isArray(task.files) ? serverFileName(task, endpoint, f.idx) : null);
-  const result = {
-    job_id: row.id,
-    task_id: row.task_id,
-    model: row.model,
-    input: row.submitted_input ? (JSON.parse(row.submitted_input) as unknown) : null,
-    finished_at: row.finished_at,
-    files: files.map((f) => ({ name: f.name, server_name: serverName(f), path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.content_type, url: f.url })),
-  };
+  const result = resultDocument(row, files);
   // A result.json that is not this job's (a file that was in the folder before) is kept in previous-<n>/.
   if (!isOwnResultFile(join(jobDir, RESULT_FILE), row.id)) await moveAsideOne(jobDir, RESULT_FILE);
-  await writeFileAtomic(join(jobDir, RESULT_FILE), JSON.stringify(result, null, 2) + '\n', { dirExists: true });
+  await writeFileAtomic(join(jobDir, RESULT_FILE), result, { dirExists: true });
   // One folder fsync covers every file above and result.json.
   if (done.length === 0) await c.download.syncDir(jobDir);
   return settle();

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { decide } from '../client/index.js';
 import { UnsafeResultError } from '../errors.js';
 import { MinHeap } from '../lib/heap.js';
@@ -41,6 +42,15 @@ export class Downloads {
   /** Jobs waiting for their download (queued, or paused before a try again). */
   get queued(): number {
     return this.queue.size + this.again.size;
+  }
+
+  /**
+   * Queue a `downloading` job this worker took over (a stopped run's, or a dead worker's): the temporary files
+   * its earlier download left in the job's folder are removed first.
+   */
+  async takeOver(id: string, expiresAt: number | null): Promise<void> {
+    await this.download.cleanupPartials(join(this.c.opts.outDir, this.download.sanitizeName(id)));
+    this.add(id, expiresAt);
   }
 
   /** Queue a `downloading` job (its results expire at `expiresAt`, ms epoch). */

@@ -212,6 +212,7 @@ export class Submits {
         stop: (reason) => this.c.stop(reason),
         sanitizeName: (name) => this.download.sanitizeName(name),
         syncDir: (dir) => this.download.syncDir(dir),
+        bucket: this.download.bucket,
       });
     }
     const spec = JSON.parse(row.spec) as StoredSpec;

@@ -64,4 +64,41 @@ export interface DownloadPort {
   cleanupPartials(dir: string): Promise<unknown> | unknown;
   /** A server-sent name made safe for the local disk. */
   sanitizeName(name: string): string;
+  /** Set with `--out s3://bucket/prefix`: results go to the bucket (fetch-bucket.ts), never to the disk. */
+  bucket?: BucketPort;
+}
+
+/** A multipart upload in flight, as the bucket's journal records it (its temporary key and UploadId). */
+export interface UploadRecord {
+  key: string;
+  uploadId: string;
+}
+
+/** Where the uploads in flight are recorded (the state file), so a later run can clear what a killed one left. */
+export interface UploadJournal {
+  /** Awaited before the upload's first part is sent. */
+  started(u: UploadRecord): void | Promise<void>;
+  ended(key: string): void | Promise<void>;
+}
+
+/**
+ * Results in object storage (src/storage/, wired in src/api/run.ts). Paths are relative to the prefix and
+ * follow the disk layout (`<job folder>/<name>`). Nothing is replaced that is not this job's result.json:
+ * a name holding other content gets a numbered name, as on disk.
+ */
+export interface BucketPort {
+  /** `s3://bucket/prefix`, for messages. */
+  where: string;
+  /** Streams `url` into the bucket (checked, hashed, sha256 in the metadata), retried as a download is. */
+  fetchFile(o: { url: string; folder: string; name: string; expectedSize?: number; signal?: AbortSignal; journal: UploadJournal }): Promise<{ path: string; size: number; sha256: string; contentType: string | null }>;
+  /** A small text result at `<folder>/<name>` (or a numbered name), never replacing other content. */
+  putText(folder: string, name: string, text: string, o?: { contentType?: string; signal?: AbortSignal }): Promise<{ path: string; size: number; sha256: string }>;
+  /** `<folder>/result.json`: replaces this job's own; one that is not (another job id) is kept in previous-<n>/ first. */
+  putResult(folder: string, jobId: string, text: string): Promise<void>;
+  /** True when the bucket holds `path` with this size and sha256 (its metadata). */
+  holds(path: string, size: number, sha256: string): Promise<boolean>;
+  /** Clears the uploads an earlier run left (aborted, temporary objects deleted); returns how many. */
+  abortStale(pending: readonly UploadRecord[], journal: UploadJournal): Promise<number>;
+  /** Moves a job's earlier result (everything in its folder but previous-<n>/) to `<folder>/previous-<n>/`; returns that path or null. */
+  moveAside(folder: string): Promise<string | null>;
 }

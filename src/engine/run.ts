@@ -11,7 +11,8 @@ import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
 import { moveAsidePrevious } from './previous.js';
 import { checkJobFolders } from './files.js';
-import type { DownloadPort, ServicePort } from './ports.js';
+import { bucketJournal } from './fetch-bucket.js';
+import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData, round6, runCredits } from './report-data.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
@@ -60,7 +61,8 @@ export interface RunOptions {
   confine?: boolean;
   signal: AbortSignal;
   events: EventBus;
-  writeReports: (outDir: string, data: ReportData) => Promise<unknown> | unknown;
+  /** `journal`: with results in a bucket, where a large report's multipart upload is recorded (the state file). */
+  writeReports: (outDir: string, data: ReportData, journal?: UploadJournal) => Promise<unknown> | unknown;
 }
 
 export interface RunOutcome {
@@ -149,7 +151,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       for (const m of moved) {
         emit({ type: 'job', id: m.id, from: m.from, to: 'pending', error: null });
         // Temporary files of its interrupted download (cleaned below only for jobs still downloading).
-        if (m.from === 'downloading') await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(m.id)));
+        if (m.from === 'downloading' && !o.download.bucket) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(m.id)));
         // No longer in the manifest: not sent again (its task went with the earlier sandbox).
         if (removed?.has(m.id)) {
           const reason = 'removed from the manifest; its task was in an earlier in-process sandbox that is gone';
@@ -169,9 +171,11 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     }
     // A job folder replaced by a symbolic link (out/cat -> ../victim) or a file: refused before anything is sent
     // or moved (exit 74), since writes and moves into it would leave the output folder.
-    checkJobFolders(o.outDir, function* () {
-      for (const row of store.allJobs()) yield o.download.sanitizeName(row.id);
-    });
+    if (!o.download.bucket) {
+      checkJobFolders(o.outDir, function* () {
+        for (const row of store.allJobs()) yield o.download.sanitizeName(row.id);
+      });
+    }
     // --only names jobs of the manifest: a pattern that matches none is a usage error, before anything changes.
     const match = o.only && o.only.length > 0 ? onlyMatcher(store, o.only) : null;
     // --redo: jobs that ended failed or expired go back to pending (with --only: those it names).
@@ -182,7 +186,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const replaced = new Set([...store.drainReplacedResults(), ...redone]);
     for (const id of replaced) {
       try {
-        const dir = await moveAsidePrevious(o.outDir, o.download.sanitizeName(id));
+        const folder = o.download.sanitizeName(id);
+        const dir = o.download.bucket ? await o.download.bucket.moveAside(folder) : await moveAsidePrevious(o.outDir, folder);
         if (dir) emit({ type: 'previous', id, dir });
       } catch (err) {
         emit({ type: 'warning', message: `job ${id}: could not move the files of its earlier result aside: ${errorText(err)}` });
@@ -232,7 +237,12 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const invocation = toSend + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
 
     // Leftover temporary files of interrupted downloads.
-    for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
+    if (o.download.bucket) {
+      // Multipart uploads a killed run left in the bucket (recorded in the state file before their parts were sent).
+      const journal = bucketJournal(store);
+      const cleared = await o.download.bucket.abortStale(await journal.pending(), journal);
+      if (cleared > 0) emit({ type: 'warning', message: `${cleared} unfinished upload(s) of an earlier run were aborted in ${o.download.bucket.where}` });
+    } else for (const row of store.jobsIn('downloading')) await o.download.cleanupPartials(join(o.outDir, o.download.sanitizeName(row.id)));
 
     if (o.callbacks) {
       // Choice: with --listen every submit carries this run's receiver URL (it is how tasks are adopted and
@@ -277,12 +287,12 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason);
     offChanges();
     const reportFiles = ['report.json', 'report.csv', 'report.md', 'report.html'].map((f) => join(o.outDir, f));
-    if (changes === 0 && !reportsStale && reportFiles.every((f) => existsSync(f))) {
+    if (changes === 0 && !reportsStale && !o.download.bucket && reportFiles.every((f) => existsSync(f))) {
       store.setMeta(reportsKey, null);
       emit({ type: 'reports', out_dir: o.outDir, written: false });
     } else {
       try {
-        await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000, 0, counts));
+        await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000, 0, counts), o.download.bucket ? bucketJournal(store) : undefined);
         store.setMeta(reportsKey, null);
         emit({ type: 'reports', out_dir: o.outDir, written: true });
       } catch (err) {

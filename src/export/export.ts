@@ -1,10 +1,11 @@
-import { copyFile, link, lstat, mkdir, readFile, rename, unlink } from 'node:fs/promises';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { sanitizeName, sha256OfFile, tmpSuffix } from '../download/index.js';
-import { GenbatchError, UsageError, EXIT } from '../errors.js';
-import { writeFileAtomic } from '../report/atomic.js';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { sanitizeName } from '../download/index.js';
+import { UsageError } from '../errors.js';
 import type { Mark, Store } from '../store/index.js';
 import { csvField } from '../report/csv.js';
+import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
+import { folderDest, folderSource, inside } from './folder.js';
+import { LEDGER, type ExportDest, type ExportEntry, type ExportSource, type Ledger } from './places.js';
 
 /**
  * `genbatch export`: the chosen results of a run copied into a folder as a data set.
@@ -24,6 +25,10 @@ import { csvField } from '../report/csv.js';
  *
  * Nothing is written outside DIR: every name is checked to stay inside it, and a folder on the way that is a
  * symbolic link is refused.
+ *
+ * In a bucket: a run whose output is `s3://bucket/prefix` exports from its objects, and `--to s3://bucket/prefix`
+ * exports into a bucket (src/export/bucket.ts: each file copied server-side, or streamed from the disk; the
+ * index and the record are objects under the export prefix).
  */
 
 export type ExportWhich = 'default' | 'approved' | 'done';
@@ -51,44 +56,64 @@ export interface ExportOutcome {
   problems: string[];
 }
 
-const LEDGER = '.genbatch-export.json';
 /** export.csv: these columns of the index row, then the whole input as sent, as JSON. */
 const CSV_INDEX_COLUMNS = ['file_name', 'job_id', 'model', 'prompt', 'sha256', 'input'] as const;
 const INDEX_NAME: Record<ExportFormat, string> = { imagefolder: 'metadata.jsonl', jsonl: 'export.jsonl', csv: 'export.csv' };
 
-interface Ledger {
-  version: 1;
-  files: Record<string, string>;
+type Entry = ExportEntry;
+
+/** `out` as a location: `s3://bucket/prefix` normalised, else the absolute folder. */
+const locationOf = (out: string): string => (isS3Url(out) ? s3UrlOf(parseS3Url(out, '--to')) : resolve(out));
+
+/** True when `inner` is `outer` or inside it (two folders, or two bucket prefixes). */
+function within(outer: string, inner: string): boolean {
+  if (isS3Url(outer) !== isS3Url(inner)) return false;
+  if (isS3Url(outer)) return inner === outer || inner.startsWith(`${outer}/`);
+  const rel = relative(outer, inner);
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
 }
 
-interface Entry {
-  name: string;
-  source: string;
-  sha256: string;
-  row: Record<string, unknown>;
-  /** The input as sent (the csv index's input column). */
-  input: Record<string, unknown>;
+async function openSource(outDir: string): Promise<ExportSource> {
+  if (!isS3Url(outDir)) return folderSource(outDir);
+  const { bucketSource } = await import('./bucket.js');
+  return bucketSource(outDir);
+}
+
+async function openDest(to: string): Promise<ExportDest> {
+  if (!isS3Url(to)) return folderDest(to);
+  const { bucketDest } = await import('./bucket.js');
+  return bucketDest(to);
 }
 
 export async function exportResults(store: Store, o: ExportOptions): Promise<ExportOutcome> {
   const run = store.run();
-  const outDir = resolve(run.out_dir);
-  const dir = resolve(o.to);
-  const rel = relative(outDir, dir);
-  if (rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel))) throw new UsageError(`--to ${o.to}: the export folder must be outside the run's output folder ${outDir}`);
-  await mkdir(dir, { recursive: true });
-  const ledger = await readLedger(dir);
+  const outDir = locationOf(run.out_dir);
+  const to = locationOf(o.to);
+  if (within(outDir, to) || within(to, outDir)) throw new UsageError(`--to ${o.to}: the export ${isS3Url(to) ? 'prefix' : 'folder'} must be outside the run's output ${isS3Url(outDir) ? 'prefix' : 'folder'} ${outDir}`);
+  const source = await openSource(outDir);
+  let dest: ExportDest | null = null;
+  try {
+    dest = await openDest(to);
+    return await exportInto(store, o, source, dest);
+  } finally {
+    dest?.close();
+    source.close?.();
+  }
+}
+
+async function exportInto(store: Store, o: ExportOptions, source: ExportSource, dest: ExportDest): Promise<ExportOutcome> {
+  const ledger = await dest.readLedger();
   const indexName = INDEX_NAME[o.format];
-  if (!(indexName in ledger.files) && (await exists(join(dir, indexName)))) {
-    throw new UsageError(`--to ${o.to}: ${indexName} is already there and genbatch did not write it; choose an empty folder or one genbatch exported to`);
+  if (!(indexName in ledger.files) && (await dest.exists(indexName))) {
+    throw new UsageError(`--to ${o.to}: ${indexName} is already there and genbatch did not write it; choose an empty ${isS3Url(dest.where) ? 'prefix' : 'folder'} or one genbatch exported to`);
   }
   const marks = store.marks();
-  const out: ExportOutcome = { dir, index: join(dir, indexName), jobs: 0, files: 0, linked: 0, copied: 0, kept: 0, removed: 0, problems: [] };
-  const entries = chooseEntries(store, outDir, marks, o.which, out.problems);
+  const out: ExportOutcome = { dir: dest.where, index: dest.at(indexName), jobs: 0, files: 0, linked: 0, copied: 0, kept: 0, removed: 0, problems: [] };
+  const entries = chooseEntries(store, source, marks, o.which, out.problems);
   const written = new Map<string, string>();
   const jobs = new Set<string>();
   for (const e of entries) {
-    const how = await place(dir, e, ledger, out.problems);
+    const how = await dest.place(e, source, ledger, out.problems);
     if (how === null) continue;
     out[how]++;
     out.files++;
@@ -99,14 +124,10 @@ export async function exportResults(store: Store, o: ExportOptions): Promise<Exp
   // Files genbatch wrote before for results no longer chosen (rejected since, made again): removed while unchanged.
   for (const [name, sha] of Object.entries(ledger.files)) {
     if (written.has(name) || name === indexName || name in INDEX_BY_NAME) continue;
-    const path = inside(dir, name);
-    if (path && (await isFileWith(path, sha))) {
-      await unlink(path);
-      out.removed++;
-    }
+    if (await dest.removeIfUnchanged(name, sha)) out.removed++;
   }
   const kept = entries.filter((e) => written.has(e.name));
-  await writeFileAtomic(out.index, async (w) => {
+  const indexSha = await dest.write(indexName, async (w) => {
     if (o.format === 'csv') {
       await w.write(`${CSV_INDEX_COLUMNS.join(',')}\r\n`);
       for (const e of kept) {
@@ -121,8 +142,8 @@ export async function exportResults(store: Store, o: ExportOptions): Promise<Exp
   const files: Record<string, string> = {};
   for (const [name, sha] of Object.entries(ledger.files)) if (name in INDEX_BY_NAME) files[name] = sha;
   for (const [name, sha] of written) files[name] = sha;
-  files[indexName] = await sha256OfFile(out.index);
-  await writeFileAtomic(join(dir, LEDGER), (w) => w.write(JSON.stringify({ version: 1, files } satisfies Ledger) + '\n'));
+  files[indexName] = indexSha;
+  await dest.write(LEDGER, (w) => w.write(JSON.stringify({ version: 1, files } satisfies Ledger) + '\n'));
   return out;
 }
 
@@ -145,7 +166,7 @@ const FILE_COLUMN = /(^|_)file_names?$/;
 const INDEX_BY_NAME: Record<string, true> = Object.fromEntries(Object.values(INDEX_NAME).map((n) => [n, true]));
 
 /** The recorded result files of the chosen jobs, in manifest order, each with its name in DIR and its index row. */
-function chooseEntries(store: Store, outDir: string, marks: ReadonlyMap<string, Mark>, which: ExportWhich, problems: string[]): Entry[] {
+function chooseEntries(store: Store, source: ExportSource, marks: ReadonlyMap<string, Mark>, which: ExportWhich, problems: string[]): Entry[] {
   const out: Entry[] = [];
   const ids = [...store.summaryRows()].filter((r) => r.state === 'done').map((r) => r.id);
   for (const id of ids) {
@@ -156,8 +177,7 @@ function chooseEntries(store: Store, outDir: string, marks: ReadonlyMap<string, 
     const folder = sanitizeName(id, 'job');
     for (const f of store.filesOf(id)) {
       if (f.state !== 'done' || f.path === null || f.sha256 === null) continue;
-      const source = inside(outDir, f.path);
-      if (source === null) {
+      if (!isS3Url(source.where) ? inside(source.where, f.path) === null : f.path.split('/').some((p) => p === '' || p === '.' || p === '..')) {
         problems.push(`job ${id}: file ${f.path} is recorded outside the output folder; not exported`);
         continue;
       }
@@ -168,7 +188,7 @@ function chooseEntries(store: Store, outDir: string, marks: ReadonlyMap<string, 
       const row: Record<string, unknown> = { file_name: name, job_id: id, model: job.model, prompt: typeof input.prompt === 'string' ? input.prompt : null, sha256: f.sha256 };
       // The input's prompt is the prompt column already.
       for (const [k, v] of Object.entries(input)) if (k !== 'prompt') row[k in row || FILE_COLUMN.test(k) ? `input_${k}` : k] = v;
-      out.push({ name, source, sha256: f.sha256.toLowerCase(), row, input });
+      out.push({ name, rel: f.path, sha256: f.sha256.toLowerCase(), row, input });
     }
   }
   return out;
@@ -183,88 +203,4 @@ function inputOf(submitted: string | null, spec: string): Record<string, unknown
   }
   const s = JSON.parse(spec) as { input?: Record<string, unknown> };
   return s.input ?? {};
-}
-
-/**
- * One file into DIR: kept when already there with its sha256, else linked (or copied) to a temporary name,
- * checked, renamed. Null (with a problem) when it cannot be exported.
- */
-async function place(dir: string, e: Entry, ledger: Ledger, problems: string[]): Promise<'linked' | 'copied' | 'kept' | null> {
-  const dest = inside(dir, e.name);
-  if (dest === null || !(await realFolders(dir, dirname(e.name)))) {
-    problems.push(`${e.name}: a folder on the way in ${dir} is a symbolic link or a file; not exported`);
-    return null;
-  }
-  const st = await lstat(dest).catch(() => null);
-  if (st) {
-    if (st.isFile() && (await sha256OfFile(dest)) === e.sha256) return 'kept';
-    if (!(e.name in ledger.files) || !st.isFile()) {
-      problems.push(`${dest}: already there and genbatch did not write it; not replaced (job ${String(e.row.job_id)} not exported)`);
-      return null;
-    }
-  }
-  await mkdir(dirname(dest), { recursive: true });
-  const temp = join(dirname(dest), `.${e.name.split('/').at(-1)}.${tmpSuffix()}.part`);
-  let how: 'linked' | 'copied' = 'linked';
-  try {
-    await link(e.source, temp);
-  } catch {
-    how = 'copied';
-    await copyFile(e.source, temp);
-  }
-  try {
-    const got = await sha256OfFile(temp);
-    if (got !== e.sha256) {
-      problems.push(`${e.source}: sha256 ${got} is not the recorded ${e.sha256} (changed since it was downloaded); not exported`);
-      await unlink(temp);
-      return null;
-    }
-    await rename(temp, dest);
-  } catch (err) {
-    await unlink(temp).catch(() => undefined);
-    throw err;
-  }
-  return how;
-}
-
-/** Every folder of `sub` under `dir` is a real folder or absent (never a symbolic link). */
-async function realFolders(dir: string, sub: string): Promise<boolean> {
-  let cur = dir;
-  for (const part of sub.split('/').filter((p) => p !== '' && p !== '.')) {
-    cur = join(cur, part);
-    const st = await lstat(cur).catch(() => null);
-    if (st && !st.isDirectory()) return false;
-  }
-  return true;
-}
-
-/** `name` under `root`, or null when it would leave it. */
-function inside(root: string, name: string): string | null {
-  const full = resolve(root, name);
-  return full.startsWith(root.endsWith(sep) ? root : root + sep) ? full : null;
-}
-
-async function exists(path: string): Promise<boolean> {
-  return (await lstat(path).catch(() => null)) !== null;
-}
-
-async function isFileWith(path: string, sha: string): Promise<boolean> {
-  const st = await lstat(path).catch(() => null);
-  return st !== null && st.isFile() && (await sha256OfFile(path)) === sha;
-}
-
-async function readLedger(dir: string): Promise<Ledger> {
-  let text: string;
-  try {
-    text = await readFile(join(dir, LEDGER), 'utf8');
-  } catch {
-    return { version: 1, files: {} };
-  }
-  try {
-    const parsed = JSON.parse(text) as Ledger;
-    if (parsed.version === 1 && parsed.files && typeof parsed.files === 'object') return parsed;
-  } catch {
-    // fall through
-  }
-  throw new GenbatchError('GB_EXPORT', `${join(dir, LEDGER)} is not a genbatch export record; remove it or choose another folder`, EXIT.usage);
 }

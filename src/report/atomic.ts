@@ -11,6 +11,7 @@
  */
 import { close, createWriteStream, fsync, open as openCb, type WriteStream } from 'node:fs';
 import { open, readdir, rename, unlink } from 'node:fs/promises';
+import type { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
@@ -31,12 +32,13 @@ export interface ChunkWriter {
   write(text: string): Promise<void>;
 }
 
-class StreamWriter implements ChunkWriter {
+/** Text into a writable stream in chunks of about CHUNK_CHARS, waiting for 'drain'; the stream's error is thrown by the next call. */
+export class StreamWriter implements ChunkWriter {
   private pending: string[] = [];
   private pendingChars = 0;
   private failure: Error | null = null;
 
-  constructor(private readonly stream: WriteStream) {
+  constructor(private readonly stream: Writable) {
     stream.on('error', (err) => {
       this.failure = err;
     });
@@ -152,6 +154,11 @@ export class AtomicWriter implements ChunkWriter {
   async rename(): Promise<void> {
     await rename(this.temp, this.finalPath);
     this.renamed = true;
+  }
+
+  /** Under the final name (ReportWriter): the rename. */
+  commit(): Promise<void> {
+    return this.rename();
   }
 
   /** After a failure: stop writing and remove the temporary file (a file already renamed is left alone). */

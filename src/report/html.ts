@@ -18,7 +18,8 @@
  * jobs: rows are written as they come; at most `problemLimit` problems are kept in memory.
  */
 import { createHash } from 'node:crypto';
-import { relative, resolve, sep } from 'node:path';
+import { posix, relative, resolve, sep } from 'node:path';
+import { UsageError } from '../errors.js';
 import { APP_SCRIPT } from './html-app.js';
 import { PageData } from './html-data.js';
 import { varsText } from './prompt.js';
@@ -83,9 +84,26 @@ function metaLine(job: ReportJob): string {
  */
 export function linkBase(outDir: string, reportDir: string | undefined): string {
   if (reportDir === undefined) return '';
-  const rel = relative(resolve(reportDir), resolve(outDir));
+  const rel = S3_URL.test(outDir) || S3_URL.test(reportDir) ? bucketRelative(outDir, reportDir) : relative(resolve(reportDir), resolve(outDir)).split(sep).join('/');
   if (rel === '') return '';
-  return rel.split(sep).map(encodeURIComponent).join('/') + '/';
+  return rel.split('/').map(encodeURIComponent).join('/') + '/';
+}
+
+const S3_URL = /^s3:\/\//i;
+
+/**
+ * From a report prefix to the results' prefix in the same bucket, as a relative URL (a bucket serving the
+ * page, or the bucket synced to a disk, resolves it alike). Results on disk and reports in a bucket (or the
+ * other way round, or another bucket) have no relative link: a UsageError.
+ */
+function bucketRelative(outDir: string, reportDir: string): string {
+  const out = /^s3:\/\/([^/]+)\/?(.*)$/i.exec(outDir);
+  const rep = /^s3:\/\/([^/]+)\/?(.*)$/i.exec(reportDir);
+  if (!out || !rep || out[1] !== rep[1]) {
+    throw new UsageError(`--out ${reportDir}: report.html links the results by relative paths, and the run's results are in ${outDir}; write the reports ${out ? `in the bucket ${out[1]}` : 'on this disk'}`);
+  }
+  const trim = (p: string) => p.replace(/^\/+|\/+$/g, '');
+  return posix.relative(`/${trim(rep[2]!)}`, `/${trim(out[2]!)}`);
 }
 
 function problemHtml(job: ReportJob): string {

@@ -39,7 +39,7 @@ export class SandboxContext {
     this.options = options;
     this.clock = new Clock(options.clockStart);
     this.accounts = new Accounts(options.keys);
-    this.files = new FileStore(() => this.baseUrl);
+    this.files = new FileStore(() => this.baseUrl, options.videoBytes);
     this.faults = new Faults(options.faults, new Rng(mixSeed(options.seed, 0xfa17)));
     this.scheduler = new Scheduler(this.clock);
     this.outgoing = guardedAgent(options.resolveHost, options.allowLoopback);

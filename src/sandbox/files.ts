@@ -126,6 +126,48 @@ export function blob(name: string, format: string, spec: RenderSpec): Blob {
 
 const CACHE_BYTES = 48 * 1024 * 1024;
 
+/** What a file URL serves: `head`, then `pad` bytes of an MP4 `free` box (its header included) made as they are sent. */
+export interface Served {
+  head: Buffer;
+  pad: number;
+}
+
+const FILL = Buffer.alloc(1024 * 1024, 0x2e);
+
+/** The header of an MP4 `free` box of `total` bytes (header included): 32-bit size, or 64-bit largesize past 4 GiB. */
+function freeBoxHeader(total: number): Buffer {
+  if (total <= 0xffffffff) {
+    const h = Buffer.alloc(8);
+    h.writeUInt32BE(total, 0);
+    h.write('free', 4, 'latin1');
+    return h;
+  }
+  const h = Buffer.alloc(16);
+  h.writeUInt32BE(1, 0);
+  h.write('free', 4, 'latin1');
+  h.writeBigUInt64BE(BigInt(total), 8);
+  return h;
+}
+
+/** The served bytes from the start up to `limit` (all when omitted), chunk by chunk: never more than 1 MiB at once in memory. */
+export function* servedChunks(s: Served, limit = s.head.length + s.pad): Generator<Buffer> {
+  let left = limit;
+  const take = (b: Buffer): Buffer => b.subarray(0, Math.min(b.length, left));
+  if (left <= 0) return;
+  yield take(s.head);
+  left -= s.head.length;
+  if (s.pad === 0 || left <= 0) return;
+  const header = freeBoxHeader(s.pad);
+  yield take(header);
+  left -= header.length;
+  let fill = Math.min(s.pad - header.length, left);
+  while (fill > 0) {
+    const n = Math.min(fill, FILL.length);
+    yield FILL.subarray(0, n);
+    fill -= n;
+  }
+}
+
 export class FileStore {
   private readonly base: () => string;
   /** Rendered base files by baseKey, least recently used first. */
@@ -135,8 +177,12 @@ export class FileStore {
   private readonly sizes = new Map<string, number>();
   private readonly uploads = new Map<string, StoredUpload>();
 
-  constructor(baseUrl: () => string) {
+  /** Served size of every MP4 (SandboxOptions.videoBytes), or null. */
+  private readonly videoBytes: number | null;
+
+  constructor(baseUrl: () => string, videoBytes: number | null = null) {
     this.base = baseUrl;
+    this.videoBytes = videoBytes;
   }
 
   /** Public URL of a task's file (no authentication needed to download, as with a CDN link). */
@@ -151,13 +197,26 @@ export class FileStore {
     return stamp(this.baseBytes(key, b.render), b.render, `${task.id}/${b.name}`);
   }
 
-  /** True byte length, without rendering when a file of the same base was rendered before. */
+  /** What the file's URL serves: its bytes, padded to videoBytes for an MP4 when that option is set. */
+  served(task: TaskRecord, b: Blob): Served {
+    const head = this.bytes(task, b);
+    return { head, pad: this.padOf(b.render, head.length) };
+  }
+
+  /** Padding after a file of `size` bytes: up to videoBytes for an MP4 with room for the box header, else 0. */
+  private padOf(spec: RenderSpec, size: number): number {
+    if (spec.type !== 'mp4' || this.videoBytes === null) return 0;
+    const pad = this.videoBytes - size;
+    return pad >= (pad > 0xffffffff ? 16 : 8) ? pad : 0;
+  }
+
+  /** True byte length (as served), without rendering when a file of the same base was rendered before. */
   size(task: TaskRecord, b: Blob): number {
-    if (b.size !== undefined) return b.size;
+    if (b.size !== undefined) return b.size + this.padOf(b.render, b.size);
     const key = baseKey(b.render);
     if (key === null) b.size = render(b.render).length;
     else b.size = (this.sizes.get(key) ?? this.baseBytes(key, b.render).length) + stampBytes(b.render);
-    return b.size;
+    return b.size + this.padOf(b.render, b.size);
   }
 
   private baseBytes(key: string, spec: RenderSpec): Buffer {

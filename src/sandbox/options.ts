@@ -39,6 +39,12 @@ export interface SandboxOptions {
   retryAfterS?: number;
   /** Longest edge in pixels of the image files actually served (the nominal size is in metadata). Default 128. */
   imageEdge?: number;
+  /**
+   * Every video (MP4) result file is served exactly this many bytes: the generated MP4, then a `free` box of
+   * padding, generated as it is sent (never held in memory), so a client can be tried on files of any size.
+   * A value below the MP4's own size plus the box header serves the MP4 as it is. Default: none (MP4s as generated).
+   */
+  videoBytes?: number;
   /** Virtual clock start, epoch ms. Default: now. */
   clockStart?: number;
   /** How long a callback receiver may take to answer, in real ms. Default 10000 x timeScale, at least 1000. */
@@ -74,6 +80,7 @@ export interface ResolvedOptions {
   slowMs: number;
   retryAfterS: number;
   imageEdge: number;
+  videoBytes: number | null;
   clockStart: number;
   callbackTimeoutMs: number;
   resolveHost: (host: string) => Promise<string[]>;
@@ -116,6 +123,12 @@ export function checkTimerMs(name: string, v: number, given: string = String(v))
 /** The longest edge of served images: an integer >= MIN_IMAGE_EDGE. */
 export function checkImageEdge(name: string, v: number, given: string = String(v)): number {
   if (!Number.isInteger(v) || v < MIN_IMAGE_EDGE) throw new UsageError(`${name} expects an integer number of pixels >= ${MIN_IMAGE_EDGE}, got ${given}`);
+  return v;
+}
+
+/** A byte count for videoBytes: an integer from 1 to 2^53 - 1. */
+export function checkVideoBytes(name: string, v: number, given: string = String(v)): number {
+  if (!Number.isSafeInteger(v) || v < 1) throw new UsageError(`${name} expects a whole number of bytes from 1 to ${Number.MAX_SAFE_INTEGER}, got ${given}`);
   return v;
 }
 
@@ -174,6 +187,7 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
     slowMs: optional(o.slowMs, 2000, checkTimerMs, 'slowMs'),
     retryAfterS: optional(o.retryAfterS, 1, checkNonNegative, 'retryAfterS'),
     imageEdge: optional(o.imageEdge, 128, checkImageEdge, 'imageEdge'),
+    videoBytes: o.videoBytes === undefined ? null : checkVideoBytes('videoBytes', o.videoBytes),
     clockStart: optional(o.clockStart, Date.now(), checkClockStart, 'clockStart'),
     callbackTimeoutMs: optional(o.callbackTimeoutMs, Math.min(MAX_TIMER_MS, Math.max(1000, 10000 * timeScale)), checkTimerMs, 'callbackTimeoutMs'),
     resolveHost: o.resolveHost ?? systemResolver,

@@ -1,11 +1,7 @@
-import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { readdir, stat } from 'node:fs/promises';
-import { join } from 'node:path';
 import { sanitizeName } from '../download/index.js';
-import { PREVIOUS_DIR } from '../engine/results.js';
 import { CSS, escapeHtml, fileHref, formatBytes, promptOf, timeHtml, varsOf, varsText } from '../report/index.js';
 import type { Store } from '../store/index.js';
+import type { RunOutput } from './output.js';
 
 /**
  * GET /job/<id>: one job in full, as plain HTML (no script): what was asked (the input as sent, else as the
@@ -50,40 +46,6 @@ function filesHtml(title: string, files: readonly Shown[], alt: string): string 
   );
 }
 
-function sha256Of(path: string): Promise<string> {
-  return new Promise((done, fail) => {
-    const h = createHash('sha256');
-    createReadStream(path)
-      .on('data', (d) => h.update(d))
-      .on('end', () => done(h.digest('hex')))
-      .on('error', fail);
-  });
-}
-
-/** The earlier attempts kept in the job's folder: previous-<n>/ (newest first), each with its files. */
-async function earlier(outDir: string, folder: string): Promise<Array<{ name: string; files: Shown[] }>> {
-  let names: string[];
-  try {
-    names = (await readdir(join(outDir, folder))).filter((n) => PREVIOUS_DIR.test(n));
-  } catch {
-    return [];
-  }
-  names.sort((a, b) => Number(b.slice(9)) - Number(a.slice(9)));
-  const out: Array<{ name: string; files: Shown[] }> = [];
-  for (const name of names) {
-    const files: Shown[] = [];
-    const dir = join(outDir, folder, name);
-    for (const e of await readdir(dir, { withFileTypes: true })) {
-      if (!e.isFile()) continue;
-      const p = join(dir, e.name);
-      files.push({ path: `${folder}/${name}/${e.name}`, size: (await stat(p)).size, sha256: await sha256Of(p), type: '' });
-    }
-    files.sort((a, b) => a.path.localeCompare(b.path));
-    out.push({ name, files });
-  }
-  return out;
-}
-
 function prettyJson(text: string | null): string {
   if (text === null) return '';
   try {
@@ -94,7 +56,7 @@ function prettyJson(text: string | null): string {
 }
 
 /** The page, or null when the run has no such job. `back`: the gallery's URL (with the token). */
-export async function detailPage(store: Store, outDir: string, id: string, back: string): Promise<string | null> {
+export async function detailPage(store: Store, output: RunOutput, id: string, back: string): Promise<string | null> {
   const job = store.getJob(id);
   if (!job) return null;
   const files: Shown[] = store
@@ -103,9 +65,8 @@ export async function detailPage(store: Store, outDir: string, id: string, back:
     .map((f) => ({ path: f.path!, size: f.size ?? 0, sha256: f.sha256 ?? '', type: f.type }));
   const folder = files[0]?.path.split('/')[0] ?? sanitizeName(id, 'job');
   // result.json (the task's result as read, written by the run beside the files) is shown too, as in previous-<n>/.
-  const resultJson = join(outDir, folder, 'result.json');
-  const kept = await stat(resultJson).catch(() => null);
-  if (kept?.isFile()) files.push({ path: `${folder}/result.json`, size: kept.size, sha256: await sha256Of(resultJson), type: 'json' });
+  const kept = await output.info(`${folder}/result.json`);
+  if (kept) files.push({ path: `${folder}/result.json`, size: kept.size, sha256: kept.sha256, type: 'json' });
   const sent = job.submitted_input;
   let specInput: string | null = null;
   try {
@@ -125,7 +86,7 @@ export async function detailPage(store: Store, outDir: string, id: string, back:
   const mark = store.markOf(id);
   const history = store.markHistory(id);
   const errors = store.jobErrors(id);
-  const previous = await earlier(outDir, folder);
+  const previous = (await output.previous(folder)).map((p) => ({ name: p.name, files: p.files.map((f): Shown => ({ ...f, type: '' })) }));
   const alt = (prompt ?? id).replace(/\s+/g, ' ').slice(0, 500);
   const dl = (k: string, v: string) => `<dt>${k}</dt><dd>${v}</dd>`;
   const parts: string[] = [

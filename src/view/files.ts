@@ -16,8 +16,11 @@ const TYPES: Record<string, string> = {
   '.json': 'application/json', '.txt': 'text/plain; charset=utf-8', '.lrc': 'text/plain; charset=utf-8', '.md': 'text/plain; charset=utf-8', '.csv': 'text/plain; charset=utf-8',
 };
 
-/** The absolute path of a file under `outDir` named by the URL path after /files/, or null when it may not be served. */
-export async function servedFile(outDir: string, urlPath: string): Promise<string | null> {
+/**
+ * The segments of a /files/ URL path, each URL-decoded, or null when one is empty, `.` or `..`, holds a
+ * slash, a backslash or a NUL, or when it names a state file (`*.db`, `-wal`, `-shm`, `-journal`).
+ */
+export function pathSegments(urlPath: string): string[] | null {
   let segments: string[];
   try {
     segments = urlPath.split('/').map((s) => decodeURIComponent(s));
@@ -26,6 +29,18 @@ export async function servedFile(outDir: string, urlPath: string): Promise<strin
   }
   if (segments.some((s) => s === '' || s === '.' || s === '..' || s.includes('/') || s.includes('\\') || s.includes('\0'))) return null;
   if (/\.db(-wal|-shm|-journal)?$/i.test(segments.at(-1)!)) return null;
+  return segments;
+}
+
+/** The content type a file is served with, by its name's extension (never text/html: the view's origin runs scripts). */
+export function contentTypeOf(name: string): string {
+  return TYPES[extname(name).toLowerCase()] ?? 'application/octet-stream';
+}
+
+/** The absolute path of a file under `outDir` named by the URL path after /files/, or null when it may not be served. */
+export async function servedFile(outDir: string, urlPath: string): Promise<string | null> {
+  const segments = pathSegments(urlPath);
+  if (segments === null) return null;
   const root = resolve(outDir);
   const path = join(root, ...segments);
   if (relative(root, path).startsWith('..')) return null;
@@ -42,7 +57,7 @@ export async function servedFile(outDir: string, urlPath: string): Promise<strin
 export async function sendFile(res: ServerResponse, path: string): Promise<void> {
   const st = await lstat(path);
   res.writeHead(200, {
-    'content-type': TYPES[extname(path).toLowerCase()] ?? 'application/octet-stream',
+    'content-type': contentTypeOf(path),
     'content-length': st.size,
     'cache-control': 'no-cache',
   });

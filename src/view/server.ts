@@ -5,10 +5,11 @@ import { resolve } from 'node:path';
 import { GenbatchError, UsageError } from '../errors.js';
 import { buildReportData, markJobs, type MarkAction } from '../engine/index.js';
 import { htmlSink, PageData, scriptJson } from '../report/index.js';
+import { isS3Url } from '../storage/index.js';
 import type { Store } from '../store/index.js';
 import { VIEW_SCRIPT } from './app.js';
 import { detailPage } from './detail.js';
-import { sendFile, servedFile } from './files.js';
+import { runOutput } from './output.js';
 import { allowedHosts, hostAllowed, newToken, TOKEN_HEADER, tokenMatches } from './guard.js';
 import { LiveState } from './live.js';
 
@@ -21,6 +22,8 @@ export interface ViewOptions {
   port?: number;
   /** The token (default: a new random one); tests pass none. */
   token?: string;
+  /** Called after marks were written to `store` (a copy of a PostgreSQL state: they go to the database too). */
+  saveMarks?: () => Promise<unknown>;
 }
 
 export interface View {
@@ -88,7 +91,9 @@ function parseMarks(body: string): { ids: string[]; action: MarkAction; note: st
  */
 export async function startView(o: ViewOptions): Promise<View> {
   const store = o.store;
-  const outDir = resolve(store.run().out_dir);
+  // The run's files: its output folder, or its prefix in a bucket (`--out s3://...`).
+  const recorded = store.run().out_dir;
+  const output = await runOutput(isS3Url(recorded) ? recorded : resolve(recorded));
   const token = o.token ?? newToken();
   const live = new LiveState(store, new PageData('/files/'));
   const host = o.host ?? '127.0.0.1';
@@ -129,6 +134,7 @@ export async function startView(o: ViewOptions): Promise<View> {
         const m = parseMarks(await readBody(req));
         const r = markJobs(store, m.ids, m.action, m.note, 'POST /api/marks');
         live.wrote();
+        await o.saveMarks?.();
         marked += r.changed;
         return json(res, 200, JSON.stringify({ changed: r.changed, ids: r.ids, mark: r.state }));
       } catch (err) {
@@ -150,14 +156,13 @@ export async function startView(o: ViewOptions): Promise<View> {
       }
       const given = url.searchParams.get('token');
       const back = given !== null && tokenMatches(token, given) ? `/?token=${encodeURIComponent(token)}` : '/';
-      const html = await detailPage(store, outDir, id, back);
+      const html = await detailPage(store, output, id, back);
       if (html === null) return text(res, 404, `no job ${JSON.stringify(id)} in this run`);
       return send(res, 200, 'text/html; charset=utf-8', html);
     }
     if (path.startsWith('/files/')) {
-      const file = await servedFile(outDir, path.slice('/files/'.length));
-      if (file === null) return text(res, 404, 'no such file in the output folder');
-      return sendFile(res, file);
+      if (!(await output.send(res, path.slice('/files/'.length), req.method === 'HEAD'))) return text(res, 404, 'no such file in the output folder');
+      return;
     }
     if (path === '/favicon.ico') {
       res.writeHead(204);
@@ -175,6 +180,9 @@ export async function startView(o: ViewOptions): Promise<View> {
   await new Promise<void>((done, fail) => {
     server.once('error', fail);
     server.listen(o.port ?? 8788, host, () => done());
+  }).catch((err: unknown) => {
+    output.close();
+    throw err;
   });
   const port = (server.address() as AddressInfo).port;
   allowed = allowedHosts(host, port);
@@ -187,7 +195,10 @@ export async function startView(o: ViewOptions): Promise<View> {
     marksWritten: () => marked,
     close: () =>
       new Promise<void>((done) => {
-        server.close(() => done());
+        server.close(() => {
+          output.close();
+          done();
+        });
         server.closeAllConnections();
       }),
   };

@@ -13,8 +13,8 @@ export interface ViewProcess {
   stop(): Promise<number | null>;
 }
 
-export function startViewProcess(args: string[]): Promise<ViewProcess> {
-  const child = spawnCli(['view', ...args, '--port', '0']);
+export function startViewProcess(args: string[], env: Record<string, string> = {}): Promise<ViewProcess> {
+  const child = spawnCli(['view', ...args, '--port', '0'], env);
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';

@@ -12,16 +12,17 @@ export interface ExportCliOptions {
 }
 
 /**
- * `genbatch export <manifest|--state PATH|--out DIR> --to DIR [--only approved|done] [--format imagefolder|jsonl|csv]`:
+ * `genbatch export <manifest|--state PATH|--out DIR|s3://...> --to DIR|s3://bucket/prefix [--only approved|done] [--format imagefolder|jsonl|csv]`:
  * the run's chosen results as a data set (src/export/). Exit 1 when a file could not be exported (each named).
  */
 export default async function exportCommand(manifest: string | undefined, opts: ExportCliOptions): Promise<number> {
   ignoreBrokenPipe();
-  if (opts.to === undefined) throw new UsageError('export expects --to DIR, the folder to export into');
+  if (opts.to === undefined) throw new UsageError('export expects --to DIR (or s3://bucket/prefix), where to export into');
   const which: ExportWhich = opts.only === undefined ? 'default' : opts.only === 'approved' || opts.only === 'done' ? opts.only : badOnly(opts.only);
   const format = (opts.format ?? 'imagefolder') as ExportFormat;
   if (!EXPORT_FORMATS.includes(format)) throw new UsageError(`--format expects one of ${EXPORT_FORMATS.join(', ')}, got "${opts.format}"`);
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'export');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'export');
+  const { store, runs } = state;
   try {
     if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose results to export`);
     store.useRun(runs[0]!);
@@ -32,7 +33,7 @@ export default async function exportCommand(manifest: string | undefined, opts: 
     );
     return r.problems.length > 0 ? EXIT.jobsFailed : EXIT.ok;
   } finally {
-    store.close();
+    await state.close();
     await flushed(process.stdout);
   }
 }

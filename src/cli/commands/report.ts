@@ -1,14 +1,17 @@
-import { resolve } from 'node:path';
 import { buildReportData } from '../../engine/index.js';
 import { writeReports } from '../../report/index.js';
 import { UsageError } from '../../errors.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
-import { openStateForRead } from './state-file.js';
+import { openStateForRead, outputOf } from './state-file.js';
 
-/** `genbatch report [manifest|--state PATH] [--out DIR]`: rewrite the four reports from the state file (found at --state, else DIR/state.db, else the manifest's default). */
+/**
+ * `genbatch report [manifest|--state PATH] [--out DIR|s3://bucket/prefix]`: rewrite the four reports from the state file (found at
+ * --state, else DIR/state.db, else the manifest's default; a run to a bucket: beside the manifest), into DIR or under the prefix.
+ */
 export default async function report(manifest: string | undefined, opts: { state?: string; out?: string }): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'report');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'report');
+  const { store, runs } = state;
   try {
     if (opts.out !== undefined && runs.length > 1) {
       // One folder holds one set of reports: each run would replace the one written before it.
@@ -16,14 +19,17 @@ export default async function report(manifest: string | undefined, opts: { state
     }
     for (const run of runs) {
       store.useRun(run);
-      const dir = resolve(opts.out ?? run.out_dir);
-      // Written elsewhere than the run's output folder: report.html links the files from there.
-      const paths = await writeReports(dir, buildReportData(store), dir === resolve(run.out_dir) ? {} : { reportDir: dir });
+      const dir = outputOf(opts.out ?? run.out_dir);
+      // Written elsewhere than the run's output folder (or prefix): report.html links the files from there.
+      const data = buildReportData(store);
+      const workers = await state.workers(run.id);
+      if (workers) data.summary.workers = workers;
+      const paths = await writeReports(dir, data, dir === outputOf(run.out_dir) ? {} : { reportDir: dir });
       process.stdout.write(`reports of ${run.manifest}: ${paths.json}, ${paths.csv}, ${paths.md}, ${paths.html}\n`);
     }
     return 0;
   } finally {
-    store.close();
+    await state.close();
     await flushed(process.stdout);
   }
 }

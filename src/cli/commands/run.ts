@@ -1,7 +1,8 @@
 import { run as runManifest } from '../../api/run.js';
-import { EventBus } from '../../engine/index.js';
+import { EventBus, type EngineEvent } from '../../engine/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
 import { confineWanted } from '../confine.js';
+import { displayUrl, stateOption } from '../../store/location.js';
 
 /**
  * `genbatch run <manifest>`: the checkpointed pipeline (src/api/run.ts, the library's run()). Rerunning
@@ -52,19 +53,29 @@ function againCommand(manifest: string, flags: RunFlags): string {
   const parts = ['genbatch run', q(manifest)];
   if (flags.sandbox) parts.push('--sandbox');
   if (flags.out !== undefined) parts.push('--out', q(flags.out));
-  if (flags.state !== undefined) parts.push('--state', q(flags.state));
+  // A URL's password is never printed (with it in GENBATCH_STATE, the same command finds it again).
+  if (flags.state !== undefined) parts.push('--state', q(displayUrl(flags.state)));
   if (flags.baseUrl !== undefined) parts.push('--base-url', q(flags.baseUrl));
   return parts.join(' ');
 }
 
 export default async function run(manifest: string, flags: RunFlags): Promise<number> {
-  ignoreBrokenPipe();
   const { json, ...options } = flags;
-  const bus = new EventBus();
-  const stopProgress = attachProgress(bus, { json: json === true, tty: process.stderr.isTTY === true && json !== true, again: againCommand(manifest, flags) });
+  return withProgress({ json: json === true, again: againCommand(manifest, flags) }, async (onEvent, signal) => {
+    const summary = await runManifest(manifest, { ...options, state: stateOption(flags.state), confine: confineWanted(flags.confine), onEvent, signal });
+    return summary.exitCode;
+  });
+}
 
-  // First SIGINT/SIGTERM: stop submitting, finish what is in flight, write the report.
-  // Second SIGINT: give the signal back to Node's default handler, which ends the process at once.
+/**
+ * `fn` with the progress output (bars on a TTY, else plain lines; NDJSON events with json) and the signals:
+ * the first SIGINT/SIGTERM aborts `signal` (stop submitting, finish what is in flight, write the report);
+ * a second SIGINT gives the signal back to Node's default handler, which ends the process at once.
+ */
+export async function withProgress(o: { json: boolean; again: string }, fn: (onEvent: (e: EngineEvent) => void, signal: AbortSignal) => Promise<number>): Promise<number> {
+  ignoreBrokenPipe();
+  const bus = new EventBus();
+  const stopProgress = attachProgress(bus, { json: o.json, tty: process.stderr.isTTY === true && !o.json, again: o.again });
   const controller = new AbortController();
   const onSignal = (sig: NodeJS.Signals) => {
     if (controller.signal.aborted) {
@@ -80,8 +91,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    const summary = await runManifest(manifest, { ...options, confine: confineWanted(flags.confine), onEvent: bus.emit, signal: controller.signal });
-    return summary.exitCode;
+    return await fn(bus.emit, controller.signal);
   } finally {
     process.removeListener('SIGINT', onSignal);
     process.removeListener('SIGTERM', onSignal);

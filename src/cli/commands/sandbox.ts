@@ -6,6 +6,7 @@ import {
   checkNonNegative,
   checkRate,
   checkTimerMs,
+  checkVideoBytes,
   parseKeys,
   parseWords,
   startSandbox,
@@ -29,6 +30,7 @@ interface SandboxFlags {
   slowMs?: string;
   retryAfter?: string;
   imageEdge?: string;
+  videoBytes?: string;
   callbackTimeoutMs?: string;
   clockStart?: string;
   adminToken?: string;
@@ -76,6 +78,7 @@ export function sandboxOptions(opts: SandboxFlags): SandboxOptions {
   if (opts.slowMs !== undefined) o.slowMs = numberFlag('--slow-ms', opts.slowMs, checkTimerMs);
   if (opts.retryAfter !== undefined) o.retryAfterS = numberFlag('--retry-after', opts.retryAfter, checkNonNegative);
   if (opts.imageEdge !== undefined) o.imageEdge = numberFlag('--image-edge', opts.imageEdge, checkImageEdge);
+  if (opts.videoBytes !== undefined) o.videoBytes = numberFlag('--video-bytes', opts.videoBytes, checkVideoBytes);
   if (opts.callbackTimeoutMs !== undefined) o.callbackTimeoutMs = numberFlag('--callback-timeout-ms', opts.callbackTimeoutMs, checkTimerMs);
   if (opts.clockStart !== undefined) o.clockStart = parseClockStart(opts.clockStart);
   const adminToken = opts.adminToken ?? process.env.GENBATCH_SANDBOX_ADMIN_TOKEN;

@@ -1,0 +1,45 @@
+import { work as workOn } from '../../api/work.js';
+import { displayUrl, stateOption } from '../../store/location.js';
+import { withProgress } from './run.js';
+
+/**
+ * `genbatch work --state postgres://... [--run NAME] [--until-empty]`: a worker that joins a run kept in
+ * PostgreSQL without its manifest (a pod that only pulls work), src/api/work.ts. The run was made by
+ * `genbatch run <manifest> --state URL`; this process claims its jobs beside any other worker, with run's
+ * service and output flags, and the progress output and signals of run.
+ */
+
+export interface WorkFlags {
+  state?: string;
+  run?: string;
+  untilEmpty?: boolean;
+  baseUrl?: string;
+  out?: string;
+  concurrency: number;
+  yes?: boolean;
+  json?: boolean;
+  callbackUrl?: string;
+  listen?: string;
+  timeScale?: number;
+  statusRate?: string;
+  requestTimeout?: number | string;
+}
+
+/** The command that starts this worker again (the end-of-run summary's suggestion): the password never shown. */
+function againCommand(flags: WorkFlags): string {
+  const q = (s: string) => (/^[\w@%+=:,./*-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+  const parts = ['genbatch work'];
+  if (flags.state !== undefined) parts.push('--state', q(displayUrl(flags.state)));
+  if (flags.run !== undefined) parts.push('--run', q(flags.run));
+  if (flags.out !== undefined) parts.push('--out', q(flags.out));
+  if (flags.baseUrl !== undefined) parts.push('--base-url', q(flags.baseUrl));
+  return parts.join(' ');
+}
+
+export default async function work(flags: WorkFlags): Promise<number> {
+  const { json, ...options } = flags;
+  return withProgress({ json: json === true, again: againCommand(flags) }, async (onEvent, signal) => {
+    const summary = await workOn({ ...options, state: stateOption(flags.state), onEvent, signal });
+    return summary.exitCode;
+  });
+}
