@@ -3,10 +3,10 @@ import { throwIfAborted } from '../../client/retry.js';
 import { TransitionError } from '../../errors.js';
 import type { ChildInput } from '../graph.js';
 import type { Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from '../port.js';
-import type { JobState } from '../states.js';
+import { ACTIVE_STATES, PARENT_FAILED_STATES, type JobState } from '../states.js';
 import type { FileRow, JobPatch, JobRow } from '../types.js';
 import { releaseReservation, setBudgetCap } from './budget.js';
-import { inTx, type Client, type Pool, type Queryable } from './db.js';
+import { inTx, named, type Client, type Pool, type Queryable } from './db.js';
 import { afterMove, insertChildren } from './graph.js';
 import { adoptMove, assertAllowed, claimPending, guardedMove, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
 import { takePermit } from './rate.js';
@@ -37,9 +37,12 @@ export interface PgWorkStoreOptions {
   takeOverMs?: number;
   /** The run's credit cap shared by its workers (--max-credits / the manifest budget); undefined leaves the row as it is. */
   creditCap?: number | null;
-  /** Status reads per second of the key (default 10, as the client's). */
+  /** Status reads per second of the key, evenly spaced (default 10, as the client's; the caller divides by --time-scale). */
   statusRatePerSec?: number;
-  /** Uploads per window of the key (default 5 a minute, the service's limit); windowMs scaled in tests. */
+  /**
+   * Uploads per window of the key (default 5 per 61.2 s: the service's 5 a minute with the client's 2%
+   * margin for clock skew and latency); the caller scales windowMs with --time-scale.
+   */
   uploads?: { limit: number; windowMs: number };
   /** How often a worker waiting for an upload slot asks again (default 1 s). */
   slotPollMs?: number;
@@ -58,6 +61,14 @@ function uncharged(from: JobState, to: JobState): boolean {
 }
 
 const TAKE_OVER_BATCH = 1000;
+
+/** A file of a job now on disk (or in the bucket), written by this worker. */
+const FILE_DONE = `UPDATE files SET path = $4, size = $5, sha256 = $6, content_type = COALESCE($7, content_type), state = 'done', worker = $8 WHERE run_id = $1 AND job_id = $2 AND idx = $3`;
+
+/** A file row of a job's results (again, when the job is fetched again). */
+const ADD_FILE = `INSERT INTO files (run_id, job_id, idx, name, url, type, content_type, expected_size, expires_at, state, worker) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)
+  ON CONFLICT (run_id, job_id, idx) DO UPDATE SET name = EXCLUDED.name, url = EXCLUDED.url, type = EXCLUDED.type, content_type = EXCLUDED.content_type,
+    expected_size = EXCLUDED.expected_size, expires_at = EXCLUDED.expires_at, state = 'pending', path = NULL, size = NULL, sha256 = NULL, worker = EXCLUDED.worker`;
 
 export class PgWorkStore implements WorkStore {
   readonly worker: string;
@@ -114,12 +125,13 @@ export class PgWorkStore implements WorkStore {
   async claimPending(n: number, opts: { only?: ReadonlySet<string> | null } = {}): Promise<Claim> {
     if (n <= 0) return { jobs: [], overBudget: false };
     const only = opts.only ? [...opts.only] : null;
-    const c = await inTx(this.pool, (tx) => claimPending(tx, this.runId, this.worker, this.leaseMs, n, only));
+    // A claim need not survive a server crash (its job would be pending and free again).
+    const c = await inTx(this.pool, (tx) => claimPending(tx, this.runId, this.worker, this.leaseMs, n, only), { durable: false });
     return { jobs: c.jobs.map((j) => this.hold(j)), overBudget: c.heldByBudget };
   }
 
   /** Remember the lease of a job just claimed or taken over; the row without its epoch. */
-  private hold(j: LeasedJob): JobRow {
+  private hold<T extends { id: string; lease_epoch: number }>(j: T): Omit<T, 'lease_epoch'> {
     const { lease_epoch, ...row } = j;
     this.held.set(j.id, lease_epoch);
     return row;
@@ -196,6 +208,13 @@ export class PgWorkStore implements WorkStore {
   async transition(id: string, from: JobState, to: JobState, patch: JobPatch = {}, o: MoveOptions = {}): Promise<Moved> {
     const epoch = this.held.get(id);
     if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
+    // A durable move alone (the submit intent, the task id): one statement, its own transaction, one round trip.
+    const alone = o.durable === true && epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
+    if (alone) {
+      const r = await guardedMove(this.pool, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs);
+      if (r === 'lost' || !ACTIVE_STATES.includes(to)) this.held.delete(id);
+      return r === 'lost' ? { moved: false } : { moved: true, side: [] };
+    }
     let newEpoch: number | undefined;
     const out = await inTx(this.pool, async (tx): Promise<Moved> => {
       if (epoch === undefined) newEpoch = await adoptMove(tx, this.runId, id, this.worker, from, to, patch, this.leaseMs);
@@ -206,8 +225,8 @@ export class PgWorkStore implements WorkStore {
       if (to === 'done') await this.clearMarkOnResult(tx, id);
       if (uncharged(from, to)) await releaseReservation(tx, this.runId, id);
       return { moved: true, side: await afterMove(tx, this.runId, id, from, to, patch.last_error) };
-    });
-    if (!out.moved || !['submitting', 'submitted', 'downloading'].includes(to)) this.held.delete(id);
+    }, { durable: o.durable === true });
+    if (!out.moved || !ACTIVE_STATES.includes(to)) this.held.delete(id);
     else if (newEpoch !== undefined) this.held.set(id, newEpoch);
     return out;
   }
@@ -234,7 +253,7 @@ export class PgWorkStore implements WorkStore {
 
   /** A new result arrived: the job's current mark judged the one it replaced, so it is cleared (kept in its history). */
   private async clearMarkOnResult(q: Queryable, id: string): Promise<void> {
-    const r = await q.query<{ mark: string | null }>('SELECT mark FROM marks WHERE run_id = $1 AND job_id = $2 ORDER BY n DESC LIMIT 1', [this.runId, id]);
+    const r = await q.query<{ mark: string | null }>(named('SELECT mark FROM marks WHERE run_id = $1 AND job_id = $2 ORDER BY n DESC LIMIT 1', [this.runId, id]));
     const mark = r.rows[0]?.mark;
     if (!mark) return;
     await q.query(
@@ -245,21 +264,13 @@ export class PgWorkStore implements WorkStore {
 
   private async addFiles(q: Queryable, id: string, files: readonly NewFile[]): Promise<void> {
     for (const f of files) {
-      await q.query(
-        `INSERT INTO files (run_id, job_id, idx, name, url, type, content_type, expected_size, expires_at, state, worker) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)
-         ON CONFLICT (run_id, job_id, idx) DO UPDATE SET name = EXCLUDED.name, url = EXCLUDED.url, type = EXCLUDED.type, content_type = EXCLUDED.content_type,
-           expected_size = EXCLUDED.expected_size, expires_at = EXCLUDED.expires_at, state = 'pending', path = NULL, size = NULL, sha256 = NULL, worker = EXCLUDED.worker`,
-        [this.runId, id, f.idx, f.name, f.url, f.type, f.content_type, f.expected_size, f.expires_at, this.worker],
-      );
+      await q.query(named(ADD_FILE, [this.runId, id, f.idx, f.name, f.url, f.type, f.content_type, f.expected_size, f.expires_at, this.worker]));
     }
   }
 
   private async filesDone(q: Queryable, id: string, got: readonly FileGot[]): Promise<void> {
     for (const f of got) {
-      await q.query(
-        `UPDATE files SET path = $4, size = $5, sha256 = $6, content_type = COALESCE($7, content_type), state = 'done', worker = $8 WHERE run_id = $1 AND job_id = $2 AND idx = $3`,
-        [this.runId, id, f.idx, f.path, f.size, f.sha256, f.content_type, this.worker],
-      );
+      await q.query(named(FILE_DONE, [this.runId, id, f.idx, f.path, f.size, f.sha256, f.content_type, this.worker]));
     }
   }
 
@@ -333,6 +344,16 @@ export class PgWorkStore implements WorkStore {
     return r.rows[0] ?? { known: 0, unknown: 0 };
   }
 
+  async getMeta(key: string): Promise<string | null> {
+    const r = await this.pool.query<{ value: string }>('SELECT value FROM meta WHERE key = $1', [key]);
+    return r.rows[0]?.value ?? null;
+  }
+
+  async setMeta(key: string, value: string | null): Promise<void> {
+    if (value === null) await this.pool.query('DELETE FROM meta WHERE key = $1', [key]);
+    else await this.pool.query('INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value', [key, value]);
+  }
+
   async findUpload(baseUrl: string, sha256: string, maxAgeMs: number): Promise<string | null> {
     const r = await this.pool.query<{ file_url: string }>(`SELECT file_url FROM uploads WHERE base_url = $1 AND sha256 = $2 AND ${NOW_MS} - uploaded_at <= $3`, [baseUrl, sha256, maxAgeMs]);
     return r.rows[0]?.file_url ?? null;
@@ -348,7 +369,7 @@ export class PgWorkStore implements WorkStore {
 
   async acquireUploadSlot(signal?: AbortSignal): Promise<ReleaseUploadSlot> {
     throwIfAborted(signal);
-    const limit = this.o.uploads ?? { limit: 5, windowMs: 60_000 };
+    const limit = this.o.uploads ?? { limit: 5, windowMs: 61_200 };
     const opts = { key: this.key, worker: this.worker, limit: limit.limit, windowMs: limit.windowMs, holdMs: this.leaseMs };
     const held = await takeUploadSlot(this.pool, opts, signal, this.o.slotPollMs ?? 1000);
     let ended = false;
@@ -363,6 +384,6 @@ export class PgWorkStore implements WorkStore {
   async acquireStatusRead(signal?: AbortSignal): Promise<void> {
     throwIfAborted(signal);
     const rate = this.o.statusRatePerSec ?? 10;
-    await takePermit(this.pool, { key: this.key, ratePerSec: rate, burst: Math.max(1, rate) }, signal);
+    await takePermit(this.pool, { key: this.key, ratePerSec: rate, burst: 1 }, signal);
   }
 }
