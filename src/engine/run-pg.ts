@@ -169,7 +169,11 @@ export async function countsOf(pool: import('../store/pg/db.js').Pool, runId: nu
 }
 type JobStateName = import('../store/index.js').JobState;
 
-/** The callback path token of the database, made by the first worker that needs it: every worker's receiver takes every job's callback. */
+/**
+ * The callback path token of the state, made by the first worker that needs it (an insert that keeps the
+ * first one: two workers starting together read the same), so that every worker's receiver takes every
+ * job's callback (a public URL in front of several receivers).
+ */
 export async function callbackToken(pool: import('../store/pg/db.js').Pool): Promise<string> {
   const { newCallbackToken } = await import('./callbacks.js');
   await pool.query(`INSERT INTO meta (key, value) VALUES ('callback_token', $1) ON CONFLICT (key) DO NOTHING`, [newCallbackToken()]);
