@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openPool, type Pool } from '../src/store/pg/db.js';
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { mixedManifest } from './helpers/mixed-manifest.js';
@@ -19,11 +19,13 @@ import { findFiles } from './helpers/verify.js';
  * replacement started, SIGSTOP of another past its lease (5 s at this time scale) then SIGCONT, SIGKILL of a
  * third and its replacement. After: every job done or uncertain; each task id once, each at the sandbox, extra
  * sandbox tasks only for uncertain jobs; no upload refused (429); the charge within --max-credits; every file
- * on disk with its recorded size and sha256; no temporary file left. GENBATCH_SLOW=1: 300 jobs.
+ * on disk with its recorded size and sha256; no temporary file left. GENBATCH_SLOW=1: 300 jobs, 5 rounds.
  */
 const SCALE = '0.01';
 const SLOW = process.env.GENBATCH_SLOW === '1';
 const JOBS = SLOW ? 300 : 200;
+/** Rounds, each with its own sandbox, database and output folder: 2 in CI (about 30 s here), 5 with GENBATCH_SLOW=1 (GENBATCH_CHAOS_ROUNDS=N: N). */
+const ROUNDS = Number(process.env.GENBATCH_CHAOS_ROUNDS ?? (SLOW ? 5 : 2));
 const KEY = 'sk-chaos-key-0123456789';
 /** Music chains: a song, a WAV of each of its tracks (for_each), a video of its first track. */
 const CHAINS = 5;
@@ -49,22 +51,24 @@ const CREDITS = 10_000_000;
 const MAX_CREDITS = 100_000;
 
 let sb: SandboxProcess;
+let round = 0;
 let db: TestDatabase;
 let pool: Pool;
 const t = tempDir('genbatch-chaos-');
 
-beforeAll(async () => {
-  ensureBuilt();
-  sb = await startSandboxProcess(['--time-scale', SCALE, '--keys', `${KEY}=${CREDITS}`, '--seed', '7', '--faults', 'status:500=0.03,status:429=0.03,file:500=0.03']);
+beforeAll(() => ensureBuilt(), 120_000);
+afterAll(() => t.cleanup());
+// Each round: its own sandbox (its task list is the round's), database and output folder.
+beforeEach(async () => {
+  sb = await startSandboxProcess(['--time-scale', SCALE, '--keys', `${KEY}=${CREDITS}`, '--seed', String(7 + round), '--faults', 'status:500=0.03,status:429=0.03,file:500=0.03']);
   db = await testDatabase();
   pool = openPool(db.url);
-}, 120_000);
-afterAll(async () => {
+}, 60_000);
+afterEach(async () => {
   await pool?.end();
   await db?.drop();
   await sb?.stop();
-  t.cleanup();
-});
+}, 60_000);
 
 /** A worker process, its NDJSON events counted; resolves `exited` with its code and signal. */
 interface Worker {
@@ -80,10 +84,13 @@ async function balance(): Promise<number> {
 }
 
 describe('many workers on PostgreSQL under kills, a pause and faults', () => {
-  it(`${JOBS} jobs and ${CHAINS} music chains, 4 workers, 2 SIGKILLs with replacements, 1 SIGSTOP past the lease: every invariant holds`, async () => {
-    const { path: manifest } = mixedManifest(t.dir, 'x', JOBS, 20);
+  it.each(Array.from({ length: ROUNDS }, (_, i) => i + 1))(`round %i: ${JOBS} jobs and ${CHAINS} music chains, 4 workers, 2 SIGKILLs with replacements, 1 SIGSTOP past the lease: every invariant holds`, async (n) => {
+    round = n;
+    const dir = join(t.dir, `round-${round}`);
+    mkdirSync(dir);
+    const { path: manifest } = mixedManifest(dir, 'x', JOBS, 20);
     appendFileSync(manifest, musicChains(CHAINS));
-    const out = join(t.dir, 'out');
+    const out = join(dir, 'out');
     const env = { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: sb.url, GENBATCH_STATE: db.url };
     const common = ['--time-scale', SCALE, '--concurrency', '4', '--yes', '--json'];
     const before = await balance();
@@ -168,7 +175,7 @@ describe('many workers on PostgreSQL under kills, a pause and faults', () => {
     const refused = paused.warnings.filter((m) => m.includes('another worker holds it now') || m.includes('leases ran out'));
     expect(refused.length).toBeGreaterThanOrEqual(1);
     console.log(
-      `chaos test: ${jobs.length} jobs (${CHAINS} music chains), ${uncertain.length} uncertain, ${skipped.length} skipped, ${serverTasks.size} tasks, charged ${charged}, uploads ${JSON.stringify(stats.uploads)}, ` +
+      `chaos test, round ${round}: ${jobs.length} jobs (${CHAINS} music chains), ${uncertain.length} uncertain, ${skipped.length} skipped, ${serverTasks.size} tasks, charged ${charged}, uploads ${JSON.stringify(stats.uploads)}, ` +
         `faults ${JSON.stringify(stats.faults_injected)}, paused worker: ${refused.length} write(s) refused or leases lost, exit codes ${JSON.stringify(codes)}`,
     );
   }, 300_000);
