@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { openPool, type Pool } from '../src/store/pg/db.js';
 import { migrate } from '../src/store/pg/schema.js';
-import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { copyToPostgres } from './helpers/pg-copy.js';
 import { testDatabase, type TestDatabase } from './helpers/pg.js';
 import { tempDir } from './helpers/tmp.js';
@@ -99,5 +99,21 @@ describe('genbatch work on PostgreSQL', () => {
     const after = (await sandbox.stats()).callbacks;
     expect(after.delivered - before.delivered).toBeGreaterThanOrEqual(1);
     expect((await pool.query(`SELECT value FROM meta WHERE key = 'callback_token'`)).rowCount).toBe(1);
+  });
+
+  it('without --until-empty a worker waits for more work until stopped: SIGTERM ends it at once (exit 4, as a stopped run)', async () => {
+    const child = spawnCli(['work', '--time-scale', '0.01', '--json'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url });
+    let out = '';
+    const started = new Promise<void>((r) => child.stdout!.on('data', (d: Buffer) => ((out += d.toString()), out.includes('"type":"synced"') && r())));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    await started;
+    // Nothing to do: it keeps looking (a second passes with it still running), then stops on SIGTERM.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(child.exitCode).toBeNull();
+    const t0 = Date.now();
+    child.kill('SIGTERM');
+    expect(await exited).toBe(4);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(out).toContain('"type":"finish"');
   });
 });
