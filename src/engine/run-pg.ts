@@ -128,6 +128,11 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
       signal: o.signal,
       events: o.events,
     });
+    // The run's end, as on SQLite (status: "last run ... to ..."; the reports' wall time): once nothing is left to move.
+    const c = outcome.counts;
+    if (c.pending + c.submitting + c.submitted + c.downloading === 0) {
+      await pool.query(`UPDATE runs SET finished_at = ${pg.NOW_ISO} WHERE id = $1`, [runId]).catch(() => undefined);
+    }
     await writeReportsFromCopy(o, runId);
     return outcome;
   } finally {
