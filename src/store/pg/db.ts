@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { StateError } from '../../errors.js';
+import { displayUrl } from '../location.js';
 
 /**
  * The connection pool of a PostgreSQL state and one transaction helper.
@@ -68,17 +69,7 @@ export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { du
   }
 }
 
-/** A PostgreSQL state URL shown without its password. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return 'postgres://(unparsable URL)';
-  }
-}
-
+/** A StateError about the PostgreSQL state at `url`, naming it without its password (displayUrl). */
 export function stateError(url: string, err: unknown): StateError {
-  return new StateError(`PostgreSQL state ${redactUrl(url)}: ${err instanceof Error ? err.message : String(err)}`);
+  return new StateError(`PostgreSQL state ${displayUrl(url)}: ${err instanceof Error ? err.message : String(err)}`);
 }
