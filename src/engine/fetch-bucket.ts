@@ -3,8 +3,8 @@
  * the disk, with the same records: each file is recorded done with its path (under the prefix), size and
  * sha256 in the caller's `downloading -> done` transaction, or right away when the job stops midway.
  *
- * A file put in the bucket is also noted in the state file at once (meta `s3_done:<job>:<idx>`), before
- * the job is recorded: a run killed between the two finds the note, checks that the bucket holds the
+ * A file put in the bucket is also noted in the state file (meta `s3_done:<job>:<idx>`) before its object
+ * appears under its final key, and before the job is recorded: a run killed between the two finds the note, checks that the bucket holds the
  * object with that size and sha256 (HEAD), and records it without downloading it again. The multipart
  * uploads in flight are kept in meta `s3_uploads` (bucketJournal) for the next run to clear.
  */
@@ -116,9 +116,13 @@ export async function fetchToBucket(
         const p = await c.bucket.putText(folder, c.download.sanitizeName(f.name), texts.get(f.idx) ?? '', { signal: c.signal });
         got = { ...p, content_type: 'text/plain' };
       } else if (got === null) {
-        const d = await c.bucket.fetchFile({ url: f.url!, folder, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, journal });
+        // Noted before the object appears under its key: a run killed once it is there finds it by the note.
+        const note = async (g: Got): Promise<void> => notes.setMeta(doneKey(row.id, f.idx), JSON.stringify({ ...g, task_id: row.task_id, url: f.url } satisfies Noted));
+        const beforeWrite = (d: { path: string; size: number; sha256: string; contentType: string | null }) => note({ path: d.path, size: d.size, sha256: d.sha256, content_type: d.contentType });
+        const d = await c.bucket.fetchFile({ url: f.url!, folder, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, journal, beforeWrite });
         got = { path: d.path, size: d.size, sha256: d.sha256, content_type: d.contentType };
       }
+      // Also for a file reused from an earlier note, or written without one (text results, an object already there).
       await notes.setMeta(doneKey(row.id, f.idx), JSON.stringify({ ...got, task_id: row.task_id, url: f.url } satisfies Noted));
       done.push({ idx: f.idx, got });
       Object.assign(f, got, { content_type: got.content_type ?? f.content_type, state: 'done' } satisfies Partial<FileRow>);

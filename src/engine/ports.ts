@@ -90,7 +90,16 @@ export interface BucketPort {
   /** `s3://bucket/prefix`, for messages. */
   where: string;
   /** Streams `url` into the bucket (checked, hashed, sha256 in the metadata), retried as a download is. */
-  fetchFile(o: { url: string; folder: string; name: string; expectedSize?: number; signal?: AbortSignal; journal: UploadJournal }): Promise<{ path: string; size: number; sha256: string; contentType: string | null }>;
+  /** `beforeWrite`: called with the final path, size, sha256 and content type before the object appears under that path. */
+  fetchFile(o: {
+    url: string;
+    folder: string;
+    name: string;
+    expectedSize?: number;
+    signal?: AbortSignal;
+    journal: UploadJournal;
+    beforeWrite?: (got: { path: string; size: number; sha256: string; contentType: string | null }) => Promise<void>;
+  }): Promise<{ path: string; size: number; sha256: string; contentType: string | null }>;
   /** A small text result at `<folder>/<name>` (or a numbered name), never replacing other content. */
   putText(folder: string, name: string, text: string, o?: { contentType?: string; signal?: AbortSignal }): Promise<{ path: string; size: number; sha256: string }>;
   /** `<folder>/result.json`: replaces this job's own; one that is not (another job id) is kept in previous-<n>/ first. */

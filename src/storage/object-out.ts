@@ -204,9 +204,20 @@ export class ObjectOut {
    * Streams `body` to `rel` (see the module comment): checked by `check` on the way and at the end,
    * placed under `rel` or a numbered name, never replacing other content.
    */
-  async putStream(rel: string, body: AsyncIterable<Buffer>, o: { check: StreamCheck; contentType?: string | null; journal: UploadJournal; signal?: AbortSignal; replace?: boolean }): Promise<Placed> {
+  async putStream(
+    rel: string,
+    body: AsyncIterable<Buffer>,
+    o: { check: StreamCheck; contentType?: string | null; journal: UploadJournal; signal?: AbortSignal; replace?: boolean; beforeWrite?: (p: Placed) => Promise<void> },
+  ): Promise<Placed> {
     // `replace` (the reports): written to `rel` whatever it holds, the whole object replaced at once.
-    const place = o.replace ? this.replacing.bind(this) : this.place.bind(this);
+    const placeAny = o.replace ? this.replacing.bind(this) : this.place.bind(this);
+    // `beforeWrite`: told the final key, size and sha256 once they are known and before the object appears under
+    // that key (the caller notes it: a run killed after the write finds the object by its note).
+    const place: typeof placeAny = (to, size, sha256, write, signal) =>
+      placeAny(to, size, sha256, async (at) => {
+        await o.beforeWrite?.({ rel: at, size, sha256, reused: false });
+        await write(at);
+      }, signal);
     const it = body[Symbol.asyncIterator]();
     const head: Buffer[] = [];
     let headBytes = 0;

@@ -25,7 +25,13 @@ export function resultsBucket(out: ObjectOut, retry: <T>(fn: () => Promise<T>, s
     fetchFile: (o) =>
       retry(async () => {
         const placed = await downloadToStore({ url: o.url, name: o.name, expectedSize: o.expectedSize ?? null, ...(o.signal ? { signal: o.signal } : {}) }, (b) =>
-          out.putStream(`${o.folder}/${b.name}`, b.body, { check: b.check, contentType: b.contentType, journal: o.journal, ...(o.signal ? { signal: o.signal } : {}) }).then((p) => ({ ...p, contentType: b.contentType })),
+          out.putStream(`${o.folder}/${b.name}`, b.body, {
+            check: b.check,
+            contentType: b.contentType,
+            journal: o.journal,
+            ...(o.signal ? { signal: o.signal } : {}),
+            ...(o.beforeWrite ? { beforeWrite: (p) => o.beforeWrite!({ path: p.rel, size: p.size, sha256: p.sha256, contentType: b.contentType }) } : {}),
+          }).then((p) => ({ ...p, contentType: b.contentType })),
         );
         return { path: placed.rel, size: placed.size, sha256: placed.sha256, contentType: placed.contentType };
       }, o.signal),
