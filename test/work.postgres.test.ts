@@ -74,6 +74,13 @@ describe('genbatch work on PostgreSQL', () => {
     const start = JSON.parse(a.stdout.split('\n')[0]!) as { type: string; manifest: string; out_dir: string; state: string };
     expect(start).toMatchObject({ type: 'start', manifest: join(t.dir, 'cats.yaml'), out_dir: out });
     expect(start.state).toContain(':***@');
+    // The counts it found, marked as joined (nothing synced: no "0 new, 0 changed" line for a worker).
+    const synced = JSON.parse(a.stdout.split('\n')[1]!) as { type: string; jobs: number; joined?: boolean };
+    expect(synced).toMatchObject({ type: 'synced', jobs: JOBS, joined: true });
+    const text = await runCli(['work', '--until-empty', '--time-scale', '0.01'], env);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain(`genbatch: joined a run of ${JOBS} jobs (${JOBS} done)`);
+    expect(text.stdout).not.toContain('0 new');
   });
 
   it("takes over a dead worker's download: the temporary file it left is removed, the job done", async () => {

@@ -58,6 +58,8 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   /** Pending jobs this run leaves for a later one (--only, --limit); null: it sends them all. */
   let leftPending: number | null = null;
   let previousMoved = 0;
+  /** A synced line was printed (a worker's joined line then says nothing new). */
+  let synced = false;
   /** A line for `stream`: above the bars while they are shown (so it is neither cut nor drawn over). */
   const say = (stream: NodeJS.WritableStream, text: string): void => {
     if (block) block.print(text, stream);
@@ -83,7 +85,11 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         tally.counts = { ...e.counts };
         tally.total = Object.entries(e.counts).reduce((a, [k, n]) => (k === 'skipped' ? a : a + n), 0);
         tally.files = e.files;
-        out.write(`genbatch: ${e.jobs} jobs (${e.new} new, ${e.changed} changed, ${e.unchanged} unchanged${e.skipped ? `, ${e.skipped} removed from the manifest` : ''})\n`);
+        if (e.joined) {
+          // A worker joining a run (genbatch work, or run after its sync on PostgreSQL): the run as found, once.
+          if (!synced) out.write(`genbatch: joined a run of ${e.jobs} jobs (${stateCounts(e.counts)})\n`);
+        } else out.write(`genbatch: ${e.jobs} jobs (${e.new} new, ${e.changed} changed, ${e.unchanged} unchanged${e.skipped ? `, ${e.skipped} removed from the manifest` : ''})\n`);
+        synced = true;
         break;
       }
       case 'redo':
@@ -167,8 +173,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         break;
       case 'finish': {
         endBars();
-        const parts = (Object.keys(e.counts) as JobState[]).filter((k) => e.counts[k] > 0).map((k) => `${e.counts[k]} ${k}`);
-        out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${parts.join(', ') || 'no jobs'}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
+        out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${stateCounts(e.counts)}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
         for (const line of redoLines(e, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
         break;
@@ -221,4 +226,10 @@ export function ignoreBrokenPipe(stream: NodeJS.WritableStream = process.stdout)
   stream.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPIPE') throw err;
   });
+}
+
+/** `3 done, 2 pending` (the states with jobs), or `no jobs`. */
+function stateCounts(counts: Record<JobState, number>): string {
+  const parts = (Object.keys(counts) as JobState[]).filter((k) => counts[k] > 0).map((k) => `${counts[k]} ${k}`);
+  return parts.join(', ') || 'no jobs';
 }

@@ -9,7 +9,8 @@ export type EngineEvent =
   | { type: 'start'; manifest: string; out_dir: string; state: string; base_url: string; sandbox: boolean }
   | { type: 'lease-takeover'; from: string }
   /** counts: jobs by state over the whole run (earlier invocations included); files: result files already on disk. */
-  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number>; files: number }
+  /** `joined`: a worker joining a run kept in PostgreSQL (nothing synced: the counts are the run's as found). */
+  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number>; files: number; joined?: boolean }
   | { type: 'recovered'; uncertain: string[] }
   | { type: 'listening'; address: string; public_url: string }
   | {

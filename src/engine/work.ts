@@ -49,7 +49,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   const emit = o.events.emit;
   if (o.announce !== false) emit({ type: 'start', manifest: o.manifest, out_dir: o.outDir, state: o.state, base_url: o.baseUrl, sandbox: false });
   let counts = await o.counts();
-  emit({ type: 'synced', jobs: total(counts), new: 0, changed: 0, unchanged: total(counts), skipped: 0, counts, files: 0 });
+  emit({ type: 'synced', jobs: total(counts), new: 0, changed: 0, unchanged: total(counts), skipped: 0, counts, files: 0, joined: true });
   // Callbacks go to the pass running; those that come between passes wait for the next one.
   let pipeline: Pipeline | null = null;
   const early: CallbackNote[] = [];
