@@ -9,6 +9,7 @@ import { EXIT, UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBook as Book } from '../pricing/index.js';
 import { defaultOutDir } from './paths.js';
+import { parseStateLocation } from '../store/location.js';
 import type { JobState } from '../store/states.js';
 
 /**
@@ -27,7 +28,7 @@ export interface RunOptions {
   sandbox?: boolean;
   /** Output folder; default `<manifest dir>/genbatch-out/<manifest name>`. */
   out?: string;
-  /** State file; default `<out>/state.db`. */
+  /** State file (a path), or a PostgreSQL database (a `postgres://` URL); default `<out>/state.db`. */
   state?: string;
   /** Submit requests in flight at once; default 8. */
   concurrency?: number;
@@ -112,31 +113,42 @@ function checkCallbackUrl(value: string): void {
   }
 }
 
+/** The options about the service and its callbacks that run and work share, checked (UsageError naming the flag). */
+export type ServiceOptions = Pick<RunOptions, 'concurrency' | 'callbackUrl' | 'listen' | 'timeScale' | 'sandbox' | 'requestTimeout' | 'statusRate'>;
+
+/** Check the service options: the concurrency, the time scale (0.02 with sandbox, else 1), the request deadline (ms, null: defaults), status reads per second. */
+export async function checkServiceOptions(o: ServiceOptions): Promise<{ concurrency: number; timeScale: number; requestMs: number | null; statusRate: number }> {
+  const concurrency = o.concurrency ?? 8;
+  if (o.callbackUrl && !o.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
+  if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
+  if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
+  const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
+  if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
+  const requestMs = requestTimeoutMs(o.requestTimeout, process.env.GENBATCH_REQUEST_TIMEOUT);
+  const statusRate = o.statusRate === undefined ? DEFAULT_STATUS_RATE : Number(o.statusRate);
+  if (!(statusRate > 0) || !Number.isFinite(statusRate) || String(o.statusRate).trim() === '') {
+    throw new UsageError(`--status-rate expects a number > 0 (status reads per second), got "${String(o.statusRate)}"`);
+  }
+  return { concurrency, timeScale, requestMs, statusRate };
+}
+
 /**
  * Run a manifest. Throws before anything is spent: ManifestError (invalid manifest), BudgetError (over budget,
  * balance or maxCredits, or unknown prices without `yes`), UsageError (bad option, missing key or base URL, the
  * state file held by a live run). Failed jobs are not errors: see the summary's outcome and counts.
  */
 export async function run(manifest: string, o: RunOptions = {}): Promise<RunSummary> {
-  const concurrency = o.concurrency ?? 8;
-  if (o.callbackUrl && !o.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
-  if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
-  if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
+  const { concurrency, timeScale, requestMs, statusRate } = await checkServiceOptions(o);
   const outDir = resolve(o.out ?? defaultOutDir(manifest));
-  const statePath = resolve(o.state ?? join(outDir, 'state.db'));
-  const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
-  if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
+  const location = parseStateLocation(o.state ?? join(outDir, 'state.db'));
+  if (location.kind === 'postgres') throw new UsageError(`--state ${location.display}: a run on a PostgreSQL state is not built yet`);
+  const statePath = location.path;
   const redo = o.redo === undefined ? [] : typeof o.redo === 'string' ? parseRedo(o.redo) : parseRedo(o.redo.join(','));
   const only = o.only && o.only.length > 0 ? parseOnly([...o.only]) : null;
   if (o.limit !== undefined && (!Number.isInteger(o.limit) || o.limit < 1)) throw new UsageError(`--limit expects an integer >= 1, got ${o.limit}`);
   const priceFile = o.prices ? await loadPriceFile(o.prices) : { user: null, book: null };
   const userPrices = priceFile.user;
-  const requestMs = requestTimeoutMs(o.requestTimeout, process.env.GENBATCH_REQUEST_TIMEOUT);
-  const statusRate = o.statusRate === undefined ? DEFAULT_STATUS_RATE : Number(o.statusRate);
-  if (!(statusRate > 0) || !Number.isFinite(statusRate) || String(o.statusRate).trim() === '') {
-    throw new UsageError(`--status-rate expects a number > 0 (status reads per second), got "${String(o.statusRate)}"`);
-  }
 
   let sandbox: { url: string; close(): Promise<void> } | null = null;
   let baseUrl: string;

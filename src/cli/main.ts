@@ -9,6 +9,9 @@ import { int, num } from './flags.js';
  * Errors go to stderr, data to stdout.
  */
 
+/** --state of the commands that read a run. */
+const STATE_HELP = 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE)';
+
 type Action = (...args: unknown[]) => Promise<number>;
 /** A named export of a command module (a command with subcommands keeps them in one module). */
 const lazyNamed = (name: string, fn: string): Action => async (...args: unknown[]) => {
@@ -67,7 +70,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
     .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>)')
-    .option('--state <path>', 'state file (default: <out>/state.db)')
+    .option('--state <path|url>', 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE, else <out>/state.db)')
     .option(
       '--concurrency <n>',
       'submit requests (and chat calls) in flight at once; the tasks being waited on are capped apart, at 50 x N (at least 500), and downloads at 2 x N',
@@ -98,10 +101,28 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .action(wrap(lazy('run')));
 
   program
+    .command('work')
+    .description('join a run kept in PostgreSQL without its manifest (made by genbatch run <manifest> --state postgres://...): claim its jobs beside any other worker, on this machine or others')
+    .option('--state <url>', 'the PostgreSQL database that holds the run: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE)')
+    .option('--run <name>', "the run to join, by its name (the manifest's file name, with or without its extension) or its manifest's path; needed when the database holds several")
+    .option('--until-empty', 'exit once the run has nothing left that this worker can do (else wait for more work until stopped)')
+    .option('--out <dir>', "output folder, storage every worker sees (default: the run's output folder, which must be there on this machine)")
+    .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
+    .option('--concurrency <n>', 'submit requests (and chat calls) in flight at once in this worker', int('--concurrency', 1), 8)
+    .option('--yes', 'proceed although some prices are unknown')
+    .option('--json', 'write NDJSON events to stdout')
+    .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
+    .option('--listen <host:port>', 'start a callback receiver here')
+    .option('--time-scale <s>', "multiply the worker's own waits (against a sandbox started with the same --time-scale)", num('--time-scale', 0, true))
+    .option('--status-rate <n>', "status reads per second at most, shared by every worker of the API key (default 10, in the service's time)")
+    .option('--request-timeout <seconds>', 'the most one API request may take (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)')
+    .action(wrap(lazy('work')));
+
+  program
     .command('status')
     .description('jobs by state from a state file, and jobs stuck (sent more than 1 h ago, not finished) with their last error')
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, ./genbatch-out/<manifest name>/state.db or ./state.db)")
-    .option('--state <path>', 'state file')
+    .option('--state <path|url>', STATE_HELP)
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
     .option('--jobs', 'list every job: id, state, model, task_id, attempts, error (tab-separated, with a header row)')
     .option('--json', 'print JSON')
@@ -111,7 +132,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .command('report')
     .description('rewrite report.json, report.csv, report.md and report.html from the state')
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, as for status)")
-    .option('--state <path>', 'state file')
+    .option('--state <path|url>', STATE_HELP)
     .option('--out <dir>', 'output folder')
     .action(wrap(lazy('report')));
 
@@ -119,7 +140,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .command('mark')
     .description('review marks, kept in the state file: approve or reject done jobs (ids or globs, as run --only), or clear their marks')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
-    .option('--state <path>', 'state file')
+    .option('--state <path|url>', STATE_HELP)
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
     .option('--approve <ids...>', 'mark these done jobs approved (ids or globs with * and ?; comma lists too)')
     .option('--reject <ids...>', 'mark these done jobs rejected (run --redo rejected makes them again)')
@@ -131,7 +152,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .command('export')
     .description('copy (hard-link where it can) the chosen results into a folder as a data set, with a metadata.jsonl that Hugging Face datasets loads as an ImageFolder/AudioFolder')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
-    .option('--state <path>', 'state file')
+    .option('--state <path|url>', STATE_HELP)
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
     .option('--to <dir>', 'the folder to export into (files at <job id>/<file name>)')
     .option('--only <which>', 'approved: the approved results only; done: every done result, rejected ones too (default: every done result not marked rejected)')
@@ -142,7 +163,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .command('view')
     .description('a local web app over the state file and output folder: the gallery, live during a run, job details, review marks (prints its URL, with a token, on its first line; runs until Ctrl+C)')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")
-    .option('--state <path>', 'state file')
+    .option('--state <path|url>', STATE_HELP)
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
     .option('--port <n>', 'port to listen on (0: any free port)', int('--port', 0, 65535), 8788)
     .option('--host <address>', 'address to bind (another than 127.0.0.1 lets other machines reach the view; they still need the token to change anything)', '127.0.0.1')

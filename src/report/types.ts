@@ -99,6 +99,12 @@ export interface ReportSummary {
   };
   /** Chat jobs (absent when the run has none): calls repeated (attempts beyond the first) and tokens used. */
   chat?: { jobs: number; done: number; repeated_calls: number; input_tokens: number; output_tokens: number };
+  /**
+   * A run on a PostgreSQL state (absent on a SQLite state file): each worker's share, by worker id
+   * (hostname:pid:random): the jobs whose lease names it, by state; the result files it wrote and their bytes;
+   * its last heartbeat.
+   */
+  workers?: Array<{ id: string; jobs: Record<string, number>; files: number; bytes: number; last_seen: string | null }>;
 }
 
 export interface ReportData {

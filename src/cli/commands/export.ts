@@ -21,7 +21,8 @@ export default async function exportCommand(manifest: string | undefined, opts: 
   const which: ExportWhich = opts.only === undefined ? 'default' : opts.only === 'approved' || opts.only === 'done' ? opts.only : badOnly(opts.only);
   const format = (opts.format ?? 'imagefolder') as ExportFormat;
   if (!EXPORT_FORMATS.includes(format)) throw new UsageError(`--format expects one of ${EXPORT_FORMATS.join(', ')}, got "${opts.format}"`);
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'export');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'export');
+  const { store, runs } = state;
   try {
     if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose results to export`);
     store.useRun(runs[0]!);
@@ -32,7 +33,7 @@ export default async function exportCommand(manifest: string | undefined, opts: 
     );
     return r.problems.length > 0 ? EXIT.jobsFailed : EXIT.ok;
   } finally {
-    store.close();
+    await state.close();
     await flushed(process.stdout);
   }
 }

@@ -27,7 +27,8 @@ export default async function mark(manifest: string | undefined, opts: MarkOptio
   if (actions.length !== 1) throw new UsageError(`mark expects one of --approve, --reject or --clear with job ids${actions.length > 1 ? ` (got ${actions.map((a) => `--${a}`).join(' and ')})` : ''}`);
   const action = actions[0]!;
   const patterns = parseOnly(opts[action]!, `--${action}`);
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'mark');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'mark');
+  const { store, runs } = state;
   try {
     if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose jobs to mark`);
     store.useRun(runs[0]!);
@@ -39,7 +40,7 @@ export default async function mark(manifest: string | undefined, opts: MarkOptio
     if (changed > 0) await writeReports(resolve(runs[0]!.out_dir), buildReportData(store));
     return 0;
   } finally {
-    store.close();
+    await state.close();
     await flushed(process.stdout);
   }
 }

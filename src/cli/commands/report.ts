@@ -8,7 +8,8 @@ import { openStateForRead } from './state-file.js';
 /** `genbatch report [manifest|--state PATH] [--out DIR]`: rewrite the four reports from the state file (found at --state, else DIR/state.db, else the manifest's default). */
 export default async function report(manifest: string | undefined, opts: { state?: string; out?: string }): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'report');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'report');
+  const { store, runs } = state;
   try {
     if (opts.out !== undefined && runs.length > 1) {
       // One folder holds one set of reports: each run would replace the one written before it.
@@ -18,12 +19,15 @@ export default async function report(manifest: string | undefined, opts: { state
       store.useRun(run);
       const dir = resolve(opts.out ?? run.out_dir);
       // Written elsewhere than the run's output folder: report.html links the files from there.
-      const paths = await writeReports(dir, buildReportData(store), dir === resolve(run.out_dir) ? {} : { reportDir: dir });
+      const data = buildReportData(store);
+      const workers = await state.workers(run.id);
+      if (workers) data.summary.workers = workers;
+      const paths = await writeReports(dir, data, dir === resolve(run.out_dir) ? {} : { reportDir: dir });
       process.stdout.write(`reports of ${run.manifest}: ${paths.json}, ${paths.csv}, ${paths.md}, ${paths.html}\n`);
     }
     return 0;
   } finally {
-    store.close();
+    await state.close();
     await flushed(process.stdout);
   }
 }

@@ -2,6 +2,7 @@ import { run as runManifest } from '../../api/run.js';
 import { EventBus } from '../../engine/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
 import { confineWanted } from '../confine.js';
+import { displayUrl, stateOption } from '../../store/location.js';
 
 /**
  * `genbatch run <manifest>`: the checkpointed pipeline (src/api/run.ts, the library's run()). Rerunning
@@ -52,7 +53,8 @@ function againCommand(manifest: string, flags: RunFlags): string {
   const parts = ['genbatch run', q(manifest)];
   if (flags.sandbox) parts.push('--sandbox');
   if (flags.out !== undefined) parts.push('--out', q(flags.out));
-  if (flags.state !== undefined) parts.push('--state', q(flags.state));
+  // A URL's password is never printed (with it in GENBATCH_STATE, the same command finds it again).
+  if (flags.state !== undefined) parts.push('--state', q(displayUrl(flags.state)));
   if (flags.baseUrl !== undefined) parts.push('--base-url', q(flags.baseUrl));
   return parts.join(' ');
 }
@@ -80,7 +82,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    const summary = await runManifest(manifest, { ...options, confine: confineWanted(flags.confine), onEvent: bus.emit, signal: controller.signal });
+    const summary = await runManifest(manifest, { ...options, state: stateOption(flags.state), confine: confineWanted(flags.confine), onEvent: bus.emit, signal: controller.signal });
     return summary.exitCode;
   } finally {
     process.removeListener('SIGINT', onSignal);

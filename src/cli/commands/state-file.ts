@@ -2,6 +2,9 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { Store, type RunRow } from '../../store/index.js';
+import { parseStateLocation, stateOption, type StateLocation } from '../../store/location.js';
+import { chooseRun, listRuns, runName } from '../../store/run-name.js';
+import type { WorkerCount } from '../../store/pg/snapshot.js';
 import { defaultOutDir } from '../../api/paths.js';
 
 /**
@@ -28,12 +31,35 @@ function stateHere(command: string): string {
   throw new UsageError(`${found.length} runs found in this folder (${found.join(', ')}); ${how}`);
 }
 
+/** A run's state opened to read: the store (SQLite), its runs, where it is (as it may be printed), and how to let go of it. */
+export interface StateForRead {
+  store: Store;
+  runs: RunRow[];
+  /** The state file's path, or the PostgreSQL URL with its password hidden. */
+  shown: string;
+  location: StateLocation;
+  /** Each worker's share of a run (a PostgreSQL state); null for a SQLite state file (one writer). */
+  workers(runId: number): Promise<WorkerCount[] | null>;
+  /** For view: copy what changed in the database since (a PostgreSQL state); false when nothing did, or for SQLite. */
+  refresh(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
 /**
- * Open the state file named by --state, else `<--out>/state.db`, else the manifest's
- * default location (as `genbatch run` chose it), else the one of this folder (stateHere), and pick its run.
+ * Where the run's state is: --state (else GENBATCH_STATE), else `<--out>/state.db`, else the manifest's
+ * default location (as `genbatch run` chose it), else the one of this folder (stateHere).
  */
-export function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status'): { store: Store; runs: RunRow[] } {
-  const path = resolve(statePath ?? (manifest === undefined && outDir === undefined ? stateHere(command) : join(outDir ?? defaultOutDir(manifest!), 'state.db')));
+export function readLocation(manifest: string | undefined, statePath: string | undefined, outDir: string | undefined, command: string): StateLocation {
+  const named = stateOption(statePath);
+  if (named !== undefined) return parseStateLocation(named, statePath === undefined ? 'GENBATCH_STATE' : '--state');
+  return { kind: 'sqlite', path: resolve(manifest === undefined && outDir === undefined ? stateHere(command) : join(outDir ?? defaultOutDir(manifest!), 'state.db')) };
+}
+
+/** Open the run's state (see readLocation) and pick its run: the manifest's, else every run it holds. */
+export async function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status'): Promise<StateForRead> {
+  const location = readLocation(manifest, statePath, outDir, command);
+  if (location.kind === 'postgres') return openPostgresForRead(location, manifest, outDir, command);
+  const path = location.path;
   if (!existsSync(path)) throw new UsageError(`no state file at ${path}${manifest ? ' (has this manifest been run? pass --state if it used another one)' : ''}`);
   const store = Store.openForRead(path);
   let runs = store.runs();
@@ -49,5 +75,51 @@ export function openStateForRead(manifest: string | undefined, statePath: string
     store.close();
     throw new UsageError(`the state file ${path} holds no run yet`);
   }
-  return { store, runs };
+  return { store, runs, shown: path, location, workers: async () => null, refresh: async () => false, close: async () => store.close() };
+}
+
+/**
+ * A PostgreSQL state: its runs copied into a temporary SQLite state file (src/store/pg/snapshot.ts) that the
+ * readers read as any other. The manifest argument names the run by path or name (machines see different paths);
+ * --out, the run's output folder as this machine sees it (default: the folder the run recorded, which must exist).
+ */
+async function openPostgresForRead(location: StateLocation & { kind: 'postgres' }, manifest: string | undefined, outDir: string | undefined, command: string): Promise<StateForRead> {
+  if (command === 'mark') throw new UsageError(`genbatch mark on a PostgreSQL state (${location.display}) is not built yet: marks are kept in SQLite state files only`);
+  const { PgReader } = await import('../../store/pg/snapshot.js');
+  const reader = await PgReader.open(location.url, location.display);
+  let snapshot: Awaited<ReturnType<typeof reader.snapshot>> | null = null;
+  let store: Store | null = null;
+  try {
+    let runs = await reader.runs();
+    if (runs.length === 0) throw new UsageError(`the PostgreSQL state ${location.display} holds no run yet`);
+    if (manifest !== undefined) runs = [chooseRun(runs, manifest, `the PostgreSQL state ${location.display}`)];
+    if (outDir !== undefined && runs.length > 1) throw new UsageError(`--out names the output folder of one run, and ${location.display} holds ${runs.length}; name the run:\n${listRuns(runs)}`);
+    const files = outDir === undefined ? undefined : resolve(outDir);
+    const away = runs.find((r) => !existsSync(r.out_dir));
+    if (files === undefined && away !== undefined && command !== 'status') {
+      throw new UsageError(`the output folder of ${runName(away)}, ${away.out_dir}, is not on this machine; pass --out DIR, where this machine sees it`);
+    }
+    snapshot = await reader.snapshot(runs.map((r) => r.id), files);
+    store = Store.openForRead(snapshot.path);
+    const ids = new Set(runs.map((r) => r.id));
+    const opened = { store, snapshot };
+    return {
+      store,
+      runs: store.runs().filter((r) => ids.has(r.id)),
+      shown: location.display,
+      location,
+      workers: (runId) => reader.workers(runId),
+      refresh: () => opened.snapshot.refresh().catch((err: unknown) => Promise.reject(reader.failure(err))),
+      close: async () => {
+        opened.store.close();
+        opened.snapshot.close();
+        await reader.close();
+      },
+    };
+  } catch (err) {
+    store?.close();
+    snapshot?.close();
+    await reader.close();
+    throw err;
+  }
 }

@@ -1,5 +1,7 @@
 import { JOB_STATES, type SummaryRow } from '../../store/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
+import { formatBytes } from '../../report/index.js';
+import type { WorkerCount } from '../../store/pg/snapshot.js';
 import { openStateForRead } from './state-file.js';
 
 /** Jobs still in flight (sent, not finished) this long after their submit are listed as stuck, with their last error. */
@@ -16,10 +18,21 @@ function stuckJobs(rows: Iterable<SummaryRow>, now: number): Array<{ id: string;
   return out;
 }
 
+/** The per-worker lines of a PostgreSQL state: `    host:pid:id  2 submitted, 5 done; 9 files (1.2 MB); last seen <time>`. */
+function workersText(workers: readonly WorkerCount[]): string {
+  if (workers.length === 0) return '  workers: none yet\n';
+  const lines = workers.map((w) => {
+    const jobs = Object.entries(w.jobs).map(([state, n]) => `${n} ${state}`).join(', ') || 'no jobs';
+    return `    ${w.id}\t${jobs}; ${w.files} file${w.files === 1 ? '' : 's'} (${formatBytes(w.bytes)}); last seen ${w.last_seen ?? '-'}\n`;
+  });
+  return `  workers (${workers.length}):\n${lines.join('')}`;
+}
+
 /** `genbatch status [manifest|--state PATH|--out DIR] [--json] [--jobs]`: jobs by state (and each job on request). Reads only; safe during a run. */
 export default async function status(manifest: string | undefined, opts: { state?: string; out?: string; json?: boolean; jobs?: boolean }): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out);
+  const state = await openStateForRead(manifest, opts.state, opts.out);
+  const { store, runs } = state;
   try {
     const out: unknown[] = [];
     for (const run of runs) {
@@ -27,16 +40,18 @@ export default async function status(manifest: string | undefined, opts: { state
       const counts = store.counts();
       const est = store.estimate();
       const stuck = stuckJobs(store.summaryRows(), Date.now());
+      const workers = await state.workers(run.id);
       const jobs = opts.jobs
         ? [...store.summaryRows()].map((j) => ({ id: j.id, model: j.model, state: j.state, task_id: j.task_id, attempts: j.attempts, error: j.last_error, where: j.where }))
         : undefined;
       if (opts.json) {
-        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, estimated_credits: est.known, unknown_price_jobs: est.unknown, stuck, ...(jobs ? { jobs } : {}) });
+        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, estimated_credits: est.known, unknown_price_jobs: est.unknown, stuck, ...(workers ? { workers } : {}), ...(jobs ? { jobs } : {}) });
         continue;
       }
       const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
       process.stdout.write(`${run.manifest}\n  output: ${run.out_dir}\n  last run: ${run.started_at ?? '-'} to ${run.finished_at ?? '(running or interrupted)'}\n  ${total} jobs:`);
       process.stdout.write(JOB_STATES.filter((s) => counts[s] > 0).map((s) => ` ${counts[s]} ${s}`).join(',') + '\n');
+      if (workers) process.stdout.write(workersText(workers));
       if (stuck.length > 0) process.stdout.write(`  ${stuck.length} stuck (sent more than 1 h ago, not finished):\n`);
       for (const j of stuck) process.stdout.write(`  ${j.id}\t${j.state} since ${j.since}\t${j.error ?? 'no error recorded'}\n`);
       if (jobs !== undefined && jobs.length > 0) process.stdout.write('  id\tstate\tmodel\ttask_id\tattempts\terror\n');
@@ -47,7 +62,7 @@ export default async function status(manifest: string | undefined, opts: { state
     if (opts.json) process.stdout.write(JSON.stringify(out.length === 1 ? out[0] : out) + '\n');
     return 0;
   } finally {
-    store.close();
+    await state.close();
     await flushed(process.stdout);
   }
 }

@@ -22,13 +22,15 @@ export interface ViewCliOptions {
  */
 export default async function view(manifest: string | undefined, opts: ViewCliOptions): Promise<number> {
   ignoreBrokenPipe();
-  const { store, runs } = openStateForRead(manifest, opts.state, opts.out, 'view');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'view');
+  const { store, runs } = state;
   try {
     if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose jobs to view`);
     store.useRun(runs[0]!);
     let v;
     try {
-      v = await startView({ store, host: opts.host, port: opts.port });
+      const noMarks = state.location.kind === 'postgres' ? 'marks on a PostgreSQL state are not built yet (this view shows a copy of the run)' : undefined;
+      v = await startView({ store, host: opts.host, port: opts.port, ...(noMarks ? { noMarks } : {}) });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       if (e.code === 'EADDRINUSE') throw new UsageError(`--port ${opts.port}: the port is in use (--port 0 takes any free port)`);
@@ -40,11 +42,13 @@ export default async function view(manifest: string | undefined, opts: ViewCliOp
       process.once('SIGINT', () => resolve('SIGINT'));
       process.once('SIGTERM', () => resolve('SIGTERM'));
     });
+    const stopRefresh = state.location.kind === 'postgres' ? refreshEvery(REFRESH_MS, state.refresh) : () => undefined;
     process.stdout.write(`${v.url}\n`);
-    process.stdout.write(`genbatch view: ${runs[0]!.manifest} (${store.path}); press Ctrl+C to stop\n`);
+    process.stdout.write(`genbatch view: ${runs[0]!.manifest} (${state.shown}); press Ctrl+C to stop\n`);
     await flushed(process.stdout);
     if (opts.open) openBrowser(v.url);
     const signal = await stopped;
+    await stopRefresh();
     await v.close();
     // The reports show the marks (as after genbatch mark): written again once, when the view stops.
     if (v.marksWritten() > 0) {
@@ -54,9 +58,45 @@ export default async function view(manifest: string | undefined, opts: ViewCliOp
     process.stderr.write(`genbatch view stopped (${signal})\n`);
     return 0;
   } finally {
-    store.close();
+    await state.close();
     await flushed(process.stdout);
   }
+}
+
+/** How often a view of a PostgreSQL state asks the database whether the run changed (and copies what did). */
+const REFRESH_MS = 1000;
+
+/**
+ * Call `refresh` every `ms` (the next call `ms` after the previous one ended) until the returned stop is
+ * called (it resolves once a refresh in progress has ended). A failure is printed once (until one succeeds
+ * again) and the view keeps showing the last copy.
+ */
+function refreshEvery(ms: number, refresh: () => Promise<boolean>): () => Promise<void> {
+  let stopped = false;
+  let failing: string | null = null;
+  let running: Promise<void> = Promise.resolve();
+  let timer: NodeJS.Timeout;
+  const tick = () => {
+    running = refresh().then(
+      () => {
+        if (failing !== null) process.stderr.write('genbatch view: the database answers again\n');
+        failing = null;
+      },
+      (err: unknown) => {
+        const message = err instanceof Error ? err.message : String(err);
+        if (message !== failing) process.stderr.write(`genbatch view: could not read the run's changes (showing the last copy): ${message}\n`);
+        failing = message;
+      },
+    ).then(() => {
+      if (!stopped) timer = setTimeout(tick, ms);
+    });
+  };
+  timer = setTimeout(tick, ms);
+  return async () => {
+    stopped = true;
+    clearTimeout(timer);
+    await running;
+  };
 }
 
 /** The platform's opener, detached; a failure to open is only a note (the URL is printed). */
