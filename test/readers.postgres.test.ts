@@ -54,8 +54,7 @@ beforeAll(async () => {
   out = join(t.dir, 'genbatch-out', 'cats');
   await copyToPostgres(join(out, 'state.db'));
   rmSync(join(out, 'state.db'));
-  // Worker A wrote cat-0000's files; worker B holds cat-0001, at the service again.
-  await pool.query(`UPDATE jobs SET lease_owner = $1 WHERE id = 'cat-0000'`, [A]);
+  // Worker A wrote cat-0000's files (a done job is held by no one); worker B holds cat-0001, at the service again.
   await pool.query(`UPDATE jobs SET lease_owner = $1, state = 'submitted', finished_at = NULL WHERE id = 'cat-0001'`, [B]);
   await pool.query(`UPDATE files SET worker = $1 WHERE job_id = 'cat-0000'`, [A]);
   await pool.query(`INSERT INTO workers (id, hostname, pid) VALUES ($1, 'hostA', 11)`, [A]);
@@ -78,14 +77,14 @@ describe('readers on a PostgreSQL state', () => {
     expect(status.manifest).toBe(manifest);
     expect(status.counts).toMatchObject({ done: 1, submitted: 1, pending: 1 });
     expect(status.workers).toEqual([
-      { id: A, jobs: { done: 1 }, files, bytes: size, last_seen: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) },
+      { id: A, jobs: {}, files, bytes: size, last_seen: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) },
       { id: B, jobs: { submitted: 1 }, files: 0, bytes: 0, last_seen: null },
     ]);
     const text = await runCli(['status'], { GENBATCH_STATE: db.url });
     expect(text.code).toBe(0);
     expect(text.stdout).toContain('3 jobs: 1 pending, 1 submitted, 1 done');
-    expect(text.stdout).toContain(`  workers (2):\n    ${A}\t1 done; ${files} file${files === 1 ? '' : 's'} (`);
-    expect(text.stdout).toContain(`    ${B}\t1 submitted; 0 files (0 B); last seen -\n`);
+    expect(text.stdout).toContain(`  workers (2):\n    ${A}\tholding none; ${files} file${files === 1 ? '' : 's'} (`);
+    expect(text.stdout).toContain(`    ${B}\tholding 1 submitted; 0 files (0 B); last seen -\n`);
     for (const r of [json, text]) expect(r.stdout + r.stderr).not.toContain(password);
   });
 
@@ -111,7 +110,7 @@ describe('readers on a PostgreSQL state', () => {
     expect(existsSync(join(to, 'cat-0000'))).toBe(true);
   });
 
-  it('view shows the run and brings a change made in the database to the page; marks are refused', async () => {
+  it('view shows the run, brings a change made in the database to the page, and writes marks to the database', async () => {
     const view = await startViewProcess(['--state', db.url]);
     try {
       const first = JSON.parse((await rawRequest(view.port, '/api/jobs?since=&gen=0')).body) as { since: string; gen: number; rows: unknown[][]; counts: Array<[string, number]> };
@@ -128,14 +127,28 @@ describe('readers on a PostgreSQL state', () => {
       const mark = await rawRequest(view.port, '/api/marks', {
         method: 'POST',
         headers: { 'x-genbatch-token': view.token, 'content-type': 'application/json' },
-        body: JSON.stringify({ ids: ['cat-0000'], mark: 'approved' }),
+        body: JSON.stringify({ ids: ['cat-0000'], mark: 'rejected', note: 'blurry' }),
       });
-      expect(mark.status).toBe(405);
-      expect(JSON.parse(mark.body)).toEqual({ error: 'marks on a PostgreSQL state are not built yet (this view shows a copy of the run)' });
+      expect(mark.status, mark.body).toBe(200);
+      // The mark is in the database: the next reader (another machine) sees it.
+      const rows = await pool.query(`SELECT job_id, n, mark, note FROM marks ORDER BY job_id, n`);
+      expect(rows.rows).toEqual([{ job_id: 'cat-0000', n: 1, mark: 'rejected', note: 'blurry' }]);
     } finally {
       expect(await view.stop()).toBe(0);
     }
     await pool.query(`UPDATE jobs SET state = 'pending', last_error = NULL, updated_at = ${NOW_ISO} WHERE id = 'cat-0002'`);
+  });
+
+  it('mark writes the marks to the database, after those made elsewhere; the reports show them', async () => {
+    const r = await runCli(['mark', 'cats', '--state', db.url, '--approve', 'cat-0000', '--note', 'sharp after all']);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('marked 1 job(s) approved: cat-0000\n');
+    const rows = await pool.query(`SELECT job_id, n, mark, note FROM marks ORDER BY job_id, n`);
+    expect(rows.rows.slice(-1)).toEqual([{ job_id: 'cat-0000', n: rows.rows.length, mark: 'approved', note: 'sharp after all' }]);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as { jobs: Array<{ id: string; mark: unknown }> };
+    expect(report.jobs[0]).toMatchObject({ id: 'cat-0000', mark: { state: 'approved', note: 'sharp after all' } });
+    const status = await runCli(['export', 'cats', '--state', db.url, '--to', join(t.dir, 'approved'), '--only', 'approved']);
+    expect(status.stdout).toMatch(/^exported \d+ file\(s\) of 1 job\(s\)/);
   });
 
   it('names a run by its name among several; a folder not on this machine needs --out', async () => {

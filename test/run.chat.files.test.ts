@@ -5,7 +5,7 @@ import { ChatClient } from '../src/client/index.js';
 import { fsyncDir } from '../src/download/index.js';
 import { runChatJob } from '../src/engine/chat.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { Store } from '../src/store/index.js';
+import { SqliteWorkStore, Store } from '../src/store/index.js';
 import { replyText } from '../src/sandbox/chat/reply.js';
 import { ensureBuilt, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
@@ -59,13 +59,13 @@ describe('chat answer files', () => {
     cleanups.push(() => client.close());
     const syncs: Array<{ dir: string; onDisk: string[]; recorded: number; state: string }> = [];
     const row = store.nextPending(0, 10)[0]!;
+    const ws = new SqliteWorkStore(store);
     await runChatJob(row, {
-      store,
+      move: async (from, to, patch, o) => (await ws.transition('c1', from, to, patch, o)).moved,
       chat: (req, o) => client.call(req, o),
       outDir: w.out,
       signal: new AbortController().signal,
       emit: () => undefined,
-      commit: async (fn) => store.db.transaction(fn)(),
       stop: () => undefined,
       sanitizeName: (n) => n,
       // The real folder fsync, observed: what is on disk and what the store has recorded when it runs.

@@ -2,7 +2,7 @@ import { join, relative } from 'node:path';
 import type { ChatAnswer, ChatMessage, ChatRequest } from '../client/chat.js';
 import { ApiError, BadResponseError, GenbatchError } from '../errors.js';
 import { checkChatJob, isChatProtocol, type ChatProtocol } from '../models/chat.js';
-import { nowIso, type JobPatch, type JobRow, type JobState, type Store } from '../store/index.js';
+import { nowIso, type JobPatch, type JobRow, type JobState, type MoveOptions, type Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
 import { realJobDir, writeTextNoReplace } from './files.js';
 import { sha256Hex } from './results.js';
@@ -35,13 +35,12 @@ import type { StoredSpec } from './spec.js';
 
 /** What the pipeline gives the executor. */
 export interface ChatDeps {
-  store: Store;
+  /** Move this job through the store (WorkStore.transition) and emit its events; false when the lease was lost. */
+  move: (from: JobState, to: JobState, patch: JobPatch, o?: MoveOptions) => Promise<boolean>;
   chat: ((req: ChatRequest, opts: { signal?: AbortSignal; onTry?: (n: number) => void }) => Promise<ChatAnswer>) | undefined;
   outDir: string;
   signal: AbortSignal;
   emit: (e: EngineEvent) => void;
-  /** Durable group commit (the intent). */
-  commit: (fn: () => void) => Promise<void>;
   stop: (reason: StopReason) => void;
   sanitizeName: (name: string) => string;
   /** fsync a folder (names renamed into it survive a power loss); once, before the answer's files are recorded. */
@@ -75,24 +74,20 @@ export function chatRequestOf(spec: StoredSpec): ChatRequest {
 export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
   if (d.signal.aborted) return;
   const spec = JSON.parse(row.spec) as StoredSpec;
-  const move = (from: JobState, to: JobState, patch: JobPatch, also?: () => void) => {
-    d.store.transition(row.id, from, to, patch, also);
-    d.emit({ type: 'job', id: row.id, from, to, task_id: null, error: patch.last_error ?? null });
-  };
+  const move = d.move;
   let req: ChatRequest;
   try {
     req = chatRequestOf(spec);
   } catch (err) {
-    move('pending', 'failed', { last_error: errorText(err) });
+    await move('pending', 'failed', { last_error: errorText(err) });
     return;
   }
   if (!d.chat) {
-    move('pending', 'failed', { last_error: 'this runner has no chat client' });
+    await move('pending', 'failed', { last_error: 'this runner has no chat client' });
     return;
   }
   // Intent first, as for every job: a crash from here on leaves `submitting` (repeated by the next run).
-  await d.commit(() => d.store.transition(row.id, 'pending', 'submitting', { attemptsInc: 1, submitted_input: JSON.stringify(spec.input), submitted_at: nowIso(), last_error: null }));
-  d.emit({ type: 'job', id: row.id, from: 'pending', to: 'submitting', task_id: null, error: null });
+  if (!(await move('pending', 'submitting', { attemptsInc: 1, submitted_input: JSON.stringify(spec.input), submitted_at: nowIso(), last_error: null }, { durable: true }))) return;
   let tries = 0;
   let answer: ChatAnswer;
   try {
@@ -100,15 +95,15 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
   } catch (err) {
     const repeats = Math.max(0, tries - 1);
     if (d.signal.aborted) {
-      move('submitting', 'pending', { attemptsInc: repeats, last_error: 'the run stopped during the chat call; the next run makes it again' });
+      await move('submitting', 'pending', { attemptsInc: repeats, last_error: 'the run stopped during the chat call; the next run makes it again' });
     } else if (err instanceof ApiError && err.status === 402) {
-      move('submitting', 'pending', { attemptsInc: repeats, last_error: err.message });
+      await move('submitting', 'pending', { attemptsInc: repeats, last_error: err.message });
       d.stop('insufficient-credits');
     } else if ((err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 429) || err instanceof BadResponseError) {
-      move('submitting', 'failed', { attemptsInc: repeats, last_error: err.message, finished_at: nowIso() });
+      await move('submitting', 'failed', { attemptsInc: repeats, last_error: err.message, finished_at: nowIso() });
     } else {
       // Retries used up (429, 5xx, network, a broken stream): nothing to lose, the next run calls again.
-      move('submitting', 'pending', { attemptsInc: repeats, last_error: errorText(err) });
+      await move('submitting', 'pending', { attemptsInc: repeats, last_error: errorText(err) });
     }
     return;
   }
@@ -131,18 +126,22 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
     // One folder fsync before the files are recorded as done (as fetch.ts does for downloads).
     await d.syncDir(jobDir);
   } catch (err) {
-    move('submitting', 'pending', { attemptsInc: calls - 1, last_error: `could not write the answer: ${errorText(err)}` });
+    await move('submitting', 'pending', { attemptsInc: calls - 1, last_error: `could not write the answer: ${errorText(err)}` });
     return;
   }
   const result: ChatResult = { kind: 'chat', text: answer.text, usage: answer.usage, protocol: req.protocol, model: req.model, stream: req.stream, calls };
-  // Grouped with the other commits of this turn (one transaction, one fsync for many jobs).
-  await d.commit(() =>
-    d.store.transition(row.id, 'submitting', 'done', { attemptsInc: calls - 1, result: JSON.stringify(result), finished_at: nowIso() }, () => {
-      d.store.addFiles(row.id, files.map((f) => ({ idx: f.idx, name: f.name, url: null, type: f.type, content_type: f.content_type, expected_size: null, expires_at: null })));
-      for (const p of placed) d.store.fileDone(row.id, p.idx, { path: p.path, size: p.size, sha256: p.sha256, content_type: p.content_type });
-    }),
+  // Durable, grouped with the other commits of this turn (SQLite: one transaction, one fsync for many jobs).
+  const done = await move(
+    'submitting',
+    'done',
+    { attemptsInc: calls - 1, result: JSON.stringify(result), finished_at: nowIso() },
+    {
+      durable: true,
+      addFiles: files.map((f) => ({ idx: f.idx, name: f.name, url: null, type: f.type, content_type: f.content_type, expected_size: null, expires_at: null })),
+      filesDone: placed,
+    },
   );
-  d.emit({ type: 'job', id: row.id, from: 'submitting', to: 'done', task_id: null, error: null });
+  if (!done) return;
   for (const p of placed) d.emit({ type: 'file', id: row.id, path: p.path, size: p.size, sha256: p.sha256 });
 }
 

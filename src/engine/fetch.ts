@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { findModel } from '../models/index.js';
-import type { FileRow, JobRow, Store } from '../store/index.js';
+import type { FileGot, FileRow, JobRow, WorkStore } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import { realJobDir, writeFileAtomic, writeTextNoReplace } from './files.js';
 import { moveAsideOne } from './previous.js';
@@ -42,23 +42,20 @@ function isOwnResultFile(path: string, jobId: string): boolean {
  */
 export async function fetchJob(
   row: JobRow,
-  c: { store: Store; download: DownloadPort; outDir: string; signal: AbortSignal; emit: (e: EngineEvent) => void },
-): Promise<(() => void) | null> {
+  c: { store: WorkStore; download: DownloadPort; outDir: string; signal: AbortSignal; emit: (e: EngineEvent) => void },
+): Promise<FileGot[] | null> {
   const jobDir = join(c.outDir, c.download.sanitizeName(row.id));
-  const files = c.store.filesOf(row.id);
+  const files = await c.store.filesOf(row.id);
   const done: Array<{ idx: number; got: Got }> = [];
-  /** fsync the folder, then record what is on disk (in the caller's transaction, or in one of its own). */
-  const settle = async (): Promise<() => void> => {
+  /** fsync the folder, then the rows of what is on disk (recorded by the caller's transition, or by recordNow). */
+  const settle = async (): Promise<FileGot[]> => {
     if (done.length > 0) await c.download.syncDir(jobDir);
     for (const d of done) c.emit({ type: 'file', id: row.id, path: d.got.path, size: d.got.size, sha256: d.got.sha256 });
-    return () => {
-      for (const d of done) c.store.fileDone(row.id, d.idx, d.got);
-    };
+    return done.map((d) => ({ idx: d.idx, ...d.got }));
   };
   const recordNow = async (): Promise<void> => {
     if (done.length === 0) return;
-    const record = await settle();
-    c.store.db.transaction(record)();
+    await c.store.recordFiles(row.id, await settle());
   };
 
   realJobDir(c.outDir, c.download.sanitizeName(row.id));

@@ -1,6 +1,6 @@
-import { hasRef, outputsOf, parseRef, pathText, refText, stripBraces, substitute, valueAt, type Ref } from '../graph/index.js';
+import { findRefs, hasRef, outputsOf, parseRef, pathText, refText, stripBraces, substitute, valueAt, type Ref } from '../graph/index.js';
 import { checkSubmit, findModel } from '../models/index.js';
-import type { ChildInput, JobRow, Store } from '../store/index.js';
+import type { ChildInput, JobRow, WorkStore } from '../store/index.js';
 import { canonicalJson, sha256Hex } from './results.js';
 import type { StoredSpec } from './spec.js';
 
@@ -12,20 +12,35 @@ import type { StoredSpec } from './spec.js';
 
 class RefError extends Error {}
 
-/** The outputs of a finished parent job (cached per run: a done job's result does not change). */
+/**
+ * The outputs of finished parent jobs: read from the store by load() (cached per run: a done
+ * job's result does not change), then looked up by get() and value().
+ */
 export class ParentOutputs {
   private readonly cache = new Map<string, Record<string, unknown>>();
-  constructor(private readonly store: Store) {}
+  /** Jobs read by the last load() that were not done: id -> state (null: no such job). */
+  private readonly notDone = new Map<string, string | null>();
+  constructor(private readonly store: WorkStore) {}
 
+  /** Read these jobs (those not cached yet) from the store, for get() and value(). */
+  async load(ids: Iterable<string>): Promise<void> {
+    for (const id of ids) {
+      if (this.cache.has(id)) continue;
+      const row = await this.store.getJob(id);
+      if (row?.state === 'done') {
+        this.cache.set(id, outputsOf(row.model, row.kind, row.result));
+        this.notDone.delete(id);
+      } else this.notDone.set(id, row ? row.state : null);
+    }
+  }
+
+  /** The outputs of a job read by load(); throws RefError when it is not done. */
   get(id: string): Record<string, unknown> {
     const hit = this.cache.get(id);
     if (hit) return hit;
-    const row = this.store.getJob(id);
-    if (!row) throw new RefError(`job ${id} is not in the state file`);
-    if (row.state !== 'done') throw new RefError(`job ${id} is ${row.state}, not done`);
-    const out = outputsOf(row.model, row.kind, row.result);
-    this.cache.set(id, out);
-    return out;
+    const state = this.notDone.get(id) ?? null;
+    if (state === null) throw new RefError(`job ${id} is not in the state file`);
+    throw new RefError(`job ${id} is ${state}, not done`);
   }
 
   /** The value of a `jobs.*` reference; throws RefError when the result has none. */
@@ -54,8 +69,9 @@ function listHint(outputs: Record<string, unknown>, ref: Extract<Ref, { scope: '
  * replaced by its value, then the model's checks run on the result. Returns
  * the checked input, or the reason the job cannot be sent (it then fails).
  */
-export function resolveInput(parents: ParentOutputs, row: Pick<JobRow, 'id' | 'kind'>, spec: StoredSpec): { input: Record<string, unknown> } | { error: string } {
+export async function resolveInput(parents: ParentOutputs, row: Pick<JobRow, 'id' | 'kind'>, spec: StoredSpec): Promise<{ input: Record<string, unknown> } | { error: string }> {
   if (!hasRef(spec.input)) return { input: spec.input };
+  await parents.load(findRefs(spec.input, '').flatMap((f) => (f.ref?.scope === 'jobs' ? [f.ref.job] : [])));
   let input: Record<string, unknown>;
   try {
     input = substitute(spec.input, (ref) => {
@@ -87,13 +103,19 @@ export interface CreditLimit {
   leftOut?: number;
 }
 
-export function expandForEach(store: Store, parents: ParentOutputs, row: JobRow, limit: CreditLimit | null = null): { made: string[]; count: number } | { error: string } | { held: string } {
+export async function expandForEach(
+  store: WorkStore,
+  parents: ParentOutputs,
+  row: JobRow,
+  limit: CreditLimit | null = null,
+): Promise<{ made: string[] | null; count: number } | { error: string } | { held: string }> {
   const spec = JSON.parse(row.spec) as StoredSpec;
   const fe = spec.forEach;
   if (!fe) return { error: 'for_each job without its list (state file from another version?)' };
-  const inherited = store.graph.parentsOf(row.id);
+  const inherited = await store.parentsOf(row.id);
   const parsed = parseRef(stripBraces(fe.expr), new Set(inherited));
   if (!('ref' in parsed) || parsed.ref.scope !== 'jobs') return { error: `for_each ${fe.expr}: not a job reference` };
+  await parents.load([parsed.ref.job]);
   let list: unknown;
   try {
     list = valueAt(parents.get(parsed.ref.job), parsed.ref.path);
@@ -123,14 +145,15 @@ export function expandForEach(store: Store, parents: ParentOutputs, row: JobRow,
   // over it, none is made and the for_each job stays pending (the run ends incomplete, exit 4).
   if (limit && fe.childCredits !== null && children.length > 0) {
     const added = children.length * fe.childCredits;
-    const total = round6(store.estimate().known - (limit.leftOut ?? 0) - (row.estimated_credits ?? 0) + added);
+    const total = round6((await store.estimate()).known - (limit.leftOut ?? 0) - (row.estimated_credits ?? 0) + added);
     if (total > limit.credits + 1e-9) {
       return {
         held: `${row.id}: its ${children.length} job(s) from ${fe.expr} (${round6(added)} credits) would bring the known estimate to ${round6(total)} credits, over ${limit.name}; they were not made or sent (${row.id} stays pending: raise the limit and run again)`,
       };
     }
   }
-  const made = store.graph.expand(row.id, children, `${children.length} job(s) from ${fe.expr}`);
+  // made: null when this worker lost the job's lease (nothing was made).
+  const made = await store.expand(row.id, children, `${children.length} job(s) from ${fe.expr}`);
   return { made, count: children.length };
 }
 

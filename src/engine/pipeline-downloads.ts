@@ -1,8 +1,10 @@
 import { decide } from '../client/index.js';
 import { UnsafeResultError } from '../errors.js';
+import { MinHeap } from '../lib/heap.js';
 import type { JobRow } from '../store/index.js';
 import { fetchJob } from './fetch.js';
-import { PipelineState, errorText } from './pipeline-state.js';
+import { errorText, type StageContext } from './pipeline-context.js';
+import type { DownloadPort } from './ports.js';
 
 /**
  * A download that still fails on a transient error (429, 5xx, dropped or cut connection) after the
@@ -12,73 +14,92 @@ import { PipelineState, errorText } from './pipeline-state.js';
 const DOWNLOAD_REQUEUES = 3;
 const DOWNLOAD_PAUSE_MS = 30_000;
 
-/** Downloads: jobs whose task finished, fetched soonest-expiring first. */
-export class PipelineDownloads extends PipelineState {
-  // ---- downloads ----
+/**
+ * Downloads: jobs whose task finished (queued by Polls as they finish, or taken over at the
+ * start), fetched soonest-expiring first, 2 x concurrency at once (they wait on fsync more than
+ * on the network). `finished(id)` is told when a job became `done`.
+ */
+export class Downloads {
+  private readonly queue = new MinHeap<{ at: number; id: string }>();
+  private readonly active = new Set<string>();
+  /** Jobs whose download failed on a transient error in this run, waiting to be tried again: id -> when. */
+  private readonly again = new Map<string, number>();
+  /** How often each job's download was tried again in this run. */
+  private readonly retries = new Map<string, number>();
 
-  /**
-   * Start downloads, soonest-expiring first. Jobs that were `downloading` when
-   * the run started are read from the store once; jobs that finish during the
-   * run are queued in memory as they arrive (no query per download).
-   */
-  protected fillDownloads(): number {
-    if (!this.downloadsLoaded) {
-      this.downloadsLoaded = true;
-      for (const row of this.store.jobsIn('downloading')) this.downloadHeap.push({ at: row.expires_at ?? 0, id: row.id });
-    }
+  constructor(
+    private readonly c: StageContext,
+    private readonly download: DownloadPort,
+    private readonly finished: (id: string) => void,
+  ) {}
+
+  /** Downloads running now. */
+  get busy(): number {
+    return this.active.size;
+  }
+
+  /** Jobs waiting for their download (queued, or paused before a try again). */
+  get queued(): number {
+    return this.queue.size + this.again.size;
+  }
+
+  /** Queue a `downloading` job (its results expire at `expiresAt`, ms epoch). */
+  add(id: string, expiresAt: number | null): void {
+    this.queue.push({ at: expiresAt ?? 0, id });
+  }
+
+  /** Start downloads, soonest-expiring first; returns when the next paused one may be tried again (ms epoch). */
+  async fill(): Promise<number> {
     let next = Infinity;
-    if (this.downloadAgain.size > 0) {
+    if (this.again.size > 0) {
       const now = Date.now();
-      for (const [id, at] of this.downloadAgain) {
+      for (const [id, at] of this.again) {
         if (at > now) next = Math.min(next, at);
         else {
-          this.downloadAgain.delete(id);
-          const row = this.store.getJob(id);
-          if (row?.state === 'downloading') this.downloadHeap.push({ at: row.expires_at ?? 0, id });
+          this.again.delete(id);
+          const row = await this.c.store.getJob(id);
+          if (row?.state === 'downloading') this.add(id, row.expires_at);
         }
       }
     }
-    // Downloads wait on the disk (fsync) more than on the network: twice the submit slots.
-    while (this.downloading.size < this.opts.concurrency * 2) {
-      const next = this.downloadHeap.pop();
-      if (!next) break;
-      const row = this.store.getJob(next.id);
-      if (!row || row.state !== 'downloading') continue;
-      this.downloading.add(row.id);
-      void this.downloadJob(row)
-        .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `job ${row.id}: ${errorText(err)}` }))
+    while (this.active.size < this.c.opts.concurrency * 2) {
+      const top = this.queue.pop();
+      if (!top) break;
+      const row = await this.c.store.getJob(top.id);
+      if (!row || row.state !== 'downloading' || this.active.has(row.id)) continue;
+      this.active.add(row.id);
+      void this.fetch(row)
+        .catch((err: unknown) => this.c.warn(row.id, err))
         .finally(() => {
-          this.downloading.delete(row.id);
-          this.wake();
+          this.active.delete(row.id);
+          this.c.wake();
         });
     }
     return next;
   }
 
-  protected async downloadJob(row: JobRow): Promise<void> {
+  private async fetch(row: JobRow): Promise<void> {
+    const { store, opts } = this.c;
     try {
-      const finished = await fetchJob(row, { store: this.store, download: this.download, outDir: this.opts.outDir, signal: this.opts.signal, emit: this.opts.emit });
+      const files = await fetchJob(row, { store, download: this.download, outDir: opts.outDir, signal: opts.signal, emit: opts.emit });
       // The files are recorded in the same transaction as the state change (one per job).
-      if (finished) {
-        this.move(row.id, 'downloading', 'done', {}, finished);
-        this.rescanPending(row.id);
-      }
+      if (files && (await this.c.move(row.id, 'downloading', 'done', {}, { filesDone: files }))) this.finished(row.id);
     } catch (err) {
-      if (this.opts.signal.aborted) return;
+      if (opts.signal.aborted) return;
       if (this.download.isGone(err)) {
-        this.move(row.id, 'downloading', 'expired', { last_error: `results no longer available: ${errorText(err)}` });
+        await this.c.move(row.id, 'downloading', 'expired', { last_error: `results no longer available: ${errorText(err)}` });
       } else if (err instanceof UnsafeResultError) {
-        this.move(row.id, 'downloading', 'failed', { last_error: err.message });
-      } else if (decide(err, 'GET') === 'retry' && (this.downloadRetries.get(row.id) ?? 0) < DOWNLOAD_REQUEUES) {
+        await this.c.move(row.id, 'downloading', 'failed', { last_error: err.message });
+      } else if (decide(err, 'GET') === 'retry' && (this.retries.get(row.id) ?? 0) < DOWNLOAD_REQUEUES) {
         // The client's retries were used up on a transient error: tried again in this run after a pause.
-        const round = (this.downloadRetries.get(row.id) ?? 0) + 1;
-        this.downloadRetries.set(row.id, round);
-        this.downloadAgain.set(row.id, Date.now() + this.scaled(DOWNLOAD_PAUSE_MS * round));
-        this.store.noteError(row.id, `download failed, tried again in this run: ${errorText(err)}`);
+        const round = (this.retries.get(row.id) ?? 0) + 1;
+        this.retries.set(row.id, round);
+        this.again.set(row.id, Date.now() + this.c.scaled(DOWNLOAD_PAUSE_MS * round));
+        await store.noteError(row.id, `download failed, tried again in this run: ${errorText(err)}`);
       } else {
         // Not transient, or tried again often enough: the job stays `downloading` for the next run.
-        this.store.noteError(row.id, `download failed: ${errorText(err)}`);
-        this.opts.emit({ type: 'warning', message: `job ${row.id}: download failed (${errorText(err)}); left for the next run` });
+        await store.noteError(row.id, `download failed: ${errorText(err)}`);
+        opts.emit({ type: 'warning', message: `job ${row.id}: download failed (${errorText(err)}); left for the next run` });
       }
     }
   }

@@ -1,9 +1,10 @@
 import { decide, TokenBucket } from '../client/index.js';
 import { ApiError, DeadlineError, UnusableAnswerError } from '../errors.js';
+import { MinHeap } from '../lib/heap.js';
+import { findModel } from '../models/index.js';
 import { nowIso } from '../store/index.js';
-import { PipelineDownloads } from './pipeline-downloads.js';
-import { errorText, type Waiting } from './pipeline-state.js';
-import type { TaskView } from './ports.js';
+import { errorText, type StageContext } from './pipeline-context.js';
+import type { ServicePort, TaskView } from './ports.js';
 import { chanceFinished } from './poll-order.js';
 import { extractResults } from './results.js';
 
@@ -17,33 +18,128 @@ const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
  */
 const POLL_GIVE_UP = 5;
 
+/** A task being waited on. */
+export interface Waiting {
+  taskId: string;
+  model: string;
+  endpoint: 'status' | 'music';
+  /** Not read before this time (ms epoch); Infinity while a read is in flight. */
+  dueAt: number;
+  failures: number;
+  /** When the task was sent (ms epoch). */
+  sentAt: number;
+  /** Time from sentAt to the last read that found the task unfinished (0: not read yet). */
+  runningAt: number;
+  /** The model's typical [min, max] time in ms, time-scaled: what orders reads (poll-order.ts). */
+  typicalMs: [number, number];
+  /** A completion callback named this task: it is read before any other. */
+  notified: boolean;
+}
+
 /**
- * Polls. Waited-on tasks sit in a min-heap by due time; once due they are ready, and each status read
- * (at most `statusRate` per second, a token bucket) goes to the ready task most likely finished by now
- * (poll-order.ts), so under a tight cap the reads are spent where results are.
+ * Polls: the tasks this run waits on. They sit in a min-heap by due time; once due they are ready,
+ * and each status read (at most `statusRate` per second, a token bucket, and a permit of the store)
+ * goes to the ready task most likely finished by now (poll-order.ts), so under a tight cap the reads
+ * are spent where results are. A task that ended is recorded (`submitted -> downloading`, its file
+ * rows with it) and handed to `downloads`.
  */
-export class PipelinePolls extends PipelineDownloads {
+export class Polls {
+  private readonly waiting = new Map<string, Waiting>();
+  private readonly due = new MinHeap<{ at: number; id: string }>();
   /** Due tasks waiting for a status read, in the order they became due. */
   private readonly ready = new Map<string, Waiting>();
   /** Due tasks a callback named: read before any other. */
   private readonly urgent = new Map<string, Waiting>();
-  private readonly reads = new TokenBucket(this.opts.statusRate ?? 10 / this.opts.timeScale);
+  private readonly reads: TokenBucket;
   /** A token taken for the next read (from a wait on the bucket), not yet used. */
   private tokenHeld = false;
   private tokenWait = false;
+  private inFlight = 0;
+  /** Ended tasks whose record is being written (the run does not end meanwhile). */
+  private settling = 0;
+  /** Status reads sent in this run. */
+  statusRequests = 0;
 
-  // ---- polls ----
+  constructor(
+    private readonly c: StageContext,
+    private readonly service: ServicePort,
+    private readonly downloads: { add(id: string, expiresAt: number | null): void },
+  ) {
+    this.reads = new TokenBucket(c.opts.statusRate ?? 10 / c.opts.timeScale);
+  }
+
+  /** Tasks waited on. */
+  get size(): number {
+    return this.waiting.size;
+  }
+
+  /** Reads in flight and ended tasks being recorded. */
+  get busy(): number {
+    return this.inFlight + this.settling;
+  }
+
+  /** Wait on a task sent at `sentAt` (ms epoch): first read at `firstAt`, or by default not before its model's typical minimum (with callbacks on, its typical maximum). */
+  waitOn(id: string, taskId: string, model: string, sentAt: number, firstAt?: number): Waiting {
+    const spec = findModel(model);
+    const [min, max] = spec?.typicalSeconds ?? [15, 60];
+    const typicalMs: [number, number] = [this.c.scaled(min * 1000), this.c.scaled(max * 1000)];
+    const w: Waiting = { taskId, model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0, sentAt, runningAt: 0, typicalMs, notified: false };
+    this.waiting.set(id, w);
+    this.schedule(id, w, firstAt ?? sentAt + (this.c.opts.callbackUrlFor ? typicalMs[1] : typicalMs[0]));
+    return w;
+  }
+
+  /**
+   * A task already at the service when this run took its job over (a resumed run, a dead worker's job): read
+   * again from now or, when sent more recently, from its model's typical minimum, also with callbacks on (a
+   * callback may have come while no run listened); the status-read cap spaces the reads, the ones most likely
+   * finished first.
+   */
+  resume(id: string, taskId: string, model: string, sentAt: number): void {
+    if (this.waiting.has(id)) return;
+    const w = this.waitOn(id, taskId, model, sentAt);
+    if (this.c.opts.callbackUrlFor) this.schedule(id, w, Math.max(Date.now(), sentAt + w.typicalMs[0]));
+  }
+
+  /**
+   * A completion callback for job `id` naming `taskId`, with the ended task when its body carries one. True when
+   * the job is waited on (then handled: taken as the task's status read when it carries the ended task of a status
+   * endpoint task, else the task is read next, before any other); false when it is not.
+   */
+  notify(id: string, taskId: string, task: TaskView | null): boolean {
+    const w = this.waiting.get(id);
+    if (!w) return false;
+    if (w.taskId !== taskId) return true;
+    if (task && w.endpoint === 'status' && w.dueAt !== Infinity) {
+      // The callback carries the ended task, as a status read would answer: no read is spent on it.
+      this.settleNow(id, w, task);
+      return true;
+    }
+    w.notified = true;
+    if (w.dueAt !== Infinity) this.schedule(id, w, Date.now()); // read next (one read confirms)
+    this.c.wake();
+    return true;
+  }
+
+  /** Read job `id` next when it waits on `taskId` (a callback for it came before its submit answered). */
+  readNow(id: string, taskId: string): void {
+    const w = this.waiting.get(id);
+    if (!w || w.taskId !== taskId || w.dueAt === Infinity) return;
+    w.notified = true;
+    this.schedule(id, w, Date.now());
+    this.c.wake();
+  }
 
   /** Start the reads the cap allows now; returns when the next task is due (ms epoch). */
-  protected fillPolls(): number {
+  fill(): number {
     const now = Date.now();
     for (let top = this.due.peek(); top && top.at <= now; top = this.due.peek()) {
       this.due.pop();
       const w = this.waiting.get(top.id);
       if (w && w.dueAt === top.at) (w.notified ? this.urgent : this.ready).set(top.id, w); // else a stale entry
     }
-    const cap = Math.max(4, this.opts.concurrency * 2);
-    while (this.ready.size + this.urgent.size > 0 && this.pollsInFlight < cap) {
+    const cap = Math.max(4, this.c.opts.concurrency * 2);
+    while (this.ready.size + this.urgent.size > 0 && this.inFlight < cap) {
       if (!this.tokenHeld) {
         if (!this.reads.tryTake()) {
           this.waitForToken();
@@ -58,15 +154,20 @@ export class PipelinePolls extends PipelineDownloads {
       this.ready.delete(id);
       this.urgent.delete(id);
       w.dueAt = Infinity;
-      this.pollsInFlight++;
+      this.inFlight++;
       void this.poll(id, w)
-        .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `job ${id}: ${errorText(err)}` }))
+        .catch((err: unknown) => this.c.warn(id, err))
         .finally(() => {
-          this.pollsInFlight--;
-          this.wake();
+          this.inFlight--;
+          this.c.wake();
         });
     }
     return this.due.peek()?.at ?? Infinity;
+  }
+
+  private schedule(id: string, w: Waiting, at: number): void {
+    w.dueAt = at;
+    this.due.push({ at, id });
   }
 
   /**
@@ -99,11 +200,11 @@ export class PipelinePolls extends PipelineDownloads {
   private waitForToken(): void {
     if (this.tokenWait) return;
     this.tokenWait = true;
-    this.reads.take(this.opts.signal).then(
+    this.reads.take(this.c.opts.signal).then(
       () => {
         this.tokenWait = false;
         this.tokenHeld = true;
-        this.wake();
+        this.c.wake();
       },
       () => {
         this.tokenWait = false;
@@ -112,80 +213,91 @@ export class PipelinePolls extends PipelineDownloads {
   }
 
   /** 2-5 s with jitter; with callbacks on, a slow fallback poll of 20-40 s. */
-  protected nextPollDelay(): number {
-    return this.opts.callbackUrlFor ? this.scaled(20_000 + this.rand * 20_000) : this.scaled(2000 + this.rand * 3000);
+  private nextPollDelay(): number {
+    return this.c.opts.callbackUrlFor ? this.c.scaled(20_000 + this.c.rand() * 20_000) : this.c.scaled(2000 + this.c.rand() * 3000);
   }
 
   /** The job's task was sent longer ago than its results can live (24 h x time scale). */
-  private pastResults(id: string): boolean {
-    const sent = Date.parse(this.store.getJob(id)?.submitted_at ?? '');
-    return Number.isFinite(sent) && Date.now() - sent > this.scaled(GENERATED_VALIDITY_MS);
+  private async pastResults(id: string): Promise<boolean> {
+    const sent = Date.parse((await this.c.store.getJob(id))?.submitted_at ?? '');
+    return Number.isFinite(sent) && Date.now() - sent > this.c.scaled(GENERATED_VALIDITY_MS);
   }
 
-  protected async poll(id: string, w: Waiting): Promise<void> {
+  private async poll(id: string, w: Waiting): Promise<void> {
+    const { opts, store } = this.c;
     let task: TaskView;
     const readAt = Date.now();
     w.notified = false;
     try {
+      await store.acquireStatusRead(opts.signal);
       this.statusRequests++;
-      task = w.endpoint === 'music' ? await this.service.musicDetail(w.taskId, this.opts.signal) : await this.service.status(w.taskId, this.opts.signal);
+      task = w.endpoint === 'music' ? await this.service.musicDetail(w.taskId, opts.signal) : await this.service.status(w.taskId, opts.signal);
     } catch (err) {
-      if (this.opts.signal.aborted) return;
+      if (opts.signal.aborted) return;
       if (err instanceof ApiError && (err.status === 404 || err.status === 403)) {
         this.waiting.delete(id);
-        this.move(id, 'submitted', 'failed', { last_error: `status of task ${w.taskId}: ${err.message}` });
+        await this.c.move(id, 'submitted', 'failed', { last_error: `status of task ${w.taskId}: ${err.message}` });
         return;
       }
       w.failures++;
-      if (w.failures >= POLL_GIVE_UP && this.pastResults(id)) {
+      if (w.failures >= POLL_GIVE_UP && (await this.pastResults(id))) {
         this.waiting.delete(id);
-        this.move(id, 'submitted', 'failed', { last_error: `no usable status of task ${w.taskId} within the 24 h its results live after submit: ${errorText(err)}` });
+        await this.c.move(id, 'submitted', 'failed', { last_error: `no usable status of task ${w.taskId} within the 24 h its results live after submit: ${errorText(err)}` });
         return;
       }
       if (w.failures >= POLL_GIVE_UP && (decide(err, 'GET') === 'fail' || err instanceof UnusableAnswerError || err instanceof DeadlineError)) {
         this.waiting.delete(id);
-        this.store.noteError(id, `status read failed ${w.failures} times: ${errorText(err)}`);
-        this.opts.emit({ type: 'warning', message: `job ${id}: status read failed ${w.failures} times in a row (${errorText(err)}); left submitted for the next run` });
+        await store.noteError(id, `status read failed ${w.failures} times: ${errorText(err)}`);
+        opts.emit({ type: 'warning', message: `job ${id}: status read failed ${w.failures} times in a row (${errorText(err)}); left submitted for the next run` });
         return;
       }
-      this.schedule(id, w, Date.now() + Math.min(this.scaled(60_000), this.nextPollDelay() * 2 ** Math.min(w.failures, 5)));
-      this.opts.emit({ type: 'warning', message: `job ${id}: status read failed (${errorText(err)}); will try again` });
+      this.schedule(id, w, Date.now() + Math.min(this.c.scaled(60_000), this.nextPollDelay() * 2 ** Math.min(w.failures, 5)));
+      opts.emit({ type: 'warning', message: `job ${id}: status read failed (${errorText(err)}); will try again` });
       return;
     }
     if (this.waiting.get(id) !== w) return; // settled meanwhile
     w.failures = 0;
-    if (task.status === 'finished' || task.status === 'failed') this.settle(id, w, task);
+    if (task.status === 'finished' || task.status === 'failed') await this.settle(id, w, task);
     else {
       w.runningAt = readAt - w.sentAt;
-      this.opts.emit({ type: 'progress', id, task_id: w.taskId, status: task.status, progress: task.progress ?? null });
+      opts.emit({ type: 'progress', id, task_id: w.taskId, status: task.status, progress: task.progress ?? null });
       // A callback that came during this read may have come after the service answered: read again at once.
       this.schedule(id, w, w.notified ? Date.now() : Date.now() + this.nextPollDelay());
     }
   }
 
+  /** settle() started outside a read (a callback): counted as busy until recorded. */
+  private settleNow(id: string, w: Waiting, task: TaskView): void {
+    this.settling++;
+    void this.settle(id, w, task)
+      .catch((err: unknown) => this.c.warn(id, err))
+      .finally(() => {
+        this.settling--;
+        this.c.wake();
+      });
+  }
+
   /** The task of a waited-on job ended (a status read, or a completion callback carrying the task): record it. */
-  protected settle(id: string, w: Waiting, task: TaskView): void {
+  private async settle(id: string, w: Waiting, task: TaskView): Promise<void> {
     this.waiting.delete(id);
     this.ready.delete(id);
     this.urgent.delete(id);
     if (task.status === 'failed') {
-      this.move(id, 'submitted', 'failed', { last_error: task.error_message ?? 'task failed (no message)', result: JSON.stringify(task), finished_at: nowIso() });
+      await this.c.move(id, 'submitted', 'failed', { last_error: task.error_message ?? 'task failed (no message)', result: JSON.stringify(task), finished_at: nowIso() });
       return;
     }
     let extracted;
     try {
       extracted = extractResults(task, w.endpoint, w.model);
     } catch (err) {
-      this.move(id, 'submitted', 'failed', { last_error: `result not usable: ${errorText(err)}`, result: JSON.stringify(task) });
+      await this.c.move(id, 'submitted', 'failed', { last_error: `result not usable: ${errorText(err)}`, result: JSON.stringify(task) });
       return;
     }
-    const expires = Date.now() + this.scaled(GENERATED_VALIDITY_MS);
-    this.move(id, 'submitted', 'downloading', { result: JSON.stringify(task), finished_at: nowIso(), expires_at: expires }, () =>
-      this.store.addFiles(id, [
-        ...extracted.downloads.map((d) => ({ idx: d.idx, name: d.name, url: d.url, type: d.type, content_type: d.content_type, expected_size: d.expected_size, expires_at: expires })),
-        ...extracted.texts.map((t) => ({ idx: t.idx, name: t.name, url: null, type: 'text', content_type: 'text/plain', expected_size: null, expires_at: null })),
-      ]),
-    );
-    this.downloadHeap.push({ at: expires, id });
+    const expires = Date.now() + this.c.scaled(GENERATED_VALIDITY_MS);
+    const files = [
+      ...extracted.downloads.map((d) => ({ idx: d.idx, name: d.name, url: d.url, type: d.type, content_type: d.content_type, expected_size: d.expected_size, expires_at: expires })),
+      ...extracted.texts.map((t) => ({ idx: t.idx, name: t.name, url: null, type: 'text', content_type: 'text/plain', expected_size: null, expires_at: null })),
+    ];
+    if (await this.c.move(id, 'submitted', 'downloading', { result: JSON.stringify(task), finished_at: nowIso(), expires_at: expires }, { addFiles: files })) this.downloads.add(id, expires);
   }
 }

@@ -1,178 +1,232 @@
-import { findModel } from '../models/index.js';
-import type { JobRow } from '../store/index.js';
+import type { JobPatch, JobState, MoveOptions, WorkStore } from '../store/index.js';
 import type { CallbackNote } from './callbacks.js';
-import { PipelineSubmits } from './pipeline-submits.js';
-import { errorText } from './pipeline-state.js';
+import type { StopReason } from './events.js';
+import { Callbacks, sentTime } from './pipeline-callbacks.js';
+import { errorText, type PipelineOptions, type StageContext } from './pipeline-context.js';
+import { Downloads } from './pipeline-downloads.js';
+import { Polls } from './pipeline-polls.js';
+import { Submits } from './pipeline-submits.js';
+import type { DownloadPort, ServicePort } from './ports.js';
 
-export { errorText } from './pipeline-state.js';
-export type { PipelineOptions } from './pipeline-state.js';
-
-/** How long a run with callbacks waits, at the end, for late callbacks of its uncertain jobs (at least). */
-const CALLBACK_GRACE_MS = 120_000;
-/** The service's callback retries (after 1, 2 and 4 s): the time a finished task may still call back. */
-const CALLBACK_RETRIES_MS = 10_000;
+export { callbackDeadline } from './pipeline-callbacks.js';
+export { errorText } from './pipeline-context.js';
+export type { PipelineOptions } from './pipeline-context.js';
 
 /**
- * When a task sent at `submittedAt` (ISO) for `model` has surely finished and called back: its
- * model's typical maximum time plus the callback retries (x time scale); null when unknown.
+ * The work loop (the stages and what each does: pipeline-context.ts). One pass starts whatever has
+ * capacity (submits, then status reads, then downloads), renews this worker's leases and takes
+ * over orphaned jobs when due (stores that need it: PostgreSQL), then sleeps until a stage wakes
+ * it or the next due time. The run ends when nothing is in flight and nothing is left to send,
+ * wait on or download (with callbacks on, after a grace for late callbacks of uncertain jobs).
  */
-export function callbackDeadline(submittedAt: string | null, model: string, timeScale: number): number | null {
-  const at = submittedAt === null ? NaN : Date.parse(submittedAt);
-  if (!Number.isFinite(at)) return null;
-  return at + ((findModel(model)?.typicalSeconds[1] ?? 300) * 1000 + CALLBACK_RETRIES_MS) * timeScale;
-}
+export class Pipeline {
+  private readonly ctx: Context;
+  private readonly submits: Submits;
+  private readonly polls: Polls;
+  private readonly downloads: Downloads;
+  private readonly callbacks: Callbacks;
+  private graceUntil = 0;
+  private beatAt = Infinity;
+  private takeOverAt = Infinity;
 
-/** When a stored job was sent (its `submitted_at`), or `fallback` when unknown. */
-function sentTime(submittedAt: string | null, fallback: number): number {
-  const at = submittedAt === null ? NaN : Date.parse(submittedAt);
-  return Number.isFinite(at) ? at : fallback;
-}
+  constructor(
+    private readonly store: WorkStore,
+    service: ServicePort,
+    download: DownloadPort,
+    private readonly opts: PipelineOptions,
+  ) {
+    const ctx = (this.ctx = new Context(store, opts));
+    this.downloads = new Downloads(ctx, download, () => this.submits.finished());
+    this.polls = new Polls(ctx, service, this.downloads);
+    this.callbacks = new Callbacks(ctx, this.polls);
+    this.submits = new Submits(ctx, service, download, () => this.polls.size, {
+      sent: (id, taskId, model, sentAt) => this.polls.waitOn(id, taskId, model, sentAt),
+      uncertain: (id) => this.callbacks.uncertain(id),
+      ended: (id) => this.callbacks.submitEnded(id),
+    });
+  }
 
-/** The coordinator: the work loop and callbacks; the parts are in pipeline-state.ts, pipeline-submits.ts, pipeline-polls.ts, pipeline-downloads.ts. */
-export class Pipeline extends PipelineSubmits {
+  /** Why the run stopped sending, or null. */
+  get stopReason(): StopReason | null {
+    return this.ctx.stopReason;
+  }
+
+  /** Status reads sent in this run. */
+  get statusRequests(): number {
+    return this.polls.statusRequests;
+  }
+
+  /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
+  get submitsSent(): number {
+    return this.submits.submitsSent;
+  }
+
+  /** A completion callback (see Callbacks.onCallback); one that comes before the run took over its jobs is handled once it has. */
+  onCallback(note: CallbackNote): void {
+    if (this.early) this.early.push(note);
+    else this.callbacks.onCallback(note);
+  }
+
+  /** Callbacks that came before run() took over the jobs it resumes, in order of arrival; null after. */
+  private early: CallbackNote[] | null = [];
+
   async run(): Promise<void> {
-    this.graphOn = this.store.graph.any();
-    // Resume: tasks already at the service are read again from now (or, when sent more recently, from their model's
-    // typical minimum, also with callbacks on: a callback may have come while no run listened); the status-read cap
-    // spaces the reads, the ones most likely finished first.
+    const { ctx, store, opts } = this;
+    ctx.graphOn = await store.hasGraph();
+    await this.takeOver();
+    for (const note of this.early ?? []) this.callbacks.onCallback(note);
+    this.early = null;
     const now = Date.now();
-    for (const row of this.store.jobsIn('submitted')) {
-      if (!row.task_id) continue;
-      const sentAt = sentTime(row.submitted_at, now);
-      const w = this.waitOn(row.id, row.task_id, row.model, sentAt);
-      if (this.opts.callbackUrlFor) this.schedule(row.id, w, Math.max(now, sentAt + w.typicalMs[0]));
-    }
+    if (store.heartbeatMs !== null) this.beatAt = now + store.heartbeatMs;
+    if (store.takeOverMs !== null) this.takeOverAt = now + store.takeOverMs;
     const onAbort = () => {
-      this.stop('signal');
-      this.wake();
+      ctx.stop('signal');
+      ctx.wake();
     };
-    this.opts.signal.addEventListener('abort', onAbort, { once: true });
+    opts.signal.addEventListener('abort', onAbort, { once: true });
     try {
       for (;;) {
-        if (this.store.leaseLost) this.stop('lease-lost');
-        const stopping = this.opts.signal.aborted || this.stopReason === 'lease-lost';
+        if (store.leaseLost) ctx.stop('lease-lost');
+        const stopping = opts.signal.aborted || ctx.stopReason === 'lease-lost';
         let nextDue = Infinity;
         if (!stopping) {
-          this.fillSubmits();
-          nextDue = Math.min(this.fillPolls(), this.fillDownloads());
+          await this.submits.fill();
+          nextDue = Math.min(this.polls.fill(), await this.downloads.fill(), await this.leases());
         }
-        const busy = this.submitsInFlight + this.pollsInFlight + this.downloading.size + this.adopting;
+        const busy = this.submits.busy + this.polls.busy + this.downloads.busy + this.callbacks.busy;
         if (busy === 0) {
           if (stopping) break;
-          const submitsDone = this.pendingExhausted || this.stopReason !== null;
-          if (submitsDone && this.waiting.size === 0 && this.downloadHeap.size === 0 && this.downloadAgain.size === 0) {
+          if (this.submits.done && this.polls.size === 0 && this.downloads.queued === 0) {
             // With callbacks on, wait a while for late callbacks of this run's uncertain jobs.
-            if (!this.opts.callbackUrlFor || this.uncertainHere.size === 0 || this.stopReason) break;
-            if (this.graceUntil === 0) this.graceUntil = this.graceEnd();
+            if (!this.callbacks.waitForLate || ctx.stopReason) break;
+            if (this.graceUntil === 0) this.graceUntil = await this.callbacks.graceEnd();
             if (Date.now() >= this.graceUntil) break;
             nextDue = Math.min(nextDue, this.graceUntil);
           }
         }
-        this.armTimer(nextDue);
-        await new Promise<void>((resolve) => {
-          this.wakeUp = resolve;
-        });
+        await ctx.sleep(nextDue);
       }
     } finally {
-      if (this.timer) clearTimeout(this.timer);
-      this.timer = null;
-      this.opts.signal.removeEventListener('abort', onAbort);
+      ctx.clearTimer();
+      opts.signal.removeEventListener('abort', onAbort);
+      await this.submits.close();
     }
   }
 
-  // ---- callbacks ----
-
   /**
-   * The end of the wait for late callbacks: 120 s (x time scale) from now, or later when an uncertain
-   * job's task may still be running (sent less than its model's typical maximum time ago).
+   * Jobs whose task is at the service and that this worker now holds (at the start: the ones a stopped
+   * run left; later, with PostgreSQL, a dead worker's): submitted ones are waited on, downloading ones queued.
    */
-  private graceEnd(): number {
-    let end = Date.now() + this.scaled(CALLBACK_GRACE_MS);
-    for (const id of this.uncertainHere) {
-      const row = this.store.getJob(id);
-      const deadline = row ? callbackDeadline(row.submitted_at, row.model, this.opts.timeScale) : null;
-      if (deadline !== null && deadline > end) end = deadline;
+  private async takeOver(): Promise<void> {
+    const t = await this.store.takeOver();
+    for (const m of t.moves) {
+      this.opts.emit({ type: 'job', id: m.id, from: m.from, to: m.to, task_id: null, error: m.error });
+      if (m.to === 'uncertain') this.callbacks.uncertain(m.id);
     }
-    return end;
+    const now = Date.now();
+    for (const row of t.submitted) if (row.task_id) this.polls.resume(row.id, row.task_id, row.model, sentTime(row.submitted_at, now));
+    for (const row of t.downloading) this.downloads.add(row.id, row.expires_at);
   }
 
-  /**
-   * Callbacks that came while their job was still `submitting` (a task can finish, and its
-   * callback arrive, before the submit's answer): kept until that submit ends, so a lost
-   * answer (uncertain) adopts the task the callback named instead of leaving the job uncertain.
-   */
-  private readonly early = new Map<string, string>();
-
-  /**
-   * A completion callback for `job`. A job being waited on with this task takes the
-   * ended task the callback carries (status endpoint tasks: the body has the status
-   * answer's shape), or, for music tasks (whose callbacks also come at earlier stages)
-   * and bodies without a usable task, is read next, before any other (one status read
-   * confirms); an uncertain job without a task id adopts the task (the job id and attempt in the
-   * callback URL prove it came from our latest submit), then is read; a job still
-   * `submitting` keeps the note for the end of its submit. Duplicates and late deliveries
-   * find the job no longer waited on and change nothing.
-   */
-  onCallback(note: CallbackNote): void {
-    const w = this.waiting.get(note.job);
-    if (w) {
-      if (w.taskId !== note.taskId) return;
-      if (note.task && w.endpoint === 'status' && w.dueAt !== Infinity) {
-        // The callback carries the ended task, as a status read would answer: no read is spent on it.
-        this.settle(note.job, w, note.task);
-        this.wake();
-        return;
+  /** Heartbeat and take over when due (stores with leases per job); returns when next due (ms epoch). */
+  private async leases(): Promise<number> {
+    const now = Date.now();
+    const { heartbeatMs, takeOverMs } = this.store;
+    try {
+      if (heartbeatMs !== null && now >= this.beatAt) {
+        this.beatAt = now + heartbeatMs;
+        await this.store.heartbeat();
       }
-      w.notified = true;
-      if (w.dueAt !== Infinity) this.schedule(note.job, w, Date.now()); // read next (one read confirms)
-      this.wake();
+      if (takeOverMs !== null && now >= this.takeOverAt) {
+        this.takeOverAt = now + takeOverMs;
+        await this.takeOver();
+      }
+    } catch (err) {
+      this.opts.emit({ type: 'warning', message: `the store's leases: ${errorText(err)}; tried again` });
+    }
+    return Math.min(this.beatAt, this.takeOverAt);
+  }
+}
+
+/** StageContext of one run, and the loop's sleep: woken by a stage, or by one timer at the earliest due time asked for. */
+class Context implements StageContext {
+  stopReason: StopReason | null = null;
+  graphOn = false;
+  private wakeUp: (() => void) | null = null;
+  /** A wake came while the loop was not asleep: its next sleep returns at once. */
+  private woken = false;
+  private timer: NodeJS.Timeout | null = null;
+  private timerAt = Infinity;
+
+  constructor(
+    readonly store: WorkStore,
+    readonly opts: PipelineOptions,
+  ) {}
+
+  async move(id: string, from: JobState, to: JobState, patch: JobPatch = {}, o?: MoveOptions): Promise<boolean> {
+    const r = await this.store.transition(id, from, to, patch, o);
+    if (!r.moved) {
+      this.opts.emit({ type: 'warning', message: `job ${id}: another worker holds it now (this worker's lease ran out); left to that worker` });
+      return false;
+    }
+    this.opts.emit({ type: 'job', id, from, to, task_id: patch.task_id ?? null, error: patch.last_error ?? null });
+    for (const m of r.side) this.opts.emit({ type: 'job', id: m.id, from: m.from, to: m.to, task_id: null, error: m.error });
+    return true;
+  }
+
+  stop(reason: StopReason): void {
+    if (this.stopReason) return;
+    this.stopReason = reason;
+    this.opts.emit({ type: 'stopping', reason });
+  }
+
+  wake = (): void => {
+    const w = this.wakeUp;
+    this.wakeUp = null;
+    if (w) w();
+    else this.woken = true;
+  };
+
+  scaled(ms: number): number {
+    return ms * this.opts.timeScale;
+  }
+
+  rand(): number {
+    return (this.opts.random ?? Math.random)();
+  }
+
+  warn(id: string, err: unknown): void {
+    this.opts.emit({ type: 'warning', message: `job ${id}: ${errorText(err)}` });
+  }
+
+  /** Until a wake, or until `at` (ms epoch). */
+  async sleep(at: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
       return;
     }
-    const row = this.store.getJob(note.job);
-    if (!row || row.task_id !== null || this.opts.signal.aborted) return;
-    // A callback of an earlier submit of this job (its URL names another attempt) names a task made for
-    // an earlier spec or attempt: it never adopts. URLs without an attempt (older genbatch) still do.
-    if (note.attempt !== null && note.attempt !== row.attempts) return;
-    if (row.state === 'submitting') this.early.set(note.job, note.taskId);
-    else if (row.state === 'uncertain') this.adopt(note.job, note.taskId, row.model);
+    this.armTimer(at);
+    await new Promise<void>((resolve) => {
+      this.wakeUp = resolve;
+    });
+    this.woken = false;
   }
 
-  protected override async submitJob(queued: JobRow): Promise<void> {
-    await super.submitJob(queued);
-    // The submit answered: a callback that came before it names the task now waited on, so it is read now.
-    const taskId = this.early.get(queued.id);
-    this.early.delete(queued.id);
-    const w = this.waiting.get(queued.id);
-    if (w && w.taskId === taskId && w.dueAt !== Infinity) {
-      w.notified = true;
-      this.schedule(queued.id, w, Date.now());
+  clearTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.timerAt = Infinity;
+  }
+
+  /** One timer for the loop: armed for the earliest due time asked for. */
+  private armTimer(at: number): void {
+    if (!Number.isFinite(at) || (this.timer && this.timerAt <= at)) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.timerAt = Infinity;
       this.wake();
-    }
-  }
-
-  protected override submitFailed(id: string, err: unknown): void {
-    super.submitFailed(id, err);
-    const taskId = this.early.get(id);
-    this.early.delete(id);
-    const row = taskId === undefined ? undefined : this.store.getJob(id);
-    if (row && taskId !== undefined && row.state === 'uncertain' && !this.opts.signal.aborted) this.adopt(id, taskId, row.model);
-  }
-
-  /** Adoptions whose commit is in flight: the run does not end before they are waited on. */
-  private adopting = 0;
-
-  private adopt(job: string, taskId: string, model: string): void {
-    this.adopting++;
-    void this.moveDurable(job, 'uncertain', 'submitted', { task_id: taskId, last_error: 'task adopted from a late completion callback' })
-      .then(() => {
-        this.uncertainHere.delete(job);
-        const adopted = this.waitOn(job, taskId, model, sentTime(this.store.getJob(job)?.submitted_at ?? null, Date.now()), Date.now());
-        adopted.notified = true;
-      })
-      .catch((err: unknown) => this.opts.emit({ type: 'warning', message: `callback for job ${job}: ${errorText(err)}` }))
-      .finally(() => {
-        this.adopting--;
-        this.wake();
-      });
+    }, Math.max(0, at - Date.now()));
   }
 }

@@ -4,7 +4,7 @@ import { EXIT, ManifestError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import type { ObservedPrices } from '../pricing/index.js';
 import type { ReportData } from '../report/types.js';
-import { Store, nowIso, type JobState } from '../store/index.js';
+import { SqliteWorkStore, Store, nowIso, type JobState } from '../store/index.js';
 import type { EngineEvent, EventBus } from './events.js';
 import type { CallbackNote, CallbackReceiver } from './callbacks.js';
 import type { CreditLimit } from './graph.js';
@@ -240,7 +240,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       const own = store.pendingWithOwnCallback();
       if (own > 0) emit({ type: 'warning', message: `${own} job(s) name their own callback_url in the manifest; with --listen the service is given this run's receiver URL instead, so those URLs are not called` });
     }
-    pipeline = new Pipeline(store, o.service, o.download, {
+    pipeline = new Pipeline(new SqliteWorkStore(store), o.service, o.download, {
       outDir: o.outDir,
       concurrency: Math.max(1, o.concurrency),
       maxActive: o.maxActive ?? Math.max(500, o.concurrency * 50),
@@ -256,8 +256,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       selected: selection?.ids ?? null,
       statusRate: (o.statusRate ?? DEFAULT_STATUS_RATE) / o.timeScale,
     });
-    // run() registers the tasks it resumes before its first await; then the callbacks that came while the
-    // run was getting ready (sync, balance) are handed over, in order of arrival.
+    // The callbacks that came while the run was getting ready (sync, balance) are handed over in order of
+    // arrival; the pipeline handles them once it has taken over the tasks it resumes.
     const running = pipeline.run();
     for (const note of early.splice(0)) pipeline.onCallback(note);
     await running;

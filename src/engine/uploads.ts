@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { GenbatchError } from '../errors.js';
-import type { Store } from '../store/index.js';
+import type { WorkStore } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import type { ServicePort } from './ports.js';
 
@@ -25,18 +25,21 @@ export class Uploader {
   private readonly inFlight = new Map<string, Promise<string>>();
 
   constructor(
-    private readonly store: Store,
+    private readonly store: WorkStore,
     private readonly service: ServicePort,
     private readonly o: { baseUrl: string; maxAgeMs: number; signal: AbortSignal; emit: (e: EngineEvent) => void },
   ) {}
 
   /** The service URL for this file, Data URL or remote URL (`sha` as recorded at validation). */
-  url(fileOrData: string, sha: string, source: UploadSource): Promise<string> {
+  async url(fileOrData: string, sha: string, source: UploadSource): Promise<string> {
     const shown = source === 'data' ? `data URL (${fileOrData.length} characters)` : fileOrData;
-    const known = this.store.findUpload(this.o.baseUrl, sha, this.o.maxAgeMs);
+    // Joins an upload of the same content in flight (no event: that upload reports itself).
+    const joined = this.inFlight.get(sha);
+    if (joined) return joined;
+    const known = await this.store.findUpload(this.o.baseUrl, sha, this.o.maxAgeMs);
     if (known) {
       this.o.emit({ type: 'upload', file: shown, sha256: sha, url: known, reused: true });
-      return Promise.resolve(known);
+      return known;
     }
     let p = this.inFlight.get(sha);
     if (!p) {
@@ -56,7 +59,7 @@ export class Uploader {
           // replace this one under the URL that jobs, and the reuse record, still point to.
           res = await this.service.uploadStream(fileOrData, { signal: this.o.signal });
         }
-        this.store.recordUpload(this.o.baseUrl, sha, res.file_url);
+        await this.store.recordUpload(this.o.baseUrl, sha, res.file_url);
         this.o.emit({ type: 'upload', file: shown, sha256: sha, url: res.file_url, reused: false });
         return res.file_url;
       })().finally(() => this.inFlight.delete(sha));

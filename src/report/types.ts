@@ -101,7 +101,7 @@ export interface ReportSummary {
   chat?: { jobs: number; done: number; repeated_calls: number; input_tokens: number; output_tokens: number };
   /**
    * A run on a PostgreSQL state (absent on a SQLite state file): each worker's share, by worker id
-   * (hostname:pid:random): the jobs whose lease names it, by state; the result files it wrote and their bytes;
+   * (hostname:pid:random): the jobs it holds now (their lease names it), by state; the result files it wrote and their bytes;
    * its last heartbeat.
    */
   workers?: Array<{ id: string; jobs: Record<string, number>; files: number; bytes: number; last_seen: string | null }>;

@@ -21,8 +21,8 @@ export interface ViewOptions {
   port?: number;
   /** The token (default: a new random one); tests pass none. */
   token?: string;
-  /** Why marks cannot be made here (POST /api/marks answers 405 with it), e.g. a copy of a PostgreSQL state; default: they can. */
-  noMarks?: string;
+  /** Called after marks were written to `store` (a copy of a PostgreSQL state: they go to the database too). */
+  saveMarks?: () => Promise<unknown>;
 }
 
 export interface View {
@@ -126,12 +126,12 @@ export async function startView(o: ViewOptions): Promise<View> {
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       if (!tokenMatches(token, req.headers[TOKEN_HEADER])) return json(res, 403, JSON.stringify({ error: `refused: a request that changes something needs the view's token in the ${TOKEN_HEADER} header` }));
       if (req.method !== 'POST' || path !== '/api/marks') return json(res, 405, JSON.stringify({ error: `${req.method ?? ''} ${path} is not something this view does` }));
-      if (o.noMarks !== undefined) return json(res, 405, JSON.stringify({ error: o.noMarks }));
       if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) return json(res, 415, JSON.stringify({ error: 'POST /api/marks expects Content-Type: application/json' }));
       try {
         const m = parseMarks(await readBody(req));
         const r = markJobs(store, m.ids, m.action, m.note, 'POST /api/marks');
         live.wrote();
+        await o.saveMarks?.();
         marked += r.changed;
         return json(res, 200, JSON.stringify({ changed: r.changed, ids: r.ids, mark: r.state }));
       } catch (err) {

@@ -27,12 +27,13 @@ export default async function mark(manifest: string | undefined, opts: MarkOptio
   if (actions.length !== 1) throw new UsageError(`mark expects one of --approve, --reject or --clear with job ids${actions.length > 1 ? ` (got ${actions.map((a) => `--${a}`).join(' and ')})` : ''}`);
   const action = actions[0]!;
   const patterns = parseOnly(opts[action]!, `--${action}`);
-  const state = await openStateForRead(manifest, opts.state, opts.out, 'mark');
-  const { store, runs } = state;
+  const saved = await openStateForRead(manifest, opts.state, opts.out, 'mark');
+  const { store, runs } = saved;
   try {
     if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose jobs to mark`);
     store.useRun(runs[0]!);
     const { ids, changed, state } = markJobs(store, patterns, action, opts.note ?? null);
+    await saved.saveMarks();
     const shown = ids.slice(0, 20).join(', ') + (ids.length > 20 ? `, ... (${ids.length - 20} more)` : '');
     const what = state === null ? `cleared the mark of ${changed} job(s)` : `marked ${changed} job(s) ${state}`;
     process.stdout.write(`${what}: ${shown}\n`);
@@ -40,7 +41,7 @@ export default async function mark(manifest: string | undefined, opts: MarkOptio
     if (changed > 0) await writeReports(resolve(runs[0]!.out_dir), buildReportData(store));
     return 0;
   } finally {
-    await state.close();
+    await saved.close();
     await flushed(process.stdout);
   }
 }

@@ -42,6 +42,8 @@ export interface StateForRead {
   workers(runId: number): Promise<WorkerCount[] | null>;
   /** For view: copy what changed in the database since (a PostgreSQL state); false when nothing did, or for SQLite. */
   refresh(): Promise<boolean>;
+  /** After marks were made in `store`: a copy of a PostgreSQL state writes them to the database (SQLite: already in the file). */
+  saveMarks(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -75,7 +77,7 @@ export async function openStateForRead(manifest: string | undefined, statePath: 
     store.close();
     throw new UsageError(`the state file ${path} holds no run yet`);
   }
-  return { store, runs, shown: path, location, workers: async () => null, refresh: async () => false, close: async () => store.close() };
+  return { store, runs, shown: path, location, workers: async () => null, refresh: async () => false, saveMarks: async () => undefined, close: async () => store.close() };
 }
 
 /**
@@ -84,7 +86,6 @@ export async function openStateForRead(manifest: string | undefined, statePath: 
  * --out, the run's output folder as this machine sees it (default: the folder the run recorded, which must exist).
  */
 async function openPostgresForRead(location: StateLocation & { kind: 'postgres' }, manifest: string | undefined, outDir: string | undefined, command: string): Promise<StateForRead> {
-  if (command === 'mark') throw new UsageError(`genbatch mark on a PostgreSQL state (${location.display}) is not built yet: marks are kept in SQLite state files only`);
   const { PgReader } = await import('../../store/pg/snapshot.js');
   const reader = await PgReader.open(location.url, location.display);
   let snapshot: Awaited<ReturnType<typeof reader.snapshot>> | null = null;
@@ -110,6 +111,9 @@ async function openPostgresForRead(location: StateLocation & { kind: 'postgres' 
       location,
       workers: (runId) => reader.workers(runId),
       refresh: () => opened.snapshot.refresh().catch((err: unknown) => Promise.reject(reader.failure(err))),
+      saveMarks: async () => {
+        await opened.snapshot.pushMarks();
+      },
       close: async () => {
         opened.store.close();
         opened.snapshot.close();

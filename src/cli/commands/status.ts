@@ -18,12 +18,12 @@ function stuckJobs(rows: Iterable<SummaryRow>, now: number): Array<{ id: string;
   return out;
 }
 
-/** The per-worker lines of a PostgreSQL state: `    host:pid:id  2 submitted, 5 done; 9 files (1.2 MB); last seen <time>`. */
+/** The per-worker lines of a PostgreSQL state: `    host:pid:id  holding 2 submitted, 1 downloading; 9 files (1.2 MB); last seen <time>`. */
 function workersText(workers: readonly WorkerCount[]): string {
   if (workers.length === 0) return '  workers: none yet\n';
   const lines = workers.map((w) => {
-    const jobs = Object.entries(w.jobs).map(([state, n]) => `${n} ${state}`).join(', ') || 'no jobs';
-    return `    ${w.id}\t${jobs}; ${w.files} file${w.files === 1 ? '' : 's'} (${formatBytes(w.bytes)}); last seen ${w.last_seen ?? '-'}\n`;
+    const jobs = Object.entries(w.jobs).map(([state, n]) => `${n} ${state}`).join(', ') || 'none';
+    return `    ${w.id}\tholding ${jobs}; ${w.files} file${w.files === 1 ? '' : 's'} (${formatBytes(w.bytes)}); last seen ${w.last_seen ?? '-'}\n`;
   });
   return `  workers (${workers.length}):\n${lines.join('')}`;
 }

@@ -29,8 +29,7 @@ export default async function view(manifest: string | undefined, opts: ViewCliOp
     store.useRun(runs[0]!);
     let v;
     try {
-      const noMarks = state.location.kind === 'postgres' ? 'marks on a PostgreSQL state are not built yet (this view shows a copy of the run)' : undefined;
-      v = await startView({ store, host: opts.host, port: opts.port, ...(noMarks ? { noMarks } : {}) });
+      v = await startView({ store, host: opts.host, port: opts.port, saveMarks: state.saveMarks });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       if (e.code === 'EADDRINUSE') throw new UsageError(`--port ${opts.port}: the port is in use (--port 0 takes any free port)`);

@@ -5,7 +5,8 @@ import type Database from 'better-sqlite3';
 import { StateError } from '../../errors.js';
 import { openDatabase, SCHEMA_VERSION } from '../schema.js';
 import type { RunRow } from '../types.js';
-import { openPool, type Client, type Pool } from './db.js';
+import { inTx, openPool, type Client, type Pool } from './db.js';
+import { NOW_ISO } from './schema.js';
 
 /**
  * The readers of a PostgreSQL state (status, report, view, export) run on a SQLite copy of the runs they
@@ -24,7 +25,7 @@ import { openPool, type Client, type Pool } from './db.js';
 export interface WorkerCount {
   /** hostname:pid:random, as the worker named itself. */
   id: string;
-  /** The run's jobs whose lease row names this worker (jobs.lease_owner), by state. */
+  /** The run's jobs this worker holds now (jobs.lease_owner: submitting, submitted, downloading), by state. */
   jobs: Record<string, number>;
   /** Result files this worker wrote (files.worker, done). */
   files: number;
@@ -160,6 +161,23 @@ export class PgReader {
     }
   }
 
+  /** Add marks to jobs' histories in the database: each one more row of its job (n after the last there), on the database clock. */
+  async addMarks(rows: ReadonlyArray<{ run_id: number; job_id: string; mark: string | null; note: string | null }>): Promise<void> {
+    if (rows.length === 0) return;
+    try {
+      await inTx(this.pool, async (c) => {
+        for (const r of rows) {
+          await c.query(
+            `INSERT INTO marks (run_id, job_id, n, mark, note, at) SELECT $1, $2, coalesce(max(n), 0) + 1, $3, $4, ${NOW_ISO} FROM marks WHERE run_id = $1 AND job_id = $2`,
+            [r.run_id, r.job_id, r.mark, r.note],
+          );
+        }
+      });
+    } catch (err) {
+      throw this.failure(err);
+    }
+  }
+
   async close(): Promise<void> {
     await this.pool.end().catch(() => undefined);
   }
@@ -172,6 +190,8 @@ export class Snapshot {
   private fingerprint: string | null = null;
   private since: Since | null = null;
   private readonly columns = new Map<string, string[]>();
+  /** Per run and job (`run_id job_id`), the last mark row n that came from the database or went to it. */
+  private readonly marksKnown = new Map<string, number>();
 
   constructor(
     private readonly reader: PgReader,
@@ -282,8 +302,34 @@ export class Snapshot {
         const insert = this.db.prepare(`INSERT OR REPLACE INTO ${t.name} (${cols.map(q).join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`);
         for (const row of rows.get(t.name) ?? []) insert.run(...row);
       }
+      if (!incremental) this.marksKnown.clear();
+      const cols = this.columns.get('marks')!;
+      const [runAt, jobAt, nAt] = [cols.indexOf('run_id'), cols.indexOf('job_id'), cols.indexOf('n')];
+      for (const m of rows.get('marks') ?? []) this.knowMark(`${String(m[runAt])} ${String(m[jobAt])}`, m[nAt] as number);
       if (this.outDir !== undefined) this.db.prepare(`UPDATE runs SET out_dir = ? WHERE id IN (${ph})`).run(this.outDir, ...this.runIds);
     })();
+  }
+
+  private knowMark(key: string, n: number): void {
+    if (n > (this.marksKnown.get(key) ?? 0)) this.marksKnown.set(key, n);
+  }
+
+  /**
+   * Marks made in the copy (genbatch mark, the view's marks) and not yet in the database, written there. A
+   * copy made meanwhile by refresh brings them back from the database as it numbered them.
+   */
+  async pushMarks(): Promise<number> {
+    const ph = this.runIds.map(() => '?').join(',');
+    const rows = (this.db.prepare(`SELECT run_id, job_id, n, mark, note FROM marks WHERE run_id IN (${ph}) ORDER BY run_id, job_id, n`).all(...this.runIds) as Array<{
+      run_id: number;
+      job_id: string;
+      n: number;
+      mark: string | null;
+      note: string | null;
+    }>).filter((r) => r.n > (this.marksKnown.get(`${r.run_id} ${r.job_id}`) ?? 0));
+    await this.reader.addMarks(rows);
+    for (const r of rows) this.knowMark(`${r.run_id} ${r.job_id}`, r.n);
+    return rows.length;
   }
 
   close(): void {

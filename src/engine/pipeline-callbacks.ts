@@ -1,0 +1,130 @@
+import { findModel } from '../models/index.js';
+import type { CallbackNote } from './callbacks.js';
+import { errorText, type StageContext } from './pipeline-context.js';
+import type { Polls } from './pipeline-polls.js';
+
+/** How long a run with callbacks waits, at the end, for late callbacks of its uncertain jobs (at least). */
+const CALLBACK_GRACE_MS = 120_000;
+/** The service's callback retries (after 1, 2 and 4 s): the time a finished task may still call back. */
+const CALLBACK_RETRIES_MS = 10_000;
+
+/**
+ * When a task sent at `submittedAt` (ISO) for `model` has surely finished and called back: its
+ * model's typical maximum time plus the callback retries (x time scale); null when unknown.
+ */
+export function callbackDeadline(submittedAt: string | null, model: string, timeScale: number): number | null {
+  const at = submittedAt === null ? NaN : Date.parse(submittedAt);
+  if (!Number.isFinite(at)) return null;
+  return at + ((findModel(model)?.typicalSeconds[1] ?? 300) * 1000 + CALLBACK_RETRIES_MS) * timeScale;
+}
+
+/** When a stored job was sent (its `submitted_at`), or `fallback` when unknown. */
+export function sentTime(submittedAt: string | null, fallback: number): number {
+  const at = submittedAt === null ? NaN : Date.parse(submittedAt);
+  return Number.isFinite(at) ? at : fallback;
+}
+
+/**
+ * Completion callbacks (`--listen`): a callback for a job waited on goes to Polls (the ended task
+ * taken as its status read, or the task read next); one for an `uncertain` job adopts the task it
+ * names; one that came while the job was still `submitting` is kept until that submit ends. The
+ * uncertain jobs of this run (and those found at its start that may still call back) keep the run
+ * waiting a while at its end (graceEnd).
+ */
+export class Callbacks {
+  /**
+   * Callbacks that came while their job was still `submitting` (a task can finish, and its
+   * callback arrive, before the submit's answer): kept until that submit ends, so a lost
+   * answer (uncertain) adopts the task the callback named instead of leaving the job uncertain.
+   */
+  private readonly early = new Map<string, string>();
+  /** Jobs that became uncertain in this run (or were found so at its start): a late callback may still adopt them. */
+  private readonly uncertainHere = new Set<string>();
+  /** Adoptions and lookups in flight: the run does not end before they are done. */
+  private working = 0;
+
+  constructor(
+    private readonly c: StageContext,
+    private readonly polls: Pick<Polls, 'notify' | 'readNow' | 'waitOn'>,
+  ) {
+    if (c.opts.callbackUrlFor) for (const id of c.opts.recoveredUncertain ?? []) this.uncertainHere.add(id);
+  }
+
+  get busy(): number {
+    return this.working;
+  }
+
+  /** The run should wait for late callbacks at its end (callbacks on, uncertain jobs of this run left). */
+  get waitForLate(): boolean {
+    return this.c.opts.callbackUrlFor !== null && this.uncertainHere.size > 0;
+  }
+
+  /** Job `id` became uncertain in this run. */
+  uncertain(id: string): void {
+    if (this.c.opts.callbackUrlFor) this.uncertainHere.add(id);
+  }
+
+  /**
+   * A completion callback for `note.job`. A job waited on with this task: Polls (see Polls.notify); an uncertain
+   * job without a task id adopts the task (the job id and attempt in the callback URL prove it came from our
+   * latest submit), then is read; a job still `submitting` keeps the note for the end of its submit. Duplicates
+   * and late deliveries find the job no longer waited on and change nothing.
+   */
+  onCallback(note: CallbackNote): void {
+    if (this.polls.notify(note.job, note.taskId, note.task)) return;
+    this.track(note.job, async () => {
+      const row = await this.c.store.getJob(note.job);
+      if (!row || row.task_id !== null || this.c.opts.signal.aborted) return;
+      // A callback of an earlier submit of this job (its URL names another attempt) names a task made for
+      // an earlier spec or attempt: it never adopts. URLs without an attempt (older genbatch) still do.
+      if (note.attempt !== null && note.attempt !== row.attempts) return;
+      if (row.state === 'submitting') this.early.set(note.job, note.taskId);
+      else if (row.state === 'uncertain') await this.adopt(note.job, note.taskId, row.model);
+    });
+  }
+
+  /** The submit of job `id` ended: a callback that came before it names the task now waited on (read now), or adopts it when the job became uncertain. */
+  submitEnded(id: string): void {
+    const taskId = this.early.get(id);
+    if (taskId === undefined) return;
+    this.early.delete(id);
+    this.polls.readNow(id, taskId);
+    this.track(id, async () => {
+      const row = await this.c.store.getJob(id);
+      if (row && row.state === 'uncertain' && !this.c.opts.signal.aborted) await this.adopt(id, taskId, row.model);
+    });
+  }
+
+  /**
+   * The end of the wait for late callbacks: 120 s (x time scale) from now, or later when an uncertain
+   * job's task may still be running (sent less than its model's typical maximum time ago).
+   */
+  async graceEnd(): Promise<number> {
+    let end = Date.now() + this.c.scaled(CALLBACK_GRACE_MS);
+    for (const id of this.uncertainHere) {
+      const row = await this.c.store.getJob(id);
+      const deadline = row ? callbackDeadline(row.submitted_at, row.model, this.c.opts.timeScale) : null;
+      if (deadline !== null && deadline > end) end = deadline;
+    }
+    return end;
+  }
+
+  private async adopt(job: string, taskId: string, model: string): Promise<void> {
+    if (!(await this.c.move(job, 'uncertain', 'submitted', { task_id: taskId, last_error: 'task adopted from a late completion callback' }, { durable: true }))) return;
+    this.uncertainHere.delete(job);
+    const row = await this.c.store.getJob(job);
+    const adopted = this.polls.waitOn(job, taskId, model, sentTime(row?.submitted_at ?? null, Date.now()), Date.now());
+    adopted.notified = true;
+  }
+
+  /** Run fn counted as busy; its failure is a warning about the job. */
+  private track(job: string, fn: () => Promise<void>): void {
+    this.working++;
+    fn()
+      .catch((err: unknown) => this.c.opts.emit({ type: 'warning', message: `callback for job ${job}: ${errorText(err)}` }))
+      .finally(() => {
+        this.working--;
+        this.c.wake();
+      });
+  }
+}
