@@ -321,6 +321,27 @@ describe('uploads', () => {
     expect(JSON.parse(s.calls[0]?.body.toString() ?? '')).toMatchObject({ base64_data: expect.stringMatching(/^data:image\/png;base64,/), file_name: 'f0.png' });
   });
 
+  it('takes a shared upload slot before every try and ends it after, with the outcome: a 429 with its Retry-After', async () => {
+    const s = await serve([json(429, { code: 429, error: { message: 'rate limit exceeded', type: 'rate_limit_error' } }, { 'retry-after': '3600' }), serverError(503), ok(record)]);
+    const seen: string[] = [];
+    const slot = async () => {
+      seen.push(`take before call ${s.calls.length + 1}`);
+      return async (o: { rateLimited: boolean; retryAfterMs: number | null }) => {
+        seen.push(`end after call ${s.calls.length}: rate limited ${o.rateLimited}, retry after ${o.retryAfterMs}`);
+      };
+    };
+    const r = await client(s.url).uploadBase64(`data:image/png;base64,${PNG.toString('base64')}`, { slot });
+    expect(r).toEqual(record);
+    expect(seen).toEqual([
+      'take before call 1',
+      'end after call 1: rate limited true, retry after 3600000',
+      'take before call 2',
+      'end after call 2: rate limited false, retry after null',
+      'take before call 3',
+      'end after call 3: rate limited false, retry after null',
+    ]);
+  });
+
   it('streams a file as multipart with file, file_name and upload_path', async () => {
     const s = await serve([ok(record)]);
     const r = await client(s.url).uploadStream(PNG, { fileName: 'ref.png', uploadPath: 'jobs/a' });

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { join, resolve } from 'node:path';
-import { ChatClient, ServiceClient, UploadLimiter, redactDeep, serviceConfigFromEnv, withRetry } from '../client/index.js';
+import { ChatClient, ServiceClient, UploadLimiter, redactDeep, serviceConfigFromEnv, withRetry, type UploadOptions } from '../client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../download/index.js';
-import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, planProbes, runEngine, type DownloadPort, type RedoState, type ServicePort } from '../engine/index.js';
+import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, planProbes, runEngine, type DownloadPort, type RedoState, type ServicePort, type UploadCall } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
 import { EXIT, UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
@@ -280,9 +280,9 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
     musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
     balance: () => client.balance(),
-    uploadStream: (file, opts) => client.uploadStream(file, { fileName: opts.fileName, ...(opts.signal ? { signal: opts.signal } : {}) }),
-    uploadBase64: (data, opts) => client.uploadBase64(data, opts.signal ? { signal: opts.signal } : {}),
-    uploadUrl: (url, opts) => client.uploadUrl(url, opts.signal ? { signal: opts.signal } : {}),
+    uploadStream: (file, opts) => client.uploadStream(file, { fileName: opts.fileName, ...uploadCall(opts) }),
+    uploadBase64: (data, opts) => client.uploadBase64(data, uploadCall(opts)),
+    uploadUrl: (url, opts) => client.uploadUrl(url, uploadCall(opts)),
   };
   // Downloads go through the client's one retry layer (GET: 429, 5xx, dropped and truncated bodies).
   const download: DownloadPort = {
@@ -344,4 +344,12 @@ function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
   if (exitCode === EXIT.ok) return 'done';
   if (exitCode === EXIT.jobsFailed) return 'failed';
   return 'incomplete';
+}
+
+/** The client's options of one upload call of the engine: its signal and the store's shared upload slot. */
+function uploadCall(opts: UploadCall): UploadOptions {
+  const out: UploadOptions = {};
+  if (opts.signal) out.signal = opts.signal;
+  if (opts.slot) out.slot = opts.slot;
+  return out;
 }

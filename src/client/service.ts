@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { Agent, FormData, type Dispatcher } from 'undici';
 import type { z } from 'zod';
-import { BadResponseError, UsageError } from '../errors.js';
+import { ApiError, BadResponseError, UsageError } from '../errors.js';
 import { HttpContext, type SendOptions } from './http.js';
 import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS } from './limits.js';
 import { TokenBucket, UploadLimiter } from './limiters.js';
@@ -59,7 +59,16 @@ export interface UploadOptions {
   /** Sent as `upload_path`; the service stores under `temp/<path>`. */
   uploadPath?: string;
   signal?: AbortSignal;
+  /**
+   * A slot of an upload window shared with other processes (a PostgreSQL state: WorkStore.acquireUploadSlot),
+   * taken for every try besides this client's own limiter, and ended with the try's outcome (a 429 starts
+   * the shared cool-down).
+   */
+  slot?: SharedUploadSlot;
 }
+
+/** Waits for a shared upload slot; the returned function ends it with the outcome of the try (called once). */
+export type SharedUploadSlot = (signal?: AbortSignal) => Promise<(outcome: { rateLimited: boolean; retryAfterMs: number | null }) => Promise<void>>;
 
 /** `{signal}`, or the AbortSignal itself (both forms are accepted by every method). */
 export type CallOptions = { signal?: AbortSignal } | AbortSignal;
@@ -160,7 +169,7 @@ export class ServiceClient {
       if (opts.uploadPath !== undefined) form.set('upload_path', opts.uploadPath);
       return form;
     };
-    return this.#upload('upload stream', '/api/common/upload/stream', () => ({ form: makeForm(), uploadBytes: blob.size }), opts.signal);
+    return this.#upload('upload stream', '/api/common/upload/stream', () => ({ form: makeForm(), uploadBytes: blob.size }), opts);
   }
 
   /**
@@ -171,7 +180,7 @@ export class ServiceClient {
     const json: Record<string, unknown> = { base64_data: dataUrlOrBase64 };
     if (opts.fileName !== undefined) json.file_name = opts.fileName;
     if (opts.uploadPath !== undefined) json.upload_path = opts.uploadPath;
-    return this.#upload('upload base64', '/api/common/upload/base64', () => ({ json, uploadBytes: dataUrlOrBase64.length }), opts.signal);
+    return this.#upload('upload base64', '/api/common/upload/base64', () => ({ json, uploadBytes: dataUrlOrBase64.length }), opts);
   }
 
   /** POST /api/common/upload/url: the service fetches a public URL. */
@@ -179,7 +188,7 @@ export class ServiceClient {
     const json: Record<string, unknown> = { file_url: url };
     if (opts.fileName !== undefined) json.file_name = opts.fileName;
     if (opts.uploadPath !== undefined) json.upload_path = opts.uploadPath;
-    return this.#upload('upload url', '/api/common/upload/url', () => ({ json }), opts.signal);
+    return this.#upload('upload url', '/api/common/upload/url', () => ({ json }), opts);
   }
 
   /** Closes the client's own keep-alive Agent (not a dispatcher passed in). */
@@ -187,15 +196,26 @@ export class ServiceClient {
     await this.#ownAgent?.close();
   }
 
-  async #upload(operation: string, path: string, body: () => Pick<SendOptions, 'json' | 'form' | 'uploadBytes'>, signal?: AbortSignal): Promise<UploadRecord> {
-    // Every try, retries included, takes a slot of the upload window.
+  async #upload(operation: string, path: string, body: () => Pick<SendOptions, 'json' | 'form' | 'uploadBytes'>, opts: UploadOptions): Promise<UploadRecord> {
+    const { signal, slot } = opts;
+    // Every try, retries included, takes a slot of the upload window (and of the shared one, when given).
     const data = await withRetry(
       async () => {
-        const releaseSlot = await this.uploadLimiter.acquire(signal);
+        const endShared = slot ? await slot(signal) : null;
+        let outcome = { rateLimited: false, retryAfterMs: null as number | null };
         try {
-          return dataOf(await this.#http.send({ method: 'POST', path, ...body(), signal, maxBytes: ANSWER_MAX_BYTES.upload }), operation);
+          const releaseSlot = await this.uploadLimiter.acquire(signal);
+          try {
+            return dataOf(await this.#http.send({ method: 'POST', path, ...body(), signal, maxBytes: ANSWER_MAX_BYTES.upload }), operation);
+          } finally {
+            releaseSlot();
+          }
+        } catch (err) {
+          if (err instanceof ApiError && err.status === 429) outcome = { rateLimited: true, retryAfterMs: err.retryAfterMs };
+          throw err;
         } finally {
-          releaseSlot();
+          // The try's own error is the one that matters: a shared slot not ended here is the store's to expire.
+          await endShared?.(outcome).catch(() => undefined);
         }
       },
       // Uploads are retried like a GET (retry.ts: a duplicate temporary upload is harmless).

@@ -3,7 +3,7 @@ export { runEngine, exitCodeFor, removeState, DEFAULT_STATUS_RATE, UPLOAD_REUSE_
 export type { RunOptions, RunOutcome } from './run.js';
 export { EventBus } from './events.js';
 export type { EngineEvent, EventListener, StopReason } from './events.js';
-export type { DownloadPort, DownloadResult, ServicePort, SubmitBody, TaskStatus, TaskView } from './ports.js';
+export type { DownloadPort, DownloadResult, ServicePort, SubmitBody, TaskStatus, TaskView, UploadCall } from './ports.js';
 export { buildReportData, reportJobsOf } from './report-data.js';
 export { extractResults, canonicalJson, setAtPath } from './results.js';
 export { planProbes, probeOne, recordProbe } from './probe.js';

@@ -42,6 +42,15 @@ export interface PipelineOptions {
   selected?: ReadonlySet<string> | null;
   /** Status reads per second of wall time, at most (--status-rate / --time-scale); default 10 / timeScale. */
   statusRate?: number;
+  /**
+   * Asked when this worker has nothing left in hand (nothing to send, wait on or download): true keeps the run
+   * going (pending jobs are claimed and orphaned ones taken over again every `idleMs`), false ends it. Absent:
+   * the run ends then (`genbatch run`). For a worker on a shared run (`genbatch work`), where jobs may still come
+   * its way: made ready by other workers, or left by a dead one.
+   */
+  keepWaiting?: () => Promise<boolean>;
+  /** With keepWaiting: the pause between two looks for work, in ms (default 1000). */
+  idleMs?: number;
 }
 
 /** What the coordinator gives every stage: the store, the run's options and a few shared acts. */

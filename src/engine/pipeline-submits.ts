@@ -78,6 +78,11 @@ export class Submits {
     return (this.exhausted && this.buffer.length === 0) || this.c.stopReason !== null;
   }
 
+  /** Claim again at the next fill (other workers may have made jobs ready). */
+  lookAgain(): void {
+    if (!this.c.stopReason) this.exhausted = false;
+  }
+
   /** Job `id` of this run became done: jobs waiting for it may be ready now. */
   finished(): void {
     if (!this.c.graphOn) return;

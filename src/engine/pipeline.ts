@@ -26,6 +26,8 @@ export class Pipeline {
   private readonly downloads: Downloads;
   private readonly callbacks: Callbacks;
   private graceUntil = 0;
+  /** With opts.keepWaiting: when this idle worker looks for work next (0: not idle). */
+  private idleUntil = 0;
   private beatAt = Infinity;
   private takeOverAt = Infinity;
 
@@ -97,11 +99,24 @@ export class Pipeline {
         if (busy === 0) {
           if (stopping) break;
           if (this.submits.done && this.polls.size === 0 && this.downloads.queued === 0) {
-            // With callbacks on, wait a while for late callbacks of this run's uncertain jobs.
-            if (!this.callbacks.waitForLate || ctx.stopReason) break;
-            if (this.graceUntil === 0) this.graceUntil = await this.callbacks.graceEnd();
-            if (Date.now() >= this.graceUntil) break;
-            nextDue = Math.min(nextDue, this.graceUntil);
+            if (opts.keepWaiting && !ctx.stopReason) {
+              // A worker on a shared run: look for work again a while later, as long as the caller wants.
+              if (this.idleUntil === 0) this.idleUntil = Date.now() + (opts.idleMs ?? 1000);
+              else if (Date.now() >= this.idleUntil) {
+                this.idleUntil = 0;
+                if (!(await opts.keepWaiting())) break;
+                await this.takeOver();
+                this.submits.lookAgain();
+                continue;
+              }
+              nextDue = Math.min(nextDue, this.idleUntil);
+            } else {
+              // With callbacks on, wait a while for late callbacks of this run's uncertain jobs.
+              if (!this.callbacks.waitForLate || ctx.stopReason) break;
+              if (this.graceUntil === 0) this.graceUntil = await this.callbacks.graceEnd();
+              if (Date.now() >= this.graceUntil) break;
+              nextDue = Math.min(nextDue, this.graceUntil);
+            }
           }
         }
         await ctx.sleep(nextDue);

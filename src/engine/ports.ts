@@ -5,6 +5,7 @@
  */
 
 import type { ChatAnswer, ChatRequest } from '../client/chat.js';
+import type { ReleaseUploadSlot } from '../store/index.js';
 
 export type TaskStatus = 'not_started' | 'running' | 'finished' | 'failed';
 
@@ -22,6 +23,13 @@ export interface SubmitBody {
   callback_url?: string;
 }
 
+/** What every upload call is given. */
+export interface UploadCall {
+  signal?: AbortSignal;
+  /** The store's shared upload window (WorkStore.acquireUploadSlot): a slot taken for every try, ended with its outcome. */
+  slot?: (signal?: AbortSignal) => Promise<ReleaseUploadSlot>;
+}
+
 export interface ServicePort {
   /** `signal`: an abort before the request was sent throws the signal's reason; after it was sent, AmbiguousSubmitError. */
   submit(body: SubmitBody, signal?: AbortSignal): Promise<{ task_id: string }>;
@@ -29,11 +37,11 @@ export interface ServicePort {
   musicDetail(taskId: string, signal?: AbortSignal): Promise<TaskView>;
   balance(): Promise<number>;
   /** `fileName`: sent as `file_name` when given (the engine sends none: the service then makes a unique name). */
-  uploadStream(file: string, opts: { fileName?: string; signal?: AbortSignal }): Promise<{ file_url: string }>;
+  uploadStream(file: string, opts: { fileName?: string } & UploadCall): Promise<{ file_url: string }>;
   /** A Data URL (`data:<mime>;base64,...`) through the base64 upload endpoint. */
-  uploadBase64(dataUrl: string, opts: { signal?: AbortSignal }): Promise<{ file_url: string }>;
+  uploadBase64(dataUrl: string, opts: UploadCall): Promise<{ file_url: string }>;
   /** A remote http(s) URL fetched by the service (URL upload endpoint), for jobs with `rehost: true`; absent: such jobs fail. */
-  uploadUrl?(url: string, opts: { signal?: AbortSignal }): Promise<{ file_url: string }>;
+  uploadUrl?(url: string, opts: UploadCall): Promise<{ file_url: string }>;
   /** One chat call through its protocol, retried by the client (src/client/chat.ts); absent: chat jobs fail. */
   chat?(req: ChatRequest, opts: { signal?: AbortSignal; onTry?: (tryNumber: number) => void }): Promise<ChatAnswer>;
 }

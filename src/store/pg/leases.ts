@@ -51,47 +51,43 @@ export interface Claim {
 }
 
 /**
- * Lease up to `n` ready pending jobs to `owner`, in manifest order. With a budget row for the run
- * (src/store/pg/budget.ts), each job's estimated credits are reserved in the same transaction: the jobs are
- * taken in order while they fit (cap - reserved), the row locked until commit, so N workers never reserve
- * past the cap together. `q` must be a client inside a transaction.
+ * Lease up to `n` ready pending jobs to `owner`, in manifest order, in one statement (its own transaction,
+ * or the caller's). With a budget row for the run (src/store/pg/budget.ts), each job's estimated credits
+ * are reserved in the same statement: the jobs are taken in order while they fit (cap - reserved), the row
+ * locked until commit, so N workers never reserve past the cap together.
  */
 export async function claimPending(q: Queryable, runId: number, owner: string, leaseMs: number, n: number, only: readonly string[] | null = null): Promise<Claim> {
-  const found = await q.query<{ id: string; c: number | null }>(
-    `SELECT j.id, j.estimated_credits AS c FROM jobs j
-      WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($3::text[])' : ''}
-      ORDER BY j.seq LIMIT $2 FOR UPDATE OF j SKIP LOCKED`,
-    only ? [runId, n, only] : [runId, n],
-  );
-  if (found.rows.length === 0) return { jobs: [], heldByBudget: false };
-  let ids = found.rows.map((r) => r.id);
-  let reserve: number[] | null = null;
-  let heldByBudget = false;
-  const budget = await q.query<{ room: number }>(`SELECT cap - reserved AS room FROM budget WHERE run_id = $1 FOR UPDATE`, [runId]);
-  const room = budget.rows[0]?.room;
-  if (room !== undefined) {
-    let sum = 0;
-    let taken = 0;
-    for (const r of found.rows) {
-      const c = r.c ?? 0;
-      if (sum + c > room + 1e-9) break;
-      sum += c;
-      taken++;
-    }
-    heldByBudget = taken < found.rows.length;
-    ids = ids.slice(0, taken);
-    reserve = found.rows.slice(0, taken).map((r) => r.c ?? 0);
-    if (taken === 0) return { jobs: [], heldByBudget };
-    await q.query(`UPDATE budget SET reserved = reserved + $2 WHERE run_id = $1`, [runId, sum]);
-  }
   const res = await q.query<LeasedJob>(
-    `UPDATE jobs j SET lease_owner = $3, lease_expires = ${leaseUntil('$4')}, lease_epoch = j.lease_epoch + 1,
-        reserved_credits = CASE WHEN $5::boolean THEN COALESCE(j.estimated_credits, 0) ELSE j.reserved_credits END
-      WHERE j.run_id = $1 AND j.id = ANY($2::text[])
-      RETURNING ${JOB_COLUMNS}`,
-    [runId, ids, owner, leaseMs, reserve !== null],
+    `WITH cand AS (
+       SELECT j.id, j.seq, COALESCE(j.estimated_credits, 0) AS c FROM jobs j
+        WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($5::text[])' : ''}
+        ORDER BY j.seq LIMIT $2 FOR UPDATE OF j SKIP LOCKED),
+     b AS (SELECT cap - reserved AS room FROM budget WHERE run_id = $1 FOR UPDATE),
+     chosen AS (
+       SELECT r.id, r.c FROM (SELECT id, c, sum(c) OVER (ORDER BY seq) AS cum FROM cand) r
+        WHERE NOT EXISTS (SELECT 1 FROM b) OR r.cum <= (SELECT room FROM b) + 1e-9),
+     reserve AS (
+       UPDATE budget SET reserved = reserved + (SELECT sum(c) FROM chosen)
+        WHERE run_id = $1 AND EXISTS (SELECT 1 FROM chosen) RETURNING 1)
+     UPDATE jobs j SET lease_owner = $3, lease_expires = ${leaseUntil('$4')}, lease_epoch = j.lease_epoch + 1,
+        reserved_credits = CASE WHEN EXISTS (SELECT 1 FROM b) THEN chosen.c ELSE j.reserved_credits END
+       FROM chosen WHERE j.run_id = $1 AND j.id = chosen.id
+       RETURNING ${JOB_COLUMNS}, (SELECT count(*) FROM cand)::int AS found, (SELECT count(*) FROM reserve)::int AS reserved`,
+    only ? [runId, n, owner, leaseMs, only] : [runId, n, owner, leaseMs],
   );
-  return { jobs: res.rows.sort((a, b) => a.seq - b.seq), heldByBudget };
+  const found = (res.rows[0] as { found?: number } | undefined)?.found;
+  const jobs = res.rows.map(({ found: _f, reserved: _r, ...row }: LeasedJob & { found?: number; reserved?: number }) => row as LeasedJob).sort((a, b) => a.seq - b.seq);
+  if (found !== undefined) return { jobs, heldByBudget: found > jobs.length };
+  // Nothing claimed: held by the budget when the first ready job's estimate does not fit (with a budget row only).
+  const ready = await q.query(
+    `SELECT 1 FROM budget b, LATERAL (
+        SELECT j.estimated_credits AS c FROM jobs j
+         WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($2::text[])' : ''}
+         ORDER BY j.seq LIMIT 1) f
+      WHERE b.run_id = $1 AND b.reserved + COALESCE(f.c, 0) > b.cap + 1e-9`,
+    only ? [runId, only] : [runId],
+  );
+  return { jobs: [], heldByBudget: (ready.rowCount ?? 0) > 0 };
 }
 
 /** Renew every lease `owner` holds (that no one took over): the count renewed. */

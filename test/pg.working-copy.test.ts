@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openPool, type Pool } from '../src/store/pg/db.js';
+import { migrate } from '../src/store/pg/schema.js';
+import { syncOnce } from '../src/store/pg/sync-lock.js';
+import { PgWorkStore } from '../src/store/pg/work-store.js';
+import { ensureRun, WorkingCopy, type WriteBack } from '../src/store/pg/working-copy.js';
+import type { JobInput } from '../src/store/index.js';
+import { testDatabase, type TestDatabase } from './helpers/pg.js';
+
+const job = (id: string, spec = '{"p":1}', parents?: string[]): JobInput & { parents?: string[] } => ({
+  id,
+  model: 'm',
+  kind: 'submit',
+  where: `m.yaml:${id}`,
+  specHash: `h-${spec}`,
+  spec,
+  estimatedCredits: 1,
+  parents,
+});
+
+/** The manifest sync as `genbatch run` makes it (Store.beginSync ... skipRemoved), on a working copy, written back. */
+async function syncManifest(pool: Pool, manifest: string, key: string, jobs: Array<JobInput & { parents?: string[] }>): Promise<{ outcome: string; wb: WriteBack | null }> {
+  const runId = await ensureRun(pool, manifest, '/tmp/out');
+  let wb: WriteBack | null = null;
+  const outcome = await syncOnce(pool, runId, key, async (c) => {
+    const copy = await WorkingCopy.load(c, runId);
+    try {
+      const s = copy.store;
+      s.openRun(manifest, '/tmp/out', 'http://svc', false, false);
+      s.beginSync();
+      for (const j of jobs) s.syncJob(j);
+      s.graph.setManifestLinks(new Map(jobs.filter((j) => j.parents).map((j) => [j.id, { parents: j.parents! }])));
+      s.commitSync();
+      s.skipRemoved();
+      wb = await copy.writeBack(c);
+    } finally {
+      copy.close();
+    }
+  });
+  return { outcome, wb };
+}
+
+describe('a PostgreSQL run changed through a SQLite working copy (the manifest sync)', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  const pools: Pool[] = [];
+  beforeAll(async () => {
+    db = await testDatabase();
+    pool = openPool(db.url);
+    await migrate(pool);
+  });
+  afterAll(async () => {
+    for (const p of [pool, ...pools]) await p.end();
+    await db.drop();
+  });
+
+  const jobsOf = async (runId: number) =>
+    (await pool.query<{ id: string; state: string; spec: string; seq: number }>('SELECT id, state, spec, seq FROM jobs WHERE run_id = $1 ORDER BY seq', [runId])).rows;
+
+  it('3 processes syncing one manifest at once: one writes the jobs and links through its copy, the others join', async () => {
+    const jobs = [job('a'), job('b', '{"p":2}', ['a']), job('c')];
+    const results = await Promise.all([0, 1, 2].map(() => syncManifest(pool, '/sync/m.yaml', 'k1', jobs)));
+    expect(results.map((r) => r.outcome).sort()).toEqual(['joined', 'joined', 'synced']);
+    expect(results.find((r) => r.wb)?.wb).toMatchObject({ conflicts: 0, deleted: 0 });
+    const runId = await ensureRun(pool, '/sync/m.yaml', '/tmp/out');
+    expect((await jobsOf(runId)).map((j) => [j.id, j.state, j.seq])).toEqual([
+      ['a', 'pending', 1],
+      ['b', 'pending', 2],
+      ['c', 'pending', 3],
+    ]);
+    const links = await pool.query('SELECT job_id, parent_id, kind FROM job_links WHERE run_id = $1', [runId]);
+    expect(links.rows).toEqual([{ job_id: 'b', parent_id: 'a', kind: 'needs' }]);
+    const run = await pool.query('SELECT generation, base_url FROM runs WHERE id = $1', [runId]);
+    expect(run.rows).toEqual([{ generation: 1, base_url: 'http://svc' }]);
+  });
+
+  it('a changed manifest while a worker runs: a claimed pending job takes the new spec and its holder is refused; the job in flight keeps its worker; a removed job is skipped', async () => {
+    await syncManifest(pool, '/change/m.yaml', 'v1', [job('a'), job('b'), job('c'), job('d')]);
+    const runId = await ensureRun(pool, '/change/m.yaml', '/tmp/out');
+    const wp = openPool(db.url, { max: 2 });
+    pools.push(wp);
+    const w = await PgWorkStore.open({ pool: wp, runId, apiKey: 'k', worker: { id: 'w', hostname: 'h', pid: 1 } });
+    expect((await w.claimPending(2)).jobs.map((j) => j.id)).toEqual(['a', 'b']);
+    await w.transition('a', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    await w.transition('a', 'submitting', 'submitted', { task_id: 'task-a' });
+    const v2 = await syncManifest(pool, '/change/m.yaml', 'v2', [job('a', '{"p":9}'), job('b', '{"p":9}'), job('d'), job('e')]);
+    expect(v2.outcome).toBe('synced');
+    expect(v2.wb?.conflicts).toBe(0);
+    expect((await jobsOf(runId)).map((j) => [j.id, j.state, j.spec])).toEqual([
+      ['a', 'submitted', '{"p":1}'],
+      ['b', 'pending', '{"p":9}'],
+      ['c', 'skipped', '{"p":1}'],
+      ['d', 'pending', '{"p":1}'],
+      ['e', 'pending', '{"p":1}'],
+    ]);
+    // b's holder read the old spec: its intent is refused, and b is free for any worker (with the new spec).
+    expect(await w.transition('b', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true })).toEqual({ moved: false });
+    expect(await w.transition('a', 'submitted', 'downloading', { result: '{}' })).toEqual({ moved: true, side: [] });
+    expect((await w.claimPending(10)).jobs.map((j) => [j.id, j.spec])).toEqual([
+      ['b', '{"p":9}'],
+      ['d', '{"p":1}'],
+      ['e', '{"p":1}'],
+    ]);
+  });
+
+  it('a job a worker moved after the copy was made is left as the worker made it, and counted as a conflict', async () => {
+    await syncManifest(pool, '/race/m.yaml', 'v1', [job('a'), job('b')]);
+    const runId = await ensureRun(pool, '/race/m.yaml', '/tmp/out');
+    const wp = openPool(db.url, { max: 2 });
+    pools.push(wp);
+    const w = await PgWorkStore.open({ pool: wp, runId, apiKey: 'k', worker: { id: 'w2', hostname: 'h', pid: 1 } });
+    await w.claimPending(1);
+    const copy = await WorkingCopy.load(pool, runId);
+    try {
+      copy.store.openRun('/race/m.yaml', '/tmp/out', 'http://svc', false, false);
+      copy.store.transition('a', 'pending', 'skipped', { last_error: 'removed' });
+      copy.store.transition('b', 'pending', 'skipped', { last_error: 'removed' });
+      // Meanwhile the worker sends a.
+      await w.transition('a', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+      const wb = await copy.writeBack(pool);
+      expect(wb.conflicts).toBe(1);
+    } finally {
+      copy.close();
+    }
+    expect((await jobsOf(runId)).map((j) => [j.id, j.state])).toEqual([
+      ['a', 'submitting'],
+      ['b', 'skipped'],
+    ]);
+  });
+});
