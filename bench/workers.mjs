@@ -1,7 +1,6 @@
 // Workers on a PostgreSQL state (issue #13 item 7); numbers printed, no pass/fail.
-//  1. claims: claims per second of the PostgreSQL store (PgWorkStore.claimPending on a run of 5,000
-//     jobs), 1 and 4 claimers at once, one job or 8 a claim; and claim + the durable intent
-//     (pending -> submitting), the store's part of each submit
+//  1. claims: claims per second of the PostgreSQL store (bench/pg-claims.mjs on the same server: 1 and
+//     4 claimers, 1 and 16 jobs a claim, each job then moved to submitting as a worker does)
 //  2. makespan: a time-scaled run of 2,000 image jobs with 1, 2 and 4 workers (one `genbatch run
 //     --state postgres://...`, the others `genbatch work --until-empty`) against the sandbox in another
 //     process: from the first start to the last exit
@@ -29,7 +28,6 @@ const JOBS = Number(arg('--jobs', '2000'));
 const SCALE = arg('--scale', '0.01');
 const ONLY = arg('--only', null);
 const part = (name) => ONLY === null || ONLY === name;
-const CLAIM_JOBS = 5_000;
 const KEY = 'sk-bench-workers';
 
 rmSync(WORK, { recursive: true, force: true });
@@ -86,53 +84,18 @@ async function database(admin, name) {
   return u.toString();
 }
 
-async function claims(admin) {
-  const { openPool } = await import('../dist/store/pg/db.js');
-  const { migrate } = await import('../dist/store/pg/schema.js');
-  const { PgWorkStore } = await import('../dist/store/pg/work-store.js');
-  const out = [];
-  for (const c of [
-    { claimers: 1, batch: 1, intent: false },
-    { claimers: 1, batch: 8, intent: false },
-    { claimers: 4, batch: 8, intent: false },
-    { claimers: 1, batch: 8, intent: true },
-    { claimers: 4, batch: 8, intent: true },
-  ]) {
-    const url = await database(admin, `bench_claims_${c.claimers}_${c.batch}_${c.intent ? 'i' : 'c'}`);
-    const pool = openPool(url, { max: 2 * c.claimers + 2 });
-    await migrate(pool);
-    const run = await pool.query(`INSERT INTO runs (manifest, out_dir) VALUES ('/bench/claims.yaml', '/bench/out') RETURNING id`);
-    const runId = Number(run.rows[0].id);
-    await pool.query(
-      `INSERT INTO jobs (run_id, id, seq, model, kind, "where", spec_hash, spec, state, created_at, updated_at, estimated_credits, generation)
-       SELECT $1, 'j' || lpad(g::text, 6, '0'), g, 'alpha-image-2', 'image', 'row ' || g, 'h', '{}', 'pending', 'now', 'now', 2, 1
-         FROM generate_series(1, $2) AS g`,
-      [runId, CLAIM_JOBS],
-    );
-    await pool.query('ANALYZE jobs');
-    const stores = await Promise.all(Array.from({ length: c.claimers }, () => PgWorkStore.open({ pool, runId, apiKey: KEY })));
-    const per = Math.floor(CLAIM_JOBS / c.claimers);
-    const t0 = performance.now();
-    const counts = await Promise.all(
-      stores.map(async (s) => {
-        let n = 0;
-        while (n < per) {
-          const { jobs } = await s.claimPending(c.batch);
-          if (jobs.length === 0) break;
-          if (c.intent) for (const j of jobs) await s.transition(j.id, 'pending', 'submitting', {}, { durable: true });
-          n += jobs.length;
-        }
-        return n;
-      }),
-    );
-    const s = (performance.now() - t0) / 1000;
-    const n = counts.reduce((a, b) => a + b, 0);
-    out.push({ ...c, jobs: n, seconds: +s.toFixed(2), per_second: Math.round(n / s) });
-    await pool.end();
-  }
-  console.log(`claims (PgWorkStore.claimPending on a run of ${CLAIM_JOBS} pending jobs, fsync on; intent: each claimed job then moved pending -> submitting, committed)`);
-  for (const r of out) console.log(`  ${r.claimers} claimer(s), ${r.batch} a claim${r.intent ? ' + intent' : ''}: ${r.per_second} jobs/s (${r.jobs} in ${r.seconds} s)`);
-  return out;
+/** Claims per second: bench/pg-claims.mjs (the pg branch's bench) on this server; its lines printed as they are. */
+function claims(admin) {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, [join(ROOT, 'bench', 'pg-claims.mjs'), '--seconds', '3'], { env: { ...process.env, GENBATCH_TEST_DATABASE_URL: admin }, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+      process.stdout.write(d);
+    });
+    child.on('error', rej);
+    child.on('close', (code) => (code === 0 ? res(out.trim().split('\n').slice(1).map((l) => l.trim())) : rej(new Error(`pg-claims.mjs exited ${code}`))));
+  });
 }
 
 /** genbatch as a child process; resolves with its exit and, through run.measure.mjs, its resource usage. */
