@@ -127,4 +127,34 @@ describe('a PostgreSQL run changed through a SQLite working copy (the manifest s
       ['b', 'skipped'],
     ]);
   });
+
+  it("the copy's recovery of submits (as after a crash) moves only those of dead workers: a live worker's submit stays its own", async () => {
+    await syncManifest(pool, '/recover/m.yaml', 'v1', [job('live'), job('dead')]);
+    const runId = await ensureRun(pool, '/recover/m.yaml', '/tmp/out');
+    const lp = openPool(db.url, { max: 2 });
+    const dp = openPool(db.url, { max: 2 });
+    pools.push(lp, dp);
+    const live = await PgWorkStore.open({ pool: lp, runId, apiKey: 'k', worker: { id: 'live', hostname: 'h', pid: 1 } });
+    const dead = await PgWorkStore.open({ pool: dp, runId, apiKey: 'k', worker: { id: 'dead', hostname: 'h', pid: 2 }, leaseMs: 200 });
+    await live.claimPending(1, { only: new Set(['live']) });
+    await dead.claimPending(1, { only: new Set(['dead']) });
+    await live.transition('live', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    await dead.transition('dead', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    await new Promise((r) => setTimeout(r, 300));
+    const copy = await WorkingCopy.load(pool, runId);
+    let wb: WriteBack;
+    try {
+      copy.store.openRun('/recover/m.yaml', '/tmp/out', 'http://svc', false, false);
+      expect(copy.store.recoverSubmitting().sort()).toEqual(['dead', 'live']);
+      wb = await copy.writeBack(pool);
+    } finally {
+      copy.close();
+    }
+    expect(wb).toMatchObject({ held: 1, conflicts: 0 });
+    expect((await jobsOf(runId)).map((j) => [j.id, j.state])).toEqual([
+      ['live', 'submitting'],
+      ['dead', 'uncertain'],
+    ]);
+    expect(await live.transition('live', 'submitting', 'submitted', { task_id: 'task-live' })).toEqual({ moved: true, side: [] });
+  });
 });

@@ -59,8 +59,9 @@ export interface WorkStore {
 
   /**
    * Give back pending jobs this worker claimed and will not send in this run (stopped
-   * first, left for a later run): they stay `pending`, unleased, their reserved credits
-   * returned; any worker may claim them again.
+   * first, left for a later run; or, after a job became done, claimed again so manifest order
+   * holds): they stay `pending`, unleased, their reserved credits returned; any worker may claim
+   * them again. Ids no longer pending, or not held by this worker, are passed over.
    */
   release(ids: readonly string[]): Promise<void>;
 
@@ -90,7 +91,7 @@ export interface WorkStore {
    * other jobs the graph moved (`side`, in order), or `{ moved: false }` when this worker
    * no longer holds the job's lease (nothing changed). A move from `pending` needs the
    * job claimed; a move from `uncertain` (a callback adopting the task) takes the job for
-   * this worker. With `o.durable` it resolves only once the change survives a crash
+   * this worker; a move to `pending` gives the job back, as release() does. With `o.durable` it resolves only once the change survives a crash
    * (SQLite: fsynced, grouped with others of the same moment; PostgreSQL: committed):
    * the intent `pending -> submitting` is written so before the POST.
    * Throws TransitionError when the change is not allowed or the job is not in `from`.

@@ -14,7 +14,8 @@ import type { Queryable } from './db.js';
  * lease epoch): a job a worker moved since is left as the worker made it, counted in `conflicts` (the
  * caller then keeps no sync key, so the next run syncs it again). A pending job changed by the copy (spec,
  * skipped) loses its lease (epoch raised): a worker that claimed it and had not sent it yet is refused and
- * drops it; a job in flight keeps its worker.
+ * drops it. A job in flight keeps its worker: the copy may move it (recoverSubmitting: submitting ->
+ * uncertain, as after a crash of one machine) only when no live worker holds it (counted in `held`).
  */
 
 interface TableSpec {
@@ -43,6 +44,15 @@ export interface WriteBack {
   deleted: number;
   /** Jobs a worker moved after the copy was made: left as the worker made them. */
   conflicts: number;
+  /** Jobs in flight that the copy moved (recoverSubmitting, returnInFlight) but a live worker holds: left to it. */
+  held: number;
+}
+
+const IN_FLIGHT = ['submitting', 'submitted', 'downloading'];
+
+async function heldNow(q: Queryable, runId: number, id: string): Promise<boolean> {
+  const r = await q.query('SELECT 1 FROM jobs WHERE run_id = $1 AND id = $2 AND lease_owner IS NOT NULL AND lease_expires > now()', [runId, id]);
+  return (r.rowCount ?? 0) > 0;
 }
 
 const quote = (c: string) => `"${c}"`;
@@ -94,7 +104,7 @@ export class WorkingCopy {
 
   /** Write what the copy changed back into PostgreSQL (inside the caller's transaction). */
   async writeBack(q: Queryable): Promise<WriteBack> {
-    const out: WriteBack = { inserted: 0, updated: 0, deleted: 0, conflicts: 0 };
+    const out: WriteBack = { inserted: 0, updated: 0, deleted: 0, conflicts: 0, held: 0 };
     for (const t of TABLES) await this.writeTable(q, t, out);
     return out;
   }
@@ -127,12 +137,17 @@ export class WorkingCopy {
       };
       const sets = changed.map((c, i) => `${quote(c)} = $${i + 1}`);
       const guard = t.key.map((c) => `${quote(c)} = ${p(row[c])}`);
+      const moved = t.name === 'jobs' && row.state !== old.state;
       if (t.name === 'jobs') {
         guard.push(`state = ${p(old.state)}`, `updated_at = ${p(old.updated_at)}`, `lease_epoch = ${p(old.lease_epoch)}`);
-        if (old.state === 'pending' || row.state !== old.state) sets.push('lease_owner = NULL', 'lease_expires = NULL', 'lease_epoch = lease_epoch + 1');
+        if (old.state === 'pending' || moved) sets.push('lease_owner = NULL', 'lease_expires = NULL', 'lease_epoch = lease_epoch + 1');
+        // A job in flight changes state only when no live worker holds it (the copy's recoverSubmitting is then
+        // the takeover of a dead worker's submit); a live worker's job keeps its state.
+        if (moved && IN_FLIGHT.includes(String(old.state))) guard.push('(lease_owner IS NULL OR lease_expires <= now())');
       }
       const r = await q.query(`UPDATE ${t.name} SET ${sets.join(', ')} WHERE ${guard.join(' AND ')}`, values);
       if (r.rowCount === 1) out.updated++;
+      else if (t.name === 'jobs' && moved && IN_FLIGHT.includes(String(old.state)) && (await heldNow(q, this.runId, String(row.id)))) out.held++;
       else if (t.name === 'jobs') out.conflicts++;
     }
     for (const [k, old] of before) {
