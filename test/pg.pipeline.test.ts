@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, UploadLimiter, withRetry } from '../src/client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
-import type { DownloadPort, ServicePort } from '../src/engine/index.js';
+import type { DownloadPort, EngineEvent, ServicePort } from '../src/engine/index.js';
 import { Pipeline } from '../src/engine/pipeline.js';
 import { prepare } from '../src/engine/prepare.js';
 import { openManifest } from '../src/manifest/index.js';
@@ -68,9 +68,10 @@ describe('the pipeline on a PostgreSQL state', () => {
     tmp.cleanup();
   });
 
-  it('two workers run one synced manifest together: every job done once, each task created once, every file on disk with the worker that wrote it', async () => {
-    const manifest = imageManifest(join(tmp.dir, 'm.yaml'), 30);
-    const outDir = join(tmp.dir, 'out');
+  /** The manifest synced into the database as `genbatch run` would (prepare on a working copy), once. */
+  async function synced(name: string, n: number): Promise<{ runId: number; outDir: string }> {
+    const manifest = imageManifest(join(tmp.dir, `${name}.yaml`), n, name);
+    const outDir = join(tmp.dir, `out-${name}`);
     const runId = await ensureRun(admin, manifest, outDir);
     await syncOnce(admin, runId, 'k1', async (c) => {
       const copy = await WorkingCopy.load(c, runId);
@@ -82,30 +83,47 @@ describe('the pipeline on a PostgreSQL state', () => {
         copy.close();
       }
     });
-    const workers = await Promise.all(
-      ['w1', 'w2'].map(async (id) => {
-        const pool = openPool(db.url, { max: 4 });
-        pools.push(pool);
-        const store = await PgWorkStore.open({ pool, runId, apiKey: KEY, worker: { id, hostname: 'host', pid: 1 }, uploads: { limit: 5, windowMs: 61_200 * SCALE }, statusRatePerSec: 10 / SCALE });
-        const { service, download } = ports(sb.url);
-        return new Pipeline(store, service, download, {
-          outDir,
-          concurrency: 4,
-          maxActive: 500,
-          timeScale: SCALE,
-          signal: new AbortController().signal,
-          emit: () => undefined,
-          callbackUrlFor: null,
-          baseUrl: sb.url,
-          uploadMaxAgeMs: 1000,
-          statusRate: 10 / SCALE,
-        });
-      }),
-    );
-    await Promise.all(workers.map((w) => w.run()));
+    return { runId, outDir };
+  }
+
+  async function worker(runId: number, outDir: string, id: string, o: { leaseMs?: number; signal?: AbortSignal; emit?: (e: EngineEvent) => void; keepWaiting?: () => Promise<boolean> } = {}) {
+    const pool = openPool(db.url, { max: 4 });
+    pools.push(pool);
+    const store = await PgWorkStore.open({
+      pool,
+      runId,
+      apiKey: KEY,
+      worker: { id, hostname: 'host', pid: 1 },
+      uploads: { limit: 5, windowMs: 61_200 * SCALE },
+      statusRatePerSec: 10 / SCALE,
+      leaseMs: o.leaseMs ?? 30_000,
+      takeOverMs: 100,
+    });
+    const { service, download } = ports(sb.url);
+    const pipeline = new Pipeline(store, service, download, {
+      outDir,
+      concurrency: 4,
+      maxActive: 500,
+      timeScale: SCALE,
+      signal: o.signal ?? new AbortController().signal,
+      emit: o.emit ?? (() => undefined),
+      callbackUrlFor: null,
+      baseUrl: sb.url,
+      uploadMaxAgeMs: 1000,
+      statusRate: 10 / SCALE,
+      ...(o.keepWaiting ? { keepWaiting: o.keepWaiting, idleMs: 50 } : {}),
+    });
+    return { store, pipeline };
+  }
+
+  it('two workers run one synced manifest together: every job done once, each task created once, every file on disk with the worker that wrote it', async () => {
+    const { runId, outDir } = await synced('two', 30);
+    const tasksBefore = sb.stats().tasks_total;
+    const workers = await Promise.all(['w1', 'w2'].map((id) => worker(runId, outDir, id)));
+    await Promise.all(workers.map((w) => w.pipeline.run()));
     const states = await admin.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM jobs WHERE run_id = $1 GROUP BY state', [runId]);
     expect(states.rows).toEqual([{ state: 'done', n: 30 }]);
-    expect(sb.stats().tasks_total).toBe(30);
+    expect(sb.stats().tasks_total - tasksBefore).toBe(30);
     const files = await admin.query<{ job_id: string; path: string; size: number; worker: string }>(`SELECT job_id, path, size, worker FROM files WHERE run_id = $1 AND state = 'done'`, [runId]);
     expect(files.rows.length).toBeGreaterThanOrEqual(30);
     for (const f of files.rows) {
@@ -116,5 +134,36 @@ describe('the pipeline on a PostgreSQL state', () => {
     }
     const leased = await admin.query('SELECT count(*)::int AS n FROM jobs WHERE run_id = $1 AND lease_owner IS NOT NULL', [runId]);
     expect(leased.rows[0]).toEqual({ n: 0 });
+  });
+
+  it('a worker that stops with tasks at the service leaves them to another, which polls and downloads them once its lease expires', async () => {
+    const { runId, outDir } = await synced('handover', 20);
+    const tasksBefore = sb.stats().tasks_total;
+    // w1 stops (as on SIGTERM) once it has some tasks at the service; its leases are left to expire.
+    const stop = new AbortController();
+    let sent = 0;
+    const w1 = await worker(runId, outDir, 'first', {
+      leaseMs: 400,
+      signal: stop.signal,
+      emit: (e) => {
+        if (e.type === 'job' && e.to === 'submitted' && ++sent === 3) stop.abort('SIGTERM');
+      },
+    });
+    await w1.pipeline.run();
+    const left = await admin.query<{ id: string }>(`SELECT id FROM jobs WHERE run_id = $1 AND state IN ('submitted', 'downloading') ORDER BY seq`, [runId]);
+    expect(left.rows.length).toBeGreaterThan(0);
+    const w2 = await worker(runId, outDir, 'second', {
+      keepWaiting: async () => {
+        const w = await w2.store.workLeft();
+        return w.pending + w.inFlight > 0;
+      },
+    });
+    await w2.pipeline.run();
+    const states = await admin.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM jobs WHERE run_id = $1 GROUP BY state ORDER BY state', [runId]);
+    expect(states.rows).toEqual([{ state: 'done', n: 20 }]);
+    // Each task created once: the ones first had sent were taken over, not sent again.
+    expect(sb.stats().tasks_total - tasksBefore).toBe(20);
+    const byWorker = await admin.query<{ worker: string }>(`SELECT DISTINCT worker FROM files WHERE run_id = $1 AND job_id = ANY($2::text[])`, [runId, left.rows.map((r) => r.id)]);
+    expect(byWorker.rows).toEqual([{ worker: 'second' }]);
   });
 });

@@ -138,8 +138,24 @@ describe('PgWorkStore: several workers on one run', () => {
       await busy.heartbeat();
     }
     expect(busy.leaseLost).toBe(false);
+    expect(await other.workLeft()).toEqual({ pending: 0, inFlight: 1 });
     const t = await other.takeOver();
     expect([...t.submitted, ...t.downloading]).toEqual([]);
     expect(await busy.transition('a', 'submitted', 'downloading', { result: '{}' })).toEqual({ moved: true, side: [] });
+  });
+
+  it('the lease is lost only when heartbeats fail for a whole lease, not after a long preparation', async () => {
+    const runId = await run([{ id: 'a' }]);
+    const pool = openPool(db.url, { max: 2 });
+    const w = await PgWorkStore.open({ pool, runId, apiKey: KEY, worker: { id: 'cut', hostname: 'host', pid: 1 }, leaseMs: 200 });
+    await sleep(250);
+    expect(w.leaseLost).toBe(false);
+    await w.heartbeat();
+    await pool.end();
+    await expect(w.heartbeat()).rejects.toThrow();
+    expect(w.leaseLost).toBe(false);
+    await sleep(250);
+    await expect(w.heartbeat()).rejects.toThrow();
+    expect(w.leaseLost).toBe(true);
   });
 });

@@ -1,6 +1,6 @@
 /** The state file (SQLite): jobs, their states and files, uploads, the writer lease. */
 export { Store, nowIso } from './store.js';
-export type { FileRow, InvocationRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult } from './store.js';
+export type { FileRow, InvocationRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult, TakenJob } from './store.js';
 export { ACTIVE_STATES, FINAL_STATES, JOB_STATES, PARENT_FAILED_STATES, TRANSITIONS, isJobState } from './states.js';
 export type { ChildInput } from './graph.js';
 export type { JobState } from './states.js';

@@ -1,6 +1,6 @@
 import type { ChildInput } from './graph.js';
 import type { JobState } from './states.js';
-import type { FileRow, JobPatch, JobRow } from './types.js';
+import type { FileRow, JobPatch, JobRow, TakenJob } from './types.js';
 
 /**
  * WorkStore: the one asynchronous interface through which the engine's work loop
@@ -159,8 +159,9 @@ export interface Claim {
 
 /** What takeOver handed to this worker. */
 export interface TakenOver {
-  submitted: JobRow[];
-  downloading: JobRow[];
+  /** Jobs with what resuming them needs (a full JobRow does too). */
+  submitted: TakenJob[];
+  downloading: TakenJob[];
   /** Changes takeOver made (`submitting -> uncertain` of dead workers' jobs, and their graph effects). */
   moves: SideMove[];
 }

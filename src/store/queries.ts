@@ -8,7 +8,7 @@ import * as marks from './marks.js';
 import * as reads from './reads.js';
 import * as runTable from './runs.js';
 import type { JobState } from './states.js';
-import type { FileRow, InvocationRow, JobRow, RunRow, SummaryRow } from './types.js';
+import type { FileRow, InvocationRow, JobRow, RunRow, SummaryRow, TakenJob } from './types.js';
 
 /**
  * The part of Store's API that reads and writes rows without changing a job's
@@ -179,6 +179,11 @@ export abstract class StoreQueries {
    */
   nextPending(afterSeq: number, limit: number): JobRow[] {
     return reads.nextPending(this.cachedRaw, this.runId, afterSeq, limit);
+  }
+
+  /** The jobs in `submitted` or `downloading` with what resuming them needs (not spec, input, result), in manifest order. */
+  takenJobs(state: 'submitted' | 'downloading'): TakenJob[] {
+    return reads.takenJobs(this.db, this.runId, state);
   }
 
   /** Jobs in one state, in manifest order (iterated lazily). */

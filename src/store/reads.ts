@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { JobState } from './states.js';
-import type { JobRow, SummaryRow } from './types.js';
+import type { JobRow, SummaryRow, TakenJob } from './types.js';
 
 /**
  * Plain reads of one run's jobs (the engine's queue, status and reports).
@@ -119,6 +119,11 @@ export function nextPending(raw: Prepare, runId: number, afterSeq: number, limit
        ORDER BY seq LIMIT ?`,
   ).all(runId, afterSeq, limit) as JobTuple[];
   return rows.map(jobRow);
+}
+
+/** The jobs in one state with what resuming them needs, in manifest order. */
+export function takenJobs(db: Database.Database, runId: number, state: 'submitted' | 'downloading'): TakenJob[] {
+  return db.prepare(`SELECT id, state, task_id, model, submitted_at, expires_at FROM jobs WHERE run_id = ? AND state = ? ORDER BY +seq`).all(runId, state) as TakenJob[];
 }
 
 /** Jobs in one state, in manifest order (iterated lazily). */

@@ -87,7 +87,7 @@ export class SqliteWorkStore implements WorkStore {
     return attempt(() => {
       if (this.tookOver) return { submitted: [], downloading: [], moves: [] };
       this.tookOver = true;
-      return { submitted: [...this.store.jobsIn('submitted')], downloading: [...this.store.jobsIn('downloading')], moves: [] };
+      return { submitted: this.store.takenJobs('submitted'), downloading: this.store.takenJobs('downloading'), moves: [] };
     });
   }
 

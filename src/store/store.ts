@@ -13,7 +13,7 @@ import { WalSync } from './wal-sync.js';
 import { TRANSITIONS, type JobState } from './states.js';
 import { PATCH_COLUMNS, type JobInput, type JobPatch, type SyncResult } from './types.js';
 
-export type { FileRow, InvocationRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult } from './types.js';
+export type { FileRow, InvocationRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult, TakenJob } from './types.js';
 export { nowIso } from './clock.js';
 
 /**

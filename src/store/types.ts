@@ -28,6 +28,9 @@ export interface JobRow {
   estimated_credits: number | null;
 }
 
+/** What resuming a job already at the service needs (WorkStore.takeOver): not its large spec, input and result. */
+export type TakenJob = Pick<JobRow, 'id' | 'state' | 'task_id' | 'model' | 'submitted_at' | 'expires_at'>;
+
 /** The columns of a job that reports and status need (not the large spec, input and result). */
 export type SummaryRow = Pick<JobRow, 'id' | 'model' | 'kind' | 'where' | 'state' | 'task_id' | 'attempts' | 'submitted_at' | 'finished_at' | 'last_error' | 'estimated_credits'>;
 

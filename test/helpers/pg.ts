@@ -111,27 +111,33 @@ async function initialise(server: EmbeddedPostgres): Promise<void> {
   }
 }
 
+/**
+ * At exit the server gets SIGQUIT (immediate shutdown: it stops its backends and frees its shared memory
+ * itself; SIGKILL would leave its segments behind). A detached watcher, which also covers a test process
+ * killed without exit handlers, waits for the test process and then the server to be gone (SIGKILL after
+ * 10 s), and removes the data folder.
+ */
 function cleanUpOnExit(server: EmbeddedPostgres, dir: string): void {
   const child = (server as unknown as { process?: { pid?: number } }).process;
   const pid = child?.pid;
   if (pid === undefined) return;
-  const stop = () => {
+  process.once('exit', () => {
     try {
-      process.kill(pid, 'SIGKILL');
+      process.kill(pid, 'SIGQUIT');
     } catch {
       // already gone
     }
-    rmSync(dir, { recursive: true, force: true });
-  };
-  process.once('exit', stop);
-  // The test process may be killed without an exit handler running: a detached watcher waits for it to go,
-  // then stops this server (by its pid) and removes its data.
-  const watcher = spawn(
-    'sh',
-    ['-c', `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; kill -9 ${pid} 2>/dev/null; rm -rf '${dir}'`],
-    { detached: true, stdio: 'ignore' },
-  );
-  watcher.unref();
+  });
+  // Alive: /proc/<pid> exists and is not a zombie (a server whose parent is gone may wait to be reaped).
+  const alive = (p: number) => `[ -e /proc/${p} ] && ! grep -q '^State:[[:space:]]*Z' /proc/${p}/status 2>/dev/null`;
+  const script = [
+    `while ${alive(process.pid)}; do sleep 0.2; done`,
+    `kill -QUIT ${pid} 2>/dev/null`,
+    `i=0; while ${alive(pid)} && [ $i -lt 50 ]; do sleep 0.2; i=$((i+1)); done`,
+    `kill -9 ${pid} 2>/dev/null`,
+    `rm -rf '${dir}'`,
+  ].join('; ');
+  spawn('sh', ['-c', script], { detached: true, stdio: 'ignore' }).unref();
 }
 
 function freePort(): Promise<number> {

@@ -39,8 +39,9 @@ const JOB_COLUMNS = `${ROW_COLUMNS}, j.lease_epoch`;
 export const READY = `NOT EXISTS (SELECT 1 FROM job_links l JOIN jobs p ON p.run_id = l.run_id AND p.id = l.parent_id
   WHERE l.run_id = j.run_id AND l.job_id = j.id AND l.kind <> 'child' AND p.state <> 'done')`;
 
-/** Not held by a live lease. */
-const FREE = `(j.lease_expires IS NULL OR j.lease_expires <= now())`;
+/** Not held by a live lease (table alias `a`). */
+const free = (a: string) => `(${a}.lease_expires IS NULL OR ${a}.lease_expires <= now())`;
+const FREE = free('j');
 
 const leaseUntil = (param: string) => `now() + ${param} * interval '1 millisecond'`;
 
@@ -196,14 +197,18 @@ export async function takeOver(q: Queryable, runId: number, owner: string, lease
     `UPDATE jobs j SET state = CASE WHEN j.kind = 'chat' THEN 'pending' ELSE 'uncertain' END,
         last_error = CASE WHEN j.kind = 'chat' THEN $2 ELSE $3 END,
         updated_at = ${NOW_ISO}, lease_owner = NULL, lease_expires = NULL, lease_epoch = j.lease_epoch + 1
-      WHERE (j.run_id, j.id) IN (SELECT run_id, id FROM jobs j WHERE j.run_id = $1 AND j.state = 'submitting' AND ${FREE} FOR UPDATE SKIP LOCKED)
+       FROM (SELECT f.run_id, f.id FROM jobs f WHERE f.run_id = $1 AND f.state = 'submitting' AND ${free('f')} FOR UPDATE SKIP LOCKED) c
+      WHERE j.run_id = c.run_id AND j.id = c.id
       RETURNING j.id, j.kind`,
     [runId, DEAD_CHAT_ERROR, DEAD_SUBMIT_ERROR],
   );
+  // Joined to the picked rows (an IN (subquery) read the whole table), picked through jobs_leased in any
+  // order (ordering by seq walked the run's finished jobs): handed over in manifest order below.
   const adopted = await q.query<LeasedJob>(
     `UPDATE jobs j SET lease_owner = $2, lease_expires = ${leaseUntil('$3')}, lease_epoch = j.lease_epoch + 1
-      WHERE (j.run_id, j.id) IN (SELECT run_id, id FROM jobs j WHERE j.run_id = $1 AND j.state IN ('submitted', 'downloading') AND ${FREE}
-                                  ORDER BY j.seq LIMIT $4 FOR UPDATE SKIP LOCKED)
+       FROM (SELECT f.run_id, f.id FROM jobs f WHERE f.run_id = $1 AND f.state IN ('submitted', 'downloading') AND ${free('f')}
+              LIMIT $4 FOR UPDATE SKIP LOCKED) c
+      WHERE j.run_id = c.run_id AND j.id = c.id
       RETURNING ${JOB_COLUMNS}`,
     [runId, owner, leaseMs, n],
   );

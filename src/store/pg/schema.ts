@@ -91,6 +91,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs (run_id, seq);
 CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (run_id, seq) WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS jobs_leased ON jobs (run_id, lease_expires) WHERE state IN ('submitting', 'submitted', 'downloading');
+CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (lease_owner) WHERE lease_owner IS NOT NULL;
 CREATE TABLE IF NOT EXISTS files (
   run_id BIGINT NOT NULL,
   job_id TEXT NOT NULL,

@@ -71,7 +71,9 @@ export class PgWorkStore implements WorkStore {
   private readonly o: PgWorkStoreOptions;
   /** The jobs this worker holds: id -> lease epoch. */
   private readonly held = new Map<string, number>();
+  /** When a heartbeat last got through (or the store opened), and whether the latest one failed. */
   private lastBeat = Date.now();
+  private beatFailing = false;
   private generation = 0;
   private graphOn: boolean | null = null;
 
@@ -98,9 +100,9 @@ export class PgWorkStore implements WorkStore {
     return s;
   }
 
-  /** No heartbeat got through for a whole lease: every lease this worker had may be another's now. */
+  /** Heartbeats have failed for a whole lease (the database unreachable): every lease this worker had may be another's now. */
   get leaseLost(): boolean {
-    return Date.now() - this.lastBeat > this.leaseMs;
+    return this.beatFailing && Date.now() - this.lastBeat > this.leaseMs;
   }
 
   async hasGraph(): Promise<boolean> {
@@ -162,8 +164,29 @@ export class PgWorkStore implements WorkStore {
     });
   }
 
+  /**
+   * What the run still has for some worker (genbatch work --until-empty decides from it): pending jobs
+   * (ready or waiting for parents) and jobs in flight (submitting, submitted, downloading; held by any
+   * worker or left by a dead one).
+   */
+  async workLeft(): Promise<{ pending: number; inFlight: number }> {
+    const r = await this.pool.query<{ pending: number; in_flight: number }>(
+      `SELECT (SELECT count(*) FROM jobs WHERE run_id = $1 AND state = 'pending')::int AS pending,
+              (SELECT count(*) FROM jobs WHERE run_id = $1 AND state IN ('submitting', 'submitted', 'downloading'))::int AS in_flight`,
+      [this.runId],
+    );
+    const row = r.rows[0];
+    return { pending: row?.pending ?? 0, inFlight: row?.in_flight ?? 0 };
+  }
+
   async heartbeat(): Promise<void> {
-    await heartbeat(this.pool, this.worker, this.leaseMs);
+    try {
+      await heartbeat(this.pool, this.worker, this.leaseMs);
+    } catch (err) {
+      this.beatFailing = true;
+      throw err;
+    }
+    this.beatFailing = false;
     this.lastBeat = Date.now();
   }
 
