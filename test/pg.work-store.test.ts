@@ -104,6 +104,10 @@ describe('PgWorkStore: several workers on one run', () => {
     expect(third.overBudget).toBe(true);
     const b = await admin.query('SELECT cap, reserved FROM budget WHERE run_id = $1', [runId]);
     expect(b.rows).toEqual([{ cap: 7, reserved: 6 }]);
+    // A claimed job given back (not sent in this run) returns its credits too; another worker may take it.
+    await two.release(['j3']);
+    expect((await admin.query('SELECT reserved FROM budget WHERE run_id = $1', [runId])).rows).toEqual([{ reserved: 4 }]);
+    expect((await one.claimPending(1)).jobs.map((j) => j.id)).toEqual(['j3']);
   });
 
   it('a 429 on one worker holds every worker of the key for at least a window; the key itself is never stored', async () => {

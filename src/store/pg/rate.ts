@@ -1,35 +1,35 @@
-import { sleep } from '../../client/retry.js';
+import { sleep, throwIfAborted } from '../../client/retry.js';
 import type { Queryable } from './db.js';
 
 /**
  * The cap on status reads per second of one API key, shared by every worker: a token bucket row per key
- * fingerprint (tokens, at), refilled at `ratePerSec` up to `burst` on the database clock. A permit takes
- * one token under the row's lock.
+ * fingerprint (tokens, at), refilled at `ratePerSec` up to `burst` on the database clock. A permit is
+ * reserved in one statement under the row's lock: one token is taken even when the bucket holds less,
+ * so the count may go below zero, and the caller waits until its token would have come ((0 - tokens) /
+ * rate); permits are thus handed out in order, evenly spaced, one round trip each.
  */
 export interface RateOptions {
   key: string;
   ratePerSec: number;
+  /** Tokens the bucket holds at most (1: evenly spaced, as the client's own bucket). */
   burst: number;
 }
 
-/** Take a permit now (0), or learn how long until one is due (ms). */
-export async function tryPermit(q: Queryable, o: RateOptions): Promise<number> {
-  await q.query('INSERT INTO rate (key, tokens, at) VALUES ($1, $2, now()) ON CONFLICT (key) DO NOTHING', [o.key, o.burst]);
-  const r = await q.query<{ r: number }>(
-    `WITH cur AS (SELECT LEAST($3::float8, tokens + extract(epoch FROM now() - at)::float8 * $2) AS r FROM rate WHERE key = $1 FOR UPDATE)
-     UPDATE rate SET tokens = cur.r - CASE WHEN cur.r >= 1 THEN 1 ELSE 0 END, at = now() FROM cur WHERE rate.key = $1
-     RETURNING cur.r`,
+/** Reserve a permit: how long (ms) to wait before using it (0: now). */
+export async function reservePermit(q: Queryable, o: RateOptions): Promise<number> {
+  const r = await q.query<{ tokens: number }>(
+    `INSERT INTO rate (key, tokens, at) VALUES ($1, $3::float8 - 1, now())
+     ON CONFLICT (key) DO UPDATE SET tokens = LEAST($3::float8, rate.tokens + extract(epoch FROM now() - rate.at)::float8 * $2) - 1, at = now()
+     RETURNING tokens`,
     [o.key, o.ratePerSec, o.burst],
   );
-  const tokens = r.rows[0]?.r ?? 0;
-  return tokens >= 1 ? 0 : Math.max(1, Math.ceil(((1 - tokens) * 1000) / o.ratePerSec));
+  const tokens = r.rows[0]?.tokens ?? 0;
+  return tokens >= 0 ? 0 : Math.ceil((-tokens * 1000) / o.ratePerSec);
 }
 
-/** Wait for a permit. */
+/** Wait for a permit (rejects with the signal's reason on abort). */
 export async function takePermit(q: Queryable, o: RateOptions, signal?: AbortSignal): Promise<void> {
-  for (;;) {
-    const wait = await tryPermit(q, o);
-    if (wait === 0) return;
-    await sleep(wait, signal);
-  }
+  throwIfAborted(signal);
+  const wait = await reservePermit(q, o);
+  if (wait > 0) await sleep(wait, signal);
 }

@@ -3,7 +3,7 @@ import { throwIfAborted } from '../../client/retry.js';
 import { TransitionError } from '../../errors.js';
 import type { ChildInput } from '../graph.js';
 import type { Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from '../port.js';
-import type { JobState } from '../states.js';
+import { ACTIVE_STATES, PARENT_FAILED_STATES, type JobState } from '../states.js';
 import type { FileRow, JobPatch, JobRow } from '../types.js';
 import { releaseReservation, setBudgetCap } from './budget.js';
 import { inTx, type Client, type Pool, type Queryable } from './db.js';
@@ -38,9 +38,12 @@ export interface PgWorkStoreOptions {
   takeOverMs?: number;
   /** The run's credit cap shared by its workers (--max-credits / the manifest budget); undefined leaves the row as it is. */
   creditCap?: number | null;
-  /** Status reads per second of the key (default 10, as the client's). */
+  /** Status reads per second of the key, evenly spaced (default 10, as the client's; the caller divides by --time-scale). */
   statusRatePerSec?: number;
-  /** Uploads per window of the key (default 5 a minute, the service's limit); windowMs scaled in tests. */
+  /**
+   * Uploads per window of the key (default 5 per 61.2 s: the service's 5 a minute with the client's 2%
+   * margin for clock skew and latency); the caller scales windowMs with --time-scale.
+   */
   uploads?: { limit: number; windowMs: number };
   /** How often a worker waiting for an upload slot asks again (default 1 s). */
   slotPollMs?: number;
@@ -198,6 +201,13 @@ export class PgWorkStore implements WorkStore {
   async transition(id: string, from: JobState, to: JobState, patch: JobPatch = {}, o: MoveOptions = {}): Promise<Moved> {
     const epoch = this.held.get(id);
     if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
+    // The move alone (the submit intent, the task id): one statement, its own transaction, one round trip.
+    const alone = epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
+    if (alone) {
+      const r = await guardedMove(this.pool, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs);
+      if (r === 'lost' || !ACTIVE_STATES.includes(to)) this.held.delete(id);
+      return r === 'lost' ? { moved: false } : { moved: true, side: [] };
+    }
     let newEpoch: number | undefined;
     const out = await inTx(this.pool, async (tx): Promise<Moved> => {
       if (epoch === undefined) newEpoch = await adoptMove(tx, this.runId, id, this.worker, from, to, patch, this.leaseMs);
@@ -209,7 +219,7 @@ export class PgWorkStore implements WorkStore {
       if (uncharged(from, to)) await releaseReservation(tx, this.runId, id);
       return { moved: true, side: await afterMove(tx, this.runId, id, from, to, patch.last_error) };
     });
-    if (!out.moved || !['submitting', 'submitted', 'downloading'].includes(to)) this.held.delete(id);
+    if (!out.moved || !ACTIVE_STATES.includes(to)) this.held.delete(id);
     else if (newEpoch !== undefined) this.held.set(id, newEpoch);
     return out;
   }
@@ -350,7 +360,7 @@ export class PgWorkStore implements WorkStore {
 
   async acquireUploadSlot(signal?: AbortSignal): Promise<ReleaseUploadSlot> {
     throwIfAborted(signal);
-    const limit = this.o.uploads ?? { limit: 5, windowMs: 60_000 };
+    const limit = this.o.uploads ?? { limit: 5, windowMs: 61_200 };
     const opts = { key: this.key, worker: this.worker, limit: limit.limit, windowMs: limit.windowMs, holdMs: this.leaseMs };
     const held = await takeUploadSlot(this.pool, opts, signal, this.o.slotPollMs ?? 1000);
     let ended = false;
@@ -365,6 +375,6 @@ export class PgWorkStore implements WorkStore {
   async acquireStatusRead(signal?: AbortSignal): Promise<void> {
     throwIfAborted(signal);
     const rate = this.o.statusRatePerSec ?? 10;
-    await takePermit(this.pool, { key: this.key, ratePerSec: rate, burst: Math.max(1, rate) }, signal);
+    await takePermit(this.pool, { key: this.key, ratePerSec: rate, burst: 1 }, signal);
   }
 }
