@@ -1,10 +1,10 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, type Pool } from '../src/store/pg/db.js';
-import { migrate, MIRRORED_TABLES, NOW_ISO } from '../src/store/pg/schema.js';
+import { migrate, NOW_ISO } from '../src/store/pg/schema.js';
 import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { copyToPostgres } from './helpers/pg-copy.js';
 import { testDatabase, type TestDatabase } from './helpers/pg.js';
 import { tempDir } from './helpers/tmp.js';
 import { rawRequest, startViewProcess } from './helpers/view.js';
@@ -25,22 +25,6 @@ let password: string;
 const A = 'hostA:11:aaaa';
 const B = 'hostB:22:bbbb';
 
-/** Every row of the SQLite state file's mirrored tables into the PostgreSQL state (same tables, same columns). */
-async function copyToPostgres(sqlitePath: string): Promise<void> {
-  const lite = new Database(sqlitePath, { readonly: true });
-  try {
-    for (const table of MIRRORED_TABLES) {
-      if (table === 'meta') continue;
-      for (const row of lite.prepare(`SELECT * FROM ${table}`).all() as Array<Record<string, unknown>>) {
-        const cols = Object.keys(row);
-        await pool.query(`INSERT INTO ${table} (${cols.map((c) => `"${c}"`).join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`, Object.values(row));
-      }
-    }
-  } finally {
-    lite.close();
-  }
-}
-
 beforeAll(async () => {
   ensureBuilt();
   db = await testDatabase();
@@ -52,7 +36,7 @@ beforeAll(async () => {
   const r = await runCli(['run', manifest, '--sandbox', '--time-scale', '0.002', '--limit', '2']);
   expect(r.code, r.stderr).toBe(4);
   out = join(t.dir, 'genbatch-out', 'cats');
-  await copyToPostgres(join(out, 'state.db'));
+  await copyToPostgres(join(out, 'state.db'), pool);
   rmSync(join(out, 'state.db'));
   // Worker A wrote cat-0000's files (a done job is held by no one); worker B holds cat-0001, at the service again.
   await pool.query(`UPDATE jobs SET lease_owner = $1, state = 'submitted', finished_at = NULL WHERE id = 'cat-0001'`, [B]);

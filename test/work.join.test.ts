@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workOutDir } from '../src/cli/commands/work.js';
+import { workOutDir } from '../src/api/work.js';
 import { openPool, type Pool } from '../src/store/pg/db.js';
 import { migrate, NOW_ISO } from '../src/store/pg/schema.js';
 import { chooseRun } from '../src/store/run-name.js';
@@ -86,10 +86,12 @@ describe('genbatch work on the command line', () => {
     expect(c.stderr).toContain('--concurrency expects an integer >= 1, got "0"');
   });
 
-  it('joins the run named, writing to --out', async () => {
+  it('refuses a run folder missing here only when --out is not given', async () => {
     const out = join(t.dir, 'shared', 'cats');
     mkdirSync(out, { recursive: true });
-    const r = await runCli(['work', '--state', db.url, '--run', 'cats', '--out', out]);
-    expect(r.stderr).toContain(`genbatch work: run cats (/data/cats.yaml), output folder ${out}\n`);
+    // Past the run and its folder: the next thing it needs is the API key.
+    const r = await runCli(['work', '--state', db.url, '--run', 'cats', '--out', out, '--base-url', 'http://127.0.0.1:9']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('GENBATCH_API_KEY is not set');
   });
 });

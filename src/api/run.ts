@@ -252,6 +252,64 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     });
     offPreload();
   });
+  const { service, download, close } = servicePorts({ baseUrl, apiKey, timeScale, requestMs: s.requestMs, statusRate: s.statusRate }, bus);
+
+  const controller = followSignal(o.signal);
+  try {
+    const outcome = await runEngine({
+      manifestPath: manifest,
+      outDir,
+      statePath,
+      service,
+      download,
+      baseUrl,
+      sandbox: s.sandbox,
+      concurrency,
+      yes: o.yes === true,
+      maxCredits: o.maxCredits ?? null,
+      uncertain: o.uncertain ?? 'skip',
+      timeScale,
+      statusRate: s.statusRate,
+      confine: o.confine === true,
+      callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
+      userPrices,
+      observedPrices: s.book ? observedPrices(s.book, baseUrl) : null,
+      redo: s.redo,
+      only: s.only,
+      limit: o.limit ?? null,
+      signal: controller.signal,
+      events: bus,
+      writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),
+    });
+    return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
+  } finally {
+    controller.dispose();
+    await close();
+  }
+}
+
+/**
+ * The engine listens to one signal of its own (every request in flight listens to it), aborted with the
+ * caller's reason; dispose() stops following the caller's.
+ */
+export function followSignal(outer: AbortSignal | undefined): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  const abort = () => controller.abort(outer?.reason);
+  if (outer?.aborted) abort();
+  else outer?.addEventListener('abort', abort, { once: true });
+  return { signal: controller.signal, dispose: () => outer?.removeEventListener('abort', abort) };
+}
+
+/**
+ * The engine's ports over the HTTP clients (run and work): the service (submit, status, uploads, chat,
+ * balance) and the downloads, every retry reported as an event on `bus`. close() ends both clients.
+ */
+export function servicePorts(
+  s: { baseUrl: string; apiKey: string; timeScale: number; requestMs: number | null; statusRate: number },
+  bus: EventBus,
+): { service: ServicePort; download: DownloadPort; close(): Promise<void> } {
+  const { baseUrl, apiKey, timeScale } = s;
   const client = new ServiceClient({
     baseUrl,
     apiKey,
@@ -299,47 +357,17 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     sanitizeName: (name) => sanitizeName(name, 'job'),
   };
 
-  // The engine listens to one signal of its own (every request in flight listens to it), aborted with the caller's reason.
-  const controller = new AbortController();
-  setMaxListeners(0, controller.signal);
-  const abort = () => controller.abort(o.signal?.reason);
-  if (o.signal?.aborted) abort();
-  else o.signal?.addEventListener('abort', abort, { once: true });
-  try {
-    const outcome = await runEngine({
-      manifestPath: manifest,
-      outDir,
-      statePath,
-      service,
-      download,
-      baseUrl,
-      sandbox: s.sandbox,
-      concurrency,
-      yes: o.yes === true,
-      maxCredits: o.maxCredits ?? null,
-      uncertain: o.uncertain ?? 'skip',
-      timeScale,
-      statusRate: s.statusRate,
-      confine: o.confine === true,
-      callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
-      userPrices,
-      observedPrices: s.book ? observedPrices(s.book, baseUrl) : null,
-      redo: s.redo,
-      only: s.only,
-      limit: o.limit ?? null,
-      signal: controller.signal,
-      events: bus,
-      writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),
-    });
-    return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
-  } finally {
-    o.signal?.removeEventListener('abort', abort);
-    await client.close();
-    await chatClient.close();
-  }
+  return {
+    service,
+    download,
+    close: async () => {
+      await client.close();
+      await chatClient.close();
+    },
+  };
 }
 
-function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
+export function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
   if (aborted) return 'interrupted';
   if (exitCode === EXIT.ok) return 'done';
   if (exitCode === EXIT.jobsFailed) return 'failed';

@@ -1,5 +1,5 @@
 import { run as runManifest } from '../../api/run.js';
-import { EventBus } from '../../engine/index.js';
+import { EventBus, type EngineEvent } from '../../engine/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
 import { confineWanted } from '../confine.js';
 import { displayUrl, stateOption } from '../../store/location.js';
@@ -60,13 +60,22 @@ function againCommand(manifest: string, flags: RunFlags): string {
 }
 
 export default async function run(manifest: string, flags: RunFlags): Promise<number> {
-  ignoreBrokenPipe();
   const { json, ...options } = flags;
-  const bus = new EventBus();
-  const stopProgress = attachProgress(bus, { json: json === true, tty: process.stderr.isTTY === true && json !== true, again: againCommand(manifest, flags) });
+  return withProgress({ json: json === true, again: againCommand(manifest, flags) }, async (onEvent, signal) => {
+    const summary = await runManifest(manifest, { ...options, state: stateOption(flags.state), confine: confineWanted(flags.confine), onEvent, signal });
+    return summary.exitCode;
+  });
+}
 
-  // First SIGINT/SIGTERM: stop submitting, finish what is in flight, write the report.
-  // Second SIGINT: give the signal back to Node's default handler, which ends the process at once.
+/**
+ * `fn` with the progress output (bars on a TTY, else plain lines; NDJSON events with json) and the signals:
+ * the first SIGINT/SIGTERM aborts `signal` (stop submitting, finish what is in flight, write the report);
+ * a second SIGINT gives the signal back to Node's default handler, which ends the process at once.
+ */
+export async function withProgress(o: { json: boolean; again: string }, fn: (onEvent: (e: EngineEvent) => void, signal: AbortSignal) => Promise<number>): Promise<number> {
+  ignoreBrokenPipe();
+  const bus = new EventBus();
+  const stopProgress = attachProgress(bus, { json: o.json, tty: process.stderr.isTTY === true && !o.json, again: o.again });
   const controller = new AbortController();
   const onSignal = (sig: NodeJS.Signals) => {
     if (controller.signal.aborted) {
@@ -82,8 +91,7 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    const summary = await runManifest(manifest, { ...options, state: stateOption(flags.state), confine: confineWanted(flags.confine), onEvent: bus.emit, signal: controller.signal });
-    return summary.exitCode;
+    return await fn(bus.emit, controller.signal);
   } finally {
     process.removeListener('SIGINT', onSignal);
     process.removeListener('SIGTERM', onSignal);

@@ -1,16 +1,12 @@
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { checkServiceOptions } from '../../api/run.js';
-import { UsageError } from '../../errors.js';
-import { parseStateLocation, stateOption, STATE_ENV } from '../../store/location.js';
-import { chooseRun, runName } from '../../store/run-name.js';
-import type { RunRow } from '../../store/types.js';
-import { flushed, ignoreBrokenPipe } from '../progress.js';
+import { work as workOn } from '../../api/work.js';
+import { displayUrl, stateOption } from '../../store/location.js';
+import { withProgress } from './run.js';
 
 /**
  * `genbatch work --state postgres://... [--run NAME] [--until-empty]`: a worker that joins a run kept in
- * PostgreSQL without its manifest (a pod that only pulls work). The run was made by `genbatch run <manifest>
- * --state URL`; this process claims its jobs beside any other worker, with run's service and output flags.
+ * PostgreSQL without its manifest (a pod that only pulls work), src/api/work.ts. The run was made by
+ * `genbatch run <manifest> --state URL`; this process claims its jobs beside any other worker, with run's
+ * service and output flags, and the progress output and signals of run.
  */
 
 export interface WorkFlags {
@@ -29,37 +25,21 @@ export interface WorkFlags {
   requestTimeout?: number | string;
 }
 
-/**
- * The output folder a worker writes to: --out, else the folder the run recorded, which must be there on this
- * machine (storage every worker sees, mounted at the same path); a worker never makes it, so that results
- * never go to a local disk by mistake.
- */
-export function workOutDir(run: Pick<RunRow, 'manifest' | 'out_dir'>, out: string | undefined): string {
-  if (out !== undefined) return resolve(out);
-  if (!existsSync(run.out_dir)) {
-    throw new UsageError(`the output folder of ${runName(run)}, ${run.out_dir}, is not on this machine; mount the shared folder there, or pass --out DIR where this machine sees it`);
-  }
-  return run.out_dir;
+/** The command that starts this worker again (the end-of-run summary's suggestion): the password never shown. */
+function againCommand(flags: WorkFlags): string {
+  const q = (s: string) => (/^[\w@%+=:,./*-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+  const parts = ['genbatch work'];
+  if (flags.state !== undefined) parts.push('--state', q(displayUrl(flags.state)));
+  if (flags.run !== undefined) parts.push('--run', q(flags.run));
+  if (flags.out !== undefined) parts.push('--out', q(flags.out));
+  if (flags.baseUrl !== undefined) parts.push('--base-url', q(flags.baseUrl));
+  return parts.join(' ');
 }
 
 export default async function work(flags: WorkFlags): Promise<number> {
-  ignoreBrokenPipe();
-  const named = stateOption(flags.state);
-  if (named === undefined) throw new UsageError(`work expects --state postgres://USER:PASSWORD@HOST:PORT/DATABASE (or ${STATE_ENV}): the database that holds the run`);
-  const location = parseStateLocation(named, flags.state === undefined ? STATE_ENV : '--state');
-  if (location.kind !== 'postgres') {
-    throw new UsageError(`work joins a run kept in PostgreSQL (--state postgres://...); ${location.path} is a SQLite state file, which has one writer: use genbatch run <manifest> --state ${location.path}`);
-  }
-  await checkServiceOptions(flags);
-  const { PgReader } = await import('../../store/pg/snapshot.js');
-  const reader = await PgReader.open(location.url, location.display);
-  try {
-    const run = chooseRun(await reader.runs(), flags.run, `the PostgreSQL state ${location.display}`);
-    const outDir = workOutDir(run, flags.out);
-    process.stderr.write(`genbatch work: run ${runName(run)} (${run.manifest}), output folder ${outDir}\n`);
-    throw new UsageError('genbatch work: the worker loop on a PostgreSQL state is not built yet');
-  } finally {
-    await reader.close();
-    await flushed(process.stderr);
-  }
+  const { json, ...options } = flags;
+  return withProgress({ json: json === true, again: againCommand(flags) }, async (onEvent, signal) => {
+    const summary = await workOn({ ...options, state: stateOption(flags.state), onEvent, signal });
+    return summary.exitCode;
+  });
 }

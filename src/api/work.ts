@@ -1,0 +1,139 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { redactDeep, serviceConfigFromEnv } from '../client/index.js';
+import { EventBus } from '../engine/index.js';
+import type { EngineEvent } from '../engine/events.js';
+import { workEngine } from '../engine/work.js';
+import { UsageError } from '../errors.js';
+import { JOB_STATES, type JobState, type RunRow } from '../store/index.js';
+import { parseStateLocation } from '../store/location.js';
+import { chooseRun, runName } from '../store/run-name.js';
+import { checkServiceOptions, followSignal, outcomeName, servicePorts, type RunOptions, type RunOutcomeName } from './run.js';
+
+/**
+ * A worker on a run kept in PostgreSQL, as `genbatch work` does it: joins the run (by name, or the only one)
+ * without its manifest and works on it beside any other worker until stopped or, with `untilEmpty`, until no
+ * job is left that a worker could move. Writes no reports (`genbatch report` does, from anywhere).
+ */
+export interface WorkOptions extends Pick<RunOptions, 'concurrency' | 'baseUrl' | 'apiKey' | 'callbackUrl' | 'listen' | 'timeScale' | 'requestTimeout' | 'statusRate' | 'yes'> {
+  /** The database: a postgres:// URL (required). */
+  state?: string;
+  /** The run: its name, file name or manifest path; needed when the database holds several. */
+  run?: string;
+  untilEmpty?: boolean;
+  /** Output folder, storage every worker sees; default: the run's recorded one (which must exist here). */
+  out?: string;
+  onEvent?: (e: EngineEvent) => void;
+  signal?: AbortSignal;
+}
+
+export interface WorkSummary {
+  outcome: RunOutcomeName;
+  exitCode: number;
+  /** The run's jobs by state at the end (every worker's). */
+  counts: Record<JobState, number>;
+  statusRequests: number;
+  /** The run's manifest, as recorded, and the folder this worker wrote to. */
+  manifest: string;
+  outDir: string;
+}
+
+/** The lease of a claimed job: 30 s, shorter with a time scale below 1 (at least 5 s: a loaded machine may miss a heartbeat or two). */
+export function workLeaseMs(timeScale: number): number {
+  return Math.min(30_000, Math.max(5_000, Math.round(30_000 * timeScale)));
+}
+
+/**
+ * The output folder a worker writes to: --out, else the folder the run recorded, which must be there on this
+ * machine (storage every worker sees, mounted at the same path); a worker never makes it, so that results
+ * never go to a local disk by mistake.
+ */
+export function workOutDir(run: Pick<RunRow, 'manifest' | 'out_dir'>, out: string | undefined): string {
+  if (out !== undefined) return resolve(out);
+  if (!existsSync(run.out_dir)) {
+    throw new UsageError(`the output folder of ${runName(run)}, ${run.out_dir}, is not on this machine; mount the shared folder there, or pass --out DIR where this machine sees it`);
+  }
+  return run.out_dir;
+}
+
+export async function work(o: WorkOptions): Promise<WorkSummary> {
+  if (o.state === undefined) throw new UsageError('work expects --state postgres://USER:PASSWORD@HOST:PORT/DATABASE (or GENBATCH_STATE): the database that holds the run');
+  const location = parseStateLocation(o.state);
+  if (location.kind !== 'postgres') {
+    throw new UsageError(`work joins a run kept in PostgreSQL (--state postgres://...); ${location.path} is a SQLite state file, which has one writer: use genbatch run <manifest> --state ${location.path}`);
+  }
+  const { concurrency, timeScale, requestMs, statusRate } = await checkServiceOptions(o);
+  const { PgReader } = await import('../store/pg/snapshot.js');
+  const reader = await PgReader.open(location.url, location.display);
+  let run: RunRow;
+  try {
+    run = chooseRun(await reader.runs(), o.run, `the PostgreSQL state ${location.display}`);
+  } finally {
+    await reader.close();
+  }
+  const outDir = workOutDir(run, o.out);
+  // The run's service unless told otherwise: its tasks are there.
+  const named = o.baseUrl ?? (process.env.GENBATCH_BASE_URL ? undefined : (run.base_url ?? undefined));
+  const { baseUrl, apiKey } = serviceConfigFromEnv({ ...(named !== undefined ? { baseUrl: named } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) });
+
+  const { openPool } = await import('../store/pg/db.js');
+  const { PgWorkStore } = await import('../store/pg/work-store.js');
+  const pool = openPool(location.url, { max: Math.max(10, concurrency * 2) });
+  const bus = new EventBus();
+  if (o.onEvent) bus.on(o.onEvent);
+  const ports = servicePorts({ baseUrl, apiKey, timeScale, requestMs, statusRate }, bus);
+  const controller = followSignal(o.signal);
+  try {
+    const leaseMs = workLeaseMs(timeScale);
+    const store = await PgWorkStore.open({
+      pool,
+      runId: run.id,
+      apiKey,
+      leaseMs,
+      takeOverMs: Math.max(500, Math.round(leaseMs / 6)),
+      statusRatePerSec: statusRate / timeScale,
+      uploads: { limit: 5, windowMs: 61_200 * timeScale + 20 },
+    }).catch((err: unknown) => Promise.reject(reader.failure(err)));
+    const token = o.listen ? await callbackToken(pool) : '';
+    const outcome = await workEngine({
+      store,
+      counts: () => countsOf(pool, run.id),
+      workLeft: () => store.workLeft(),
+      service: ports.service,
+      download: ports.download,
+      manifest: run.manifest,
+      state: location.display,
+      outDir,
+      baseUrl,
+      concurrency,
+      timeScale,
+      statusRate,
+      callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, token, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
+      untilEmpty: o.untilEmpty === true,
+      idleMs: Math.max(200, Math.round(2_000 * timeScale)),
+      signal: controller.signal,
+      events: bus,
+    });
+    return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, manifest: run.manifest, outDir };
+  } finally {
+    controller.dispose();
+    await ports.close();
+    await pool.end().catch(() => undefined);
+  }
+}
+
+/** The run's jobs by state (every state present, 0 for none). */
+async function countsOf(pool: import('../store/pg/db.js').Pool, runId: number): Promise<Record<JobState, number>> {
+  const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
+  const r = await pool.query<{ state: JobState; n: number }>('SELECT state, count(*)::int AS n FROM jobs WHERE run_id = $1 GROUP BY state', [runId]);
+  for (const row of r.rows) counts[row.state] = row.n;
+  return counts;
+}
+
+/** The callback path token of the database, made by the first worker that needs it: every worker's receiver takes every job's callback. */
+async function callbackToken(pool: import('../store/pg/db.js').Pool): Promise<string> {
+  const { newCallbackToken } = await import('../engine/callbacks.js');
+  await pool.query(`INSERT INTO meta (key, value) VALUES ('callback_token', $1) ON CONFLICT (key) DO NOTHING`, [newCallbackToken()]);
+  const r = await pool.query<{ value: string }>(`SELECT value FROM meta WHERE key = 'callback_token'`);
+  return r.rows[0]!.value;
+}

@@ -1,0 +1,118 @@
+import type { JobState, WorkStore } from '../store/index.js';
+import type { CallbackNote, CallbackReceiver } from './callbacks.js';
+import type { EventBus } from './events.js';
+import { Pipeline } from './pipeline.js';
+import type { DownloadPort, ServicePort } from './ports.js';
+import { DEFAULT_STATUS_RATE, exitCodeFor, UPLOAD_REUSE_MS, type RunOutcome } from './run.js';
+
+/**
+ * A worker on a run that another process made (genbatch work): no manifest, no sync, no estimate (the run
+ * that made it did those; the budget is reserved when a job is claimed). The pipeline over the store, kept
+ * going when this worker has nothing in hand (keepWaiting: it claims and takes over what dead workers left
+ * every `idleMs`): with `untilEmpty` as long as the run has a job pending or in flight (any worker's),
+ * without until stopped. A pipeline stopped by lost leases (paused, the database out of reach) is followed
+ * by a fresh one.
+ */
+export interface WorkEngineOptions {
+  store: WorkStore;
+  /** The run's jobs by state, as the store holds them now (every worker's). */
+  counts(): Promise<Record<JobState, number>>;
+  /** The run's pending jobs and jobs in flight, any worker's (PgWorkStore.workLeft). */
+  workLeft(): Promise<{ pending: number; inFlight: number }>;
+  service: ServicePort;
+  download: DownloadPort;
+  /** For the start event: the run's manifest (as recorded) and the state (password hidden). */
+  manifest: string;
+  state: string;
+  outDir: string;
+  baseUrl: string;
+  concurrency: number;
+  timeScale: number;
+  /** Status reads per second of the service's time (default 10). */
+  statusRate?: number;
+  /**
+   * Completion callbacks: a receiver on `listen` whose URLs carry `token` (the same for every worker of the
+   * database, so any worker's receiver takes the callback of a job another worker sent); null: polling only.
+   */
+  callbacks: { publicUrl: string | null; listen: string; token: string; redact?: (value: unknown) => unknown } | null;
+  untilEmpty: boolean;
+  /** Wait between passes, ms. */
+  idleMs: number;
+  signal: AbortSignal;
+  events: EventBus;
+}
+
+export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
+  const t0 = Date.now();
+  const emit = o.events.emit;
+  emit({ type: 'start', manifest: o.manifest, out_dir: o.outDir, state: o.state, base_url: o.baseUrl, sandbox: false });
+  let counts = await o.counts();
+  emit({ type: 'synced', jobs: total(counts), new: 0, changed: 0, unchanged: total(counts), skipped: 0, counts, files: 0 });
+  // Callbacks go to the pass running; those that come between passes wait for the next one.
+  let pipeline: Pipeline | null = null;
+  const early: CallbackNote[] = [];
+  const callbacks = o.callbacks ? await listen(o.callbacks, (note) => (pipeline ? pipeline.onCallback(note) : early.push(note)), emit) : null;
+  let statusRequests = 0;
+  let stopReason: string | null = null;
+  try {
+    const keepWaiting = async (): Promise<boolean> => {
+      if (o.signal.aborted) return false;
+      if (!o.untilEmpty) return true;
+      const left = await o.workLeft();
+      return left.pending + left.inFlight > 0;
+    };
+    for (;;) {
+      // Leases renewed first: after a pipeline stopped by lost leases, this worker goes on as a fresh one (the
+      // jobs it held are another's by now, and its writes about them are refused).
+      await o.store.heartbeat();
+      pipeline = new Pipeline(o.store, o.service, o.download, {
+        outDir: o.outDir,
+        concurrency: Math.max(1, o.concurrency),
+        maxActive: Math.max(500, o.concurrency * 50),
+        timeScale: o.timeScale,
+        signal: o.signal,
+        emit,
+        callbackUrlFor: callbacks?.urlFor ?? null,
+        baseUrl: o.baseUrl,
+        uploadMaxAgeMs: UPLOAD_REUSE_MS * Math.min(1, o.timeScale),
+        statusRate: (o.statusRate ?? DEFAULT_STATUS_RATE) / o.timeScale,
+        keepWaiting,
+        idleMs: o.idleMs,
+      });
+      const running = pipeline.run();
+      for (const note of early.splice(0)) pipeline.onCallback(note);
+      await running;
+      statusRequests += pipeline.statusRequests;
+      stopReason = pipeline.stopReason;
+      pipeline = null;
+      if (stopReason !== 'lease-lost' || o.signal.aborted) break;
+      emit({ type: 'warning', message: "this worker's leases ran out (paused, or the database out of reach); the jobs it held are left to other workers, and it goes on" });
+      stopReason = null;
+    }
+    counts = await o.counts();
+  } finally {
+    await callbacks?.receiver.close();
+  }
+  const exitCode = exitCodeFor(counts, o.signal, stopReason);
+  emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: statusRequests, balance_after: null, charged: null, run_charged: null });
+  return { exitCode, counts, statusRequests };
+}
+
+/** Start the callback receiver (as runEngine does) and say where it listens. */
+async function listen(
+  c: NonNullable<WorkEngineOptions['callbacks']>,
+  onNote: (note: CallbackNote) => void,
+  emit: EventBus['emit'],
+): Promise<{ receiver: CallbackReceiver; urlFor: (jobId: string, attempt: number) => string }> {
+  const { CallbackReceiver, parseListen } = await import('./callbacks.js');
+  const { host, port } = parseListen(c.listen);
+  const receiver = new CallbackReceiver(onNote, c.token, c.redact);
+  const addr = await receiver.listen(host, port);
+  const base = c.publicUrl ?? `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}/`;
+  emit({ type: 'listening', address: `${addr.address}:${addr.port}`, public_url: base });
+  return { receiver, urlFor: (jobId, attempt) => receiver.urlFor(base, jobId, attempt) };
+}
+
+function total(counts: Record<JobState, number>): number {
+  return Object.values(counts).reduce((a, n) => a + n, 0);
+}

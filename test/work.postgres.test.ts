@@ -1,0 +1,78 @@
+import { createHash } from 'node:crypto';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { openPool, type Pool } from '../src/store/pg/db.js';
+import { migrate } from '../src/store/pg/schema.js';
+import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { copyToPostgres } from './helpers/pg-copy.js';
+import { testDatabase, type TestDatabase } from './helpers/pg.js';
+import { tempDir } from './helpers/tmp.js';
+
+/**
+ * genbatch work: two worker processes join a run kept in PostgreSQL, without its manifest, and finish it
+ * together against the sandbox (in this process, over real HTTP): every job done once, every file on disk
+ * as its row says, each file row naming the worker that wrote it.
+ */
+
+const KEY = 'sk-work-test-0123456789abcdef';
+const JOBS = 12;
+const t = tempDir('genbatch-work-pg-');
+let db: TestDatabase;
+let pool: Pool;
+let sandbox: Sandbox;
+let out: string;
+
+beforeAll(async () => {
+  ensureBuilt();
+  db = await testDatabase();
+  pool = openPool(db.url);
+  await migrate(pool);
+  sandbox = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.01 });
+  const manifest = imageManifest(join(t.dir, 'cats.yaml'), JOBS, 'cat');
+  // The run's jobs, synced and left pending: refused by --max-credits after the sync.
+  const made = await runCli(['run', manifest, '--sandbox', '--max-credits', '1']);
+  expect(made.code, made.stderr).toBe(3);
+  out = join(t.dir, 'genbatch-out', 'cats');
+  await copyToPostgres(join(out, 'state.db'), pool);
+  rmSync(join(out, 'state.db'));
+  // As if the run had been made against this sandbox: work uses the run's service by default.
+  await pool.query('UPDATE runs SET base_url = $1, sandbox = 0', [sandbox.url]);
+}, 180_000);
+
+afterAll(async () => {
+  await pool?.end();
+  await db?.drop();
+  await sandbox?.close();
+  t.cleanup();
+});
+
+describe('genbatch work on PostgreSQL', () => {
+  it('two workers finish the run together with --until-empty: each job done once, files on disk, each file row naming its worker', async () => {
+    const env = { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url };
+    const args = ['work', '--until-empty', '--time-scale', '0.01', '--json'];
+    const [a, b] = await Promise.all([runCli(args, env), runCli(args, env)]);
+    for (const r of [a, b]) {
+      expect(r.code, r.stderr + r.stdout.split('\n').filter((l) => !l.includes('"type":"job"')).join('\n')).toBe(0);
+      expect(r.stdout + r.stderr).not.toContain(new URL(db.url).password);
+    }
+    const states = await pool.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM jobs GROUP BY state');
+    expect(states.rows).toEqual([{ state: 'done', n: JOBS }]);
+    expect((await sandbox.stats()).tasks_total).toBe(JOBS);
+    const workers = (await pool.query<{ id: string }>('SELECT id FROM workers')).rows.map((r) => r.id);
+    expect(workers).toHaveLength(2);
+    const files = await pool.query<{ job_id: string; path: string; size: number; sha256: string; worker: string }>(`SELECT job_id, path, size, sha256, worker FROM files WHERE state = 'done'`);
+    expect(new Set(files.rows.map((f) => f.job_id)).size).toBe(JOBS);
+    for (const f of files.rows) {
+      expect(workers).toContain(f.worker);
+      const bytes = readFileSync(join(out, f.path));
+      expect(bytes.length).toBe(f.size);
+      expect(createHash('sha256').update(bytes).digest('hex')).toBe(f.sha256);
+    }
+    // Each worker's events say which run it joined, from the database.
+    const start = JSON.parse(a.stdout.split('\n')[0]!) as { type: string; manifest: string; out_dir: string; state: string };
+    expect(start).toMatchObject({ type: 'start', manifest: join(t.dir, 'cats.yaml'), out_dir: out });
+    expect(start.state).toContain(':***@');
+  });
+});
