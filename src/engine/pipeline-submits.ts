@@ -10,8 +10,11 @@ import { Uploader } from './uploads.js';
 
 /** How often a job whose upload failed transiently (client retries used up) is queued again in the same run. */
 const UPLOAD_REQUEUES = 3;
-/** Pending jobs claimed from the store at a time. */
-const CLAIM = 64;
+/**
+ * Pending jobs claimed from the store at a time, at most: as many as may be sent at once (--concurrency), so a
+ * worker on a shared run holds (and reserves credits for) little more than it sends, and others get the rest.
+ */
+const CLAIM_MAX = 64;
 
 /** What Submits tells the other stages. */
 export interface SubmitHooks {
@@ -136,7 +139,7 @@ export class Submits {
       this.exhausted = true;
       return;
     }
-    const claim = await this.c.store.claimPending(CLAIM, { only: this.selected });
+    const claim = await this.c.store.claimPending(Math.min(CLAIM_MAX, Math.max(1, this.c.opts.concurrency)), { only: this.selected });
     if (claim.overBudget && !this.overBudgetSaid) {
       this.overBudgetSaid = true;
       this.c.opts.emit({ type: 'warning', message: 'pending jobs were left unclaimed: their estimated credits would go over the credit limit' });

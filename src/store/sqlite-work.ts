@@ -26,8 +26,10 @@ export class SqliteWorkStore implements WorkStore {
   readonly heartbeatMs = null;
   readonly takeOverMs = null;
   private readonly group: GroupCommit;
-  /** The seq of the last pending job read by claimPending. */
+  /** The seq of the last pending job claimPending handed out or passed over. */
   private cursor = 0;
+  /** Pending jobs read after the cursor and not yet handed out (one query reads a batch). */
+  private ahead: JobRow[] = [];
   /** Pending jobs handed out by claimPending and not yet moved from `pending` or released: id -> seq. */
   private readonly held = new Map<string, number>();
   /** `only` jobs handed out so far: once all were, claimPending reads no further. */
@@ -55,17 +57,20 @@ export class SqliteWorkStore implements WorkStore {
     return attempt(() => {
       const only = opts.only ?? null;
       const jobs: JobRow[] = [];
+      let short = false;
       while (jobs.length < n && !(only && this.givenOnly.size >= only.size)) {
-        const rows = this.store.nextPending(this.cursor, CLAIM_BATCH);
-        for (const row of rows) {
-          this.cursor = row.seq;
-          if (this.held.has(row.id) || (only && !only.has(row.id))) continue;
-          this.held.set(row.id, row.seq);
-          if (only) this.givenOnly.add(row.id);
-          jobs.push(row);
-          if (jobs.length === n) break;
+        if (this.ahead.length === 0) {
+          if (short) break;
+          this.ahead = this.store.nextPending(this.cursor, CLAIM_BATCH);
+          short = this.ahead.length < CLAIM_BATCH;
+          if (this.ahead.length === 0) break;
         }
-        if (rows.length < CLAIM_BATCH) break;
+        const row = this.ahead.shift()!;
+        this.cursor = row.seq;
+        if (this.held.has(row.id) || (only && !only.has(row.id))) continue;
+        this.held.set(row.id, row.seq);
+        if (only) this.givenOnly.add(row.id);
+        jobs.push(row);
       }
       return { jobs, overBudget: false };
     });
@@ -78,9 +83,16 @@ export class SqliteWorkStore implements WorkStore {
       this.held.delete(id);
       this.givenOnly.delete(id);
       // Claimable again: the cursor goes back to it.
-      this.cursor = Math.min(this.cursor, seq - 1);
+      this.rewind(seq - 1);
     }
     return Promise.resolve();
+  }
+
+  /** Read pending jobs again from after `seq` (the rows read ahead are read again too). */
+  private rewind(seq: number): void {
+    if (seq >= this.cursor) return;
+    this.cursor = seq;
+    this.ahead = [];
   }
 
   takeOver(): Promise<TakenOver> {
@@ -120,7 +132,7 @@ export class SqliteWorkStore implements WorkStore {
     if (to === 'done' && this.graph()) {
       // Jobs waiting for it may be ready now: pending jobs are read again from the first of them.
       const first = this.store.graph.firstPendingChild(id);
-      if (first !== null) this.cursor = Math.min(this.cursor, first - 1);
+      if (first !== null) this.rewind(first - 1);
     }
     return { moved: true, side: this.sideMoves() };
   }
