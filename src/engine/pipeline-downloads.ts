@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { decide } from '../client/index.js';
 import { UnsafeResultError } from '../errors.js';
 import { MinHeap } from '../lib/heap.js';
@@ -46,6 +47,15 @@ export class Downloads {
   /** Queue a `downloading` job (its results expire at `expiresAt`, ms epoch). */
   add(id: string, expiresAt: number | null): void {
     this.queue.push({ at: expiresAt ?? 0, id });
+  }
+
+  /**
+   * Queue a `downloading` job taken over from a worker that stopped (killed, or paused past its lease):
+   * the temporary files it left in the job's folder are removed first (this worker holds the job now).
+   */
+  async takeOver(id: string, expiresAt: number | null): Promise<void> {
+    await this.download.cleanupPartials(join(this.c.opts.outDir, this.download.sanitizeName(id)));
+    this.add(id, expiresAt);
   }
 
   /** Start downloads, soonest-expiring first; returns when the next paused one may be tried again (ms epoch). */

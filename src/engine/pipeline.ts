@@ -140,7 +140,7 @@ export class Pipeline {
     }
     const now = Date.now();
     for (const row of t.submitted) if (row.task_id) this.polls.resume(row.id, row.task_id, row.model, sentTime(row.submitted_at, now));
-    for (const row of t.downloading) this.downloads.add(row.id, row.expires_at);
+    for (const row of t.downloading) await this.downloads.takeOver(row.id, row.expires_at);
   }
 
   /** Heartbeat and take over when due (stores with leases per job); returns when next due (ms epoch). */
