@@ -122,10 +122,18 @@ export const progressEvent = (e: CliEvent): boolean => e.type === 'sending' || e
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 export const randInt = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo + 1));
 
-/** The sandbox key's balance now. */
+/** The sandbox key's balance now (asked again while an injected fault answers instead). */
 export async function balanceOf(sb: SandboxProcess): Promise<number> {
-  const r = await fetch(`${sb.url}/api/user/balance`, { headers: { authorization: `Bearer ${sb.key}` } });
-  return ((await r.json()) as { data: { balance: number } }).data.balance;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const r = await fetch(`${sb.url}/api/user/balance`, { headers: { authorization: `Bearer ${sb.key}` } });
+      if (r.ok) return ((await r.json()) as { data: { balance: number } }).data.balance;
+      await r.body?.cancel();
+    } catch (err) {
+      if (attempt >= 20) throw err;
+    }
+    if (attempt >= 20) throw new Error('the sandbox did not answer the balance in 20 tries');
+  }
 }
 
 /** What the checks found after a chaos run. */
