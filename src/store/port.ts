@@ -124,6 +124,15 @@ export interface WorkStore {
   /** The run's estimated credits: the sum over jobs with a known price, and how many have none. */
   estimate(): Promise<{ known: number; unknown: number }>;
 
+  /** A small named value of the state (the meta table, shared by every run of the state), or null. */
+  getMeta(key: string): Promise<string | null>;
+
+  /**
+   * Set a small named value of the state, or remove it with null (e.g. the notes of objects put in a bucket
+   * before their files are recorded: src/engine/fetch-bucket.ts on branch s3a).
+   */
+  setMeta(key: string, value: string | null): Promise<void>;
+
   /** An earlier upload of this content (sha256) to this service (base URL) younger than maxAgeMs: its URL, or null. */
   findUpload(baseUrl: string, sha256: string, maxAgeMs: number): Promise<string | null>;
 

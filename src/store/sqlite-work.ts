@@ -179,6 +179,14 @@ export class SqliteWorkStore implements WorkStore {
     return attempt(() => this.store.estimate());
   }
 
+  getMeta(key: string): Promise<string | null> {
+    return attempt(() => this.store.getMeta(key));
+  }
+
+  setMeta(key: string, value: string | null): Promise<void> {
+    return attempt(() => this.store.setMeta(key, value));
+  }
+
   findUpload(baseUrl: string, sha256: string, maxAgeMs: number): Promise<string | null> {
     return attempt(() => this.store.findUpload(baseUrl, sha256, maxAgeMs));
   }

@@ -190,6 +190,17 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
     expect(await store.findUpload('http://svc', 'sha-1', 60_000)).toBe('http://svc/temp/2.png');
   });
 
+  it('meta: a named value set, read, replaced and removed', async () => {
+    const { store } = await fresh([{ id: 'a' }]);
+    expect(await store.getMeta('note:a')).toBeNull();
+    await store.setMeta('note:a', '{"size":3}');
+    expect(await store.getMeta('note:a')).toBe('{"size":3}');
+    await store.setMeta('note:a', '{"size":4}');
+    expect(await store.getMeta('note:a')).toBe('{"size":4}');
+    await store.setMeta('note:a', null);
+    expect(await store.getMeta('note:a')).toBeNull();
+  });
+
   it('for_each: the children are made pending and claimable, the template done, the parents known', async () => {
     const { store } = await fresh([{ id: 'a', state: 'done' }, { id: 't', kind: 'fanout', parents: ['a'], estimatedCredits: 4 }, { id: 'z' }]);
     expect(await store.parentsOf('t')).toEqual(['a']);

@@ -1,7 +1,7 @@
 import { TransitionError } from '../../errors.js';
 import { TRANSITIONS, type JobState } from '../states.js';
-import { PATCH_COLUMNS, type JobPatch, type JobRow } from '../types.js';
-import type { Queryable } from './db.js';
+import { PATCH_COLUMNS, type JobPatch, type JobRow, type TakenJob } from '../types.js';
+import { named, type Queryable } from './db.js';
 import { NOW_ISO } from './schema.js';
 
 /**
@@ -29,6 +29,8 @@ export interface JobLease {
 
 /** A job row with the epoch of the lease just taken on it. */
 export type LeasedJob = JobRow & { lease_epoch: number };
+/** A job taken over: what resuming it needs (not its spec, input and result), with its seq and new epoch. */
+export type TakenLeased = TakenJob & { seq: number; lease_epoch: number };
 
 /** The columns of a JobRow (alias j). */
 export const ROW_COLUMNS =
@@ -58,8 +60,7 @@ export interface Claim {
  * locked until commit, so N workers never reserve past the cap together.
  */
 export async function claimPending(q: Queryable, runId: number, owner: string, leaseMs: number, n: number, only: readonly string[] | null = null): Promise<Claim> {
-  const res = await q.query<LeasedJob>(
-    `WITH cand AS (
+  const text = `WITH cand AS (
        SELECT j.id, j.seq, COALESCE(j.estimated_credits, 0) AS c FROM jobs j
         WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($5::text[])' : ''}
         ORDER BY j.seq LIMIT $2 FOR UPDATE OF j SKIP LOCKED),
@@ -73,9 +74,8 @@ export async function claimPending(q: Queryable, runId: number, owner: string, l
      UPDATE jobs j SET lease_owner = $3, lease_expires = ${leaseUntil('$4')}, lease_epoch = j.lease_epoch + 1,
         reserved_credits = CASE WHEN EXISTS (SELECT 1 FROM b) THEN chosen.c ELSE j.reserved_credits END
        FROM chosen WHERE j.run_id = $1 AND j.id = chosen.id
-       RETURNING ${JOB_COLUMNS}, (SELECT count(*) FROM cand)::int AS found, (SELECT count(*) FROM reserve)::int AS reserved`,
-    only ? [runId, n, owner, leaseMs, only] : [runId, n, owner, leaseMs],
-  );
+       RETURNING ${JOB_COLUMNS}, (SELECT count(*) FROM cand)::int AS found, (SELECT count(*) FROM reserve)::int AS reserved`;
+  const res = await q.query<LeasedJob>(named(text, only ? [runId, n, owner, leaseMs, only] : [runId, n, owner, leaseMs]));
   const found = (res.rows[0] as { found?: number } | undefined)?.found;
   const jobs = res.rows.map(({ found: _f, reserved: _r, ...row }: LeasedJob & { found?: number; reserved?: number }) => row as LeasedJob).sort((a, b) => a.seq - b.seq);
   if (found !== undefined) return { jobs, heldByBudget: found > jobs.length };
@@ -93,7 +93,7 @@ export async function claimPending(q: Queryable, runId: number, owner: string, l
 
 /** Renew every lease `owner` holds (that no one took over): the count renewed. */
 export async function renewLeases(q: Queryable, owner: string, leaseMs: number): Promise<number> {
-  const r = await q.query(`UPDATE jobs SET lease_expires = ${leaseUntil('$2')} WHERE lease_owner = $1`, [owner, leaseMs]);
+  const r = await q.query(named(`UPDATE jobs SET lease_expires = ${leaseUntil('$2')} WHERE lease_owner = $1`, [owner, leaseMs]));
   return r.rowCount ?? 0;
 }
 
@@ -122,7 +122,7 @@ export type MoveResult = 'moved' | 'lost';
 export async function guardedMove(q: Queryable, runId: number, jobId: string, lease: JobLease, from: JobState, to: JobState, patch: JobPatch, leaseMs: number): Promise<MoveResult> {
   assertAllowed(jobId, from, to);
   const { sql, values } = moveSql(runId, jobId, from, to, patch, lease.owner, leaseMs, 'lease_owner = $4 AND lease_epoch = $5 AND lease_expires > now()', [lease.epoch]);
-  const r = await q.query(sql, values);
+  const r = await q.query(named(sql, values));
   if (r.rowCount === 1) return 'moved';
   const cur = await q.query<{ state: string; mine: boolean }>(
     `SELECT state, (lease_owner IS NOT DISTINCT FROM $3 AND lease_epoch = $4 AND lease_expires > now()) AS mine FROM jobs WHERE run_id = $1 AND id = $2`,
@@ -178,7 +178,7 @@ export interface TakeOver {
   /** submitting chat jobs sent back to pending. */
   pending: string[];
   /** submitted / downloading jobs now leased to the caller. */
-  adopted: LeasedJob[];
+  adopted: TakenLeased[];
 }
 
 export const DEAD_SUBMIT_ERROR = 'the worker that sent this submit stopped (its lease expired) before the answer was recorded; the task may exist';
@@ -204,12 +204,12 @@ export async function takeOver(q: Queryable, runId: number, owner: string, lease
   );
   // Joined to the picked rows (an IN (subquery) read the whole table), picked through jobs_leased in any
   // order (ordering by seq walked the run's finished jobs): handed over in manifest order below.
-  const adopted = await q.query<LeasedJob>(
+  const adopted = await q.query<TakenLeased>(
     `UPDATE jobs j SET lease_owner = $2, lease_expires = ${leaseUntil('$3')}, lease_epoch = j.lease_epoch + 1
        FROM (SELECT f.run_id, f.id FROM jobs f WHERE f.run_id = $1 AND f.state IN ('submitted', 'downloading') AND ${free('f')}
               LIMIT $4 FOR UPDATE SKIP LOCKED) c
       WHERE j.run_id = c.run_id AND j.id = c.id
-      RETURNING ${JOB_COLUMNS}`,
+      RETURNING j.id, j.seq, j.state, j.task_id, j.model, j.submitted_at, j.expires_at, j.lease_epoch`,
     [runId, owner, leaseMs, n],
   );
   return {

@@ -6,7 +6,7 @@ import type { Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, Si
 import { ACTIVE_STATES, PARENT_FAILED_STATES, type JobState } from '../states.js';
 import type { FileRow, JobPatch, JobRow } from '../types.js';
 import { releaseReservation, setBudgetCap } from './budget.js';
-import { inTx, type Client, type Pool, type Queryable } from './db.js';
+import { inTx, named, type Client, type Pool, type Queryable } from './db.js';
 import { afterMove, insertChildren } from './graph.js';
 import { leaseMsFromEnv } from './lease-env.js';
 import { adoptMove, assertAllowed, claimPending, guardedMove, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
@@ -62,6 +62,14 @@ function uncharged(from: JobState, to: JobState): boolean {
 }
 
 const TAKE_OVER_BATCH = 1000;
+
+/** A file of a job now on disk (or in the bucket), written by this worker. */
+const FILE_DONE = `UPDATE files SET path = $4, size = $5, sha256 = $6, content_type = COALESCE($7, content_type), state = 'done', worker = $8 WHERE run_id = $1 AND job_id = $2 AND idx = $3`;
+
+/** A file row of a job's results (again, when the job is fetched again). */
+const ADD_FILE = `INSERT INTO files (run_id, job_id, idx, name, url, type, content_type, expected_size, expires_at, state, worker) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)
+  ON CONFLICT (run_id, job_id, idx) DO UPDATE SET name = EXCLUDED.name, url = EXCLUDED.url, type = EXCLUDED.type, content_type = EXCLUDED.content_type,
+    expected_size = EXCLUDED.expected_size, expires_at = EXCLUDED.expires_at, state = 'pending', path = NULL, size = NULL, sha256 = NULL, worker = EXCLUDED.worker`;
 
 export class PgWorkStore implements WorkStore {
   readonly worker: string;
@@ -119,12 +127,13 @@ export class PgWorkStore implements WorkStore {
   async claimPending(n: number, opts: { only?: ReadonlySet<string> | null } = {}): Promise<Claim> {
     if (n <= 0) return { jobs: [], overBudget: false };
     const only = opts.only ? [...opts.only] : null;
-    const c = await inTx(this.pool, (tx) => claimPending(tx, this.runId, this.worker, this.leaseMs, n, only));
+    // A claim need not survive a server crash (its job would be pending and free again).
+    const c = await inTx(this.pool, (tx) => claimPending(tx, this.runId, this.worker, this.leaseMs, n, only), { durable: false });
     return { jobs: c.jobs.map((j) => this.hold(j)), overBudget: c.heldByBudget };
   }
 
   /** Remember the lease of a job just claimed or taken over; the row without its epoch. */
-  private hold(j: LeasedJob): JobRow {
+  private hold<T extends { id: string; lease_epoch: number }>(j: T): Omit<T, 'lease_epoch'> {
     const { lease_epoch, ...row } = j;
     this.held.set(j.id, lease_epoch);
     return row;
@@ -201,8 +210,8 @@ export class PgWorkStore implements WorkStore {
   async transition(id: string, from: JobState, to: JobState, patch: JobPatch = {}, o: MoveOptions = {}): Promise<Moved> {
     const epoch = this.held.get(id);
     if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
-    // The move alone (the submit intent, the task id): one statement, its own transaction, one round trip.
-    const alone = epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
+    // A durable move alone (the submit intent, the task id): one statement, its own transaction, one round trip.
+    const alone = o.durable === true && epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
     if (alone) {
       const r = await guardedMove(this.pool, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs);
       if (r === 'lost' || !ACTIVE_STATES.includes(to)) this.held.delete(id);
@@ -218,7 +227,7 @@ export class PgWorkStore implements WorkStore {
       if (to === 'done') await this.clearMarkOnResult(tx, id);
       if (uncharged(from, to)) await releaseReservation(tx, this.runId, id);
       return { moved: true, side: await afterMove(tx, this.runId, id, from, to, patch.last_error) };
-    });
+    }, { durable: o.durable === true });
     if (!out.moved || !ACTIVE_STATES.includes(to)) this.held.delete(id);
     else if (newEpoch !== undefined) this.held.set(id, newEpoch);
     return out;
@@ -246,7 +255,7 @@ export class PgWorkStore implements WorkStore {
 
   /** A new result arrived: the job's current mark judged the one it replaced, so it is cleared (kept in its history). */
   private async clearMarkOnResult(q: Queryable, id: string): Promise<void> {
-    const r = await q.query<{ mark: string | null }>('SELECT mark FROM marks WHERE run_id = $1 AND job_id = $2 ORDER BY n DESC LIMIT 1', [this.runId, id]);
+    const r = await q.query<{ mark: string | null }>(named('SELECT mark FROM marks WHERE run_id = $1 AND job_id = $2 ORDER BY n DESC LIMIT 1', [this.runId, id]));
     const mark = r.rows[0]?.mark;
     if (!mark) return;
     await q.query(
@@ -257,21 +266,13 @@ export class PgWorkStore implements WorkStore {
 
   private async addFiles(q: Queryable, id: string, files: readonly NewFile[]): Promise<void> {
     for (const f of files) {
-      await q.query(
-        `INSERT INTO files (run_id, job_id, idx, name, url, type, content_type, expected_size, expires_at, state, worker) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)
-         ON CONFLICT (run_id, job_id, idx) DO UPDATE SET name = EXCLUDED.name, url = EXCLUDED.url, type = EXCLUDED.type, content_type = EXCLUDED.content_type,
-           expected_size = EXCLUDED.expected_size, expires_at = EXCLUDED.expires_at, state = 'pending', path = NULL, size = NULL, sha256 = NULL, worker = EXCLUDED.worker`,
-        [this.runId, id, f.idx, f.name, f.url, f.type, f.content_type, f.expected_size, f.expires_at, this.worker],
-      );
+      await q.query(named(ADD_FILE, [this.runId, id, f.idx, f.name, f.url, f.type, f.content_type, f.expected_size, f.expires_at, this.worker]));
     }
   }
 
   private async filesDone(q: Queryable, id: string, got: readonly FileGot[]): Promise<void> {
     for (const f of got) {
-      await q.query(
-        `UPDATE files SET path = $4, size = $5, sha256 = $6, content_type = COALESCE($7, content_type), state = 'done', worker = $8 WHERE run_id = $1 AND job_id = $2 AND idx = $3`,
-        [this.runId, id, f.idx, f.path, f.size, f.sha256, f.content_type, this.worker],
-      );
+      await q.query(named(FILE_DONE, [this.runId, id, f.idx, f.path, f.size, f.sha256, f.content_type, this.worker]));
     }
   }
 
