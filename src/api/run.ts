@@ -5,6 +5,8 @@ import { ChatClient, ServiceClient, UploadLimiter, redactDeep, serviceConfigFrom
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../download/index.js';
 import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, planProbes, runEngine, type DownloadPort, type RedoState, type ServicePort, type UploadCall } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
+import type { RunOutcome } from '../engine/index.js';
+import type { ReportData } from '../report/types.js';
 import { EXIT, UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import { defaultBookPath, loadPriceFile, observedPrices, PriceBook, type PriceBook as Book } from '../pricing/index.js';
@@ -142,8 +144,12 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   const { concurrency, timeScale, requestMs, statusRate } = await checkServiceOptions(o);
   const outDir = resolve(o.out ?? defaultOutDir(manifest));
   const location = parseStateLocation(o.state ?? join(outDir, 'state.db'));
-  if (location.kind === 'postgres') throw new UsageError(`--state ${location.display}: a run on a PostgreSQL state is not built yet`);
-  const statePath = location.path;
+  const pg = location.kind === 'postgres' ? { url: location.url, display: location.display } : null;
+  if (pg) {
+    const unbuilt = [o.redo !== undefined && '--redo', o.only !== undefined && o.only.length > 0 && '--only', o.limit !== undefined && '--limit', o.learnPrices && '--learn-prices'].filter(Boolean);
+    if (unbuilt.length > 0) throw new UsageError(`${unbuilt.join(', ')} with a PostgreSQL state (${pg.display}) is not built yet`);
+  }
+  const statePath = location.kind === 'postgres' ? location.display : location.path;
   const redo = o.redo === undefined ? [] : typeof o.redo === 'string' ? parseRedo(o.redo) : parseRedo(o.redo.join(','));
   const only = o.only && o.only.length > 0 ? parseOnly([...o.only]) : null;
   if (o.limit !== undefined && (!Number.isInteger(o.limit) || o.limit < 1)) throw new UsageError(`--limit expects an integer >= 1, got ${o.limit}`);
@@ -163,7 +169,7 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
     ({ baseUrl, apiKey } = serviceConfigFromEnv({ ...(o.baseUrl !== undefined ? { baseUrl: o.baseUrl } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) }));
   }
   try {
-    const settings = { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate };
+    const settings = { outDir, statePath, pg, timeScale, concurrency, userPrices, baseUrl, apiKey, sandbox: sandbox !== null, redo, only, requestMs, statusRate };
     const book = sandbox ? null : (priceFile.book ?? PriceBook.load(defaultBookPath()));
     if (o.learnPrices && book) {
       const stopped = await learnPrices(manifest, o, { ...settings, book });
@@ -177,7 +183,10 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
 
 interface Settings {
   outDir: string;
+  /** The state file, or the PostgreSQL URL with its password hidden. */
   statePath: string;
+  /** A PostgreSQL state (src/engine/run-pg.ts); null: the SQLite state file statePath. */
+  pg: { url: string; display: string } | null;
   timeScale: number;
   concurrency: number;
   userPrices: Record<string, number> | null;
@@ -256,10 +265,10 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
 
   const controller = followSignal(o.signal);
   try {
-    const outcome = await runEngine({
+    // What both engines take (SQLite: runEngine; PostgreSQL: runOnPostgres).
+    const common = {
       manifestPath: manifest,
       outDir,
-      statePath,
       service,
       download,
       baseUrl,
@@ -274,13 +283,18 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
       userPrices,
       observedPrices: s.book ? observedPrices(s.book, baseUrl) : null,
-      redo: s.redo,
-      only: s.only,
-      limit: o.limit ?? null,
       signal: controller.signal,
       events: bus,
-      writeReports: async (dir, data) => (await loadReports()).writeReports(dir, data),
-    });
+      writeReports: async (dir: string, data: ReportData) => (await loadReports()).writeReports(dir, data),
+    };
+    let outcome: RunOutcome;
+    if (s.pg) {
+      const { runOnPostgres } = await import('../engine/run-pg.js');
+      const { workIdleMs, workLeaseMs } = await import('./work.js');
+      outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
+    } else {
+      outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null });
+    }
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
   } finally {
     controller.dispose();

@@ -3,9 +3,10 @@ import { resolve } from 'node:path';
 import { redactDeep, serviceConfigFromEnv } from '../client/index.js';
 import { EventBus } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
+import { callbackToken, countsOf } from '../engine/run-pg.js';
 import { workEngine } from '../engine/work.js';
 import { UsageError } from '../errors.js';
-import { JOB_STATES, type JobState, type RunRow } from '../store/index.js';
+import type { JobState, RunRow } from '../store/index.js';
 import { parseStateLocation } from '../store/location.js';
 import { chooseRun, runName } from '../store/run-name.js';
 import { checkServiceOptions, followSignal, outcomeName, servicePorts, type RunOptions, type RunOutcomeName } from './run.js';
@@ -41,6 +42,11 @@ export interface WorkSummary {
 /** The lease of a claimed job: 30 s, shorter with a time scale below 1 (at least 5 s: a loaded machine may miss a heartbeat or two). */
 export function workLeaseMs(timeScale: number): number {
   return Math.min(30_000, Math.max(5_000, Math.round(30_000 * timeScale)));
+}
+
+/** The pause of an idle worker between two looks for work: 2 s, x the time scale (at least 200 ms). */
+export function workIdleMs(timeScale: number): number {
+  return Math.max(200, Math.round(2_000 * timeScale));
 }
 
 /**
@@ -110,7 +116,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
       statusRate,
       callbacks: o.listen ? { publicUrl: o.callbackUrl ?? null, listen: o.listen, token, redact: (value: unknown) => redactDeep(value, apiKey) } : null,
       untilEmpty: o.untilEmpty === true,
-      idleMs: Math.max(200, Math.round(2_000 * timeScale)),
+      idleMs: workIdleMs(timeScale),
       signal: controller.signal,
       events: bus,
     });
@@ -120,20 +126,4 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
     await ports.close();
     await pool.end().catch(() => undefined);
   }
-}
-
-/** The run's jobs by state (every state present, 0 for none). */
-async function countsOf(pool: import('../store/pg/db.js').Pool, runId: number): Promise<Record<JobState, number>> {
-  const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
-  const r = await pool.query<{ state: JobState; n: number }>('SELECT state, count(*)::int AS n FROM jobs WHERE run_id = $1 GROUP BY state', [runId]);
-  for (const row of r.rows) counts[row.state] = row.n;
-  return counts;
-}
-
-/** The callback path token of the database, made by the first worker that needs it: every worker's receiver takes every job's callback. */
-async function callbackToken(pool: import('../store/pg/db.js').Pool): Promise<string> {
-  const { newCallbackToken } = await import('../engine/callbacks.js');
-  await pool.query(`INSERT INTO meta (key, value) VALUES ('callback_token', $1) ON CONFLICT (key) DO NOTHING`, [newCallbackToken()]);
-  const r = await pool.query<{ value: string }>(`SELECT value FROM meta WHERE key = 'callback_token'`);
-  return r.rows[0]!.value;
 }

@@ -24,6 +24,8 @@ export interface WorkEngineOptions {
   /** For the start event: the run's manifest (as recorded) and the state (password hidden). */
   manifest: string;
   state: string;
+  /** Emit the start event (default true; false: the caller did, before its sync). */
+  announce?: boolean;
   outDir: string;
   baseUrl: string;
   concurrency: number;
@@ -45,7 +47,7 @@ export interface WorkEngineOptions {
 export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   const t0 = Date.now();
   const emit = o.events.emit;
-  emit({ type: 'start', manifest: o.manifest, out_dir: o.outDir, state: o.state, base_url: o.baseUrl, sandbox: false });
+  if (o.announce !== false) emit({ type: 'start', manifest: o.manifest, out_dir: o.outDir, state: o.state, base_url: o.baseUrl, sandbox: false });
   let counts = await o.counts();
   emit({ type: 'synced', jobs: total(counts), new: 0, changed: 0, unchanged: total(counts), skipped: 0, counts, files: 0 });
   // Callbacks go to the pass running; those that come between passes wait for the next one.

@@ -1,0 +1,178 @@
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { ManifestError, StateError } from '../errors.js';
+import { openManifest } from '../manifest/index.js';
+import type { ObservedPrices } from '../pricing/index.js';
+import type { ReportData } from '../report/types.js';
+import { Store } from '../store/index.js';
+import type { EventBus } from './events.js';
+import type { DownloadPort, ServicePort } from './ports.js';
+import { checkBalance, checkLimits, prepare } from './prepare.js';
+import { buildReportData } from './report-data.js';
+import type { RunOutcome } from './run.js';
+import { manifestPrint, pricesHash } from './sync-key.js';
+import { workEngine } from './work.js';
+
+/**
+ * `genbatch run <manifest> --state postgres://...`: any number of such processes, on any machines, share one
+ * run. Exactly one syncs the manifest into the database (the sync lock, src/store/pg/sync-lock.ts) through a
+ * working copy (the manifest sync, the graph's settle, --max-credits, the budget and the balance checked
+ * there, as on SQLite: a refused run writes nothing); the others wait and join. The run's credit cap goes
+ * to the budget row (reserved at claim time by every worker). Then each process is a worker until the run
+ * has no job pending or in flight (src/engine/work.ts), and writes the reports from a copy of the run.
+ * Not here (yet): --redo, --only, --limit, --learn-prices, and the balance readings of each invocation.
+ */
+export interface PgRunOptions {
+  manifestPath: string;
+  outDir: string;
+  /** The database URL, and as it may be printed (password hidden). */
+  stateUrl: string;
+  stateDisplay: string;
+  service: ServicePort;
+  download: DownloadPort;
+  baseUrl: string;
+  apiKey: string;
+  sandbox: boolean;
+  concurrency: number;
+  yes: boolean;
+  maxCredits: number | null;
+  uncertain: 'skip' | 'resubmit';
+  timeScale: number;
+  statusRate: number;
+  callbacks: { publicUrl: string | null; listen: string; redact?: (value: unknown) => unknown } | null;
+  userPrices: Record<string, number> | null;
+  observedPrices?: ObservedPrices | null;
+  confine?: boolean;
+  /** The lease of a claimed job, ms. */
+  leaseMs: number;
+  idleMs: number;
+  signal: AbortSignal;
+  events: EventBus;
+  writeReports: (outDir: string, data: ReportData) => Promise<unknown> | unknown;
+}
+
+export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
+  const emit = o.events.emit;
+  const abs = resolve(o.manifestPath);
+  if (!existsSync(abs)) throw new ManifestError([{ job: null, where: o.manifestPath, path: '', message: 'manifest file not found' }]);
+  const manifest = await openManifest(abs, { confine: o.confine === true });
+  const pg = await import('../store/pg/index.js');
+  const pool = pg.openPool(o.stateUrl, { max: Math.max(10, o.concurrency * 2) });
+  const failure = (err: unknown) => new StateError(`PostgreSQL state ${o.stateDisplay}: ${err instanceof Error ? err.message : String(err)}`);
+  try {
+    let runId: number;
+    try {
+      await pg.migrate(pool);
+      runId = await pg.ensureRun(pool, abs, o.outDir);
+    } catch (err) {
+      throw failure(err);
+    }
+    emit({ type: 'start', manifest: abs, out_dir: o.outDir, state: o.stateDisplay, base_url: o.baseUrl, sandbox: o.sandbox });
+    const userPrices = { ...(manifest.pricing ?? {}), ...(o.userPrices ?? {}) };
+    const hasUserPrices = Object.keys(userPrices).length > 0;
+    // What the sync depends on: the manifest's bytes and the prices (the same on every machine, whatever its path's mtime).
+    const print = await manifestPrint(abs);
+    const key = createHash('sha256')
+      .update(JSON.stringify([print?.sha256 ?? Math.random(), pricesHash(hasUserPrices ? userPrices : null), o.uncertain]))
+      .digest('hex');
+    try {
+      await pg.syncOnce(pool, runId, key, async (c) => {
+        const copy = await pg.WorkingCopy.load(c, runId);
+        try {
+          copy.store.openRun(abs, o.outDir, o.baseUrl, o.sandbox, hasUserPrices);
+          await prepare(copy.store, manifest, hasUserPrices ? userPrices : null, emit, false, o.uncertain === 'resubmit', o.observedPrices ?? null);
+          copy.store.graph.settle();
+          for (const s of copy.store.graph.drainSkipped()) emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', error: s.reason });
+          checkLimits(copy.store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes }, null);
+          if (copy.store.counts().pending > 0) checkBalance(copy.store, await o.service.balance(), emit, null);
+          await copy.writeBack(c);
+        } finally {
+          copy.close();
+        }
+      });
+    } catch (err) {
+      // A manifest refused on its first sync leaves no run behind.
+      await pool.query('DELETE FROM runs r WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = r.id)', [runId]).catch(() => undefined);
+      throw err;
+    }
+    const cap = [o.maxCredits, manifest.budget].filter((v): v is number => typeof v === 'number');
+    if (cap.length > 0) await pg.setBudgetCap(pool, runId, Math.min(...cap));
+    const store = await pg.PgWorkStore.open({
+      pool,
+      runId,
+      apiKey: o.apiKey,
+      leaseMs: o.leaseMs,
+      takeOverMs: Math.max(500, Math.round(o.leaseMs / 6)),
+      statusRatePerSec: o.statusRate / o.timeScale,
+      uploads: { limit: 5, windowMs: 61_200 * o.timeScale + 20 },
+    });
+    const token = o.callbacks ? await callbackToken(pool) : '';
+    const outcome = await workEngine({
+      store,
+      counts: () => countsOf(pool, runId),
+      workLeft: () => store.workLeft(),
+      service: o.service,
+      download: o.download,
+      manifest: abs,
+      state: o.stateDisplay,
+      announce: false,
+      outDir: o.outDir,
+      baseUrl: o.baseUrl,
+      concurrency: o.concurrency,
+      timeScale: o.timeScale,
+      statusRate: o.statusRate,
+      callbacks: o.callbacks ? { ...o.callbacks, token } : null,
+      untilEmpty: true,
+      idleMs: o.idleMs,
+      signal: o.signal,
+      events: o.events,
+    });
+    await writeReportsFromCopy(o, runId);
+    return outcome;
+  } finally {
+    await pool.end().catch(() => undefined);
+  }
+}
+
+/** The reports of the run, from a copy of it (src/store/pg/snapshot.ts), with each worker's share. */
+async function writeReportsFromCopy(o: PgRunOptions, runId: number): Promise<void> {
+  const { PgReader } = await import('../store/pg/snapshot.js');
+  const reader = await PgReader.open(o.stateUrl, o.stateDisplay);
+  try {
+    const snap = await reader.snapshot([runId], o.outDir);
+    const store = Store.openForRead(snap.path);
+    try {
+      store.useRun(store.runs()[0]!);
+      const data = buildReportData(store);
+      data.summary.workers = await reader.workers(runId);
+      await o.writeReports(o.outDir, data);
+      o.events.emit({ type: 'reports', out_dir: o.outDir, written: true });
+    } finally {
+      store.close();
+      snap.close();
+    }
+  } catch (err) {
+    o.events.emit({ type: 'warning', message: `could not write the reports: ${err instanceof Error ? err.message : String(err)}` });
+  } finally {
+    await reader.close();
+  }
+}
+
+/** The run's jobs by state (every state present, 0 for none). */
+export async function countsOf(pool: import('../store/pg/db.js').Pool, runId: number): Promise<Record<JobStateName, number>> {
+  const { JOB_STATES } = await import('../store/index.js');
+  const counts = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobStateName, number>;
+  const r = await pool.query<{ state: JobStateName; n: number }>('SELECT state, count(*)::int AS n FROM jobs WHERE run_id = $1 GROUP BY state', [runId]);
+  for (const row of r.rows) counts[row.state] = row.n;
+  return counts;
+}
+type JobStateName = import('../store/index.js').JobState;
+
+/** The callback path token of the database, made by the first worker that needs it: every worker's receiver takes every job's callback. */
+export async function callbackToken(pool: import('../store/pg/db.js').Pool): Promise<string> {
+  const { newCallbackToken } = await import('./callbacks.js');
+  await pool.query(`INSERT INTO meta (key, value) VALUES ('callback_token', $1) ON CONFLICT (key) DO NOTHING`, [newCallbackToken()]);
+  const r = await pool.query<{ value: string }>(`SELECT value FROM meta WHERE key = 'callback_token'`);
+  return r.rows[0]!.value;
+}
