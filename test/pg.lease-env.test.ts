@@ -1,27 +1,18 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workLeaseMs } from '../src/api/work.js';
 import { UsageError } from '../src/errors.js';
 import { openPool, type Pool } from '../src/store/pg/db.js';
 import { leaseMsFromEnv } from '../src/store/pg/lease-env.js';
-import { migrate } from '../src/store/pg/schema.js';
-import { PgWorkStore } from '../src/store/pg/work-store.js';
-import { seedRun, testDatabase, type TestDatabase } from './helpers/pg.js';
+import { migrate, NOW_ISO } from '../src/store/pg/schema.js';
+import { ensureBuilt, runCli } from './helpers/cli.js';
+import { testDatabase, type TestDatabase } from './helpers/pg.js';
+import { tempDir } from './helpers/tmp.js';
 
 /** GENBATCH_LEASE_SECONDS: how long a worker's lease on a job lasts (the chaos test pauses a worker past a 2 s one). */
 
 describe('GENBATCH_LEASE_SECONDS', () => {
-  let db: TestDatabase;
-  let pool: Pool;
-  beforeAll(async () => {
-    db = await testDatabase();
-    pool = openPool(db.url);
-    await migrate(pool);
-  }, 120_000);
-  afterAll(async () => {
-    delete process.env.GENBATCH_LEASE_SECONDS;
-    await pool?.end();
-    await db?.drop();
-  });
-
   it('reads seconds, unset or empty is the default, anything else outside 0.3-86400 is a usage error naming the variable', () => {
     expect(leaseMsFromEnv({ GENBATCH_LEASE_SECONDS: '2' })).toBe(2000);
     expect(leaseMsFromEnv({ GENBATCH_LEASE_SECONDS: '0.5' })).toBe(500);
@@ -33,21 +24,35 @@ describe('GENBATCH_LEASE_SECONDS', () => {
     }
   });
 
-  it("sets a worker's lease: another worker claims the job once it ran out, and takeover and heartbeat follow it", async () => {
-    const runId = await seedRun(pool, '/lease-env.yaml', [{ id: 'a' }]);
-    process.env.GENBATCH_LEASE_SECONDS = '1';
-    try {
-      const one = await PgWorkStore.open({ pool, runId, apiKey: 'k' });
-      const two = await PgWorkStore.open({ pool, runId, apiKey: 'k' });
-      expect(one.heartbeatMs).toBe(333);
-      expect(one.takeOverMs).toBe(500);
-      expect((await one.claimPending(1)).jobs.map((j) => j.id)).toEqual(['a']);
-      expect((await two.claimPending(1)).jobs).toEqual([]);
-      await new Promise((r) => setTimeout(r, 1300));
-      expect((await two.claimPending(1)).jobs.map((j) => j.id)).toEqual(['a']);
-      expect((await one.transition('a', 'pending', 'submitting', {}, { durable: true })).moved).toBe(false);
-    } finally {
-      delete process.env.GENBATCH_LEASE_SECONDS;
-    }
+  it("is the lease of run's and work's workers, in place of 30 s scaled by --time-scale (at least 5 s)", () => {
+    expect(workLeaseMs(1, {})).toBe(30_000);
+    expect(workLeaseMs(0.01, {})).toBe(5_000);
+    expect(workLeaseMs(0.01, { GENBATCH_LEASE_SECONDS: '2' })).toBe(2_000);
+    expect(workLeaseMs(1, { GENBATCH_LEASE_SECONDS: '120' })).toBe(120_000);
+  });
+
+  describe('on the command line', () => {
+    const t = tempDir('genbatch-lease-env-');
+    let db: TestDatabase;
+    let pool: Pool;
+    beforeAll(async () => {
+      ensureBuilt();
+      db = await testDatabase();
+      pool = openPool(db.url);
+      await migrate(pool);
+      mkdirSync(join(t.dir, 'out'));
+      await pool.query(`INSERT INTO runs (manifest, out_dir, started_at) VALUES ($1, $2, ${NOW_ISO})`, [join(t.dir, 'cats.yaml'), join(t.dir, 'out')]);
+    }, 120_000);
+    afterAll(async () => {
+      await pool?.end();
+      await db?.drop();
+      t.cleanup();
+    });
+
+    it('a bad value stops genbatch work with exit 2 naming the variable', async () => {
+      const r = await runCli(['work', '--state', db.url, '--base-url', 'http://127.0.0.1:9', '--until-empty'], { GENBATCH_API_KEY: 'k', GENBATCH_LEASE_SECONDS: 'soon' });
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toContain('GENBATCH_LEASE_SECONDS expects a number of seconds from 0.3 to 86400, got soon');
+    });
   });
 });

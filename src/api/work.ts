@@ -8,6 +8,7 @@ import { workEngine } from '../engine/work.js';
 import { UsageError } from '../errors.js';
 import type { JobState, RunRow } from '../store/index.js';
 import { parseStateLocation } from '../store/location.js';
+import { leaseMsFromEnv } from '../store/pg/lease-env.js';
 import { chooseRun, runName } from '../store/run-name.js';
 import { checkServiceOptions, followSignal, outcomeName, servicePorts, type RunOptions, type RunOutcomeName } from './run.js';
 
@@ -39,9 +40,12 @@ export interface WorkSummary {
   outDir: string;
 }
 
-/** The lease of a claimed job: 30 s, shorter with a time scale below 1 (at least 5 s: a loaded machine may miss a heartbeat or two). */
-export function workLeaseMs(timeScale: number): number {
-  return Math.min(30_000, Math.max(5_000, Math.round(30_000 * timeScale)));
+/**
+ * The lease of a claimed job: GENBATCH_LEASE_SECONDS when set, else 30 s, shorter with a time scale below 1
+ * (at least 5 s: a loaded machine may miss a heartbeat or two).
+ */
+export function workLeaseMs(timeScale: number, env: NodeJS.ProcessEnv = process.env): number {
+  return leaseMsFromEnv(env) ?? Math.min(30_000, Math.max(5_000, Math.round(30_000 * timeScale)));
 }
 
 /** The pause of an idle worker between two looks for work: 2 s, x the time scale (at least 200 ms). */

@@ -8,7 +8,6 @@ import type { FileRow, JobPatch, JobRow } from '../types.js';
 import { releaseReservation, setBudgetCap } from './budget.js';
 import { inTx, named, type Client, type Pool, type Queryable } from './db.js';
 import { afterMove, insertChildren } from './graph.js';
-import { leaseMsFromEnv } from './lease-env.js';
 import { adoptMove, assertAllowed, claimPending, guardedMove, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
 import { takePermit } from './rate.js';
 import { NOW_ISO, NOW_MS } from './schema.js';
@@ -30,11 +29,11 @@ export interface PgWorkStoreOptions {
   /** The API key: only its fingerprint is kept (keyFingerprint). */
   apiKey: string;
   worker?: WorkerIdentity;
-  /** Lease of a claimed job (default GENBATCH_LEASE_SECONDS, else 30 s). */
+  /** Lease of a claimed job (default 30 s). */
   leaseMs?: number;
   /** Default leaseMs / 3. */
   heartbeatMs?: number;
-  /** How often the pipeline looks for dead workers' jobs (default 5 s, half the lease when shorter). */
+  /** How often the pipeline looks for dead workers' jobs (default 5 s). */
   takeOverMs?: number;
   /** The run's credit cap shared by its workers (--max-credits / the manifest budget); undefined leaves the row as it is. */
   creditCap?: number | null;
@@ -93,10 +92,9 @@ export class PgWorkStore implements WorkStore {
     this.pool = o.pool;
     this.runId = o.runId;
     this.worker = worker.id;
-    this.leaseMs = o.leaseMs ?? leaseMsFromEnv() ?? 30_000;
+    this.leaseMs = o.leaseMs ?? 30_000;
     this.heartbeatMs = o.heartbeatMs ?? Math.max(1, Math.floor(this.leaseMs / 3));
-    // Every 5 s, or twice a lease when it is shorter than 10 s (GENBATCH_LEASE_SECONDS).
-    this.takeOverMs = o.takeOverMs ?? Math.min(5_000, Math.max(1, Math.floor(this.leaseMs / 2)));
+    this.takeOverMs = o.takeOverMs ?? 5_000;
     this.key = keyFingerprint(o.apiKey);
   }
 
