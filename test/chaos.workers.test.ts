@@ -1,12 +1,10 @@
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, type Pool } from '../src/store/pg/db.js';
-import { migrate } from '../src/store/pg/schema.js';
 import { PgReader } from '../src/store/pg/snapshot.js';
 import { ensureBuilt, runCli } from './helpers/cli.js';
 import { balanceOf, chaosManifest, CliProcess, progressEvent, randInt, sleep, verifyChaos, type CliEvent } from './helpers/chaos.js';
-import { copyToPostgres } from './helpers/pg-copy.js';
 import { testDatabase } from './helpers/pg.js';
 import { startSandboxProcess, type SandboxProcess } from './helpers/sandbox-process.js';
 import { tempDir } from './helpers/tmp.js';
@@ -88,27 +86,6 @@ async function filesBy(pool: Pool, worker: string, ids: string[]): Promise<strin
   return r.rows.map((x) => x.k);
 }
 
-/**
- * The first worker: `genbatch run <manifest> --state postgres://...`, which creates the run. While run on
- * PostgreSQL is not built, the run is made by a SQLite sync (refused by --max-credits 1 before any submit),
- * copied into the database, and the first worker is a `work` like the others.
- */
-async function firstWorker(manifest: string, service: string[], env: Record<string, string>, cap: number, pool: Pool, sb: SandboxProcess, log: string[]): Promise<CliProcess> {
-  const first = new CliProcess(['run', manifest, ...service, '--max-credits', String(cap)], env);
-  if (await first.waitFor((e) => e.type === 'sending')) return first;
-  if (!first.stderr.includes('not built yet')) return first;
-  log.push('run on PostgreSQL not built: the run made by a SQLite sync copied into the database');
-  const outAt = service.indexOf('--out') + 1;
-  const state = join(service[outAt]!, 'sync.db');
-  const made = await runCli(['run', manifest, '--state', state, '--out', service[outAt]!, '--base-url', sb.url, '--time-scale', SCALE, '--yes', '--max-credits', '1'], env);
-  expect(made.code, made.stderr).toBe(3);
-  await migrate(pool);
-  await copyToPostgres(state, pool);
-  rmSync(state);
-  for (const suffix of ['-wal', '-shm']) rmSync(state + suffix, { force: true });
-  return new CliProcess(['work', '--until-empty', ...service], env);
-}
-
 /** One round: the run, its workers and the chaos, then the checks. */
 async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxProcess): Promise<void> {
   const dir = join(t.dir, `r${round}`);
@@ -122,8 +99,13 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
   const startWorker = () => new CliProcess(['work', '--until-empty', ...service], env);
   const before = await balanceOf(sb);
   const log: string[] = [];
+  const t0 = Date.now();
+  const note = (line: string) => {
+    log.push(line);
+    if (process.env.CHAOS_DEBUG) console.log(`${((Date.now() - t0) / 1000).toFixed(1)} s: ${line}`);
+  };
 
-  const workers = [await firstWorker(manifest, service, env, cap, pool, sb, log)];
+  const workers = [new CliProcess(['run', manifest, ...service, '--max-credits', String(cap)], env)];
   // The others join once the run exists (its first submit is sent after the manifest is synced).
   expect(await workers[0]!.waitFor((e) => e.type === 'sending'), workers[0]!.stderr).toBe(true);
   for (let w = 1; w < WORKERS; w++) workers.push(startWorker());
@@ -144,7 +126,7 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
     if (!w) continue;
     await sleep(randInt(0, 150));
     if (w.signal('SIGKILL')) {
-      log.push(`killed pid ${w.pid} after ${w.events.filter(progressEvent).length} submits/files`);
+      note(`killed pid ${w.pid} after ${w.events.filter(progressEvent).length} submits/files`);
       workers.push(startWorker());
     }
   }
@@ -181,14 +163,24 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
     }
     w.signal('SIGCONT');
     paused = { worker: held.worker, pid: w.pid, jobs: held.jobs, filesBefore, eventsBefore, takenOver, warnings: 0 };
-    log.push(`paused pid ${w.pid} holding ${held.jobs.length} job(s) (${held.jobs.map((j) => `${j.id}:${j.state}`).join(', ')}); ${takenOver} in flight taken over and ${reclaimed.length} pending claimed by others before it went on`);
+    note(`paused pid ${w.pid} holding ${held.jobs.length} job(s) (${held.jobs.map((j) => `${j.id}:${j.state}`).join(', ')}); ${takenOver} in flight taken over and ${reclaimed.length} pending claimed by others before it went on`);
   }
 
+  const watch = process.env.CHAOS_DEBUG
+    ? setInterval(() => {
+        const st = workers.map((w) => `${w.pid}:${w.running ? 'up' : 'down'}:${w.events.length}:${String(w.events.at(-1)?.type)}`).join(' ');
+        console.log(`${((Date.now() - t0) / 1000).toFixed(1)} s: ${st}`);
+        void pool
+          .query(`SELECT id, state, lease_owner, lease_epoch, round(extract(epoch FROM lease_expires - now())::numeric, 1) AS left_s FROM jobs WHERE state NOT IN ('done', 'uncertain') ORDER BY seq LIMIT 12`)
+          .then((r) => console.log(JSON.stringify(r.rows)));
+      }, 5000)
+    : null;
   const exits = await Promise.all(workers.map((w) => w.exited));
+  if (watch) clearInterval(watch);
   // A last worker for whatever a worker killed at the very end still held (its leases expire first).
   const left = (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE state NOT IN ('done', 'uncertain')`)).rows[0]!.n;
   if (left > 0) {
-    log.push(`${left} job(s) left unfinished by the workers: one more worker`);
+    note(`${left} job(s) left unfinished by the workers: one more worker`);
     await sleep(Number(LEASE_S) * 1000 + 500);
     const last = startWorker();
     workers.push(last);
@@ -216,7 +208,7 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
   const late = after.filter((e: CliEvent) => e.type === 'job' && ids.includes(String(e.id)) && e.to !== inFlight.find((j) => j.id === e.id)!.state);
   expect(late).toEqual([]);
   p.warnings = after.filter((e) => e.type === 'warning' && String(e.message).includes('another worker holds it now')).length;
-  log.push(`paused worker after SIGCONT: ${p.warnings} move(s) refused as another worker's, exit ${JSON.stringify(await pausedProc.exited)}`);
+  note(`paused worker after SIGCONT: ${p.warnings} move(s) refused as another worker's, exit ${JSON.stringify(await pausedProc.exited)}`);
 
   const reader = await PgReader.open(url, 'chaos');
   const run = (await reader.runs())[0]!;
@@ -233,6 +225,8 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
     expect(v.filesChecked).toBeGreaterThan(0);
     expect(v.tempFiles).toEqual([]);
     expect(v.integrity).toBe('ok');
+    // Each result file row names the worker that wrote it.
+    expect((await pool.query(`SELECT count(*)::int AS n FROM files WHERE state = 'done' AND worker IS NULL`)).rows).toEqual([{ n: 0 }]);
   } finally {
     snap.close();
     await reader.close();
