@@ -161,6 +161,11 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
       reclaimed = held.jobs.filter((j) => j.state === 'pending' && moved.has(j.id)).map((j) => j.id);
       if (takenOver === inFlight.length) break;
     }
+    if (process.env.CHAOS_DEBUG && takenOver < inFlight.length) {
+      const st = workers.map((x) => `${x.pid}:${x.running ? 'up' : 'down'}:${x.events.length}:${String(x.events.at(-1)?.type)}`).join(' ');
+      const r = await pool.query(`SELECT id, state, lease_owner, lease_epoch, round(extract(epoch FROM lease_expires - now())::numeric, 1) AS left_s FROM jobs WHERE id = ANY($1) AND lease_owner LIKE $2`, [ids, `%:${w.pid}:%`]);
+      console.log(`not taken over: ${st} ${JSON.stringify(r.rows)}`);
+    }
     w.signal('SIGCONT');
     paused = { worker: held.worker, pid: w.pid, jobs: held.jobs, filesBefore, eventsBefore, takenOver, warnings: 0 };
     note(`paused pid ${w.pid} holding ${held.jobs.length} job(s) (${held.jobs.map((j) => `${j.id}:${j.state}`).join(', ')}); ${takenOver} in flight taken over and ${reclaimed.length} pending claimed by others before it went on`);

@@ -86,15 +86,15 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
   const named = o.baseUrl ?? (process.env.GENBATCH_BASE_URL ? undefined : (run.base_url ?? undefined));
   const { baseUrl, apiKey } = serviceConfigFromEnv({ ...(named !== undefined ? { baseUrl: named } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) });
 
-  const { openPool } = await import('../store/pg/db.js');
+  const { idleInTransactionMs, openPool } = await import('../store/pg/db.js');
   const { PgWorkStore } = await import('../store/pg/work-store.js');
-  const pool = openPool(location.url, { max: Math.max(10, concurrency * 2) });
+  const leaseMs = workLeaseMs(timeScale);
+  const pool = openPool(location.url, { max: Math.max(10, concurrency * 2), idleInTransactionMs: idleInTransactionMs(leaseMs) });
   const bus = new EventBus();
   if (o.onEvent) bus.on(o.onEvent);
   const ports = servicePorts({ baseUrl, apiKey, timeScale, requestMs, statusRate }, bus);
   const controller = followSignal(o.signal);
   try {
-    const leaseMs = workLeaseMs(timeScale);
     const store = await PgWorkStore.open({
       pool,
       runId: run.id,

@@ -23,12 +23,29 @@ const types = {
   },
 } as pg.CustomTypesConfig;
 
-export function openPool(url: string, opts: { max?: number } = {}): Pool {
-  const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types, application_name: 'genbatch' });
+/**
+ * `idleInTransactionMs`: the server ends a session left idle inside a transaction this long (a worker's, with
+ * the lease: idleInTransactionMs()): a worker paused mid-transaction (SIGSTOP, a suspended VM) would otherwise
+ * keep its row locks, and every other worker's FOR UPDATE SKIP LOCKED would pass over those jobs for as long
+ * as it sleeps, past its lease.
+ */
+export function openPool(url: string, opts: { max?: number; idleInTransactionMs?: number } = {}): Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.max ?? 10,
+    types,
+    application_name: 'genbatch',
+    ...(opts.idleInTransactionMs ? { idle_in_transaction_session_timeout: opts.idleInTransactionMs } : {}),
+  });
   // An idle client losing its connection (server restart) emits 'error' on the pool: without a listener the
   // process would exit. The next query gets a new connection or reports the failure itself.
   pool.on('error', () => undefined);
   return pool;
+}
+
+/** A worker's idle-in-transaction limit for a lease: half of it, at least 5 s (a live worker short of CPU is not cut off). */
+export function idleInTransactionMs(leaseMs: number): number {
+  return Math.max(5_000, Math.floor(leaseMs / 2));
 }
 
 const names = new Map<string, string>();
@@ -55,6 +72,12 @@ export function named(text: string, values: unknown[]): pg.QueryConfig {
  */
 export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { durable?: boolean } = {}): Promise<T> {
   const c = await pool.connect();
+  // The session may end under the transaction (the server's idle-in-transaction limit after a pause, a
+  // restart): the client then emits 'error', which without a listener ends the process; the query fails
+  // with it, and the client is discarded, not given back to the pool.
+  let broken: Error | undefined;
+  const onError = (err: Error) => (broken = err);
+  c.on('error', onError);
   try {
     await c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
     const out = await fn(c);
@@ -64,7 +87,8 @@ export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { du
     await c.query('ROLLBACK').catch(() => undefined);
     throw err;
   } finally {
-    c.release();
+    c.off('error', onError);
+    c.release(broken);
   }
 }
 
