@@ -108,6 +108,13 @@ describe('PgWorkStore: several workers on one run', () => {
     await two.release(['j3']);
     expect((await admin.query('SELECT reserved FROM budget WHERE run_id = $1', [runId])).rows).toEqual([{ reserved: 4 }]);
     expect((await one.claimPending(1)).jobs.map((j) => j.id)).toEqual(['j3']);
+    // A worker that dies holding a claimed job: the next worker's claim of it reserves nothing more.
+    const dying = await worker(runId, 'dying', { leaseMs: 150 });
+    await one.release(['j3']);
+    expect((await dying.claimPending(1)).jobs.map((j) => j.id)).toEqual(['j3']);
+    await sleep(200);
+    expect((await two.claimPending(1)).jobs.map((j) => j.id)).toEqual(['j3']);
+    expect((await admin.query('SELECT reserved FROM budget WHERE run_id = $1', [runId])).rows).toEqual([{ reserved: 6 }]);
   });
 
   it('a 429 on one worker holds every worker of the key for at least a window; the key itself is never stored', async () => {

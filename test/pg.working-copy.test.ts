@@ -103,29 +103,38 @@ describe('a PostgreSQL run changed through a SQLite working copy (the manifest s
     ]);
   });
 
-  it('a job a worker moved after the copy was made is left as the worker made it, and counted as a conflict', async () => {
+  it('a job a worker moved after the copy was made is left as the worker made it, counted as a conflict; the sync keeps no key, so the next one runs again', async () => {
     await syncManifest(pool, '/race/m.yaml', 'v1', [job('a'), job('b')]);
     const runId = await ensureRun(pool, '/race/m.yaml', '/tmp/out');
     const wp = openPool(db.url, { max: 2 });
     pools.push(wp);
     const w = await PgWorkStore.open({ pool: wp, runId, apiKey: 'k', worker: { id: 'w2', hostname: 'h', pid: 1 } });
     await w.claimPending(1);
-    const copy = await WorkingCopy.load(pool, runId);
-    try {
-      copy.store.openRun('/race/m.yaml', '/tmp/out', 'http://svc', false, false);
-      copy.store.transition('a', 'pending', 'skipped', { last_error: 'removed' });
-      copy.store.transition('b', 'pending', 'skipped', { last_error: 'removed' });
-      // Meanwhile the worker sends a.
-      await w.transition('a', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
-      const wb = await copy.writeBack(pool);
-      expect(wb.conflicts).toBe(1);
-    } finally {
-      copy.close();
-    }
+    let wb: WriteBack | null = null;
+    const outcome = await syncOnce(pool, runId, 'v2', async (c) => {
+      const copy = await WorkingCopy.load(c, runId);
+      try {
+        copy.store.openRun('/race/m.yaml', '/tmp/out', 'http://svc', false, false);
+        copy.store.transition('a', 'pending', 'skipped', { last_error: 'removed' });
+        copy.store.transition('b', 'pending', 'skipped', { last_error: 'removed' });
+        copy.store.setMeta('sync-key:test', 'recorded by the sync');
+        // Meanwhile the worker sends a.
+        await w.transition('a', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+        wb = await copy.writeBack(c);
+      } finally {
+        copy.close();
+      }
+    });
+    expect(outcome).toBe('synced');
+    expect(wb!.conflicts).toBe(1);
     expect((await jobsOf(runId)).map((j) => [j.id, j.state])).toEqual([
       ['a', 'submitting'],
       ['b', 'skipped'],
     ]);
+    // Neither the sync's own meta nor its key: the same manifest is synced again next time.
+    expect((await pool.query(`SELECT key, value FROM meta WHERE key IN ('sync-key:test', $1)`, [`pg-sync:${runId}`])).rows).toEqual([{ key: `pg-sync:${runId}`, value: 'v1' }]);
+    expect(await syncOnce(pool, runId, 'v2', async () => undefined)).toBe('synced');
+    expect(await syncOnce(pool, runId, 'v2', async () => undefined)).toBe('joined');
   });
 
   it("the copy's recovery of submits (as after a crash) moves only those of dead workers: a live worker's submit stays its own", async () => {

@@ -344,6 +344,16 @@ export class PgWorkStore implements WorkStore {
     return r.rows[0] ?? { known: 0, unknown: 0 };
   }
 
+  async getMeta(key: string): Promise<string | null> {
+    const r = await this.pool.query<{ value: string }>('SELECT value FROM meta WHERE key = $1', [key]);
+    return r.rows[0]?.value ?? null;
+  }
+
+  async setMeta(key: string, value: string | null): Promise<void> {
+    if (value === null) await this.pool.query('DELETE FROM meta WHERE key = $1', [key]);
+    else await this.pool.query('INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value', [key, value]);
+  }
+
   async findUpload(baseUrl: string, sha256: string, maxAgeMs: number): Promise<string | null> {
     const r = await this.pool.query<{ file_url: string }>(`SELECT file_url FROM uploads WHERE base_url = $1 AND sha256 = $2 AND ${NOW_MS} - uploaded_at <= $3`, [baseUrl, sha256, maxAgeMs]);
     return r.rows[0]?.file_url ?? null;

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { Store } from '../store.js';
 import type { Queryable } from './db.js';
+import { INCOMPLETE } from './sync-lock.js';
 
 /**
  * A run of a PostgreSQL state worked on by the existing synchronous code (the manifest sync, --redo, the
@@ -105,7 +106,16 @@ export class WorkingCopy {
   /** Write what the copy changed back into PostgreSQL (inside the caller's transaction). */
   async writeBack(q: Queryable): Promise<WriteBack> {
     const out: WriteBack = { inserted: 0, updated: 0, deleted: 0, conflicts: 0, held: 0 };
-    for (const t of TABLES) await this.writeTable(q, t, out);
+    for (const t of TABLES) {
+      // meta comes last: with conflicts the sync was not applied whole, so what it recorded (the engine's sync
+      // key) is not written, and the transaction is marked so that syncOnce keeps no key either: the next
+      // run syncs again.
+      if (t.name === 'meta' && out.conflicts > 0) {
+        await q.query(`SELECT set_config('${INCOMPLETE}', 'yes', true)`);
+        continue;
+      }
+      await this.writeTable(q, t, out);
+    }
     return out;
   }
 
