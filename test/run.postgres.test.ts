@@ -52,6 +52,8 @@ describe('genbatch run on a PostgreSQL state', () => {
     expect(files).toBeGreaterThanOrEqual(10);
     expect(report.summary.workers.reduce((a, w) => a + w.files, 0)).toBe(files);
     expect((await pool.query('SELECT 1 FROM workers')).rowCount).toBeGreaterThanOrEqual(2);
+    const st = JSON.parse((await runCli(['status', 'pair', '--json'], { GENBATCH_STATE: db.url })).stdout) as { finished_at: string | null; workers: unknown[] };
+    expect(st.finished_at).toMatch(/^\d{4}-/);
     // Again: nothing to do.
     const again = await runCli(args, env);
     expect(again.code, again.stderr).toBe(0);

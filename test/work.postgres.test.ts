@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { openPool, type Pool } from '../src/store/pg/db.js';
 import { migrate } from '../src/store/pg/schema.js';
-import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { copyToPostgres } from './helpers/pg-copy.js';
 import { testDatabase, type TestDatabase } from './helpers/pg.js';
 import { tempDir } from './helpers/tmp.js';
@@ -29,7 +29,7 @@ beforeAll(async () => {
   db = await testDatabase();
   pool = openPool(db.url);
   await migrate(pool);
-  sandbox = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.01 });
+  sandbox = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.01, allowLoopback: true });
   const manifest = imageManifest(join(t.dir, 'cats.yaml'), JOBS, 'cat');
   // The run's jobs, synced and left pending: refused by --max-credits after the sync.
   const made = await runCli(['run', manifest, '--sandbox', '--max-credits', '1']);
@@ -74,5 +74,46 @@ describe('genbatch work on PostgreSQL', () => {
     const start = JSON.parse(a.stdout.split('\n')[0]!) as { type: string; manifest: string; out_dir: string; state: string };
     expect(start).toMatchObject({ type: 'start', manifest: join(t.dir, 'cats.yaml'), out_dir: out });
     expect(start.state).toContain(':***@');
+  });
+
+  it("takes over a dead worker's download: the temporary file it left is removed, the job done", async () => {
+    const job = 'cat-0003';
+    // A worker died while downloading cat-0003: its lease ran out, its partial file is left in the job's folder.
+    await pool.query(`UPDATE jobs SET state = 'downloading', lease_owner = 'gone:1:dead', lease_expires = now() - interval '1 minute' WHERE id = $1`, [job]);
+    mkdirSync(join(out, job), { recursive: true });
+    const partial = join(out, job, '.image-1.png.0123456789ab.part');
+    writeFileSync(partial, 'half of it');
+    const r = await runCli(['work', '--until-empty', '--time-scale', '0.01'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url });
+    expect(r.code, r.stderr).toBe(0);
+    expect((await pool.query<{ state: string }>('SELECT state FROM jobs WHERE id = $1', [job])).rows[0]!.state).toBe('done');
+    expect(existsSync(partial)).toBe(false);
+  });
+
+  it('with --listen, a worker receives the callbacks of the tasks it sends (one token for the database)', async () => {
+    await pool.query(`UPDATE jobs SET state = 'pending', task_id = NULL, submitted_at = NULL, finished_at = NULL, lease_owner = NULL, lease_expires = NULL WHERE id IN ('cat-0004', 'cat-0005')`);
+    const before = (await sandbox.stats()).callbacks;
+    const r = await runCli(['work', '--until-empty', '--time-scale', '0.01', '--listen', '127.0.0.1:0', '--json'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('"type":"listening"');
+    expect((await pool.query(`SELECT 1 FROM jobs WHERE state = 'done' AND id IN ('cat-0004', 'cat-0005')`)).rowCount).toBe(2);
+    const after = (await sandbox.stats()).callbacks;
+    expect(after.delivered - before.delivered).toBeGreaterThanOrEqual(1);
+    expect((await pool.query(`SELECT value FROM meta WHERE key = 'callback_token'`)).rowCount).toBe(1);
+  });
+
+  it('without --until-empty a worker waits for more work until stopped: SIGTERM ends it at once (exit 4, as a stopped run)', async () => {
+    const child = spawnCli(['work', '--time-scale', '0.01', '--json'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url });
+    let out = '';
+    const started = new Promise<void>((r) => child.stdout!.on('data', (d: Buffer) => ((out += d.toString()), out.includes('"type":"synced"') && r())));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    await started;
+    // Nothing to do: it keeps looking (a second passes with it still running), then stops on SIGTERM.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(child.exitCode).toBeNull();
+    const t0 = Date.now();
+    child.kill('SIGTERM');
+    expect(await exited).toBe(4);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(out).toContain('"type":"finish"');
   });
 });

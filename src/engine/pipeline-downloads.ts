@@ -44,18 +44,18 @@ export class Downloads {
     return this.queue.size + this.again.size;
   }
 
-  /** Queue a `downloading` job (its results expire at `expiresAt`, ms epoch). */
-  add(id: string, expiresAt: number | null): void {
-    this.queue.push({ at: expiresAt ?? 0, id });
-  }
-
   /**
-   * Queue a `downloading` job taken over from a worker that stopped (killed, or paused past its lease):
-   * the temporary files it left in the job's folder are removed first (this worker holds the job now).
+   * Queue a `downloading` job this worker took over (a stopped run's, or a dead worker's): the temporary files
+   * its earlier download left in the job's folder are removed first.
    */
   async takeOver(id: string, expiresAt: number | null): Promise<void> {
     await this.download.cleanupPartials(join(this.c.opts.outDir, this.download.sanitizeName(id)));
     this.add(id, expiresAt);
+  }
+
+  /** Queue a `downloading` job (its results expire at `expiresAt`, ms epoch). */
+  add(id: string, expiresAt: number | null): void {
+    this.queue.push({ at: expiresAt ?? 0, id });
   }
 
   /** Start downloads, soonest-expiring first; returns when the next paused one may be tried again (ms epoch). */

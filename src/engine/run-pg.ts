@@ -128,6 +128,11 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
       signal: o.signal,
       events: o.events,
     });
+    // The run's end, as on SQLite (status: "last run ... to ..."; the reports' wall time): once nothing is left to move.
+    const c = outcome.counts;
+    if (c.pending + c.submitting + c.submitted + c.downloading === 0) {
+      await pool.query(`UPDATE runs SET finished_at = ${pg.NOW_ISO} WHERE id = $1`, [runId]).catch(() => undefined);
+    }
     await writeReportsFromCopy(o, runId);
     return outcome;
   } finally {
@@ -169,7 +174,11 @@ export async function countsOf(pool: import('../store/pg/db.js').Pool, runId: nu
 }
 type JobStateName = import('../store/index.js').JobState;
 
-/** The callback path token of the database, made by the first worker that needs it: every worker's receiver takes every job's callback. */
+/**
+ * The callback path token of the state, made by the first worker that needs it (an insert that keeps the
+ * first one: two workers starting together read the same), so that every worker's receiver takes every
+ * job's callback (a public URL in front of several receivers).
+ */
 export async function callbackToken(pool: import('../store/pg/db.js').Pool): Promise<string> {
   const { newCallbackToken } = await import('./callbacks.js');
   await pool.query(`INSERT INTO meta (key, value) VALUES ('callback_token', $1) ON CONFLICT (key) DO NOTHING`, [newCallbackToken()]);

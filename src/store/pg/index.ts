@@ -1,7 +1,7 @@
 /** The PostgreSQL state: any number of workers on one run (see README.md). */
 export { idleInTransactionMs, inTx, openPool, redactUrl, stateError } from './db.js';
 export type { Client, Pool, Queryable } from './db.js';
-export { migrate, MIRRORED_TABLES } from './schema.js';
+export { migrate, MIRRORED_TABLES, NOW_ISO } from './schema.js';
 export { PgWorkStore, keyFingerprint } from './work-store.js';
 export type { PgWorkStoreOptions } from './work-store.js';
 export { syncOnce } from './sync-lock.js';

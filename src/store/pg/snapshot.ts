@@ -7,6 +7,7 @@ import { openDatabase, SCHEMA_VERSION } from '../schema.js';
 import type { RunRow } from '../types.js';
 import { inTx, openPool, type Client, type Pool } from './db.js';
 import { NOW_ISO } from './schema.js';
+import { TABLES as RUN_TABLES } from './working-copy.js';
 
 /**
  * The readers of a PostgreSQL state (status, report, view, export) run on a SQLite copy of the runs they
@@ -34,16 +35,8 @@ export interface WorkerCount {
   last_seen: string | null;
 }
 
-/** The tables copied, each with its primary key (keyset paging) and how its rows name their run. */
-const TABLES = [
-  { name: 'runs', key: ['id'], run: 'id' },
-  { name: 'invocations', key: ['run_id', 'n'], run: 'run_id' },
-  { name: 'jobs', key: ['run_id', 'id'], run: 'run_id' },
-  { name: 'files', key: ['run_id', 'job_id', 'idx'], run: 'run_id' },
-  { name: 'job_links', key: ['run_id', 'job_id', 'parent_id'], run: 'run_id' },
-  { name: 'marks', key: ['run_id', 'job_id', 'n'], run: 'run_id' },
-  { name: 'job_errors', key: ['run_id', 'job_id', 'n'], run: 'run_id' },
-] as const;
+/** The tables copied (the working copy's, less meta: shared by every run), each with its primary key (keyset paging) and the column naming its run. */
+const TABLES = RUN_TABLES.filter((t): t is typeof t & { run: string } => t.run !== null);
 type Table = (typeof TABLES)[number];
 
 const PAGE = 5000;
@@ -146,19 +139,11 @@ export class PgReader {
   }
 
   /** fn on one client inside a REPEATABLE READ READ ONLY transaction: every query sees the same moment. */
-  async consistent<T>(fn: (c: Client) => Promise<T>): Promise<T> {
-    const c = await this.pool.connect();
-    try {
-      await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const out = await fn(c);
-      await c.query('COMMIT');
-      return out;
-    } catch (err) {
-      await c.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      c.release();
-    }
+  consistent<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+    return inTx(this.pool, async (c) => {
+      await c.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      return fn(c);
+    });
   }
 
   /** Add marks to jobs' histories in the database: each one more row of its job (n after the last there), on the database clock. */
@@ -211,25 +196,27 @@ export class Snapshot {
       const f = (await c.query<{ f: string }>(FINGERPRINT, [this.runIds])).rows[0]!.f;
       if (f === this.fingerprint) return false;
       const [[jobCount]] = JSON.parse(f) as [[number]];
-      const since = await this.latest(c);
+      const latest = await this.latest(c);
       const incremental = this.since !== null && jobCount === this.jobCount();
       const rows = new Map<string, unknown[][]>();
-      if (incremental) {
-        const s = this.since!;
-        rows.set('runs', await this.read(c, TABLES[0]));
-        rows.set('invocations', await this.read(c, TABLES[1]));
-        rows.set('jobs', await this.read(c, TABLES[2], 'updated_at >= $2', [s.jobs]));
-        const changed = `EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = t.run_id AND j.id = t.job_id AND (j.updated_at >= $2 OR j.state = 'downloading'))`;
-        rows.set('files', await this.read(c, TABLES[3], changed, [s.jobs]));
-        rows.set('job_links', await this.read(c, TABLES[4], changed, [s.jobs]));
-        rows.set('marks', await this.read(c, TABLES[5], 'at >= $2', [s.marks]));
-        rows.set('job_errors', await this.read(c, TABLES[6], 'at >= $2', [s.errors]));
-      } else {
-        for (const t of TABLES) rows.set(t.name, await this.read(c, t));
+      // Incremental: the jobs changed since (with their files, links; the files of jobs downloading), the marks and
+      // errors made since; runs and invocations whole (a few rows).
+      const s = this.since;
+      const changed = `EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = t.run_id AND j.id = t.job_id AND (j.updated_at >= $2 OR j.state = 'downloading'))`;
+      const since: Record<string, [string, unknown[]]> = s === null ? {} : {
+        jobs: ['updated_at >= $2', [s.jobs]],
+        files: [changed, [s.jobs]],
+        job_links: [changed, [s.jobs]],
+        marks: ['at >= $2', [s.marks]],
+        job_errors: ['at >= $2', [s.errors]],
+      };
+      for (const t of TABLES) {
+        const w = incremental ? since[t.name] : undefined;
+        rows.set(t.name, await this.read(c, t, w?.[0], w?.[1]));
       }
       this.write(rows, incremental);
       this.fingerprint = f;
-      this.since = since;
+      this.since = latest;
       return true;
     });
   }

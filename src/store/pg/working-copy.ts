@@ -19,14 +19,14 @@ import { INCOMPLETE } from './sync-lock.js';
  * uncertain, as after a crash of one machine) only when no live worker holds it (counted in `held`).
  */
 
-interface TableSpec {
+export interface TableSpec {
   name: string;
   key: readonly string[];
   /** The column naming the run (null: shared by every run: meta). */
   run: string | null;
 }
 
-const TABLES: readonly TableSpec[] = [
+export const TABLES: readonly TableSpec[] = [
   { name: 'runs', key: ['id'], run: 'id' },
   { name: 'invocations', key: ['run_id', 'n'], run: 'run_id' },
   { name: 'jobs', key: ['run_id', 'id'], run: 'run_id' },
