@@ -133,6 +133,21 @@ function manifest(n) {
   return path;
 }
 
+/** Resolves once the database at `url` holds a run with jobs (asked every 50 ms). */
+async function synced(url) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    for (;;) {
+      const n = await c.query('SELECT count(*)::int AS n FROM jobs').then((r) => r.rows[0].n, () => 0);
+      if (n > 0) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } finally {
+    await c.end();
+  }
+}
+
 /** One run of the manifest on a PostgreSQL state with `workers` processes; makespan and each process's usage. */
 async function pgRun(admin, sb, path, workers, measure) {
   const url = await database(admin, `bench_run_${workers}_${randomBytes(3).toString('hex')}`);
@@ -141,6 +156,8 @@ async function pgRun(admin, sb, path, workers, measure) {
   const env = { GENBATCH_API_KEY: KEY };
   const t0 = performance.now();
   const first = cli(['run', path, '--state', url, ...common], env, measure);
+  // The others join once the run is in the database (its jobs written by the run's sync).
+  if (workers > 1) await synced(url);
   const rest = [];
   for (let w = 1; w < workers; w++) rest.push(cli(['work', '--state', url, '--until-empty', ...common], env, measure));
   const all = await Promise.all([first, ...rest]);

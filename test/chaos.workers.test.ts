@@ -18,16 +18,18 @@ import { tempDir } from './helpers/tmp.js';
  * ambiguous submits that create the task and answer 500). Leases are short (GENBATCH_LEASE_SECONDS).
  *
  * Chaos, each at a random moment (after the k-th submit or file of the worker, k random): two
- * workers SIGKILLed, each replaced by a new `work`; then one worker SIGSTOPped until every job it
- * held was taken by another (past its lease), then SIGCONT: its late writes are refused (no file row
- * and no job event of it about those jobs after it was stopped).
+ * workers SIGKILLed, each replaced by a new `work`; then one worker SIGSTOPped while it holds jobs in
+ * flight (submitting, submitted, downloading), until each of them was taken by another worker (past
+ * its lease: made uncertain, or polled and downloaded by them), then SIGCONT: its late writes are
+ * refused (no new file row of it and no job event of a move of it about those jobs).
  *
  * After: every job done or uncertain; no task created twice (every task at the sandbox is recorded
  * by one job, or comes from a submit whose answer was lost, whose job is uncertain: no more of those
  * than uncertain jobs without a task); zero 429s of the upload rate limit (the sandbox's own count);
  * the credits charged (the key's balance) within --max-credits; every file present with its recorded
  * size and sha256; no temporary file left.
- * CHAOS_ROUNDS=N runs N rounds (default 1).
+ * CHAOS_ROUNDS=N runs N rounds (default 1), each with its own sandbox and database; CHAOS_DEBUG=1
+ * prints the chaos as it happens and the unfinished jobs every 5 s.
  */
 const SCALE = '0.01';
 const JOBS = 300;
@@ -121,15 +123,18 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
     return (await w.waitFor(progressEvent, k)) ? w : null;
   };
 
-  for (let kill = 0; kill < 2; kill++) {
+  let kills = 0;
+  for (let attempt = 0; attempt < 4 && kills < 2; attempt++) {
     const w = await pick(20);
     if (!w) continue;
     await sleep(randInt(0, 150));
     if (w.signal('SIGKILL')) {
+      kills++;
       note(`killed pid ${w.pid} after ${w.events.filter(progressEvent).length} submits/files`);
       workers.push(startWorker());
     }
   }
+  expect(kills, 'workers killed mid-run').toBe(2);
 
   // Pause one past its lease: stopped while it holds jobs, resumed once every one of them was taken by another worker.
   let paused: { worker: string; pid: number; jobs: Held[]; filesBefore: string[]; eventsBefore: number; takenOver: number; warnings: number } | null = null;
