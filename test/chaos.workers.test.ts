@@ -56,6 +56,8 @@ const FAULTS = [
 ].join(',');
 
 const t = tempDir('genbatch-chaos-');
+/** Every worker process of the round: those still running when it fails are ended. */
+const started: CliProcess[] = [];
 
 beforeAll(() => ensureBuilt());
 afterAll(() => t.cleanup());
@@ -98,7 +100,12 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
   mkdirSync(out);
   const service = ['--state', url, '--out', out, '--base-url', sb.url, '--time-scale', SCALE, '--concurrency', '4', '--yes', '--json'];
   const env = { GENBATCH_API_KEY: sb.key, GENBATCH_LEASE_SECONDS: LEASE_S };
-  const startWorker = () => new CliProcess(['work', '--until-empty', ...service], env);
+  const spawnWorker = (args: string[]) => {
+    const w = new CliProcess(args, env);
+    started.push(w);
+    return w;
+  };
+  const startWorker = () => spawnWorker(['work', '--until-empty', ...service]);
   const before = await balanceOf(sb);
   const log: string[] = [];
   const t0 = Date.now();
@@ -107,7 +114,7 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
     if (process.env.CHAOS_DEBUG) console.log(`${((Date.now() - t0) / 1000).toFixed(1)} s: ${line}`);
   };
 
-  const workers = [new CliProcess(['run', manifest, ...service, '--max-credits', String(cap)], env)];
+  const workers = [spawnWorker(['run', manifest, ...service, '--max-credits', String(cap)])];
   // The others join once the run exists (its first submit is sent after the manifest is synced).
   expect(await workers[0]!.waitFor((e) => e.type === 'sending'), workers[0]!.stderr).toBe(true);
   for (let w = 1; w < WORKERS; w++) workers.push(startWorker());
@@ -253,6 +260,10 @@ describe('chaos: 4 workers on one PostgreSQL run', () => {
       try {
         await chaosRound(round, db.url, pool, sb);
       } finally {
+        for (const w of started.splice(0)) {
+          w.signal('SIGCONT');
+          w.signal('SIGKILL');
+        }
         await pool.end();
         await db.drop();
         await sb.stop();
