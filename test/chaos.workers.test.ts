@@ -23,7 +23,8 @@ import { tempDir } from './helpers/tmp.js';
  * its lease: made uncertain, or polled and downloaded by them), then SIGCONT: its late writes are
  * refused (no new file row of it and no job event of a move of it about those jobs).
  *
- * After: every job done or uncertain; no task created twice (every task at the sandbox is recorded
+ * After: every job done or uncertain (or skipped behind an uncertain job: a music chain whose song's
+ * submit answer was lost); no task created twice (every task at the sandbox is recorded
  * by one job, or comes from a submit whose answer was lost, whose job is uncertain: no more of those
  * than uncertain jobs without a task); zero 429s of the upload rate limit (the sandbox's own count);
  * the credits charged (the key's balance) within --max-credits; every file present with its recorded
@@ -187,15 +188,28 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
     ? setInterval(() => {
         const st = workers.map((w) => `${w.pid}:${w.running ? 'up' : 'down'}:${w.events.length}:${String(w.events.at(-1)?.type)}`).join(' ');
         console.log(`${((Date.now() - t0) / 1000).toFixed(1)} s: ${st}`);
+        for (const w of workers.filter((x) => x.running)) console.log(`  ${w.pid} last: ${JSON.stringify(w.events.slice(-4))} ${w.stderr.slice(-300)}`);
         void pool
           .query(`SELECT id, state, lease_owner, lease_epoch, round(extract(epoch FROM lease_expires - now())::numeric, 1) AS left_s FROM jobs WHERE state NOT IN ('done', 'uncertain') ORDER BY seq LIMIT 12`)
-          .then((r) => console.log(JSON.stringify(r.rows)));
+          .then((r) => console.log(JSON.stringify(r.rows)), () => undefined);
+        void pool
+          .query(`SELECT slot, held_by, round(extract(epoch FROM held_until - now())::numeric, 1) AS hold_s, round(extract(epoch FROM now() - ended_at)::numeric, 1) AS ended_s FROM upload_slots`)
+          .then((r) => console.log(`slots ${JSON.stringify(r.rows)}`), () => undefined);
       }, 5000)
     : null;
-  const exits = await Promise.all(workers.map((w) => w.exited));
+  // Every worker ends (--until-empty) once the run has nothing left; a round that hangs fails here, its state shown.
+  const ended = Promise.all(workers.map((w) => w.exited));
+  const hung = await Promise.race([ended.then(() => false), sleep(90_000).then(() => true)]);
+  if (hung) {
+    if (watch) clearInterval(watch);
+    const left = await pool.query(`SELECT id, state, lease_owner, round(extract(epoch FROM lease_expires - now())::numeric, 1) AS left_s FROM jobs WHERE state NOT IN ('done', 'uncertain') ORDER BY seq LIMIT 20`);
+    const up = workers.filter((w) => w.running).map((w) => `${w.pid}: ${JSON.stringify(w.events.slice(-3))}`);
+    throw new Error(`workers still running 90 s after the chaos: ${up.join('; ')}; jobs left: ${JSON.stringify(left.rows)}`);
+  }
+  const exits = await ended;
   if (watch) clearInterval(watch);
   // A last worker for whatever a worker killed at the very end still held (its leases expire first).
-  const left = (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE state NOT IN ('done', 'uncertain')`)).rows[0]!.n;
+  const left = (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE state IN ('pending', 'submitting', 'submitted', 'downloading')`)).rows[0]!.n;
   if (left > 0) {
     note(`${left} job(s) left unfinished by the workers: one more worker`);
     await sleep(Number(LEASE_S) * 1000 + 500);
