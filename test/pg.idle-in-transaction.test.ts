@@ -24,13 +24,15 @@ describe('a session idle in a transaction', () => {
     await db?.drop();
   });
 
-  it('is ended by the server, so its row locks go and another worker claims the job; the sleeper\'s transaction fails, its process lives', async () => {
+  it('is ended by the server, so its row locks go and another worker claims the job; the sleeper\'s transaction is tried once more, then fails, its process lives', async () => {
     const runId = await seedRun(admin, 'idle', [{ id: 'x' }]);
     const sleeper = openPool(db.url, { max: 1, idleInTransactionMs: 300 });
     const other = openPool(db.url, { max: 1 });
     try {
       // The sleeper locks the job's row in a transaction, then stops for 2 s (as a paused process would).
+      let attempts = 0;
       const paused = inTx(sleeper, async (c) => {
+        attempts++;
         await c.query('SELECT 1 FROM jobs WHERE run_id = $1 AND id = $2 FOR UPDATE', [runId, 'x']);
         await new Promise((r) => setTimeout(r, 2000));
         await c.query('SELECT 1');
@@ -43,12 +45,32 @@ describe('a session idle in a transaction', () => {
       expect((await claimPending(other, runId, 'live', 30_000, 1)).jobs).toEqual([]);
       await new Promise((r) => setTimeout(r, 600));
       expect((await claimPending(other, runId, 'live', 30_000, 1)).jobs.map((j) => j.id)).toEqual(['x']);
+      // The sleeper's transaction is made once more on a new connection (nothing of it was committed): it
+      // sleeps again, is ended again, and fails then.
       expect(await settled).toMatch(/^failed: /);
+      expect(attempts).toBe(2);
       // The pool goes on with a new connection.
       expect((await sleeper.query<{ n: number }>('SELECT 1 AS n')).rows).toEqual([{ n: 1 }]);
     } finally {
       await sleeper.end();
       await other.end();
+    }
+  });
+
+  it('a transaction whose session was ended before its commit is made again on a new connection, once', async () => {
+    const pool = openPool(db.url, { max: 1, idleInTransactionMs: 200 });
+    try {
+      let attempts = 0;
+      const out = await inTx(pool, async (c) => {
+        attempts++;
+        // The first attempt sleeps past the limit (a worker paused mid-transaction); the second does not.
+        if (attempts === 1) await new Promise((r) => setTimeout(r, 600));
+        return (await c.query<{ n: number }>('SELECT 2 AS n')).rows[0]!.n;
+      });
+      expect(out).toBe(2);
+      expect(attempts).toBe(2);
+    } finally {
+      await pool.end();
     }
   });
 

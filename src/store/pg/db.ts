@@ -71,24 +71,30 @@ export function named(text: string, values: unknown[]): pg.QueryConfig {
  * synchronous=NORMAL commits; the submit intent and the task id are durable.
  */
 export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { durable?: boolean } = {}): Promise<T> {
-  const c = await pool.connect();
-  // The session may end under the transaction (the server's idle-in-transaction limit after a pause, a
-  // restart): the client then emits 'error', which without a listener ends the process; the query fails
-  // with it, and the client is discarded, not given back to the pool.
-  let broken: Error | undefined;
-  const onError = (err: Error) => (broken = err);
-  c.on('error', onError);
-  try {
-    await c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
-    const out = await fn(c);
-    await c.query('COMMIT');
-    return out;
-  } catch (err) {
-    await c.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    c.off('error', onError);
-    c.release(broken);
+  for (let attempt = 1; ; attempt++) {
+    const c = await pool.connect();
+    // The session may end under the transaction (the server's idle-in-transaction limit after a pause, a
+    // restart): the client then emits 'error', which without a listener ends the process; the query fails
+    // with it, and the client is discarded, not given back to the pool. Nothing was committed then (the
+    // COMMIT was not sent): the transaction is made once more on a new connection.
+    let broken: Error | undefined;
+    let committing = false;
+    const onError = (err: Error) => (broken = err);
+    c.on('error', onError);
+    try {
+      await c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
+      const out = await fn(c);
+      committing = true;
+      await c.query('COMMIT');
+      return out;
+    } catch (err) {
+      if (broken && !committing && attempt === 1) continue;
+      await c.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      c.off('error', onError);
+      c.release(broken);
+    }
   }
 }
 
