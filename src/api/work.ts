@@ -8,6 +8,7 @@ import { workEngine } from '../engine/work.js';
 import { UsageError } from '../errors.js';
 import type { JobState, RunRow } from '../store/index.js';
 import { parseStateLocation } from '../store/location.js';
+import { leaseMsFromEnv } from '../store/pg/lease-env.js';
 import { chooseRun, runName } from '../store/run-name.js';
 import { checkServiceOptions, followSignal, openWritableBucket, outcomeName, type RunOptions, type RunOutcomeName } from './run.js';
 import { servicePorts } from './ports.js';
@@ -41,9 +42,12 @@ export interface WorkSummary {
   outDir: string;
 }
 
-/** The lease of a claimed job: 30 s, shorter with a time scale below 1 (at least 5 s: a loaded machine may miss a heartbeat or two). */
-export function workLeaseMs(timeScale: number): number {
-  return Math.min(30_000, Math.max(5_000, Math.round(30_000 * timeScale)));
+/**
+ * The lease of a claimed job: GENBATCH_LEASE_SECONDS when set, else 30 s, shorter with a time scale below 1
+ * (at least 5 s: a loaded machine may miss a heartbeat or two).
+ */
+export function workLeaseMs(timeScale: number, env: NodeJS.ProcessEnv = process.env): number {
+  return leaseMsFromEnv(env) ?? Math.min(30_000, Math.max(5_000, Math.round(30_000 * timeScale)));
 }
 
 /** The pause of an idle worker between two looks for work: 2 s, x the time scale (at least 200 ms). */
@@ -87,9 +91,10 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
   const named = o.baseUrl ?? (process.env.GENBATCH_BASE_URL ? undefined : (run.base_url ?? undefined));
   const { baseUrl, apiKey } = serviceConfigFromEnv({ ...(named !== undefined ? { baseUrl: named } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) });
 
-  const { openPool } = await import('../store/pg/db.js');
+  const { idleInTransactionMs, openPool } = await import('../store/pg/db.js');
   const { PgWorkStore } = await import('../store/pg/work-store.js');
-  const pool = openPool(location.url, { max: Math.max(10, concurrency * 2) });
+  const leaseMs = workLeaseMs(timeScale);
+  const pool = openPool(location.url, { max: Math.max(10, concurrency * 2), idleInTransactionMs: idleInTransactionMs(leaseMs) });
   const bus = new EventBus();
   if (o.onEvent) bus.on(o.onEvent);
   // Results in a bucket: checked writable before this worker claims anything (exit 74, naming it).
@@ -97,7 +102,6 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
   const ports = servicePorts({ baseUrl, apiKey, timeScale, requestMs, statusRate, bucket }, bus);
   const controller = followSignal(o.signal);
   try {
-    const leaseMs = workLeaseMs(timeScale);
     const store = await PgWorkStore.open({
       pool,
       runId: run.id,

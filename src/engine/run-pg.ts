@@ -58,7 +58,7 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
   if (!existsSync(abs)) throw new ManifestError([{ job: null, where: o.manifestPath, path: '', message: 'manifest file not found' }]);
   const manifest = await openManifest(abs, { confine: o.confine === true });
   const pg = await import('../store/pg/index.js');
-  const pool = pg.openPool(o.stateUrl, { max: Math.max(10, o.concurrency * 2) });
+  const pool = pg.openPool(o.stateUrl, { max: Math.max(10, o.concurrency * 2), idleInTransactionMs: pg.idleInTransactionMs(o.leaseMs) });
   const failure = (err: unknown) => new StateError(`PostgreSQL state ${o.stateDisplay}: ${err instanceof Error ? err.message : String(err)}`);
   try {
     let runId: number;

@@ -14,7 +14,8 @@ export class Stats {
   readonly requests: Record<string, number> = {};
   readonly requestsByKey: Record<string, number> = {};
   readonly tasksByKey: Record<string, number> = {};
-  readonly uploads = { accepted: 0, refused: 0 };
+  /** refused: every upload answered with an error; rate_limited: those of them refused by the upload rate limit (429, not an injected fault). */
+  readonly uploads = { accepted: 0, refused: 0, rate_limited: 0 };
   readonly callbacks = { attempted: 0, delivered: 0, failed: 0, abandoned: 0 };
 
   /** The latest requests in order of arrival (in-process: `Sandbox.requestLog()`). */

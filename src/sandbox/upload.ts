@@ -35,7 +35,8 @@ import { download } from './uploads/remote.js';
  * Errors: 400 validation_error for missing or invalid fields, 400
  * file_format_error for data that is not a usable image, 422 for a stream
  * upload without `file`. Stats: every upload request answered with an error
- * (401, 429, body parsing errors and faults included) counts as refused; each stored image as accepted.
+ * (401, 429, body parsing errors and faults included) counts as refused; each stored image as accepted;
+ * a 429 of the rate limit (not an injected fault) also counts as rate_limited.
  */
 
 export const UPLOAD_TTL_MS = 72 * 3600 * 1000;
@@ -98,6 +99,7 @@ export function uploadRoutes(app: FastifyInstance, ctx: SandboxContext): void {
     if (!account) return;
     const waitMs = limit.take(account.hash, ctx.now());
     if (waitMs === null) return;
+    ctx.stats.uploads.rate_limited++;
     reply.header('retry-after', String(Math.max(1, Math.ceil(waitMs / 1000))));
     return sendError(reply, 429, `upload rate limit: at most ${UPLOADS_PER_WINDOW} uploads per minute per API key; retry after ${Math.ceil(waitMs / 1000)} s`, 'error', 'rate_limit_error');
   };

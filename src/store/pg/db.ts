@@ -24,12 +24,29 @@ const types = {
   },
 } as pg.CustomTypesConfig;
 
-export function openPool(url: string, opts: { max?: number } = {}): Pool {
-  const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types, application_name: 'genbatch' });
+/**
+ * `idleInTransactionMs`: the server ends a session left idle inside a transaction this long (a worker's, with
+ * the lease: idleInTransactionMs()): a worker paused mid-transaction (SIGSTOP, a suspended VM) would otherwise
+ * keep its row locks, and every other worker's FOR UPDATE SKIP LOCKED would pass over those jobs for as long
+ * as it sleeps, past its lease.
+ */
+export function openPool(url: string, opts: { max?: number; idleInTransactionMs?: number } = {}): Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.max ?? 10,
+    types,
+    application_name: 'genbatch',
+    ...(opts.idleInTransactionMs ? { idle_in_transaction_session_timeout: opts.idleInTransactionMs } : {}),
+  });
   // An idle client losing its connection (server restart) emits 'error' on the pool: without a listener the
   // process would exit. The next query gets a new connection or reports the failure itself.
   pool.on('error', () => undefined);
   return pool;
+}
+
+/** A worker's idle-in-transaction limit for a lease: half of it, at least 5 s (a live worker short of CPU is not cut off). */
+export function idleInTransactionMs(leaseMs: number): number {
+  return Math.max(5_000, Math.floor(leaseMs / 2));
 }
 
 const names = new Map<string, string>();
@@ -55,17 +72,30 @@ export function named(text: string, values: unknown[]): pg.QueryConfig {
  * synchronous=NORMAL commits; the submit intent and the task id are durable.
  */
 export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { durable?: boolean } = {}): Promise<T> {
-  const c = await pool.connect();
-  try {
-    await c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
-    const out = await fn(c);
-    await c.query('COMMIT');
-    return out;
-  } catch (err) {
-    await c.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    c.release();
+  for (let attempt = 1; ; attempt++) {
+    const c = await pool.connect();
+    // The session may end under the transaction (the server's idle-in-transaction limit after a pause, a
+    // restart): the client then emits 'error', which without a listener ends the process; the query fails
+    // with it, and the client is discarded, not given back to the pool. Nothing was committed then (the
+    // COMMIT was not sent): the transaction is made once more on a new connection.
+    let broken: Error | undefined;
+    let committing = false;
+    const onError = (err: Error) => (broken = err);
+    c.on('error', onError);
+    try {
+      await c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
+      const out = await fn(c);
+      committing = true;
+      await c.query('COMMIT');
+      return out;
+    } catch (err) {
+      if (broken && !committing && attempt === 1) continue;
+      await c.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      c.off('error', onError);
+      c.release(broken);
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 /** The PostgreSQL state: any number of workers on one run (see README.md). */
-export { inTx, openPool, stateError } from './db.js';
+export { idleInTransactionMs, inTx, openPool, stateError } from './db.js';
 export type { Client, Pool, Queryable } from './db.js';
 export { migrate, MIRRORED_TABLES, NOW_ISO } from './schema.js';
 export { PgWorkStore, keyFingerprint } from './work-store.js';
