@@ -53,6 +53,8 @@ export class Submits {
   /** for_each jobs whose children would go over the credit limit: left pending, not tried again in this run. */
   private readonly heldByLimit = new Set<string>();
   private overBudgetSaid = false;
+  /** The last claim found pending jobs and took none: each would go over the credit limit. */
+  heldByBudget = false;
   private readonly parents: ParentOutputs;
   private readonly uploader: Uploader;
   /** POSTs (and chat calls) sent in this run. */
@@ -146,6 +148,7 @@ export class Submits {
     }
     for (const row of claim.jobs) this.unsent.add(row.id);
     this.buffer.push(...claim.jobs);
+    this.heldByBudget = claim.jobs.length === 0 && claim.overBudget;
     if (claim.jobs.length === 0) this.exhausted = true;
   }
 

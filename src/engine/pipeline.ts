@@ -59,6 +59,11 @@ export class Pipeline {
   }
 
   /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
+  /** The last claim took no pending job because each would go over the credit limit (--max-credits, the budget). */
+  get heldByBudget(): boolean {
+    return this.submits.heldByBudget;
+  }
+
   get submitsSent(): number {
     return this.submits.submitsSent;
   }

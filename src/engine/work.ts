@@ -61,6 +61,9 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
       if (o.signal.aborted) return false;
       if (!o.untilEmpty) return true;
       const left = await o.workLeft();
+      // Pending jobs the credit limit holds back are nothing this worker can do once no job is in flight
+      // (only a job in flight may still give its reserved credits back).
+      if (left.inFlight === 0 && pipeline?.heldByBudget) return false;
       return left.pending + left.inFlight > 0;
     };
     for (;;) {
