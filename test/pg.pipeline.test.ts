@@ -136,6 +136,29 @@ describe('the pipeline on a PostgreSQL state', () => {
     expect(leased.rows[0]).toEqual({ n: 0 });
   });
 
+  it('a completion callback reaching another worker adopts the job from its live holder: read and downloaded there, the task created once, the holder refused', async () => {
+    const { runId, outDir } = await synced('adopt', 1);
+    const tasksBefore = sb.stats().tasks_total;
+    // The holder sent the job and waits on its task, its lease live (no pipeline of its own runs here).
+    const holder = await worker(runId, outDir, 'holder');
+    const job = (await holder.store.claimPending(1)).jobs[0]!;
+    await holder.store.transition(job.id, 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    const spec = JSON.parse(job.spec) as { model: string; input: Record<string, unknown> };
+    const { task_id } = await ports(sb.url).service.submit({ model: spec.model, input: spec.input });
+    await holder.store.transition(job.id, 'submitting', 'submitted', { task_id }, { durable: true });
+    // The task's callback reaches the other worker's receiver (one public URL in front of both).
+    const other = await worker(runId, outDir, 'other');
+    const running = other.pipeline.run();
+    other.pipeline.onCallback({ job: job.id, attempt: 1, taskId: task_id, status: 'finished', task: null });
+    await running;
+    const row = await admin.query<{ state: string; lease_owner: string | null }>('SELECT state, lease_owner FROM jobs WHERE run_id = $1 AND id = $2', [runId, job.id]);
+    expect(row.rows).toEqual([{ state: 'done', lease_owner: null }]);
+    expect(sb.stats().tasks_total - tasksBefore).toBe(1);
+    const files = await admin.query<{ worker: string }>(`SELECT DISTINCT worker FROM files WHERE run_id = $1 AND job_id = $2`, [runId, job.id]);
+    expect(files.rows).toEqual([{ worker: 'other' }]);
+    expect(await holder.store.transition(job.id, 'submitted', 'downloading', { result: '{}' })).toEqual({ moved: false });
+  });
+
   it('a worker that stops with tasks at the service leaves them to another, which polls and downloads them once its lease expires', async () => {
     const { runId, outDir } = await synced('handover', 20);
     const tasksBefore = sb.stats().tasks_total;

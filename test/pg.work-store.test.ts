@@ -33,6 +33,27 @@ describe('PgWorkStore: several workers on one run', () => {
     return PgWorkStore.open({ pool, runId, apiKey: KEY, worker: { id: name, hostname: 'host', pid: 1 }, slotPollMs: 20, ...o });
   }
 
+  it('a callback reaching another worker adopts the submitted job from its live holder: the holder\'s writes are refused, the adopter finishes it', async () => {
+    const runId = await run([{ id: 'a' }, { id: 'b' }]);
+    const holder = await worker(runId, 'holder');
+    const other = await worker(runId, 'other');
+    expect((await holder.claimPending(1)).jobs.map((j) => j.id)).toEqual(['a']);
+    await holder.transition('a', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    await holder.transition('a', 'submitting', 'submitted', { task_id: 'task-a' }, { durable: true });
+    // Another task's callback, or a job not submitted, adopts nothing.
+    expect(await other.adoptWaiting('a', 'task-x')).toBeNull();
+    expect(await other.adoptWaiting('b', 'task-a')).toBeNull();
+    const taken = await other.adoptWaiting('a', 'task-a');
+    expect(taken).toMatchObject({ id: 'a', state: 'submitted', task_id: 'task-a' });
+    // Adopted once: the same callback again (already this worker's) adopts nothing more.
+    expect(await other.adoptWaiting('a', 'task-a')).toBeNull();
+    expect(await holder.transition('a', 'submitted', 'downloading', { result: '{}' }, { addFiles: [file(0)] })).toEqual({ moved: false });
+    expect(await other.transition('a', 'submitted', 'downloading', { result: '{}' }, { addFiles: [file(0)] })).toEqual({ moved: true, side: [] });
+    expect(await other.transition('a', 'downloading', 'done', {}, { filesDone: [got(0)] })).toEqual({ moved: true, side: [] });
+    const w = await admin.query('SELECT worker FROM files WHERE run_id = $1 AND job_id = $2', [runId, 'a']);
+    expect(w.rows).toEqual([{ worker: 'other' }]);
+  });
+
   it('a worker paused past its lease writes nothing once another took its job over: transitions, files and for_each children refused', async () => {
     const runId = await run([{ id: 'a' }, { id: 't', kind: 'fanout' }]);
     const slow = await worker(runId, 'slow', { leaseMs: 300 });

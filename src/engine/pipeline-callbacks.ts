@@ -74,7 +74,18 @@ export class Callbacks {
     if (this.polls.notify(note.job, note.taskId, note.task)) return;
     this.track(note.job, async () => {
       const row = await this.c.store.getJob(note.job);
-      if (!row || row.task_id !== null || this.c.opts.signal.aborted) return;
+      if (!row || this.c.opts.signal.aborted) return;
+      if (row.state === 'submitted' && row.task_id === note.taskId) {
+        // Waited on by another worker (PostgreSQL, receivers behind one public URL): this one takes it over
+        // and reads it now; the other's writes about it are refused from then on.
+        const taken = await this.c.store.adoptWaiting(note.job, note.taskId);
+        if (taken && !this.polls.notify(note.job, note.taskId, note.task)) {
+          const w = this.polls.waitOn(note.job, note.taskId, taken.model, sentTime(taken.submitted_at, Date.now()), Date.now());
+          w.notified = true;
+        }
+        return;
+      }
+      if (row.task_id !== null) return;
       // A callback of an earlier submit of this job (its URL names another attempt) names a task made for
       // an earlier spec or attempt: it never adopts. URLs without an attempt (older genbatch) still do.
       if (note.attempt !== null && note.attempt !== row.attempts) return;

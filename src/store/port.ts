@@ -77,6 +77,15 @@ export interface WorkStore {
    */
   takeOver(): Promise<TakenOver>;
 
+  /**
+   * A completion callback reached this worker for job `id`, `submitted` with task `taskId` and waited on by
+   * another worker (its receiver is behind the same public URL): this worker takes the job's lease (the
+   * other's writes about it are refused from then on, and it drops the job) and returns it, to be read at
+   * once. Null when the job is not so (another state or task, or already this worker's). SQLite: always
+   * null (one process waits on every submitted job).
+   */
+  adoptWaiting(id: string, taskId: string): Promise<TakenJob | null>;
+
   /** Renew the leases of every job this worker holds (PostgreSQL; SQLite: nothing to do). */
   heartbeat(): Promise<void>;
 

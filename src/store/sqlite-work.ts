@@ -3,7 +3,7 @@ import type { ChildInput } from './graph.js';
 import type { Claim, FileGot, MoveOptions, Moved, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from './port.js';
 import type { JobState } from './states.js';
 import type { Store } from './store.js';
-import type { FileRow, JobPatch, JobRow } from './types.js';
+import type { FileRow, JobPatch, JobRow, TakenJob } from './types.js';
 
 /** Rows read from the state file per query while claiming. */
 const CLAIM_BATCH = 64;
@@ -93,6 +93,10 @@ export class SqliteWorkStore implements WorkStore {
     if (seq >= this.cursor) return;
     this.cursor = seq;
     this.ahead = [];
+  }
+
+  adoptWaiting(): Promise<TakenJob | null> {
+    return Promise.resolve(null);
   }
 
   takeOver(): Promise<TakenOver> {

@@ -220,3 +220,17 @@ export async function takeOver(q: Queryable, runId: number, owner: string, lease
     adopted: adopted.rows.sort((a, b) => a.seq - b.seq),
   };
 }
+
+/**
+ * Job `id`, `submitted` with task `taskId` and held by another worker (or by none), leased to `worker` now
+ * (epoch + 1: the former holder's writes are refused); null when the job is not so.
+ */
+export async function adoptWaiting(q: Queryable, runId: number, worker: string, leaseMs: number, id: string, taskId: string): Promise<TakenLeased | null> {
+  const r = await q.query<TakenLeased>(
+    `UPDATE jobs SET lease_owner = $3, lease_expires = ${leaseUntil('$4')}, lease_epoch = lease_epoch + 1
+      WHERE run_id = $1 AND id = $2 AND state = 'submitted' AND task_id = $5 AND lease_owner IS DISTINCT FROM $3
+      RETURNING id, seq, state, task_id, model, submitted_at, expires_at, lease_epoch`,
+    [runId, id, worker, leaseMs, taskId],
+  );
+  return r.rows[0] ?? null;
+}

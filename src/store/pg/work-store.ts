@@ -4,11 +4,11 @@ import { TransitionError } from '../../errors.js';
 import type { ChildInput } from '../graph.js';
 import type { Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from '../port.js';
 import { ACTIVE_STATES, PARENT_FAILED_STATES, type JobState } from '../states.js';
-import type { FileRow, JobPatch, JobRow } from '../types.js';
+import type { FileRow, JobPatch, JobRow, TakenJob } from '../types.js';
 import { releaseReservation, setBudgetCap } from './budget.js';
 import { inTx, named, type Client, type Pool, type Queryable } from './db.js';
 import { afterMove, insertChildren } from './graph.js';
-import { adoptMove, assertAllowed, claimPending, guardedMove, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
+import { adoptMove, adoptWaiting, assertAllowed, claimPending, guardedMove, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
 import { takePermit } from './rate.js';
 import { NOW_ISO, NOW_MS } from './schema.js';
 import { coolDownUploads, endUploadSlot, takeUploadSlot } from './upload-slots.js';
@@ -172,6 +172,13 @@ export class PgWorkStore implements WorkStore {
       const adopted = t.adopted.map((j) => this.hold(j));
       return { submitted: adopted.filter((j) => j.state === 'submitted'), downloading: adopted.filter((j) => j.state === 'downloading'), moves };
     });
+  }
+
+  async adoptWaiting(id: string, taskId: string): Promise<TakenJob | null> {
+    const row = await adoptWaiting(this.pool, this.runId, this.worker, this.leaseMs, id, taskId);
+    if (row === null) return null;
+    const { seq: _seq, ...job } = this.hold(row);
+    return job;
   }
 
   /**
