@@ -1,14 +1,10 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { openPool, type Pool } from '../src/store/pg/db.js';
+import { beforeAll, expect, it } from 'vitest';
 import { setBudgetCap } from '../src/store/pg/budget.js';
-import { migrate } from '../src/store/pg/schema.js';
-import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
+import { imageManifest, runCli } from './helpers/cli.js';
 import { copyToPostgres } from './helpers/pg-copy.js';
-import { testDatabase, type TestDatabase } from './helpers/pg.js';
-import { tempDir } from './helpers/tmp.js';
+import { pgSandbox } from './helpers/pg-fixture.js';
 
 /**
  * genbatch work --until-empty on a run whose credit limit holds back its last pending jobs: the worker
@@ -18,35 +14,22 @@ import { tempDir } from './helpers/tmp.js';
 
 const KEY = 'sk-work-budget-0123456789abcdef';
 const JOBS = 6;
-const t = tempDir('genbatch-work-budget-');
-let db: TestDatabase;
-let pool: Pool;
-let sandbox: Sandbox;
+const f = pgSandbox({ prefix: 'genbatch-work-budget-', key: KEY, sandbox: { allowLoopback: true } });
 
 beforeAll(async () => {
-  ensureBuilt();
-  db = await testDatabase();
-  pool = openPool(db.url);
-  await migrate(pool);
-  sandbox = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.01, allowLoopback: true });
-  const manifest = imageManifest(join(t.dir, 'cats.yaml'), JOBS, 'cat');
+  const { pool, sandbox } = f;
+  const manifest = imageManifest(join(f.dir, 'cats.yaml'), JOBS, 'cat');
   // The run's jobs, synced and left pending (refused by --max-credits after the sync), then copied to PostgreSQL.
   const made = await runCli(['run', manifest, '--sandbox', '--max-credits', '1']);
   expect(made.code, made.stderr).toBe(3);
-  const out = join(t.dir, 'genbatch-out', 'cats');
+  const out = join(f.dir, 'genbatch-out', 'cats');
   await copyToPostgres(join(out, 'state.db'), pool);
   rmSync(join(out, 'state.db'));
   await pool.query('UPDATE runs SET base_url = $1, sandbox = 0', [sandbox.url]);
 }, 180_000);
 
-afterAll(async () => {
-  await pool?.end();
-  await db?.drop();
-  await sandbox?.close();
-  t.cleanup();
-});
-
 it('work --until-empty exits (4) once the credit limit holds back every pending job and nothing is in flight', async () => {
+  const { db, pool, sandbox } = f;
   const price = (await pool.query<{ c: number }>('SELECT max(estimated_credits) AS c FROM jobs')).rows[0]!.c;
   expect(price).toBeGreaterThan(0);
   const runId = (await pool.query<{ id: number }>('SELECT id FROM runs')).rows[0]!.id;

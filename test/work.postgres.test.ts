@@ -1,14 +1,10 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { openPool, type Pool } from '../src/store/pg/db.js';
-import { migrate } from '../src/store/pg/schema.js';
-import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { imageManifest, runCli, spawnCli } from './helpers/cli.js';
+import { pgSandbox } from './helpers/pg-fixture.js';
 import { copyToPostgres } from './helpers/pg-copy.js';
-import { testDatabase, type TestDatabase } from './helpers/pg.js';
-import { tempDir } from './helpers/tmp.js';
 
 /**
  * genbatch work: two worker processes join a run kept in PostgreSQL, without its manifest, and finish it
@@ -18,51 +14,36 @@ import { tempDir } from './helpers/tmp.js';
 
 const KEY = 'sk-work-test-0123456789abcdef';
 const JOBS = 12;
-const t = tempDir('genbatch-work-pg-');
-let db: TestDatabase;
-let pool: Pool;
-let sandbox: Sandbox;
+const f = pgSandbox({ prefix: 'genbatch-work-pg-', key: KEY, sandbox: { allowLoopback: true } });
 let out: string;
 
 beforeAll(async () => {
-  ensureBuilt();
-  db = await testDatabase();
-  pool = openPool(db.url);
-  await migrate(pool);
-  sandbox = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.01, allowLoopback: true });
-  const manifest = imageManifest(join(t.dir, 'cats.yaml'), JOBS, 'cat');
+  const manifest = imageManifest(join(f.dir, 'cats.yaml'), JOBS, 'cat');
   // The run's jobs, synced and left pending: refused by --max-credits after the sync.
   const made = await runCli(['run', manifest, '--sandbox', '--max-credits', '1']);
   expect(made.code, made.stderr).toBe(3);
-  out = join(t.dir, 'genbatch-out', 'cats');
-  await copyToPostgres(join(out, 'state.db'), pool);
+  out = join(f.dir, 'genbatch-out', 'cats');
+  await copyToPostgres(join(out, 'state.db'), f.pool);
   rmSync(join(out, 'state.db'));
   // As if the run had been made against this sandbox: work uses the run's service by default.
-  await pool.query('UPDATE runs SET base_url = $1, sandbox = 0', [sandbox.url]);
+  await f.pool.query('UPDATE runs SET base_url = $1, sandbox = 0', [f.sandbox.url]);
 }, 180_000);
-
-afterAll(async () => {
-  await pool?.end();
-  await db?.drop();
-  await sandbox?.close();
-  t.cleanup();
-});
 
 describe('genbatch work on PostgreSQL', () => {
   it('two workers finish the run together with --until-empty: each job done once, files on disk, each file row naming its worker', async () => {
-    const env = { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url };
+    const env = { GENBATCH_API_KEY: KEY, GENBATCH_STATE: f.db.url };
     const args = ['work', '--until-empty', '--time-scale', '0.01', '--json'];
     const [a, b] = await Promise.all([runCli(args, env), runCli(args, env)]);
     for (const r of [a, b]) {
       expect(r.code, r.stderr + r.stdout.split('\n').filter((l) => !l.includes('"type":"job"')).join('\n')).toBe(0);
-      expect(r.stdout + r.stderr).not.toContain(new URL(db.url).password);
+      expect(r.stdout + r.stderr).not.toContain(new URL(f.db.url).password);
     }
-    const states = await pool.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM jobs GROUP BY state');
+    const states = await f.pool.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM jobs GROUP BY state');
     expect(states.rows).toEqual([{ state: 'done', n: JOBS }]);
-    expect((await sandbox.stats()).tasks_total).toBe(JOBS);
-    const workers = (await pool.query<{ id: string }>('SELECT id FROM workers')).rows.map((r) => r.id);
+    expect((await f.sandbox.stats()).tasks_total).toBe(JOBS);
+    const workers = (await f.pool.query<{ id: string }>('SELECT id FROM workers')).rows.map((r) => r.id);
     expect(workers).toHaveLength(2);
-    const files = await pool.query<{ job_id: string; path: string; size: number; sha256: string; worker: string }>(`SELECT job_id, path, size, sha256, worker FROM files WHERE state = 'done'`);
+    const files = await f.pool.query<{ job_id: string; path: string; size: number; sha256: string; worker: string }>(`SELECT job_id, path, size, sha256, worker FROM files WHERE state = 'done'`);
     expect(new Set(files.rows.map((f) => f.job_id)).size).toBe(JOBS);
     for (const f of files.rows) {
       expect(workers).toContain(f.worker);
@@ -72,7 +53,7 @@ describe('genbatch work on PostgreSQL', () => {
     }
     // Each worker's events say which run it joined, from the database.
     const start = JSON.parse(a.stdout.split('\n')[0]!) as { type: string; manifest: string; out_dir: string; state: string };
-    expect(start).toMatchObject({ type: 'start', manifest: join(t.dir, 'cats.yaml'), out_dir: out });
+    expect(start).toMatchObject({ type: 'start', manifest: join(f.dir, 'cats.yaml'), out_dir: out });
     expect(start.state).toContain(':***@');
     // The counts it found, marked as joined (nothing synced: no "0 new, 0 changed" line for a worker).
     const synced = JSON.parse(a.stdout.split('\n')[1]!) as { type: string; jobs: number; joined?: boolean };
@@ -86,30 +67,30 @@ describe('genbatch work on PostgreSQL', () => {
   it("takes over a dead worker's download: the temporary file it left is removed, the job done", async () => {
     const job = 'cat-0003';
     // A worker died while downloading cat-0003: its lease ran out, its partial file is left in the job's folder.
-    await pool.query(`UPDATE jobs SET state = 'downloading', lease_owner = 'gone:1:dead', lease_expires = now() - interval '1 minute' WHERE id = $1`, [job]);
+    await f.pool.query(`UPDATE jobs SET state = 'downloading', lease_owner = 'gone:1:dead', lease_expires = now() - interval '1 minute' WHERE id = $1`, [job]);
     mkdirSync(join(out, job), { recursive: true });
     const partial = join(out, job, '.image-1.png.0123456789ab.part');
     writeFileSync(partial, 'half of it');
-    const r = await runCli(['work', '--until-empty', '--time-scale', '0.01'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url });
+    const r = await runCli(['work', '--until-empty', '--time-scale', '0.01'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: f.db.url });
     expect(r.code, r.stderr).toBe(0);
-    expect((await pool.query<{ state: string }>('SELECT state FROM jobs WHERE id = $1', [job])).rows[0]!.state).toBe('done');
+    expect((await f.pool.query<{ state: string }>('SELECT state FROM jobs WHERE id = $1', [job])).rows[0]!.state).toBe('done');
     expect(existsSync(partial)).toBe(false);
   });
 
   it('with --listen, a worker receives the callbacks of the tasks it sends (one token for the database)', async () => {
-    await pool.query(`UPDATE jobs SET state = 'pending', task_id = NULL, submitted_at = NULL, finished_at = NULL, lease_owner = NULL, lease_expires = NULL WHERE id IN ('cat-0004', 'cat-0005')`);
-    const before = (await sandbox.stats()).callbacks;
-    const r = await runCli(['work', '--until-empty', '--time-scale', '0.01', '--listen', '127.0.0.1:0', '--json'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url });
+    await f.pool.query(`UPDATE jobs SET state = 'pending', task_id = NULL, submitted_at = NULL, finished_at = NULL, lease_owner = NULL, lease_expires = NULL WHERE id IN ('cat-0004', 'cat-0005')`);
+    const before = (await f.sandbox.stats()).callbacks;
+    const r = await runCli(['work', '--until-empty', '--time-scale', '0.01', '--listen', '127.0.0.1:0', '--json'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: f.db.url });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('"type":"listening"');
-    expect((await pool.query(`SELECT 1 FROM jobs WHERE state = 'done' AND id IN ('cat-0004', 'cat-0005')`)).rowCount).toBe(2);
-    const after = (await sandbox.stats()).callbacks;
+    expect((await f.pool.query(`SELECT 1 FROM jobs WHERE state = 'done' AND id IN ('cat-0004', 'cat-0005')`)).rowCount).toBe(2);
+    const after = (await f.sandbox.stats()).callbacks;
     expect(after.delivered - before.delivered).toBeGreaterThanOrEqual(1);
-    expect((await pool.query(`SELECT value FROM meta WHERE key = 'callback_token'`)).rowCount).toBe(1);
+    expect((await f.pool.query(`SELECT value FROM meta WHERE key = 'callback_token'`)).rowCount).toBe(1);
   });
 
   it('without --until-empty a worker waits for more work until stopped: SIGTERM ends it at once (exit 4, as a stopped run)', async () => {
-    const child = spawnCli(['work', '--time-scale', '0.01', '--json'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: db.url });
+    const child = spawnCli(['work', '--time-scale', '0.01', '--json'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: f.db.url });
     let out = '';
     const started = new Promise<void>((r) => child.stdout!.on('data', (d: Buffer) => ((out += d.toString()), out.includes('"type":"synced"') && r())));
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
