@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { imageManifest, runCli } from './helpers/cli.js';
@@ -47,7 +47,26 @@ describe('genbatch run on a PostgreSQL state', () => {
     expect((await f.pool.query('SELECT 1 FROM runs WHERE manifest = $1', [manifest])).rowCount).toBe(0);
   });
 
-  it('--redo, --only, --limit and --learn-prices say they are not built on PostgreSQL yet (exit 2)', async () => {
+  it('--redo failed sends the failed jobs again: their earlier files go to previous-1/, the others stay done, one new task each', async () => {
+    const manifest = imageManifest(join(f.dir, 'again.yaml'), 4, 'again');
+    const env = { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: f.sandbox.url };
+    const args = ['run', manifest, '--state', f.db.url, '--time-scale', '0.01'];
+    const first = await runCli(args, env);
+    expect(first.code, first.stderr).toBe(0);
+    // Two jobs ended failed (as a task failing at the service leaves them), with the files they had.
+    await f.pool.query(`UPDATE jobs SET state = 'failed', last_error = 'failed at the service' WHERE id IN ('again-0001', 'again-0002')`);
+    const before = (await f.sandbox.stats()).tasks_total;
+    const r = await runCli([...args, '--redo', 'failed'], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('--redo failed: 2 job(s) sent again');
+    expect(await states(manifest)).toEqual([{ state: 'done', n: 4 }]);
+    expect((await f.sandbox.stats()).tasks_total - before).toBe(2);
+    const out = join(f.dir, 'genbatch-out', 'again');
+    for (const id of ['again-0001', 'again-0002']) expect(readdirSync(join(out, id, 'previous-1')).sort()).toContain('result.json');
+    for (const id of ['again-0000', 'again-0003']) expect(existsSync(join(out, id, 'previous-1'))).toBe(false);
+  });
+
+  it('--only, --limit and --learn-prices say they are not built on PostgreSQL yet (exit 2)', async () => {
     const manifest = imageManifest(join(f.dir, 'few.yaml'), 2, 'few');
     const r = await runCli(['run', manifest, '--state', f.db.url, '--limit', '1', '--only', 'few-*'], { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: f.sandbox.url });
     expect(r.code).toBe(2);

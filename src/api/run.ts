@@ -157,7 +157,7 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   const location = parseStateLocation(o.state ?? (bucketUrl !== null ? defaultStateBeside(manifest) : join(outDir, 'state.db')));
   const pg = location.kind === 'postgres' ? { url: location.url, display: location.display } : null;
   if (pg) {
-    const unbuilt = [o.redo !== undefined && '--redo', o.only !== undefined && o.only.length > 0 && '--only', o.limit !== undefined && '--limit', o.learnPrices && '--learn-prices'].filter(Boolean);
+    const unbuilt = [o.only !== undefined && o.only.length > 0 && '--only', o.limit !== undefined && '--limit', o.learnPrices && '--learn-prices'].filter(Boolean);
     if (unbuilt.length > 0) throw new UsageError(`${unbuilt.join(', ')} with a PostgreSQL state (${pg.display}) is not built yet`);
   }
   const statePath = location.kind === 'postgres' ? location.display : location.path;
@@ -319,7 +319,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     if (s.pg) {
       const { runOnPostgres } = await import('../engine/run-pg.js');
       const { workIdleMs, workLeaseMs } = await import('./work.js');
-      outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
+      outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, redo: s.redo, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
     } else {
       outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null });
     }

@@ -11,6 +11,8 @@ import type { DownloadPort, ServicePort } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData } from './report-data.js';
 import type { RunOutcome } from './run.js';
+import { moveAsidePrevious } from './previous.js';
+import { redoJobs, type RedoState } from './select.js';
 import { manifestPrint, pricesHash } from './sync-key.js';
 import { workEngine } from './work.js';
 
@@ -44,6 +46,8 @@ export interface PgRunOptions {
   userPrices: Record<string, number> | null;
   observedPrices?: ObservedPrices | null;
   confine?: boolean;
+  /** --redo: jobs that ended in these states are sent again (src/engine/select.ts). */
+  redo?: readonly RedoState[];
   /** The lease of a claimed job, ms. */
   leaseMs: number;
   idleMs: number;
@@ -76,14 +80,22 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
     const key = createHash('sha256')
       .update(JSON.stringify([print?.sha256 ?? Math.random(), pricesHash(hasUserPrices ? userPrices : null), o.uncertain]))
       .digest('hex');
+    // --redo is an act, not a state of the manifest: it always syncs (a key no earlier sync had).
+    const redo = o.redo ?? [];
+    const syncKey = redo.length > 0 ? `${key}:redo:${Math.random()}` : key;
+    /** Jobs sent again whose earlier results are in the output: moved to <job>/previous-<n>/ once the sync is written. */
+    let replaced: string[] = [];
     try {
-      await pg.syncOnce(pool, runId, key, async (c) => {
+      await pg.syncOnce(pool, runId, syncKey, async (c) => {
         const copy = await pg.WorkingCopy.load(c, runId);
         try {
           copy.store.openRun(abs, o.outDir, o.baseUrl, o.sandbox, hasUserPrices);
           await prepare(copy.store, manifest, hasUserPrices ? userPrices : null, emit, false, o.uncertain === 'resubmit', o.observedPrices ?? null);
           copy.store.graph.settle();
           for (const s of copy.store.graph.drainSkipped()) emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', error: s.reason });
+          const redone = redo.length > 0 ? redoJobs(copy.store, redo, null, emit) : [];
+          if (redo.length > 0) emit({ type: 'redo', states: [...redo], jobs: redone.length });
+          replaced = [...new Set([...copy.store.drainReplacedResults(), ...redone])];
           checkLimits(copy.store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes }, null);
           if (copy.store.counts().pending > 0) checkBalance(copy.store, await o.service.balance(), emit, null);
           await copy.writeBack(c);
@@ -95,6 +107,15 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
       // A manifest refused on its first sync leaves no run behind.
       await pool.query('DELETE FROM runs r WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = r.id)', [runId]).catch(() => undefined);
       throw err;
+    }
+    for (const id of replaced) {
+      const folder = o.download.sanitizeName(id);
+      try {
+        const dir = o.download.bucket ? await o.download.bucket.moveAside(folder) : await moveAsidePrevious(o.outDir, folder);
+        if (dir) emit({ type: 'previous', id, dir });
+      } catch (err) {
+        emit({ type: 'warning', message: `job ${id}: could not move the files of its earlier result aside: ${err instanceof Error ? err.message : String(err)}` });
+      }
     }
     const cap = [o.maxCredits, manifest.budget].filter((v): v is number => typeof v === 'number');
     if (cap.length > 0) await pg.setBudgetCap(pool, runId, Math.min(...cap));
