@@ -33,6 +33,29 @@ describe('PgWorkStore: several workers on one run', () => {
     return PgWorkStore.open({ pool, runId, apiKey: KEY, worker: { id: name, hostname: 'host', pid: 1 }, slotPollMs: 20, ...o });
   }
 
+  it('a worker whose pipeline stopped for lost leases lets go of them: its next pass takes its in-flight jobs over, the heartbeat renews nothing', async () => {
+    const runId = await run([{ id: 'a' }, { id: 'b' }, { id: 'c' }]);
+    const w = await worker(runId, 'restarted', { leaseMs: 300 });
+    expect((await w.claimPending(3)).jobs.map((j) => j.id)).toEqual(['a', 'b', 'c']);
+    await w.transition('a', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    await w.transition('a', 'submitting', 'submitted', { task_id: 'task-a' }, { durable: true });
+    await w.transition('b', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    // Paused past its lease, nobody took over: without dropLeases the heartbeat would renew all three for good.
+    await sleep(400);
+    await w.dropLeases();
+    await w.heartbeat();
+    const owners = await admin.query('SELECT id, lease_owner FROM jobs WHERE run_id = $1 ORDER BY id', [runId]);
+    expect(owners.rows).toEqual([
+      { id: 'a', lease_owner: null },
+      { id: 'b', lease_owner: null },
+      { id: 'c', lease_owner: null },
+    ]);
+    const t = await w.takeOver();
+    expect(t.submitted.map((j) => j.id)).toEqual(['a']);
+    expect(t.moves.map((m) => [m.id, m.to])).toEqual([['b', 'uncertain']]);
+    expect((await w.claimPending(3)).jobs.map((j) => j.id)).toEqual(['c']);
+  });
+
   it('a callback reaching another worker adopts the submitted job from its live holder: the holder\'s writes are refused, the adopter finishes it', async () => {
     const runId = await run([{ id: 'a' }, { id: 'b' }]);
     const holder = await worker(runId, 'holder');

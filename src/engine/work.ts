@@ -91,6 +91,9 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
       stopReason = pipeline.stopReason;
       pipeline = null;
       if (stopReason !== 'lease-lost' || o.signal.aborted) break;
+      // The jobs the stopped pass held are waited on by no one now: their leases expire at once, so the
+      // next pass (or another worker) takes them over, instead of the heartbeat renewing them forever.
+      await o.store.dropLeases();
       emit({ type: 'warning', message: "this worker's leases ran out (paused, or the database out of reach); the jobs it held are left to other workers, and it goes on" });
       stopReason = null;
     }

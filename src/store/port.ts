@@ -86,6 +86,14 @@ export interface WorkStore {
    */
   adoptWaiting(id: string, taskId: string): Promise<TakenJob | null>;
 
+  /**
+   * Let go of every lease this worker holds, after its pipeline stopped for lost leases: they end now,
+   * so takeOver (of any worker, this one's next pass included) hands its jobs over by the usual rules
+   * (`submitting` -> `uncertain`; `submitted`/`downloading` taken over; `pending` claimable). Without it the
+   * next heartbeat would renew leases of jobs no pipeline waits on any more. SQLite: nothing to do.
+   */
+  dropLeases(): Promise<void>;
+
   /** Renew the leases of every job this worker holds (PostgreSQL; SQLite: nothing to do). */
   heartbeat(): Promise<void>;
 

@@ -95,6 +95,10 @@ export class SqliteWorkStore implements WorkStore {
     this.ahead = [];
   }
 
+  dropLeases(): Promise<void> {
+    return Promise.resolve();
+  }
+
   adoptWaiting(): Promise<TakenJob | null> {
     return Promise.resolve(null);
   }

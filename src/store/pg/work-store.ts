@@ -174,6 +174,12 @@ export class PgWorkStore implements WorkStore {
     });
   }
 
+  async dropLeases(): Promise<void> {
+    // Owner cleared too: the heartbeat renews every lease whose owner is this worker, expired or not.
+    await this.pool.query(`UPDATE jobs SET lease_owner = NULL, lease_expires = NULL WHERE run_id = $1 AND lease_owner = $2`, [this.runId, this.worker]);
+    this.held.clear();
+  }
+
   async adoptWaiting(id: string, taskId: string): Promise<TakenJob | null> {
     const row = await adoptWaiting(this.pool, this.runId, this.worker, this.leaseMs, id, taskId);
     if (row === null) return null;
