@@ -189,4 +189,23 @@ describe('the pipeline on a PostgreSQL state', () => {
     const byWorker = await admin.query<{ worker: string }>(`SELECT DISTINCT worker FROM files WHERE run_id = $1 AND job_id = ANY($2::text[])`, [runId, left.rows.map((r) => r.id)]);
     expect(byWorker.rows).toEqual([{ worker: 'second' }]);
   });
+  it('a job whose downloads keep failing is given up: the worker ends instead of waiting for it, its lease ends, another worker may take it over', async () => {
+    const { runId, outDir } = await synced('giveup', 1);
+    // Every download of the file fails (a 5xx, more times than the client's retries and the run's rounds of them).
+    sb.script('file', Array.from({ length: 200 }, () => '500' as const));
+    const w1 = await worker(runId, outDir, 'gives-up', {
+      keepWaiting: async () => {
+        const w = await w1.store.workLeft([...w1.pipeline.givenUp]);
+        return w.pending + w.inFlight > 0;
+      },
+    });
+    await w1.pipeline.run();
+    const row = await admin.query<{ id: string; state: string; lease_owner: string | null }>('SELECT id, state, lease_owner FROM jobs WHERE run_id = $1', [runId]);
+    expect(row.rows).toEqual([{ id: expect.stringMatching(/^giveup-/), state: 'downloading', lease_owner: null }]);
+    expect([...w1.pipeline.givenUp]).toEqual([row.rows[0]!.id]);
+    // This worker's takeOver skips what it gave up on; another worker's takes it.
+    expect((await w1.store.takeOver([...w1.pipeline.givenUp])).downloading).toEqual([]);
+    const w2 = await worker(runId, outDir, 'takes-it');
+    expect((await w2.store.takeOver()).downloading.map((j) => j.id)).toEqual([row.rows[0]!.id]);
+  }, 60_000);
 });

@@ -115,7 +115,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
     const outcome = await workEngine({
       store,
       counts: () => countsOf(pool, run.id),
-      workLeft: () => store.workLeft(),
+      workLeft: (exclude) => store.workLeft(exclude),
       service: ports.service,
       download: ports.download,
       manifest: run.manifest,

@@ -76,6 +76,14 @@ export interface StageContext {
   rand(): number;
   /** A warning about one job. */
   warn(id: string, err: unknown): void;
+  /**
+   * This run stops working on job `id`, left in its state for a later run (its status reads or downloads
+   * kept failing): with leases per job its lease ends, so another worker may take it over, and this run's
+   * takeOver skips it (givenUp).
+   */
+  giveUp(id: string): Promise<void>;
+  /** The jobs given up in this run. */
+  readonly givenUp: ReadonlySet<string>;
 }
 
 export function errorText(err: unknown): string {

@@ -109,6 +109,7 @@ export class Downloads {
       } else {
         // Not transient, or tried again often enough: the job stays `downloading` for the next run.
         await store.noteError(row.id, `download failed: ${errorText(err)}`);
+        await this.c.giveUp(row.id);
         opts.emit({ type: 'warning', message: `job ${row.id}: download failed (${errorText(err)}); left for the next run` });
       }
     }

@@ -248,6 +248,7 @@ export class Polls {
       if (w.failures >= POLL_GIVE_UP && (decide(err, 'GET') === 'fail' || err instanceof UnusableAnswerError || err instanceof DeadlineError)) {
         this.waiting.delete(id);
         await store.noteError(id, `status read failed ${w.failures} times: ${errorText(err)}`);
+        await this.c.giveUp(id);
         opts.emit({ type: 'warning', message: `job ${id}: status read failed ${w.failures} times in a row (${errorText(err)}); left submitted for the next run` });
         return;
       }

@@ -64,6 +64,11 @@ export class Pipeline {
     return this.submits.heldByBudget;
   }
 
+  /** Jobs this run gave up on (left for a later run: see StageContext.giveUp). */
+  get givenUp(): ReadonlySet<string> {
+    return this.ctx.givenUp;
+  }
+
   get submitsSent(): number {
     return this.submits.submitsSent;
   }
@@ -138,7 +143,7 @@ export class Pipeline {
    * run left; later, with PostgreSQL, a dead worker's): submitted ones are waited on, downloading ones queued.
    */
   private async takeOver(): Promise<void> {
-    const t = await this.store.takeOver();
+    const t = await this.store.takeOver([...this.ctx.givenUp]);
     for (const m of t.moves) {
       this.opts.emit({ type: 'job', id: m.id, from: m.from, to: m.to, task_id: null, error: m.error });
       if (m.to === 'uncertain') this.callbacks.uncertain(m.id);
@@ -217,6 +222,13 @@ class Context implements StageContext {
 
   warn(id: string, err: unknown): void {
     this.opts.emit({ type: 'warning', message: `job ${id}: ${errorText(err)}` });
+  }
+
+  readonly givenUp = new Set<string>();
+
+  async giveUp(id: string): Promise<void> {
+    this.givenUp.add(id);
+    await this.store.dropLeases([id]);
   }
 
   /** Until a wake, or until `at` (ms epoch). */

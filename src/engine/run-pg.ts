@@ -132,7 +132,7 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
     const outcome = await workEngine({
       store,
       counts: () => countsOf(pool, runId),
-      workLeft: () => store.workLeft(),
+      workLeft: (exclude) => store.workLeft(exclude),
       service: o.service,
       download: o.download,
       manifest: abs,

@@ -18,7 +18,7 @@ export interface WorkEngineOptions {
   /** The run's jobs by state, as the store holds them now (every worker's). */
   counts(): Promise<Record<JobState, number>>;
   /** The run's pending jobs and jobs in flight, any worker's (PgWorkStore.workLeft). */
-  workLeft(): Promise<{ pending: number; inFlight: number }>;
+  workLeft(exclude: readonly string[]): Promise<{ pending: number; inFlight: number }>;
   service: ServicePort;
   download: DownloadPort;
   /** For the start event: the run's manifest (as recorded) and the state (password hidden). */
@@ -60,7 +60,8 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
     const keepWaiting = async (): Promise<boolean> => {
       if (o.signal.aborted) return false;
       if (!o.untilEmpty) return true;
-      const left = await o.workLeft();
+      // The jobs this worker gave up on (left for a later run) are not waited for.
+      const left = await o.workLeft(pipeline ? [...pipeline.givenUp] : []);
       // Pending jobs the credit limit holds back are nothing this worker can do once no job is in flight
       // (only a job in flight may still give its reserved credits back).
       if (left.inFlight === 0 && pipeline?.heldByBudget) return false;

@@ -73,9 +73,10 @@ export interface WorkStore {
    * SQLite: the first call returns every `submitted` and `downloading` job of the run
    * (the resume of a stopped run; `submitting` ones were made uncertain before the run
    * began), later calls return nothing. PostgreSQL: the jobs whose lease expired; the
-   * pipeline calls it again every takeOverMs, so jobs may be handed over mid-run.
+   * pipeline calls it again every takeOverMs, so jobs may be handed over mid-run; never the `skip` ids
+   * (jobs this pipeline gave up on).
    */
-  takeOver(): Promise<TakenOver>;
+  takeOver(skip?: readonly string[]): Promise<TakenOver>;
 
   /**
    * A completion callback reached this worker for job `id`, `submitted` with task `taskId` and waited on by
@@ -90,9 +91,10 @@ export interface WorkStore {
    * Let go of every lease this worker holds, after its pipeline stopped for lost leases: they end now,
    * so takeOver (of any worker, this one's next pass included) hands its jobs over by the usual rules
    * (`submitting` -> `uncertain`; `submitted`/`downloading` taken over; `pending` claimable). Without it the
-   * next heartbeat would renew leases of jobs no pipeline waits on any more. SQLite: nothing to do.
+   * next heartbeat would renew leases of jobs no pipeline waits on any more. With `ids`: only those (jobs
+   * this pass gave up on: left for later, which any other worker may take over). SQLite: nothing to do.
    */
-  dropLeases(): Promise<void>;
+  dropLeases(ids?: readonly string[]): Promise<void>;
 
   /** Renew the leases of every job this worker holds (PostgreSQL; SQLite: nothing to do). */
   heartbeat(): Promise<void>;

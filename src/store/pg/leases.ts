@@ -192,7 +192,7 @@ export const DEAD_CHAT_ERROR = 'the worker making this chat call stopped (its le
  * ones are leased to `owner`. Rows another worker is taking over at the same moment are skipped (SKIP
  * LOCKED). `q` must be a client inside a transaction.
  */
-export async function takeOver(q: Queryable, runId: number, owner: string, leaseMs: number, n: number): Promise<TakeOver> {
+export async function takeOver(q: Queryable, runId: number, owner: string, leaseMs: number, n: number, skip: readonly string[] = []): Promise<TakeOver> {
   assertAllowed('(takeover)', 'submitting', 'uncertain');
   assertAllowed('(takeover)', 'submitting', 'pending');
   const dead = await q.query<{ id: string; kind: string }>(
@@ -209,10 +209,10 @@ export async function takeOver(q: Queryable, runId: number, owner: string, lease
   const adopted = await q.query<TakenLeased>(
     `UPDATE jobs j SET lease_owner = $2, lease_expires = ${leaseUntil('$3')}, lease_epoch = j.lease_epoch + 1
        FROM (SELECT f.run_id, f.id FROM jobs f WHERE f.run_id = $1 AND f.state IN ('submitted', 'downloading') AND ${free('f')}
-              LIMIT $4 FOR UPDATE SKIP LOCKED) c
+              AND NOT (f.id = ANY($5::text[])) LIMIT $4 FOR UPDATE SKIP LOCKED) c
       WHERE j.run_id = c.run_id AND j.id = c.id
       RETURNING j.id, j.seq, j.state, j.task_id, j.model, j.submitted_at, j.expires_at, j.lease_epoch`,
-    [runId, owner, leaseMs, n],
+    [runId, owner, leaseMs, n, [...skip]],
   );
   return {
     uncertain: dead.rows.filter((r) => r.kind !== 'chat').map((r) => r.id),

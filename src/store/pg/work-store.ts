@@ -152,9 +152,9 @@ export class PgWorkStore implements WorkStore {
     }
   }
 
-  async takeOver(): Promise<TakenOver> {
+  async takeOver(skip: readonly string[] = []): Promise<TakenOver> {
     return inTx(this.pool, async (tx) => {
-      const t = await takeOver(tx, this.runId, this.worker, this.leaseMs, TAKE_OVER_BATCH);
+      const t = await takeOver(tx, this.runId, this.worker, this.leaseMs, TAKE_OVER_BATCH, skip);
       const moves: SideMove[] = [];
       for (const [ids, to] of [
         [t.uncertain, 'uncertain'],
@@ -174,10 +174,15 @@ export class PgWorkStore implements WorkStore {
     });
   }
 
-  async dropLeases(): Promise<void> {
+  async dropLeases(ids?: readonly string[]): Promise<void> {
     // Owner cleared too: the heartbeat renews every lease whose owner is this worker, expired or not.
-    await this.pool.query(`UPDATE jobs SET lease_owner = NULL, lease_expires = NULL WHERE run_id = $1 AND lease_owner = $2`, [this.runId, this.worker]);
-    this.held.clear();
+    await this.pool.query(`UPDATE jobs SET lease_owner = NULL, lease_expires = NULL WHERE run_id = $1 AND lease_owner = $2 AND ($3::text[] IS NULL OR id = ANY($3::text[]))`, [
+      this.runId,
+      this.worker,
+      ids === undefined ? null : [...ids],
+    ]);
+    if (ids === undefined) this.held.clear();
+    else for (const id of ids) this.held.delete(id);
   }
 
   async adoptWaiting(id: string, taskId: string): Promise<TakenJob | null> {
@@ -192,11 +197,11 @@ export class PgWorkStore implements WorkStore {
    * (ready or waiting for parents) and jobs in flight (submitting, submitted, downloading; held by any
    * worker or left by a dead one).
    */
-  async workLeft(): Promise<{ pending: number; inFlight: number }> {
+  async workLeft(exclude: readonly string[] = []): Promise<{ pending: number; inFlight: number }> {
     const r = await this.pool.query<{ pending: number; in_flight: number }>(
       `SELECT (SELECT count(*) FROM jobs WHERE run_id = $1 AND state = 'pending')::int AS pending,
-              (SELECT count(*) FROM jobs WHERE run_id = $1 AND state IN ('submitting', 'submitted', 'downloading'))::int AS in_flight`,
-      [this.runId],
+              (SELECT count(*) FROM jobs WHERE run_id = $1 AND state IN ('submitting', 'submitted', 'downloading') AND NOT (id = ANY($2::text[])))::int AS in_flight`,
+      [this.runId, [...exclude]],
     );
     const row = r.rows[0];
     return { pending: row?.pending ?? 0, inFlight: row?.in_flight ?? 0 };
