@@ -1,7 +1,8 @@
 /** Results in S3-compatible object storage (`--out s3://bucket/prefix`): see README.md. */
 export { isS3Url, keyUnder, parseS3Url, s3UrlOf, type S3Location } from './url.js';
 export { s3ClientFromEnv } from './client.js';
-export { ObjectOut, PARTIAL_DIR, PART_SIZE, QUEUE_SIZE, type ObjectInfo, type PendingUpload, type Placed, type StreamCheck, type UploadJournal } from './object-out.js';
+export { ObjectOut, PARTIAL_DIR, PART_SIZE, QUEUE_SIZE, type ObjectInfo, type Placed, type StreamCheck } from './object-out.js';
+export type { PendingUpload, UploadJournal } from './journal.js';
 
 import { s3ClientFromEnv } from './client.js';
 import { ObjectOut } from './object-out.js';

@@ -26,6 +26,7 @@ import { Readable } from 'node:stream';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { GenbatchError, NetworkError, StorageError } from '../errors.js';
 import { numberedName } from '../download/names.js';
+import { journalsFor, type PendingUpload, type UploadJournal } from './journal.js';
 import { keyUnder, s3UrlOf, type S3Location } from './url.js';
 
 /** Bytes per part of a multipart upload (also the largest body written with one PutObject). */
@@ -36,22 +37,6 @@ export const QUEUE_SIZE = 2;
 const MAX_NUMBERED = 999;
 /** Temporary objects of multipart uploads, under the prefix. */
 export const PARTIAL_DIR = '.genbatch-partial';
-
-/** A multipart upload (or its temporary object) that may be left in the bucket. */
-export interface PendingUpload {
-  /** The temporary key (full key in the bucket). */
-  key: string;
-  /** '' while CreateMultipartUpload has not answered. */
-  uploadId: string;
-}
-
-/** Where the uploads in flight are recorded (the local state file), so a resumed run can clear them. */
-export interface UploadJournal {
-  /** A multipart upload began: called (and awaited) before any part is sent. Must be durable when it settles. */
-  started(u: PendingUpload): void | Promise<void>;
-  /** The upload and its temporary object are gone (moved to the final key, or aborted). */
-  ended(key: string): void | Promise<void>;
-}
 
 /** What the bucket holds under a key. */
 export interface ObjectInfo {
@@ -84,34 +69,6 @@ function sdkFailure(err: unknown): { name: string; status: number | null; messag
   const status = typeof e?.$metadata?.httpStatusCode === 'number' ? e.$metadata.httpStatusCode : null;
   const name = typeof e?.code === 'string' ? e.code : typeof e?.name === 'string' ? e.name : 'Error';
   return { name, status, message: typeof e?.message === 'string' ? e.message : String(err) };
-}
-
-/** The journals of the multipart uploads in flight, by temporary key, per client (one middleware per client). */
-const journalsOf = new WeakMap<S3Client, Map<string, UploadJournal>>();
-
-/**
- * The UploadId is handed to the upload's journal as soon as CreateMultipartUpload answers: lib-storage sends
- * no part before that call returns, so the record is made (and awaited) before any part is sent.
- */
-function journalsFor(client: S3Client): Map<string, UploadJournal> {
-  let journals = journalsOf.get(client);
-  if (journals) return journals;
-  const map = (journals = new Map<string, UploadJournal>());
-  journalsOf.set(client, map);
-  client.middlewareStack.add(
-    (next, context) => async (args) => {
-      const out = await next(args);
-      if (context.commandName === 'CreateMultipartUploadCommand') {
-        const key = (args.input as { Key?: string }).Key;
-        const uploadId = (out.output as { UploadId?: string }).UploadId;
-        const journal = key !== undefined ? map.get(key) : undefined;
-        if (journal && key !== undefined && uploadId) await journal.started({ key, uploadId });
-      }
-      return out;
-    },
-    { step: 'initialize', name: 'genbatchUploadJournal' },
-  );
-  return journals;
 }
 
 export class ObjectOut {
