@@ -5,6 +5,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { hasTmux, TmuxCli } from './helpers/tmux.js';
+import { toolPresent } from './helpers/tools.js';
 
 /**
  * Progress on a real terminal (issue 11, item 7): `genbatch run` in a tmux window of 70 and 160
@@ -44,7 +45,7 @@ const barLines = (text: string) => lines(text).filter((l) => l.length > 0 && !l.
 const count = (text: string, label: string) => lines(text).filter((l) => l.startsWith(`${label} `)).length;
 const jobs = IMAGES + VIDEOS;
 
-describe.skipIf(!hasTmux())('progress on a terminal', () => {
+describe.skipIf(!toolPresent('tmux', hasTmux(), 'apt-get install tmux'))('progress on a terminal', () => {
   for (const cols of [70, 160]) {
     it(`at ${cols} columns: bars fit the width, show a rate and an ETA, and after Ctrl-C the stopping line is whole and the bars are on the screen once`, async () => {
       const { dir, cleanup } = tempDir();

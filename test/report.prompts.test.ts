@@ -8,6 +8,8 @@ import { ensureBuilt, runCli } from './helpers/cli.js';
 import { solidPng } from './helpers/png.js';
 import { CHROMIUM, overflowAt, pageRows, renderedPage } from './helpers/page.js';
 import { tempDir } from './helpers/tmp.js';
+import { toolPresent } from './helpers/tools.js';
+const haveChromium = toolPresent('Chromium', CHROMIUM !== null, 'apt-get install chromium');
 
 /**
  * Every report shows what each job asked, after a real run against the sandbox: report.json has the
@@ -134,7 +136,7 @@ describe('reports show what each job asked', () => {
     expect(html).toMatch(/<time datetime="\d{4}-\d\d-\d\dT[^"]+">\d{4}-\d\d-\d\dT/);
   });
 
-  it.skipIf(CHROMIUM === null)('report.html in Chromium: each card shows its prompt (also the alt text of its images), variables and labelled players; search narrows the cards; no console message', () => {
+  it.skipIf(!haveChromium)('report.html in Chromium: each card shows its prompt (also the alt text of its images), variables and labelled players; search narrows the cards; no console message', () => {
     const { dom, console } = renderedPage(join(out, 'report.html'));
     expect(console).toEqual([]);
     const card = (id: string) => {
@@ -172,7 +174,7 @@ describe('reports show what each job asked', () => {
     expect(audio.dom.match(/<article class="card"><h3 class="tok">[^<]+/g)).toEqual(['<article class="card"><h3 class="tok">song']);
   }, 120_000);
 
-  it.skipIf(CHROMIUM === null)('report.html at 390 px and 1280 px: nothing reaches past the right edge (long URLs, ids and task ids wrap)', () => {
+  it.skipIf(!haveChromium)('report.html at 390 px and 1280 px: nothing reaches past the right edge (long URLs, ids and task ids wrap)', () => {
     for (const width of [390, 1280]) {
       const m = overflowAt(join(out, 'report.html'), width);
       expect(m.wide, `${width} px`).toEqual([]);

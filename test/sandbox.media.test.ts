@@ -8,6 +8,7 @@ import jpegJs from 'jpeg-js';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MP3, MP4_FPS, contentTypeOf, crc32, glb, jpeg, lrc, mp3, mp4, png, wav } from '../src/sandbox/media/index.js';
+import { toolPresent } from './helpers/tools.js';
 
 /** Walks PNG chunks, checking every CRC; returns the chunks by type. */
 function pngChunks(buf: Buffer): Map<string, Buffer[]> {
@@ -185,7 +186,7 @@ describe('sandbox media generators', () => {
 });
 
 /** Extra check where ffmpeg is installed (it is not a project dependency): every file decodes without error. */
-const hasFfmpeg = spawnSync('ffprobe', ['-version']).status === 0;
+const hasFfmpeg = toolPresent('ffprobe', spawnSync('ffprobe', ['-version']).status === 0, 'apt-get install ffmpeg');
 describe.skipIf(!hasFfmpeg)('sandbox media decode with ffmpeg (only where ffmpeg is installed)', () => {
   it('decodes mp4, mp3, wav, png and jpeg strictly, with the requested duration and size', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'genbatch-media-'));

@@ -1,17 +1,17 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, statSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
+import { buildIfStale } from './build.js';
 import { join, resolve } from 'node:path';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..');
 export const BIN = join(ROOT, 'bin', 'genbatch.js');
 
-/** Build dist/ when it is missing or older than src/cli/main.ts (npm test builds first anyway). */
+/**
+ * Build dist/ when any source is newer (test/global-setup.ts does it once per vitest run; this covers a
+ * source edited while a watch-mode run goes on).
+ */
 export function ensureBuilt(): void {
-  const main = join(ROOT, 'dist', 'cli', 'main.js');
-  const runJs = join(ROOT, 'dist', 'cli', 'commands', 'run.js');
-  if (existsSync(main) && existsSync(runJs) && statSync(runJs).mtimeMs >= statSync(join(ROOT, 'src', 'cli', 'commands', 'run.ts')).mtimeMs) return;
-  const r = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', ROOT], { encoding: 'utf8' });
-  if (!existsSync(runJs)) throw new Error(`build failed: ${r.stdout}${r.stderr}`);
+  buildIfStale();
 }
 
 export interface CliResult {
