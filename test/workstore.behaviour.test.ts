@@ -17,6 +17,10 @@ const sqlite: MakeWorkStore = async ({ jobs }) => {
   return {
     store: new SqliteWorkStore(store),
     readElsewhere: (id) => Promise.resolve(reader.getJob(id)),
+    force: (id, state) => {
+      store.db.prepare('UPDATE jobs SET state = ? WHERE id = ?').run(state, id);
+      return Promise.resolve();
+    },
     close: () => {
       reader.close();
       store.close();

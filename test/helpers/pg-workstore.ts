@@ -70,6 +70,9 @@ export const postgresWorkStore: MakeWorkStore = async ({ jobs }) => {
   const store = await PgWorkStore.open({ pool, runId, apiKey: 'test-key', slotPollMs: 50 });
   return {
     store,
+    force: async (id, state) => {
+      await admin.query('UPDATE jobs SET state = $3 WHERE run_id = $1 AND id = $2', [runId, id, state]);
+    },
     readElsewhere: async (id) => (await admin.query<JobRow>(`SELECT ${ROW_COLUMNS} FROM jobs j WHERE j.run_id = $1 AND j.id = $2`, [runId, id])).rows[0],
     close: () => pool.end(),
   };

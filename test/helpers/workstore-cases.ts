@@ -1,6 +1,6 @@
 import { afterEach, expect, it } from 'vitest';
 import { TransitionError } from '../../src/errors.js';
-import type { JobRow, JobState, NewFile, WorkStore } from '../../src/store/index.js';
+import { JOB_STATES, type JobRow, type JobState, type NewFile, type WorkStore } from '../../src/store/index.js';
 
 /**
  * The behaviour every WorkStore backend guarantees (src/store/port.ts), as one list of cases:
@@ -26,6 +26,8 @@ export interface WorkStoreBackend {
   store: WorkStore;
   /** The job as another connection to the same state sees it (not through `store`). */
   readElsewhere(id: string): Promise<JobRow | undefined>;
+  /** Put a job in a state with plain SQL, past the transition function (to test that function from every state). */
+  force(id: string, state: JobState): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -42,6 +44,24 @@ async function finish(s: WorkStore, id: string): Promise<void> {
   await s.transition(id, 'submitted', 'downloading', { result: '{}' });
   await s.transition(id, 'downloading', 'done');
 }
+
+/**
+ * The allowed state changes, written out here on purpose instead of read from src/store/states.ts: this list is
+ * the specification the store's table is checked against. Every pair not listed must be refused. A new pair
+ * (say submitted -> submitting, which could send a task twice) fails the case below until added here too.
+ */
+const ALLOWED: Record<JobState, JobState[]> = {
+  pending: ['submitting', 'skipped', 'failed', 'done'],
+  submitting: ['submitted', 'failed', 'uncertain', 'pending', 'done', 'exists'],
+  submitted: ['downloading', 'failed', 'expired', 'pending'],
+  downloading: ['done', 'expired', 'failed', 'pending'],
+  done: ['pending', 'skipped'],
+  failed: ['pending', 'skipped'],
+  expired: ['pending', 'skipped'],
+  skipped: ['pending'],
+  exists: ['pending', 'skipped'],
+  uncertain: ['pending', 'submitted'],
+};
 
 export function workStoreBehaviour(make: MakeWorkStore): void {
   const open: WorkStoreBackend[] = [];
@@ -94,6 +114,29 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
     await store.transition('c', 'submitting', 'pending', { last_error: '503' });
     await finish(store, 'a');
     expect(ids((await store.claimPending(10)).jobs)).toEqual(['b', 'c']);
+  });
+
+  it('the transition table: every (from, to) pair of the 10 states is allowed or refused exactly as specified (a task is never sent twice through a state change the table should refuse)', async () => {
+    const pairs = JOB_STATES.flatMap((from) => JOB_STATES.map((to) => ({ from, to, id: `${from}-${to}` })));
+    const b = await fresh(pairs.map((p) => ({ id: p.id })));
+    expect((await b.store.claimPending(pairs.length)).jobs).toHaveLength(pairs.length);
+    for (const p of pairs) await b.force(p.id, p.from);
+    const wrong: string[] = [];
+    for (const { from, to, id } of pairs) {
+      const allowed = ALLOWED[from].includes(to);
+      const patch = to === 'submitted' ? { task_id: `task-${id}` } : to === 'downloading' ? { result: '{}' } : {};
+      let outcome: 'moved' | 'refused' | 'not moved';
+      try {
+        outcome = (await b.store.transition(id, from, to, patch)).moved ? 'moved' : 'not moved';
+      } catch (err) {
+        if (!(err instanceof TransitionError)) throw err;
+        outcome = 'refused';
+      }
+      const state = (await b.readElsewhere(id))?.state;
+      if (allowed && (outcome !== 'moved' || state !== to)) wrong.push(`${from} -> ${to} should move: ${outcome}, now ${state}`);
+      if (!allowed && (outcome !== 'refused' || state !== from)) wrong.push(`${from} -> ${to} should be refused: ${outcome}, now ${state}`);
+    }
+    expect(wrong).toEqual([]);
   });
 
   it('refuses a transition from a state the job is not in, and one that is not allowed, changing nothing', async () => {
