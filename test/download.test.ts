@@ -289,6 +289,17 @@ describe('downloadFile', () => {
     expect(same).toMatchObject({ reused: true, renamed: false });
   });
 
+  it('never takes a file of the same size but other bytes for the result: every recorded file has its own sha256 (invariant)', async () => {
+    // Same length as the result, one byte different: only the sha256 comparison tells them apart.
+    const lookalike = Buffer.from(BODY);
+    lookalike[lookalike.length - 1] = lookalike[lookalike.length - 1]! ^ 0xff;
+    await writeFile(join(dir, 'result.png'), lookalike);
+    const r = await downloadFile({ url: `${base}/good.png`, dir, name: 'result.png' });
+    expect(r).toMatchObject({ name: 'result (2).png', reused: false, renamed: true, size: BODY.length, sha256: sha(BODY) });
+    expect((await readFile(join(dir, 'result.png'))).equals(lookalike)).toBe(true);
+    expect((await readFile(r.path)).equals(BODY)).toBe(true);
+  });
+
   it('does not replace a directory or symlink sitting under the final name', async () => {
     await mkdir(join(dir, 'taken.png'));
     const r = await downloadFile({ url: `${base}/good.png`, dir, name: 'taken.png' });
