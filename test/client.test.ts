@@ -419,6 +419,14 @@ describe('the API key never leaks', () => {
     expect((err as Error).message).toContain('[redacted]');
   });
 
+  it('is redacted from an error envelope inside an HTTP 200 that echoes it (the key stays out of every error)', async () => {
+    const s = await serve([(req, res) => json(200, { code: 401, error: { message: `invalid key ${req.headers.authorization}`, type: 'authentication_error' } })(req, res, s.calls[0] as never)]);
+    const err = await failure(client(s.url).balance());
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as Error).message).toContain('[redacted]');
+    expect((err as Error).message).not.toContain(CANARY);
+  });
+
   it('is absent from every error seen in this file (message and inspect)', async () => {
     const port = await freePort();
     await failure(client(`http://127.0.0.1:${port}`, { policy: { ...FAST, maxAttempts: 1 } }).status('t'));
