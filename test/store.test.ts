@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StateError, TransitionError } from '../src/errors.js';
-import { Store, type JobInput } from '../src/store/index.js';
+import { Store, isJobState, type JobInput } from '../src/store/index.js';
 import { tempDir } from './helpers/tmp.js';
 
 const cleanups: Array<() => void> = [];
@@ -62,6 +62,27 @@ describe('store', () => {
     expect(again.getJob('b')!.state).toBe('uncertain');
     expect(again.getJob('c')!.state).toBe('skipped');
     expect(again.counts()).toMatchObject({ pending: 2, uncertain: 1, skipped: 1 });
+  });
+
+  it('a changed spec sends a finished job again (done, failed, expired, skipped, exists) and never one in flight (submitted, downloading)', () => {
+    const { store } = fresh();
+    const ends = ['done', 'failed', 'expired', 'skipped', 'exists', 'submitted', 'downloading'] as const;
+    for (const st of ends) {
+      store.syncJob(job(st));
+      store.db.prepare('UPDATE jobs SET state = ? WHERE id = ?').run(st, st);
+    }
+    store.beginSync();
+    const outcome = Object.fromEntries(ends.map((st) => [st, store.syncJob(job(st, 'h2'))]));
+    store.commitSync();
+    const now = Object.fromEntries(ends.map((st) => [st, store.getJob(st)!.state]));
+    expect(now).toEqual({ done: 'pending', failed: 'pending', expired: 'pending', skipped: 'pending', exists: 'pending', submitted: 'submitted', downloading: 'downloading' });
+    expect(outcome.done).toBe('changed');
+    expect(outcome.submitted).not.toBe('changed');
+  });
+
+  it('knows the ten job states by name and nothing else', () => {
+    for (const st of ['pending', 'submitting', 'submitted', 'downloading', 'done', 'failed', 'uncertain', 'expired', 'skipped', 'exists']) expect(isJobState(st)).toBe(true);
+    for (const st of ['', 'Done', 'running', 'pending ']) expect(isJobState(st)).toBe(false);
   });
 
   it('refuses a live lease holder and takes over a dead one', () => {

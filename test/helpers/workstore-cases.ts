@@ -139,6 +139,23 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
     expect(wrong).toEqual([]);
   });
 
+  it.each([
+    ['failed', 'submitting'],
+    ['expired', 'submitted'],
+    ['uncertain', 'submitting'],
+    ['skipped', 'pending'],
+    ['exists', 'submitting'],
+  ] as const)('a parent that ends %s skips its pending child, naming why; a done parent makes it ready', async (end, before) => {
+    const b = await fresh([{ id: 'a' }, { id: 'b', parents: ['a'] }, { id: 'ok' }, { id: 'c', parents: ['ok'] }]);
+    await b.store.claimPending(10);
+    await b.force('a', before);
+    const r = await b.store.transition('a', before, end, end === 'failed' ? { last_error: 'refused' } : {});
+    expect(r.moved && r.side.map((m) => [m.id, m.to])).toEqual([['b', 'skipped']]);
+    expect((await b.readElsewhere('b'))?.state).toBe('skipped');
+    await finish(b.store, 'ok');
+    expect(ids((await b.store.claimPending(10)).jobs)).toEqual(['c']);
+  });
+
   it('refuses a transition from a state the job is not in, and one that is not allowed, changing nothing', async () => {
     const { store } = await fresh([{ id: 'a' }]);
     await store.claimPending(10);

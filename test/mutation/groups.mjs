@@ -1,0 +1,31 @@
+// The modules that keep genbatch's invariants, each with the test files that pin it. `npm run test:mutation`
+// mutates one group at a time and runs only that group's tests against each mutant (on 2 cores a mutant
+// costs the run of those files, not of the whole suite). Tests that spawn the CLI cannot see a mutant (the CLI
+// runs dist/), so a group lists only tests that import src/. `npm run test:mutation -- states redact` runs some.
+export const GROUPS = {
+  // The job-state table and the one transition function: a wrong pair can send a task twice.
+  states: {
+    mutate: ['src/store/states.ts'],
+    tests: ['test/workstore.behaviour.test.ts', 'test/store.test.ts'],
+  },
+  // The API key out of every error, log and stored answer.
+  redact: {
+    mutate: ['src/client/redact.ts'],
+    tests: ['test/client.test.ts', 'test/client.exchange.test.ts'],
+  },
+  // The upload limit (5 a minute per key, never a 429 we caused) and the status-read rate.
+  limiters: {
+    mutate: ['src/client/limiters.ts'],
+    tests: ['test/client.test.ts', 'test/client.limits.test.ts'],
+  },
+  // A download placed without replacing anything, checked by size and sha256, named inside its folder.
+  download: {
+    mutate: ['src/download/place.ts', 'src/download/check.ts', 'src/download/names.ts'],
+    tests: ['test/download.test.ts', 'test/download.paths.test.ts'],
+  },
+  // The intent committed before the POST, the task id the moment it arrives.
+  submits: {
+    mutate: ['src/engine/pipeline-submits.ts'],
+    tests: ['test/pipeline.workstore.test.ts', 'test/engine.test.ts'],
+  },
+};

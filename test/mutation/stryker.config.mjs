@@ -1,0 +1,23 @@
+// StrykerJS over one group of test/mutation/groups.mjs (MUTATION_GROUP), run by test/mutation/run.mjs.
+import { GROUPS } from './groups.mjs';
+
+const group = GROUPS[process.env.MUTATION_GROUP ?? ''];
+if (!group) throw new Error(`MUTATION_GROUP must be one of: ${Object.keys(GROUPS).join(', ')}`);
+
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'test/mutation/vitest.config.ts', related: false },
+  plugins: ['@stryker-mutator/vitest-runner'],
+  mutate: group.mutate,
+  coverageAnalysis: 'perTest',
+  concurrency: 2,
+  timeoutMS: 60_000,
+  reporters: ['clear-text', 'json'],
+  jsonReporter: { fileName: `reports/mutation/${process.env.MUTATION_GROUP}.json` },
+  clearTextReporter: { allowColor: false, logTests: false, reportMutants: true, reportScoreTable: true },
+  tempDirName: '.stryker-tmp',
+  cleanTempDir: 'always',
+  // Static mutants (module-level tables such as TRANSITIONS) are the point of some groups: kept, each run
+  // against every test of its group.
+  ignoreStatic: false,
+};
