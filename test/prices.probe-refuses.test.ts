@@ -145,7 +145,7 @@ describe('genbatch prices probe refuses prices that cannot be true', () => {
     const p = await probe('string', 'string', [KONTEXT]);
     expect(p.sent).toBe(0);
     expect(p.out.probes).toEqual([expect.objectContaining({ job: 'k1', outcome: 'refused', credits: null })]);
-    expect(p.out.probes[0]!.why).toMatch(/^the balance answer is a numeric string \("\d+(\.\d+)?"\), not a number: unusable for learning a price; nothing was sent$/);
+    expect(p.out.probes[0]!.why).toMatch(/^the balance answer is a numeric string \("\d+(\.\d+)?"\), not a number: unusable for learning a price \(read before the task was sent\)$/);
     expect(recorded(p.book)).toEqual([]);
     expect(p.code).toBe(1);
   }, 60_000);
@@ -162,7 +162,7 @@ describe('genbatch prices probe refuses prices that cannot be true', () => {
     const p = await probe('absurd', 'absurd', [KONTEXT]);
     expect(p.sent).toBe(1);
     expect(p.out.probes[0]!.outcome).toBe('refused');
-    expect(p.out.probes[0]!.why).toMatch(/^the charge of \d+(\.\d+)? credits exceeds the balance before the task \(\d+(\.\d+)?\): not recorded$/);
+    expect(p.out.probes[0]!.why).toMatch(/^the charge of \d+(\.\d+)? credits exceeds the balance before the task \(\d+(\.\d+)?\)$/);
     expect(p.stderr).toMatch(/\(job k1\): not recorded: the charge of/);
     expect(recorded(p.book)).toEqual([]);
   }, 60_000);

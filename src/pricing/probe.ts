@@ -76,7 +76,7 @@ async function read(p: ProbePort, readings: number[], sent: boolean): Promise<nu
   const a = await p.balance();
   readings.push(a.credits);
   const problem = balanceProblem(a, sent);
-  if (problem !== null) throw new Unusable(`${problem}; ${sent ? 'the task was sent' : 'nothing was sent'}`);
+  if (problem !== null) throw new Unusable(`${problem} (read ${sent ? 'after' : 'before'} the task was sent)`);
   return a.credits;
 }
 
@@ -117,7 +117,7 @@ async function probeChecked(p: ProbePort, readingsDuringWait: () => BalanceAnswe
   for (const a of readingsDuringWait()) {
     readings.push(a.credits);
     const problem = balanceProblem(a, true);
-    if (problem !== null) throw new Unusable(`${problem}; the task was sent`);
+    if (problem !== null) throw new Unusable(`${problem} (read while the task ran)`);
     during.push(a.credits);
   }
   const moved = during.find((r) => r !== afterSubmit);
@@ -133,7 +133,7 @@ async function probeChecked(p: ProbePort, readingsDuringWait: () => BalanceAnswe
   }
   const credits = Math.round((before - after) * 1e6) / 1e6;
   const problem = chargeProblem(credits, before);
-  if (problem !== null) return { kind: 'refused', why: `${problem}: not recorded`, readings };
+  if (problem !== null) return { kind: 'refused', why: problem, readings };
   return { kind: 'measured', credits, readings };
 }
 
