@@ -21,7 +21,7 @@ let sb: Sandbox;
 let front: FakeService;
 const t = tempDir('genbatch-probe-refuses-');
 
-type Mode = 'real' | 'frozen' | 'string' | 'huge' | 'absurd' | 'free-kontext';
+type Mode = 'real' | 'frozen' | 'string' | 'string-after' | 'huge' | 'absurd' | 'free-kontext';
 let mode: Mode = 'real';
 /** Submits passed through since the mode was set. */
 let submits = 0;
@@ -52,6 +52,7 @@ beforeAll(async () => {
         real,
         frozen: 5000,
         string: String(real),
+        'string-after': submits > 0 ? String(real) : real,
         huge: 1e300,
         absurd: submits > 0 ? real - 10_000_000 : real,
         'free-kontext': real + givenBack,
@@ -203,6 +204,17 @@ describe('genbatch run --learn-prices refuses prices that cannot be true', () =>
     expect(r.code).toBe(0);
     expect(submits).toBe(1);
     expect(r.stderr).toMatch(/no price learned from job k1 \(kontext-pro .*\): the balance answer is a numeric string/);
+    expect(recorded(book)).toEqual([]);
+  }, 120_000);
+
+  it('a balance answer that turns unusable after the job was sent: no price learned, and the job\'s own run ends before the rest of the run starts', async () => {
+    const file = manifest('learn-string-after', [KONTEXT, '  - {id: k2, model: kontext-pro, input: {prompt: a hare}}']);
+    const book = join(t.dir, 'learn-string-after-book.json');
+    setMode('string-after');
+    const r = await runCli(['run', file, '--learn-prices', '--yes', '--out', join(t.dir, 'learn-string-after-out'), '--time-scale', SCALE], env(book));
+    expect(r.stderr).toMatch(/no price learned from job k1 \(kontext-pro .*\): the balance answer is a numeric string \("\d+(\.\d+)?"\), not a number: unusable for learning a price \(read after the task was sent\)/);
+    expect(r.code).toBe(0);
+    expect(submits).toBe(2); // k1 once (alone), k2 once: nothing sent twice
     expect(recorded(book)).toEqual([]);
   }, 120_000);
 

@@ -69,49 +69,65 @@ async function learnOne<S>(entry: ProbePlanEntry, client: ServiceClient, d: Lear
   const during: BalanceAnswer[] = [];
   let summary: S | null = null;
   let done = false;
-  const outcome = await probe(
-    {
-      balance: () => client.balanceAnswer(),
-      sleep,
-      settleMs,
-      start: async () => {
-        // Accepted: the job left pending and submitting (its submit answered, or a chat call ended). Running
-        // until it leaves submitted; the sub-run ends after its download.
-        let accepted!: () => void;
-        const isAccepted = new Promise<void>((r) => (accepted = r));
-        let running = true;
-        const sub = d.runAlone(entry, (e) => {
-          if (e.type === 'job' && e.id === entry.job.id) {
-            if (e.to === 'done') done = true;
-            if (e.to !== 'submitting' && e.to !== 'pending') accepted();
-            if (e.to !== 'submitting' && e.to !== 'submitted' && e.to !== 'pending') running = false;
-          }
-          d.emit(e);
-        });
-        const ended = sub.then(
-          (s) => {
-            summary = s;
-          },
-          () => undefined,
-        );
-        await Promise.race([isAccepted, ended]);
-        const watch = (async () => {
-          while (running && summary === null) {
-            await Promise.race([sleep(settleMs), ended]);
-            if (running && summary === null) during.push(await client.balanceAnswer());
-          }
-        })();
-        return {
-          wait: async () => {
-            await sub; // a sub-run that threw throws here
-            await watch;
-            return done ? 'finished' : 'failed';
-          },
-        };
+  // The sub-run and the readings while it runs: always waited for, whatever the probe decided (it may refuse
+  // a reading taken just after the submit), so no sub-run outlives its class.
+  let sub: Promise<S> | null = null;
+  let settled: Promise<unknown> = Promise.resolve();
+  let outcome: ProbeOutcome;
+  try {
+    outcome = await probe(
+      {
+        balance: () => client.balanceAnswer(),
+        sleep,
+        settleMs,
+        start: async () => {
+          // Accepted: the job left pending and submitting (its submit answered, or a chat call ended). Running
+          // until it leaves submitted; the sub-run ends after its download.
+          let accepted!: () => void;
+          const isAccepted = new Promise<void>((r) => (accepted = r));
+          let running = true;
+          let over = false;
+          const started = d.runAlone(entry, (e) => {
+            if (e.type === 'job' && e.id === entry.job.id) {
+              if (e.to === 'done') done = true;
+              if (e.to !== 'submitting' && e.to !== 'pending') accepted();
+              if (e.to !== 'submitting' && e.to !== 'submitted' && e.to !== 'pending') running = false;
+            }
+            d.emit(e);
+          });
+          sub = started;
+          const ended = started.then(
+            (s) => {
+              summary = s;
+              over = true;
+            },
+            () => {
+              over = true; // thrown again below
+            },
+          );
+          await Promise.race([isAccepted, ended]);
+          const watch = (async () => {
+            while (running && !over) {
+              await Promise.race([sleep(settleMs), ended]);
+              if (running && !over) during.push(await client.balanceAnswer());
+            }
+          })();
+          settled = Promise.allSettled([ended, watch]);
+          return {
+            wait: async () => {
+              await ended;
+              await watch; // a failed balance read throws here
+              return done ? 'finished' : 'failed';
+            },
+          };
+        },
       },
-    },
-    () => during,
-  );
+      () => during,
+    );
+  } finally {
+    await settled;
+  }
+  if (sub !== null) await sub; // a sub-run that threw throws here
   if (outcome.kind === 'failed' && !done) return { outcome: { ...outcome, why: NOT_DONE }, summary };
   return { outcome, summary };
 }
