@@ -3,6 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { join, resolve } from 'node:path';
 import { redactDeep, serviceConfigFromEnv } from '../client/index.js';
 import { DEFAULT_STATUS_RATE, EventBus, parseOnly, parseRedo, planProbes, runEngine, type RedoState } from '../engine/index.js';
+import { learnPrices as learnEach } from './learn-prices.js';
 import { servicePorts } from './ports.js';
 import type { EngineEvent } from '../engine/events.js';
 import type { RunOutcome } from '../engine/index.js';
@@ -65,8 +66,9 @@ export interface RunOptions {
   confine?: boolean;
   /**
    * Learn prices on the way: before the run, the first pending job of each price class of unknown price
-   * is sent alone (one sub-run each, concurrency 1), and its invocation's balance difference is kept
-   * in the price book. No extra task is made. Ignored with `sandbox`.
+   * is sent alone (one sub-run each, concurrency 1), and the charge the balance shows for it is kept in
+   * the price book when it is attributable to that job and can be true (src/api/learn-prices.ts). No extra
+   * task is made. Ignored with `sandbox`.
    */
   learnPrices?: boolean;
   /** Status reads per second at most, in the service's time (divided by timeScale); default 10. */
@@ -231,42 +233,30 @@ interface Settings {
   bucket: ObjectOut | null;
 }
 
-/** The run once the service is known: the clients, the engine's ports, the engine. */
 /**
- * --learn-prices: each class's first job sent alone (the run's other jobs wait), its charge read from the
- * invocation's balance readings (the engine reads the balance before sending and after the job is done,
- * so only this job's charge can be in the difference, unless another client uses the key meanwhile)
- * and kept in the price book. Returns the summary when a sub-run was stopped (the caller returns it).
+ * --learn-prices: each class's first job sent alone (the run's other jobs wait) and measured as a price probe
+ * measures (src/api/learn-prices.ts). Returns the summary when a sub-run was stopped (the caller returns it).
  */
 async function learnPrices(manifest: string, o: RunOptions, s: Settings & { book: Book }): Promise<RunSummary | null> {
   const m = await openManifest(manifest, { confine: o.confine === true });
   const prices = m.pricing || s.userPrices ? { ...(m.pricing ?? {}), ...(s.userPrices ?? {}) } : null;
   const plan = await planProbes(m, prices, observedPrices(s.book, s.baseUrl));
   if (plan.problems.length > 0) return null; // the run itself reports them
-  for (const entry of plan.classes) {
-    if (o.signal?.aborted) break;
-    if ((entry.job.needs?.length ?? 0) > 0) continue; // it would take its parents along: not one task alone
-    let charged: number | null = null;
-    let done = false;
-    const sub: RunOptions = { ...o, limit: undefined, redo: undefined, onEvent: (e) => {
-      if (e.type === 'finish') charged = e.charged;
-      else if (e.type === 'job' && e.id === entry.job.id && e.to === 'done') done = true;
-      o.onEvent?.(e);
-    } };
-    const summary = await runAgainst(manifest, sub, { ...s, only: [entry.job.id.replace(/[*?]/g, '?')], concurrency: 1, redo: [] });
-    if (summary.outcome === 'interrupted') return summary;
-    const credits: number | null = charged;
-    const learned = done && credits !== null && credits >= 0;
-    if (learned) {
-      s.book.record(s.baseUrl, entry.cls, credits, new Date().toISOString());
-      s.book.save();
-    }
-    const why = learned ? null : !done ? 'the job did not end done in its own run (already done, or it failed: a failed task is refunded)' : 'the balance was not read before and after';
-    o.onEvent?.({ type: 'price-learned', id: entry.job.id, class: entry.cls.label, credits: learned ? credits : null, why });
-  }
-  return null;
+  return learnEach(plan.classes, {
+    baseUrl: s.baseUrl,
+    apiKey: s.apiKey,
+    timeScale: s.timeScale,
+    requestMs: s.requestMs,
+    book: s.book,
+    signal: o.signal,
+    emit: (e) => o.onEvent?.(e),
+    runAlone: (entry, onEvent) =>
+      runAgainst(manifest, { ...o, limit: undefined, redo: undefined, onEvent }, { ...s, only: [entry.job.id.replace(/[*?]/g, '?')], concurrency: 1, redo: [] }),
+    stopped: (summary) => summary.outcome === 'interrupted',
+  });
 }
 
+/** The run once the service is known: the clients, the engine's ports, the engine. */
 async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise<RunSummary> {
   const { outDir, statePath, timeScale, concurrency, userPrices, baseUrl, apiKey } = s;
   const bus = new EventBus();

@@ -158,7 +158,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         say(err, `genbatch: warning: ${e.message}\n`);
         break;
       case 'price-learned':
-        say(err, e.credits !== null ? `genbatch: learned the price of ${e.class} from job ${e.id}: ${e.credits} credits\n` : `genbatch: no price learned from job ${e.id} (${e.class}): ${e.why ?? 'unknown'}\n`);
+        say(err, e.credits !== null ? `genbatch: learned the price of ${e.class} from job ${e.id}: ${e.credits} credits${e.credits === 0 ? ' (never taken as confirmed: its jobs still need --yes)' : ''}\n` : `genbatch: no price learned from job ${e.id} (${e.class}): ${e.why ?? 'unknown'}\n`);
         break;
       case 'stopping':
         tally.stopping = true;

@@ -1,6 +1,6 @@
 /** Public surface of the API client: one retry layer, rate limits, parsed answers. */
-export { ServiceClient, parseBalance } from './service.js';
-export type { CallOptions, ServiceClientOptions, SharedUploadSlot, SubmitRequest, UploadOptions } from './service.js';
+export { ServiceClient, parseBalance, readBalance } from './service.js';
+export type { BalanceAnswer, CallOptions, ServiceClientOptions, SharedUploadSlot, SubmitRequest, UploadOptions } from './service.js';
 export { checkPolicy, DEFAULT_POLICY, decide, delay, sleep, withRetry, UNUSABLE_TRIES } from './retry.js';
 export { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, MAX_DEPTH, nestingWithin } from './limits.js';
 export type { RetryDecision, RetryInfo, RetryMethod, RetryOptions, RetryPolicy } from './retry.js';

@@ -154,8 +154,13 @@ export class ServiceClient {
    * (balance, credits, remaining, available, ...) or its only numeric field.
    */
   async balance(opts?: CallOptions): Promise<number> {
+    return (await this.balanceAnswer(opts)).credits;
+  }
+
+  /** The balance as balance() reads it, and whether the service wrote it as a string (a price probe will not learn from one). */
+  async balanceAnswer(opts?: CallOptions): Promise<BalanceAnswer> {
     const raw = await this.#callRaw('balance', { method: 'GET', path: '/api/user/balance', signal: signalOf(opts), maxBytes: ANSWER_MAX_BYTES.balance });
-    return parseBalance(raw);
+    return readBalance(raw);
   }
 
   /** POST /api/common/upload/stream (multipart field `file`), streamed from disk when given a path. */
@@ -298,18 +303,37 @@ function asNumber(v: unknown): number | null {
  * exactly one numeric field. A body without an envelope is read the same way.
  */
 export function parseBalance(raw: unknown): number {
+  return readBalance(raw).credits;
+}
+
+/**
+ * A balance answer as the service wrote it: the number, and whether it came as a numeric string. The
+ * contract does not show the body, so balance() takes both; learning a price takes a JSON number only.
+ */
+export interface BalanceAnswer {
+  credits: number;
+  /** The value was a string such as "1000" (read as a number by balance()). */
+  quoted: boolean;
+}
+
+/** parseBalance, telling a JSON number from a numeric string. */
+export function readBalance(raw: unknown): BalanceAnswer {
+  const answer = (v: unknown): BalanceAnswer | null => {
+    const n = asNumber(v);
+    return n === null ? null : { credits: n, quoted: typeof v === 'string' };
+  };
   const data = typeof raw === 'object' && raw !== null && !Array.isArray(raw) && 'data' in raw ? raw.data : raw;
-  const direct = asNumber(data);
+  const direct = answer(data);
   if (direct !== null) return direct;
   if (typeof data === 'object' && data !== null && !Array.isArray(data)) {
     const fields = Object.entries(data);
     for (const name of BALANCE_FIELDS) {
       const hit = fields.find(([k]) => k === name);
-      const n = hit ? asNumber(hit[1]) : null;
+      const n = hit ? answer(hit[1]) : null;
       if (n !== null) return n;
     }
     const numeric = fields.filter(([, v]) => asNumber(v) !== null);
-    if (numeric.length === 1) return asNumber((numeric[0] as [string, unknown])[1]) as number;
+    if (numeric.length === 1) return answer((numeric[0] as [string, unknown])[1]) as BalanceAnswer;
     const names = numeric.map(([k]) => k).join(', ');
     throw new BadResponseError(200, numeric.length === 0
       ? 'balance: the answer\'s data has no numeric field'

@@ -1,7 +1,7 @@
 import type { ChatClient, ServiceClient } from '../client/index.js';
 import { localImageRefs, type Manifest, type ManifestJob } from '../manifest/index.js';
 import { findModel } from '../models/index.js';
-import { priceClass, priceJob, probe, type ObservedPrices, type PriceBook, type PriceClass, type ProbeOutcome, type UserPrices } from '../pricing/index.js';
+import { priceClass, priceJob, probe, type BalanceAnswer, type ObservedPrices, type PriceBook, type PriceClass, type ProbeOutcome, type UserPrices } from '../pricing/index.js';
 import type { Problem } from '../errors.js';
 import { chatRequestOf } from './chat.js';
 import { setAtPath } from './results.js';
@@ -41,7 +41,9 @@ export async function planProbes(manifest: Manifest, userPrices: UserPrices | nu
       plan.problems.push(...job.problems);
       continue;
     }
-    if (job.for_each !== undefined || priceJob(job, userPrices, observed).credits !== null) continue;
+    if (job.for_each !== undefined) continue;
+    const price = priceJob(job, userPrices, observed);
+    if (price.credits !== null || price.observedFree === true) continue; // a class learned free is not probed again
     const cls = priceClass(job);
     const known = byKey.get(cls.key);
     if (known) {
@@ -88,12 +90,12 @@ async function inputWithUploads(job: ManifestJob, d: ProbeDeps, uploaded: Map<st
 /** Measure one class: its representative task run alone. */
 export async function probeOne(entry: ProbePlanEntry, d: ProbeDeps, uploaded: Map<string, string>): Promise<ProbeOutcome & { taskId: string | null }> {
   const job = entry.job;
-  const during: number[] = [];
+  const during: BalanceAnswer[] = [];
   let taskId: string | null = null;
   const input = job.kind === 'submit' ? await inputWithUploads(job, d, uploaded) : job.input;
   const outcome = await probe(
     {
-      balance: () => d.client.balance(),
+      balance: () => d.client.balanceAnswer(),
       sleep: d.sleep,
       settleMs: Math.max(50, 2_000 * d.timeScale),
       start: async () => {
@@ -113,7 +115,7 @@ export async function probeOne(entry: ProbePlanEntry, d: ProbeDeps, uploaded: Ma
             await d.sleep(min * 1000 * d.timeScale);
             for (;;) {
               const t = spec?.resultEndpoint === 'music' ? await d.client.musicDetail(id) : await d.client.status(id);
-              during.push(await d.client.balance());
+              during.push(await d.client.balanceAnswer());
               if (t.status === 'finished' || t.status === 'failed') return t.status;
               await d.sleep(Math.max(100, 2_000 * d.timeScale));
             }

@@ -8,7 +8,7 @@ import { priceClass } from './classes.js';
 
 export { defaultBookPath, isBook, observedLabel, PriceBook, serviceName, type BookEntry } from './book.js';
 export { priceClass, type PriceClass } from './classes.js';
-export { probe, type ProbeOutcome, type ProbePort } from './probe.js';
+export { balanceProblem, chargeProblem, FreeClasses, MAX_PROBE_BALANCE, NEVER_MOVED, probe, type BalanceAnswer, type ProbeOutcome, type ProbePort } from './probe.js';
 
 /**
  * Credits per job, per model and in total.
@@ -59,6 +59,11 @@ export interface JobPrice {
   source: PriceSource;
   /** A for_each job whose children have a price but whose count is decided at run time (credits null). */
   unknownCount?: boolean;
+  /**
+   * The price book holds 0 credits for the job's class (learned: the balance did not move for it). Never a
+   * confirmed price: credits stays null (source 'unknown'), so the job needs --yes and counts as unpriced.
+   */
+  observedFree?: boolean;
 }
 
 /** Model id -> credits. */
@@ -176,6 +181,11 @@ export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fa
     return { credits: user, basis: `user-supplied: ${user} credits per request`, source: 'user' };
   }
   const seen = observed?.lookup(job);
+  // A learned 0 is free as far as the balance showed, never a confirmed price: the job stays of unknown price
+  // (the run asks for --yes, and a cap sends the class's first job alone), marked observedFree.
+  if (seen !== undefined && seen.credits === 0) {
+    return { credits: null, basis: `${observedLabel(seen)}: 0 credits, not taken as a confirmed price (${why})`, source: 'unknown', observedFree: true };
+  }
   if (seen !== undefined) {
     const spread = seen.min === seen.max ? '' : ` (seen ${seen.min} to ${seen.max})`;
     return { credits: seen.credits, basis: `${observedLabel(seen)}: ${seen.credits} credits${spread}`, source: 'observed' };

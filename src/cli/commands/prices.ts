@@ -2,7 +2,7 @@ import { ChatClient, ServiceClient, serviceConfigFromEnv } from '../../client/in
 import { planProbes, probeOne, recordProbe, type ProbePlanEntry } from '../../engine/index.js';
 import { EXIT, UsageError } from '../../errors.js';
 import { openManifest } from '../../manifest/index.js';
-import { checkUserPrices, defaultBookPath, loadPriceFile, observedLabel, observedPrices, PriceBook, serviceName } from '../../pricing/index.js';
+import { checkUserPrices, defaultBookPath, FreeClasses, loadPriceFile, NEVER_MOVED, observedLabel, observedPrices, PriceBook, serviceName } from '../../pricing/index.js';
 import { write, writeProblems } from './validate.js';
 
 /**
@@ -68,7 +68,14 @@ export async function probeCommand(manifestPath: string, flags: ProbeFlags): Pro
   let spent = 0;
   let measured = 0;
   let unmeasured = 0;
-  const results: Array<{ class: string; job: string; outcome: string; credits: number | null; why: string | null; task_id: string | null }> = [];
+  const results: ProbeResult[] = [];
+  const free = new FreeClasses<{ entry: ProbePlanEntry; result: ProbeResult }>();
+  const keep = async (entry: ProbePlanEntry, credits: number): Promise<void> => {
+    measured++;
+    recordProbe(book, config.baseUrl, entry, credits, new Date().toISOString());
+    const e = book.lookup(config.baseUrl, entry.cls.key)!;
+    await write(process.stderr, `${line(entry)}: ${credits} credits (${observedLabel(e)})${credits === 0 ? '; a price of 0 is never taken as confirmed: its jobs still need --yes' : ''}\n`);
+  };
   try {
     for (const entry of plan.classes) {
       if (flags.maxCredits !== undefined && spent >= flags.maxCredits) {
@@ -78,26 +85,42 @@ export async function probeCommand(manifestPath: string, flags: ProbeFlags): Pro
       const r = await probeOne(entry, { client, chat, timeScale, sleep }, uploaded);
       const first = r.readings[0];
       const last = r.readings[r.readings.length - 1];
-      spent += first !== undefined && last !== undefined ? Math.max(0, first - last) : 0;
-      results.push({ class: entry.cls.key, job: entry.job.id, outcome: r.kind, credits: r.kind === 'measured' ? r.credits : null, why: r.kind === 'measured' ? null : r.why, task_id: r.taskId });
-      if (r.kind === 'measured') {
-        measured++;
-        recordProbe(book, config.baseUrl, entry, r.credits, new Date().toISOString());
-        const e = book.lookup(config.baseUrl, entry.cls.key)!;
-        await write(process.stderr, `${line(entry)}: ${r.credits} credits (${observedLabel(e)})\n`);
-      } else {
+      const moved = first !== undefined && last !== undefined ? first - last : 0;
+      spent += Number.isFinite(moved) ? Math.max(0, moved) : 0;
+      const result: ProbeResult = { class: entry.cls.key, job: entry.job.id, outcome: r.kind, credits: r.kind === 'measured' ? r.credits : null, why: r.kind === 'measured' ? null : r.why, task_id: r.taskId };
+      results.push(result);
+      if (r.kind !== 'measured') {
         unmeasured++;
         await write(process.stderr, `${line(entry)}: not recorded: ${r.why}\n`);
-      }
+      } else if (free.measured({ entry, result }, r.credits)) {
+        await write(process.stderr, `${line(entry)}: the balance did not move for it (0 credits): recorded as free only if it moves for another class of this probe\n`);
+      } else await keep(entry, r.credits);
+    }
+    const { record, refuse } = free.settle();
+    for (const f of record) await keep(f.entry, 0);
+    for (const f of refuse) {
+      unmeasured++;
+      Object.assign(f.result, { outcome: 'unmoved', credits: null, why: NEVER_MOVED });
+      await write(process.stderr, `${line(f.entry)}: not recorded: ${NEVER_MOVED}\n`);
     }
   } finally {
     await client.close();
     await chat.close();
   }
-  if (flags.json) await write(process.stdout, JSON.stringify({ book: book.path, service: serviceName(config.baseUrl), measured, unmeasured, spent, probes: results }) + '\n');
+  if (flags.json) await write(process.stdout, JSON.stringify({ book: book.path, service: serviceName(config.baseUrl), measured, unmeasured, spent: Math.round(spent * 1e6) / 1e6, probes: results }) + '\n');
   await write(process.stderr, `probed ${measured + unmeasured} class(es): ${measured} measured and kept in ${book.path}${unmeasured > 0 ? `, ${unmeasured} not recorded` : ''}\n`);
   if (results.length < plan.classes.length) return EXIT.incomplete;
   return unmeasured > 0 ? EXIT.jobsFailed : EXIT.ok;
+}
+
+/** One probe in `--json`: outcome measured, failed, unreliable, refused (a reading or charge that cannot be true), or unmoved (0 credits, the balance never moved). */
+interface ProbeResult {
+  class: string;
+  job: string;
+  outcome: string;
+  credits: number | null;
+  why: string | null;
+  task_id: string | null;
 }
 
 function line(entry: ProbePlanEntry): string {
