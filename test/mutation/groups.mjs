@@ -11,7 +11,7 @@ export const GROUPS = {
   // The API key out of every error, log and stored answer.
   redact: {
     mutate: ['src/client/redact.ts'],
-    tests: ['test/client.test.ts', 'test/client.exchange.test.ts'],
+    tests: ['test/redact.test.ts', 'test/client.test.ts', 'test/client.exchange.test.ts'],
   },
   // The upload limit (5 a minute per key, never a 429 we caused) and the status-read rate.
   limiters: {
