@@ -101,7 +101,7 @@ export interface BucketPort {
     beforeWrite?: (got: { path: string; size: number; sha256: string; contentType: string | null }) => Promise<void>;
   }): Promise<{ path: string; size: number; sha256: string; contentType: string | null }>;
   /** A small text result at `<folder>/<name>` (or a numbered name), never replacing other content. */
-  putText(folder: string, name: string, text: string, o?: { contentType?: string; signal?: AbortSignal }): Promise<{ path: string; size: number; sha256: string }>;
+  putText(folder: string, name: string, text: string, o?: { signal?: AbortSignal }): Promise<{ path: string; size: number; sha256: string }>;
   /** `<folder>/result.json`: replaces this job's own; one that is not (another job id) is kept in previous-<n>/ first. */
   putResult(folder: string, jobId: string, text: string): Promise<void>;
   /** True when the bucket holds `path` with this size and sha256 (its metadata). */
