@@ -154,11 +154,17 @@ export class ObjectOut {
 
   /**
    * After a write: the bucket must show that it holds `written` at `rel` (src/storage/proof.ts), else a
-   * StorageError naming the key and the reason (the caller's job is not done).
+   * StorageError naming the key and the reason (the caller's job is not done). `drop`: what the write left
+   * there is deleted first (best effort), so the key never holds an object that was not proved.
    */
-  async prove(rel: string, written: Written, what: string, signal?: AbortSignal): Promise<void> {
-    const why = unproven(await this.head(rel, signal), written);
-    if (why !== null) throw new StorageError(`${this.where}/${rel}: ${what} not held by the bucket: ${why}`);
+  async prove(rel: string, written: Written, what: string, o: { signal?: AbortSignal; drop?: boolean } = {}): Promise<void> {
+    const why = unproven(await this.head(rel, o.signal), written);
+    if (why === null) return;
+    if (o.drop) {
+      const { DeleteObjectCommand } = await import('@aws-sdk/client-s3');
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: this.keyOf(rel) })).catch(() => undefined);
+    }
+    throw new StorageError(`${this.where}/${rel}: ${what} not held by the bucket: ${why}`);
   }
 
   /**
@@ -184,7 +190,7 @@ export class ObjectOut {
       ...typeParams(type),
     });
     await this.call(() => this.client.send(put, o.signal ? { abortSignal: o.signal } : {}), 'PUT', key);
-    await this.prove(rel, { size: buf.length, sha256, md5: md5Hex(buf) }, 'PUT', o.signal);
+    await this.prove(rel, { size: buf.length, sha256, md5: md5Hex(buf) }, 'PUT', { ...(o.signal ? { signal: o.signal } : {}), drop: true });
     return { size: buf.length, sha256 };
   }
 
@@ -249,7 +255,7 @@ export class ObjectOut {
     // The temporary key is recorded before the upload is created (no UploadId yet: a run killed before the
     // answer arrives leaves an upload that only a listing finds), then again with its UploadId.
     await o.journal.started({ key: tmp, uploadId: '' });
-    await this.multipart(tmp, Readable.from(rest(), { objectMode: false }), o);
+    const uploadId = await this.multipart(tmp, Readable.from(rest(), { objectMode: false }), o);
     const done = checked as { size: number; sha256: string } | null;
     try {
       if (done === null) throw new StorageError(`${this.where}: the upload of "${rel}" ended before its body did`);
@@ -258,7 +264,8 @@ export class ObjectOut {
       await this.clearPending({ key: tmp, completed: true }, o.journal);
       return placed;
     } catch (err) {
-      await this.clearPending({ key: tmp, completed: true }, o.journal).catch(() => undefined);
+      // The upload may not have been completed, whatever the endpoint answered: aborted too (one gone is fine).
+      await this.clearPending({ key: tmp, uploadId }, o.journal).catch(() => undefined);
       throw err;
     }
   }
@@ -268,7 +275,7 @@ export class ObjectOut {
    * read. Each part carries its SHA-256 (`ChecksumAlgorithm`: the SDK hashes each part, a Buffer, into the
    * `x-amz-checksum-sha256` header; no trailer), which a bucket that verifies checks.
    */
-  private async multipart(tmp: string, body: Readable, o: { journal: UploadJournal }): Promise<void> {
+  private async multipart(tmp: string, body: Readable, o: { journal: UploadJournal }): Promise<string | null> {
     const { Upload } = await import('@aws-sdk/lib-storage');
     const upload = new Upload({
       client: this.client,
@@ -292,6 +299,7 @@ export class ObjectOut {
     // (an AbortMultipartUpload racing parts still being sent may leave parts behind).
     try {
       await upload.done();
+      return uploadId;
     } catch (err) {
       body.destroy();
       // Aborted and its temporary object deleted; when the bucket refuses, the journal keeps it for the next run.
@@ -326,7 +334,7 @@ export class ObjectOut {
       ...typeParams(type),
     });
     await this.call(() => this.client.send(copy, signal ? { abortSignal: signal } : {}), 'COPY', to);
-    await this.prove(rel, written, 'COPY', signal);
+    await this.prove(rel, written, 'COPY', { ...(signal ? { signal } : {}), drop: true });
   }
 
   /**
