@@ -9,7 +9,9 @@
  *   key with its sha256 in the metadata, and the temporary object is deleted. Why a copy: S3 metadata is
  *   fixed when an upload starts, and the sha256 is known only at its end; and so the final key only ever
  *   holds a whole, checked object (a check that fails aborts the upload before CompleteMultipartUpload).
- * - Every object carries `x-amz-meta-sha256` (hex).
+ * - Every object carries `x-amz-meta-sha256` (hex); every write sends its SHA-256 (`ChecksumAlgorithm`) and
+ *   counts only once a HEAD proves the bucket holds it (prove, src/storage/proof.ts); a result's type is
+ *   its bytes' (src/storage/inert.ts), never the service's.
  * - Nothing is overwritten: a final key that holds other content gets the next numbered name
  *   (`image-1 (2).png`), as on disk; a key holding the same content (same size and sha256) is reused.
  * - Each multipart upload is reported to the caller's journal (its temporary key and UploadId) as soon as
