@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BodyCheck } from '../src/download/check.js';
 import { StorageError } from '../src/errors.js';
 import { ObjectOut, PART_SIZE } from '../src/storage/index.js';
+import { resultsBucket } from '../src/storage/results.js';
 import { startLyingS3, type LyingS3 } from './helpers/lying-s3.js';
 import { S3_KEY_ID, S3_SECRET, startS3, type TestS3 } from './helpers/s3.js';
 
@@ -117,6 +118,20 @@ describe('a bucket that answers writes it did not keep', () => {
       expect(sha256(await s3.get('reuse/job-1/image-1 (2).png'))).toBe(sha256(body));
       out.close();
     });
+  });
+
+  it('a file a killed run noted as put is taken as held only if its bytes are the noted ones (read back when the bucket gives no SHA-256)', async () => {
+    const body = randomBytes(5000);
+    const other = Buffer.from(body);
+    other[100] ^= 0xff;
+    const { PutObjectCommand } = await import('@aws-sdk/client-s3');
+    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: 'noted/job-1/a.png', Body: other, Metadata: { sha256: sha256(body) } }));
+    await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key: 'noted/job-1/b.png', Body: body, Metadata: { sha256: sha256(body) } }));
+    const out = outVia(s3.endpoint, 'noted');
+    const bucket = resultsBucket(out, (fn) => fn());
+    expect(await bucket.holds('job-1/a.png', body.length, sha256(body))).toBe(false);
+    expect(await bucket.holds('job-1/b.png', body.length, sha256(body))).toBe(true);
+    out.close();
   });
 
   it('checkWritable: an endpoint that drops the probe stops the run before anything (exit 74, naming the bucket)', async () => {

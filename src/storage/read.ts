@@ -1,4 +1,5 @@
 /** Reading objects as streams (the view's /files/, export from a bucket): the body is never held whole. */
+import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { SNIFF_BYTES, inertType, type InertType } from './inert.js';
 import type { ObjectOut } from './object-out.js';
@@ -30,4 +31,17 @@ export async function inertTypeOfObject(out: ObjectOut, bucket: string, key: str
     if (e.$metadata?.httpStatusCode === 416 || e.name === 'InvalidRange') return inertType(Buffer.alloc(0));
     throw out.failure(err, 'GET', key);
   }
+}
+
+/** The sha256 of an object's bytes, read whole as a stream (null when there is none). */
+export async function sha256OfObject(out: ObjectOut, rel: string): Promise<string | null> {
+  const got = await openObject(out, rel);
+  if (got === null) return null;
+  const hash = createHash('sha256');
+  try {
+    for await (const chunk of got.body) hash.update(chunk as Buffer);
+  } catch (err) {
+    throw out.failure(err, 'GET', out.keyOf(rel));
+  }
+  return hash.digest('hex');
 }

@@ -7,6 +7,7 @@ import { downloadToStore } from '../download/index.js';
 import type { BucketPort } from '../engine/ports.js';
 import type { ObjectOut } from './object-out.js';
 import { unproven } from './proof.js';
+import { sha256OfObject } from './read.js';
 
 /** `retry`: the one retry layer, around each whole file (a new GET and a new upload each time). */
 export function resultsBucket(out: ObjectOut, retry: <T>(fn: () => Promise<T>, signal?: AbortSignal) => Promise<T>): BucketPort {
@@ -47,8 +48,12 @@ export function resultsBucket(out: ObjectOut, retry: <T>(fn: () => Promise<T>, s
       if (there !== null && !ownResult(there, jobId)) await out.move([rel], [`${await previousFolder(folder)}/result.json`]);
       await out.putSmall(rel, text, { contentType: 'application/json' });
     },
+    // Asked for a file a killed run noted as put: the HEAD's proof, and the bytes read back and hashed when the
+    // bucket gives no SHA-256 of its own (the MD5 of the bytes sent is not in the note).
     holds: async (path, size, sha256) => {
-      return unproven(await out.head(path), { size, sha256, md5: null }) === null;
+      const h = await out.head(path);
+      if (unproven(h, { size, sha256, md5: null }) !== null) return false;
+      return h!.checksum !== null || (await sha256OfObject(out, path)) === sha256;
     },
     abortStale: (pending, journal) => out.abortStale(pending, journal),
     moveAside: async (folder) => {
