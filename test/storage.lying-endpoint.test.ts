@@ -104,6 +104,21 @@ describe('a bucket that answers writes it did not keep', () => {
     });
   });
 
+  it('a report (replaced in place) whose new write is dropped: refused, the earlier report left as it was', async () => {
+    const earlier = Buffer.from('{"report": 1}');
+    const honest = outVia(s3.endpoint, 'replace');
+    await honest.putSmall('report.json', earlier, { contentType: 'application/json' });
+    honest.close();
+    await withLiar('drop', async (liar) => {
+      const out = outVia(liar.url, 'replace');
+      const err = await out.putSmall('report.json', '{"report": 2}', { contentType: 'application/json' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StorageError);
+      expect((err as Error).message).toContain(`report.json: PUT not held by the bucket: the object there has sha256 metadata ${sha256(earlier)}`);
+      expect((await s3.get('replace/report.json')).equals(earlier)).toBe(true);
+      out.close();
+    });
+  });
+
   it('an object with the right size and sha256 metadata but other bytes is not reused: the result goes to a numbered name', async () => {
     await withLiar('alter', async (liar) => {
       const body = randomBytes(5000);

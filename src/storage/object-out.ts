@@ -156,13 +156,16 @@ export class ObjectOut {
 
   /**
    * After a write: the bucket must show that it holds `written` at `rel` (src/storage/proof.ts), else a
-   * StorageError naming the key and the reason (the caller's job is not done). `drop`: what the write left
-   * there is deleted first (best effort), so the key never holds an object that was not proved.
+   * StorageError naming the key and the reason (the caller's job is not done). `drop`: an object there that
+   * carries the written sha256 (what this write left, with other bytes or size) is deleted first (best
+   * effort), so the key never holds an unproved object under genbatch's sha256; another object there (the
+   * earlier report a write that was dropped did not replace) is left as it is.
    */
   async prove(rel: string, written: Written, what: string, o: { signal?: AbortSignal; drop?: boolean } = {}): Promise<void> {
-    const why = unproven(await this.head(rel, o.signal), written);
+    const held = await this.head(rel, o.signal);
+    const why = unproven(held, written);
     if (why === null) return;
-    if (o.drop) {
+    if (o.drop && held !== null && held.sha256 === written.sha256) {
       const { DeleteObjectCommand } = await import('@aws-sdk/client-s3');
       await this.client.send(new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: this.keyOf(rel) })).catch(() => undefined);
     }
