@@ -115,6 +115,28 @@ describe('export with a bucket', () => {
     }
   });
 
+  it('a copy takes the type its bytes show, not the source object\'s: objects an older run stored as text/html are exported as media', async () => {
+    const files = doneFiles(state);
+    const originals = new Map<string, Buffer>();
+    for (const f of files) {
+      const body = await s3.get(`runs/e/${f.path}`);
+      originals.set(f.path, body);
+      await s3.client.send(new PutObjectCommand({ Bucket: 'bucket', Key: `runs/e/${f.path}`, Body: body, ContentType: 'text/html', Metadata: { sha256: f.sha256 } }));
+    }
+    try {
+      const r = await runCli(['export', m, '--out', RUN, '--to', 's3://bucket/exports/typed'], env, t.dir);
+      expect(r.code, r.stderr).toBe(0);
+      const objects = new Map((await s3.objects('exports/typed/')).map((o) => [o.key, o]));
+      for (const f of files) {
+        const o = objects.get(`exports/typed/${f.path}`)!;
+        expect(o.contentType, f.path).toMatch(/^(image|video)\/(png|jpeg|mp4)$/);
+        expect(o.metadata.sha256, f.path).toBe(f.sha256);
+      }
+    } finally {
+      for (const f of files) await s3.client.send(new PutObjectCommand({ Bucket: 'bucket', Key: `runs/e/${f.path}`, Body: originals.get(f.path)!, Metadata: { sha256: f.sha256 } }));
+    }
+  });
+
   it('a run on disk into a bucket: streamed, sha256 checked before the upload completes (a changed file leaves no object)', async () => {
     const out = join(t.dir, 'disk-out');
     const dm = manifest(join(t.dir, 'd.yaml'));

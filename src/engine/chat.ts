@@ -121,7 +121,7 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
   try {
     if (d.bucket) {
       for (const f of files) {
-        const p = await d.bucket.putText(d.sanitizeName(row.id), f.name, f.data, { contentType: f.content_type });
+        const p = await d.bucket.putText(d.sanitizeName(row.id), f.name, f.data);
         placed.push({ idx: f.idx, path: p.path, size: p.size, sha256: p.sha256, content_type: f.content_type });
       }
     } else {

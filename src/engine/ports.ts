@@ -101,10 +101,10 @@ export interface BucketPort {
     beforeWrite?: (got: { path: string; size: number; sha256: string; contentType: string | null }) => Promise<void>;
   }): Promise<{ path: string; size: number; sha256: string; contentType: string | null }>;
   /** A small text result at `<folder>/<name>` (or a numbered name), never replacing other content. */
-  putText(folder: string, name: string, text: string, o?: { contentType?: string; signal?: AbortSignal }): Promise<{ path: string; size: number; sha256: string }>;
+  putText(folder: string, name: string, text: string, o?: { signal?: AbortSignal }): Promise<{ path: string; size: number; sha256: string }>;
   /** `<folder>/result.json`: replaces this job's own; one that is not (another job id) is kept in previous-<n>/ first. */
   putResult(folder: string, jobId: string, text: string): Promise<void>;
-  /** True when the bucket holds `path` with this size and sha256 (its metadata). */
+  /** True when the bucket holds `path` with this size and sha256, as far as it proves it (src/storage/proof.ts; the bytes read back where it gives no checksum). */
   holds(path: string, size: number, sha256: string): Promise<boolean>;
   /** Clears the uploads an earlier run left (aborted, temporary objects deleted); returns how many. */
   abortStale(pending: readonly UploadRecord[], journal: UploadJournal): Promise<number>;

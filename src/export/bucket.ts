@@ -3,8 +3,8 @@
  *
  * - From a run whose output is `s3://bucket/prefix`: each file is read from its object (to a folder: streamed
  *   to a temporary file, checked, renamed).
- * - To `--to s3://bucket/prefix`: each file is copied server-side from the run's object (CopyObject, the
- *   object's metadata with its sha256 kept; no byte passes through this machine) when the source object
+ * - To `--to s3://bucket/prefix`: each file is copied server-side from the run's object (CopyObject with its
+ *   sha256 in the metadata and the type its first bytes show; the copy proved held) when the source object
  *   carries the recorded sha256; a file of a run on disk, or an object over 5 GiB (CopyObject's limit), is
  *   streamed into an upload whose sha256 is checked before it completes. The index and `.genbatch-export.json`
  *   are objects under the prefix, each written whole (src/report/objects.ts). A key already holding an object
@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { NO_JOURNAL, objectReports } from '../report/objects.js';
 import { StorageError } from '../errors.js';
-import { openBucket, openObject, type ObjectOut, type StreamCheck } from '../storage/index.js';
+import { inertTypeOfObject, md5OfEtag, openBucket, openObject, type ObjectInfo, type ObjectOut, type StreamCheck } from '../storage/index.js';
 import { LEDGER, parseLedger, type ExportDest, type ExportSource, type Placement } from './places.js';
 
 /** CopyObject copies at most 5 GiB in one request. */
@@ -62,17 +62,15 @@ export async function bucketDest(url: string): Promise<ExportDest> {
   const out = await openBucket(url);
   const at = (name: string) => `${out.where}/${name}`;
 
-  /** Server-side copy of the source object `rel` to `name`, its metadata (sha256) kept. */
-  const copy = async (from: BucketSource, rel: string, name: string): Promise<void> => {
-    const { CopyObjectCommand } = await import('@aws-sdk/client-s3');
-    const src = from.out.keyOf(rel);
-    const key = out.keyOf(name);
-    const source = `${from.out.loc.bucket}/${src.split('/').map(encodeURIComponent).join('/')}`;
-    try {
-      await out.client.send(new CopyObjectCommand({ Bucket: out.loc.bucket, Key: key, CopySource: source, MetadataDirective: 'COPY' }));
-    } catch (err) {
-      throw out.failure(err, `COPY from s3://${from.out.loc.bucket}/${src}`, key);
-    }
+  /**
+   * Server-side copy of the source object `rel` (`src`: its HEAD) to `name`: its sha256 in the metadata, the
+   * type its bytes show (never the source's stored type), proved held by the bucket (ObjectOut.copyIn).
+   */
+  const copy = async (from: BucketSource, rel: string, name: string, src: ObjectInfo & { sha256: string }): Promise<void> => {
+    const key = from.out.keyOf(rel);
+    const type = await inertTypeOfObject(from.out, from.out.loc.bucket, key);
+    if (type === null) throw new StorageError(`s3://${from.out.loc.bucket}/${key}: no such object (removed since the run?)`);
+    await out.copyIn(from.out.loc.bucket, key, name, { size: src.size, sha256: src.sha256, md5: md5OfEtag(src.etag), checksum: src.checksum }, type);
   };
 
   return {
@@ -100,7 +98,7 @@ export async function bucketDest(url: string): Promise<ExportDest> {
           return null;
         }
         if (src.size <= MAX_COPY) {
-          await copy(inBucket, e.rel, e.name);
+          await copy(inBucket, e.rel, e.name, { ...src, sha256: e.sha256 });
           return 'copied';
         }
       }

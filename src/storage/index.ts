@@ -13,4 +13,6 @@ export async function openBucket(url: string): Promise<ObjectOut> {
   const loc = parseS3Url(url);
   return new ObjectOut(await s3ClientFromEnv(), loc);
 }
-export { openObject } from './read.js';
+export { inertTypeOfObject, openObject } from './read.js';
+export { SNIFF_BYTES, inertHeaders, inertType, type InertType } from './inert.js';
+export { md5OfEtag } from './proof.js';

@@ -9,7 +9,9 @@
  *   key with its sha256 in the metadata, and the temporary object is deleted. Why a copy: S3 metadata is
  *   fixed when an upload starts, and the sha256 is known only at its end; and so the final key only ever
  *   holds a whole, checked object (a check that fails aborts the upload before CompleteMultipartUpload).
- * - Every object carries `x-amz-meta-sha256` (hex).
+ * - Every object carries `x-amz-meta-sha256` (hex); every write sends its SHA-256 (`ChecksumAlgorithm`) and
+ *   counts only once a HEAD proves the bucket holds it (prove, src/storage/proof.ts); a result's type is
+ *   its bytes' (src/storage/inert.ts), never the service's.
  * - Nothing is overwritten: a final key that holds other content gets the next numbered name
  *   (`image-1 (2).png`), as on disk; a key holding the same content (same size and sha256) is reused.
  * - Each multipart upload is reported to the caller's journal (its temporary key and UploadId) as soon as
@@ -26,7 +28,9 @@ import { Readable } from 'node:stream';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { GenbatchError, NetworkError, StorageError } from '../errors.js';
 import { numberedName } from '../download/names.js';
+import { inertType, type InertType } from './inert.js';
 import { journalsFor, type PendingUpload, type UploadJournal } from './journal.js';
+import { base64OfHex, md5OfEtag, unproven, type Written } from './proof.js';
 import { keyUnder, s3UrlOf, type S3Location } from './url.js';
 
 /** Bytes per part of a multipart upload (also the largest body written with one PutObject). */
@@ -44,6 +48,10 @@ export interface ObjectInfo {
   /** `x-amz-meta-sha256`, or null when the object has none (not written by genbatch). */
   sha256: string | null;
   contentType: string | null;
+  /** The ETag, without quotes (an MD5 of the bytes on most servers for a single-part object). */
+  etag: string | null;
+  /** The bucket's own full-object SHA-256 of the bytes (base64), when it gives one (ChecksumMode ENABLED). */
+  checksum: string | null;
 }
 
 /** The checks of a streamed body (BodyCheck from src/download/check.ts). */
@@ -62,6 +70,12 @@ export interface Placed {
 }
 
 const sha256Hex = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+const md5Hex = (b: Buffer): string => createHash('md5').update(b).digest('hex');
+
+/** The type of a body: genbatch's own document (`contentType`: a report, result.json) as given, a result by its bytes (src/storage/inert.ts). */
+const typeOf = async (own: string | null | undefined, head: Buffer): Promise<InertType> => (own ? { contentType: own, disposition: null } : inertType(head));
+/** The headers of a type on a PutObject, CopyObject or CreateMultipartUpload. */
+const typeParams = (t: InertType) => ({ ContentType: t.contentType, ...(t.disposition !== null ? { ContentDisposition: t.disposition } : {}) });
 
 /** The name of an SDK error and its HTTP status, when it has them. */
 function sdkFailure(err: unknown): { name: string; status: number | null; message: string } {
@@ -114,8 +128,11 @@ export class ObjectOut {
     const { HeadObjectCommand } = await import('@aws-sdk/client-s3');
     const key = this.keyOf(rel);
     try {
-      const h = await this.client.send(new HeadObjectCommand({ Bucket: this.loc.bucket, Key: key }), signal ? { abortSignal: signal } : {});
-      return { size: h.ContentLength ?? 0, sha256: h.Metadata?.sha256 ?? null, contentType: h.ContentType ?? null };
+      const head = new HeadObjectCommand({ Bucket: this.loc.bucket, Key: key, ChecksumMode: 'ENABLED' });
+      const h = await this.client.send(head, signal ? { abortSignal: signal } : {});
+      // A composite checksum (of the parts: `...-N`) is no SHA-256 of the whole object.
+      const checksum = h.ChecksumSHA256 && !h.ChecksumSHA256.includes('-') && h.ChecksumType !== 'COMPOSITE' ? h.ChecksumSHA256 : null;
+      return { size: h.ContentLength ?? 0, sha256: h.Metadata?.sha256 ?? null, contentType: h.ContentType ?? null, etag: h.ETag?.replace(/"/g, '') ?? null, checksum };
     } catch (err) {
       const f = sdkFailure(err);
       if (f.status === 404 || f.name === 'NotFound' || f.name === 'NoSuchKey') return null;
@@ -138,23 +155,54 @@ export class ObjectOut {
   }
 
   /**
-   * Writes a small body at `rel` with one PutObject, its sha256 in the metadata. Replaces what is there:
-   * the caller decides (putNew never replaces).
+   * After a write: the bucket must show that it holds `written` at `rel` (src/storage/proof.ts), else a
+   * StorageError naming the key and the reason (the caller's job is not done). `drop`: an object there that
+   * carries the written sha256 (what this write left, with other bytes or size) is deleted first (best
+   * effort), so the key never holds an unproved object under genbatch's sha256; another object there (the
+   * earlier report a write that was dropped did not replace) is left as it is.
+   */
+  async prove(rel: string, written: Written, what: string, o: { signal?: AbortSignal; drop?: boolean } = {}): Promise<void> {
+    const held = await this.head(rel, o.signal);
+    const why = unproven(held, written);
+    if (why === null) return;
+    if (o.drop && held !== null && held.sha256 === written.sha256) {
+      const { DeleteObjectCommand } = await import('@aws-sdk/client-s3');
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: this.keyOf(rel) })).catch(() => undefined);
+    }
+    throw new StorageError(`${this.where}/${rel}: ${what} not held by the bucket: ${why}`);
+  }
+
+  /**
+   * Writes a small body at `rel` with one PutObject, its sha256 in the metadata and as the request's
+   * checksum (`x-amz-checksum-sha256`: a bucket that verifies refuses other bytes), then proves it held.
+   * `contentType`: genbatch's own document; without it the type is the bytes' (src/storage/inert.ts).
+   * Replaces what is there: the caller decides (putNew never replaces).
    */
   async putSmall(rel: string, body: Buffer | string, o: { contentType?: string | null; signal?: AbortSignal } = {}): Promise<{ size: number; sha256: string }> {
     const { PutObjectCommand } = await import('@aws-sdk/client-s3');
     const buf = typeof body === 'string' ? Buffer.from(body) : body;
     const sha256 = sha256Hex(buf);
     const key = this.keyOf(rel);
-    const put = new PutObjectCommand({ Bucket: this.loc.bucket, Key: key, Body: buf, ContentLength: buf.length, Metadata: { sha256 }, ...(o.contentType ? { ContentType: o.contentType } : {}) });
+    const type = await typeOf(o.contentType, buf);
+    const put = new PutObjectCommand({
+      Bucket: this.loc.bucket,
+      Key: key,
+      Body: buf,
+      ContentLength: buf.length,
+      Metadata: { sha256 },
+      ChecksumAlgorithm: 'SHA256',
+      ChecksumSHA256: base64OfHex(sha256),
+      ...typeParams(type),
+    });
     await this.call(() => this.client.send(put, o.signal ? { abortSignal: o.signal } : {}), 'PUT', key);
+    await this.prove(rel, { size: buf.length, sha256, md5: md5Hex(buf) }, 'PUT', { ...(o.signal ? { signal: o.signal } : {}), drop: true });
     return { size: buf.length, sha256 };
   }
 
   /** A small body at `rel`, or at the first numbered name free or holding the same content (never replacing). */
   async putNew(rel: string, body: Buffer | string, o: { contentType?: string | null; signal?: AbortSignal } = {}): Promise<Placed> {
     const buf = typeof body === 'string' ? Buffer.from(body) : body;
-    return this.place(rel, buf.length, sha256Hex(buf), (to) => this.putSmall(to, buf, o).then(() => undefined), o.signal);
+    return this.place(rel, { size: buf.length, sha256: sha256Hex(buf), md5: md5Hex(buf) }, (to) => this.putSmall(to, buf, o).then(() => undefined), o.signal);
   }
 
   /**
@@ -170,22 +218,25 @@ export class ObjectOut {
     const placeAny = o.replace ? this.replacing.bind(this) : this.place.bind(this);
     // `beforeWrite`: told the final key, size and sha256 once they are known and before the object appears under
     // that key (the caller notes it: a run killed after the write finds the object by its note).
-    const place: typeof placeAny = (to, size, sha256, write, signal) =>
-      placeAny(to, size, sha256, async (at) => {
-        await o.beforeWrite?.({ rel: at, size, sha256, reused: false });
+    const place: typeof placeAny = (to, w, write, signal) =>
+      placeAny(to, w, async (at) => {
+        await o.beforeWrite?.({ rel: at, size: w.size, sha256: w.sha256, reused: false });
         await write(at);
       }, signal);
     const it = body[Symbol.asyncIterator]();
     const head: Buffer[] = [];
     let headBytes = 0;
+    // The MD5 of the bytes sent, for the proof after the write (an ETag is an MD5 on most servers).
+    const md5 = createHash('md5');
     for (;;) {
       const next = await it.next();
       if (next.done) {
         const { size, sha256 } = o.check.finish();
         const whole = Buffer.concat(head, headBytes);
-        return place(rel, size, sha256, (to) => this.putSmall(to, whole, o).then(() => undefined), o.signal);
+        return place(rel, { size, sha256, md5: md5.digest('hex') }, (to) => this.putSmall(to, whole, o).then(() => undefined), o.signal);
       }
       o.check.update(next.value);
+      md5.update(next.value);
       head.push(next.value);
       headBytes += next.value.length;
       if (headBytes > PART_SIZE) break;
@@ -193,12 +244,14 @@ export class ObjectOut {
     // The end-of-body checks run before the generator ends: one that fails aborts the upload before
     // CompleteMultipartUpload (lib-storage completes only after the body ended without error).
     let checked: { size: number; sha256: string } | null = null;
+    const type = await typeOf(o.contentType, Buffer.concat(head, headBytes));
     const rest = async function* (): AsyncGenerator<Buffer> {
       yield* head.splice(0);
       for (;;) {
         const next = await it.next();
         if (next.done) break;
         o.check.update(next.value);
+        md5.update(next.value);
         yield next.value;
       }
       checked = o.check.finish();
@@ -207,25 +260,31 @@ export class ObjectOut {
     // The temporary key is recorded before the upload is created (no UploadId yet: a run killed before the
     // answer arrives leaves an upload that only a listing finds), then again with its UploadId.
     await o.journal.started({ key: tmp, uploadId: '' });
-    await this.multipart(tmp, Readable.from(rest(), { objectMode: false }), o);
+    const uploadId = await this.multipart(tmp, Readable.from(rest(), { objectMode: false }), o);
     const done = checked as { size: number; sha256: string } | null;
     try {
       if (done === null) throw new StorageError(`${this.where}: the upload of "${rel}" ended before its body did`);
-      const placed = await place(rel, done.size, done.sha256, (to) => this.copyFrom(tmp, to, done.sha256, o.contentType ?? null, o.signal), o.signal);
+      const written = { ...done, md5: md5.digest('hex') };
+      const placed = await place(rel, written, (to) => this.copyFrom(tmp, to, written, type, o.signal), o.signal);
       await this.clearPending({ key: tmp, completed: true }, o.journal);
       return placed;
     } catch (err) {
-      await this.clearPending({ key: tmp, completed: true }, o.journal).catch(() => undefined);
+      // The upload may not have been completed, whatever the endpoint answered: aborted too (one gone is fine).
+      await this.clearPending({ key: tmp, uploadId }, o.journal).catch(() => undefined);
       throw err;
     }
   }
 
-  /** One multipart upload (lib-storage) of `body` to the temporary key `tmp`. The body's checks run as it is read. */
-  private async multipart(tmp: string, body: Readable, o: { check: StreamCheck; contentType?: string | null; journal: UploadJournal; signal?: AbortSignal }): Promise<void> {
+  /**
+   * One multipart upload (lib-storage) of `body` to the temporary key `tmp`. The body's checks run as it is
+   * read. Each part carries its SHA-256 (`ChecksumAlgorithm`: the SDK hashes each part, a Buffer, into the
+   * `x-amz-checksum-sha256` header; no trailer), which a bucket that verifies checks.
+   */
+  private async multipart(tmp: string, body: Readable, o: { journal: UploadJournal }): Promise<string | null> {
     const { Upload } = await import('@aws-sdk/lib-storage');
     const upload = new Upload({
       client: this.client,
-      params: { Bucket: this.loc.bucket, Key: tmp, Body: body, ...(o.contentType ? { ContentType: o.contentType } : {}) },
+      params: { Bucket: this.loc.bucket, Key: tmp, Body: body, ChecksumAlgorithm: 'SHA256' },
       partSize: PART_SIZE,
       queueSize: QUEUE_SIZE,
       // The upload is aborted here (clearPending), not by lib-storage: its abort's failure would hide the
@@ -245,6 +304,7 @@ export class ObjectOut {
     // (an AbortMultipartUpload racing parts still being sent may leave parts behind).
     try {
       await upload.done();
+      return uploadId;
     } catch (err) {
       body.destroy();
       // Aborted and its temporary object deleted; when the bucket refuses, the journal keeps it for the next run.
@@ -255,20 +315,39 @@ export class ObjectOut {
     }
   }
 
-  /** Server-side copy of the temporary object to its final key, with the sha256 in the metadata. */
-  private async copyFrom(tmp: string, rel: string, sha256: string, contentType: string | null, signal?: AbortSignal): Promise<void> {
+  /** Server-side copy of the temporary object to its final key (copyIn), then proved held. */
+  private async copyFrom(tmp: string, rel: string, written: Written & { sha256: string }, type: InertType, signal?: AbortSignal): Promise<void> {
+    await this.copyIn(this.loc.bucket, tmp, rel, written, type, signal);
+  }
+
+  /**
+   * Server-side copy of `bucket`/`key` to `rel` under the prefix: the metadata replaced (the sha256), the
+   * type given, the bucket asked for its own SHA-256 of the copy (`ChecksumAlgorithm`); then proved held
+   * with the size, sha256 and MD5 (when known) of `written`.
+   */
+  async copyIn(bucket: string, key: string, rel: string, written: Written & { sha256: string }, type: InertType, signal?: AbortSignal): Promise<void> {
     const { CopyObjectCommand } = await import('@aws-sdk/client-s3');
-    const key = this.keyOf(rel);
-    const source = `${this.loc.bucket}/${tmp.split('/').map(encodeURIComponent).join('/')}`;
-    const copy = new CopyObjectCommand({ Bucket: this.loc.bucket, Key: key, CopySource: source, MetadataDirective: 'REPLACE', Metadata: { sha256 }, ...(contentType ? { ContentType: contentType } : {}) });
-    await this.call(() => this.client.send(copy, signal ? { abortSignal: signal } : {}), 'COPY', key);
+    const to = this.keyOf(rel);
+    const source = `${bucket}/${key.split('/').map(encodeURIComponent).join('/')}`;
+    const copy = new CopyObjectCommand({
+      Bucket: this.loc.bucket,
+      Key: to,
+      CopySource: source,
+      MetadataDirective: 'REPLACE',
+      Metadata: { sha256: written.sha256 },
+      ChecksumAlgorithm: 'SHA256',
+      ...typeParams(type),
+    });
+    await this.call(() => this.client.send(copy, signal ? { abortSignal: signal } : {}), 'COPY', to);
+    await this.prove(rel, written, 'COPY', { ...(signal ? { signal } : {}), drop: true });
   }
 
   /**
    * Puts content of `size` bytes and `sha256` under `rel`, or under the first numbered name that is free
    * (`write`) or already holds the same content (reused). Never replaces an object.
    */
-  private async place(rel: string, size: number, sha256: string, write: (rel: string) => Promise<void>, signal?: AbortSignal): Promise<Placed> {
+  private async place(rel: string, w: Written & { sha256: string }, write: (rel: string) => Promise<void>, signal?: AbortSignal): Promise<Placed> {
+    const { size, sha256 } = w;
     for (let n = 1; n <= MAX_NUMBERED; n++) {
       const candidate = n === 1 ? rel : numberedName(rel, n);
       const there = await this.head(candidate, signal);
@@ -276,15 +355,17 @@ export class ObjectOut {
         await write(candidate);
         return { rel: candidate, size, sha256, reused: false };
       }
-      if (there.size === size && there.sha256 === sha256) return { rel: candidate, size, sha256, reused: true };
+      // Reused only when the bucket shows the same content (an object with this sha256 metadata but other
+      // bytes, left by a write it did not prove, is other content).
+      if (unproven(there, w) === null) return { rel: candidate, size, sha256, reused: true };
     }
     throw new StorageError(`${this.where}: "${rel}" and ${MAX_NUMBERED - 1} numbered variants are all taken`);
   }
 
   /** Writes content of `size` bytes and `sha256` to `rel`, replacing what is there (putStream's `replace`). */
-  private async replacing(rel: string, size: number, sha256: string, write: (rel: string) => Promise<void>): Promise<Placed> {
+  private async replacing(rel: string, w: Written & { sha256: string }, write: (rel: string) => Promise<void>): Promise<Placed> {
     await write(rel);
-    return { rel, size, sha256, reused: false };
+    return { rel, size: w.size, sha256: w.sha256, reused: false };
   }
 
   /**
@@ -347,15 +428,22 @@ export class ObjectOut {
     return out;
   }
 
-  /** Moves objects (server-side copy, then delete) from `from[i]` to `to[i]`, paths under the prefix. */
+  /**
+   * Moves objects (server-side copy, then delete) from `from[i]` to `to[i]`, paths under the prefix. Nothing
+   * is deleted before every copy is proved held (size, sha256 metadata, the bucket's checksum or MD5 ETag
+   * equal to the source's).
+   */
   async move(from: readonly string[], to: readonly string[]): Promise<void> {
     const { CopyObjectCommand, DeleteObjectCommand } = await import('@aws-sdk/client-s3');
     for (let i = 0; i < from.length; i++) {
       const src = this.keyOf(from[i]!);
       const dst = this.keyOf(to[i]!);
+      const was = await this.head(from[i]!);
+      if (was === null) throw new StorageError(`${this.where}/${from[i]}: no object there to move to ${to[i]}`);
       const source = `${this.loc.bucket}/${src.split('/').map(encodeURIComponent).join('/')}`;
-      const copy = new CopyObjectCommand({ Bucket: this.loc.bucket, Key: dst, CopySource: source, MetadataDirective: 'COPY' });
+      const copy = new CopyObjectCommand({ Bucket: this.loc.bucket, Key: dst, CopySource: source, MetadataDirective: 'COPY', ChecksumAlgorithm: 'SHA256' });
       await this.call(() => this.client.send(copy), 'COPY', dst);
+      await this.prove(to[i]!, { size: was.size, sha256: was.sha256, md5: md5OfEtag(was.etag), checksum: was.checksum }, 'COPY');
     }
     for (const rel of from) {
       const del = new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: this.keyOf(rel) });
@@ -364,13 +452,17 @@ export class ObjectOut {
   }
 
   /**
-   * Before anything is submitted: a small probe object is written under the prefix and deleted, so wrong
-   * credentials, a missing bucket or a read-only key stop the run here (StorageError, exit 74, naming the
-   * bucket), not after credits were spent.
+   * Before anything is submitted: a small probe object is written under the prefix (with its checksum),
+   * proved held (an endpoint that answers 200 and keeps nothing, or other bytes, is found here) and
+   * deleted, so wrong credentials, a missing bucket, a read-only key or a lying endpoint stop the run here
+   * (StorageError, exit 74, naming the bucket), not after credits were spent.
    */
   async checkWritable(): Promise<void> {
     const { DeleteObjectCommand, PutObjectCommand } = await import('@aws-sdk/client-s3');
-    const key = this.keyOf(`${PARTIAL_DIR}/probe-${randomBytes(8).toString('hex')}`);
+    const rel = `${PARTIAL_DIR}/probe-${randomBytes(8).toString('hex')}`;
+    const key = this.keyOf(rel);
+    const body = randomBytes(32);
+    const sha256 = sha256Hex(body);
     const refuse = (err: unknown, what: string): StorageError => {
       const f = sdkFailure(err);
       return new StorageError(
@@ -379,9 +471,15 @@ export class ObjectOut {
       );
     };
     try {
-      await this.client.send(new PutObjectCommand({ Bucket: this.loc.bucket, Key: key, Body: Buffer.alloc(0), ContentLength: 0 }));
+      const put = { Bucket: this.loc.bucket, Key: key, Body: body, ContentLength: body.length, Metadata: { sha256 }, ChecksumAlgorithm: 'SHA256' as const, ChecksumSHA256: base64OfHex(sha256) };
+      await this.client.send(new PutObjectCommand({ ...put, ContentType: 'application/octet-stream' }));
     } catch (err) {
       throw refuse(err, 'PUT of a probe object');
+    }
+    const why = unproven(await this.head(rel), { size: body.length, sha256, md5: md5Hex(body) });
+    if (why !== null) {
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: key })).catch(() => undefined);
+      throw new StorageError(`--out ${this.where}: bucket "${this.loc.bucket}" does not keep what it is sent (a probe object ${key}: ${why}); check the endpoint (AWS_ENDPOINT_URL_S3, a proxy before it)`);
     }
     try {
       await this.client.send(new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: key }));

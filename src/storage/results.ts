@@ -6,6 +6,8 @@
 import { downloadToStore } from '../download/index.js';
 import type { BucketPort } from '../engine/ports.js';
 import type { ObjectOut } from './object-out.js';
+import { unproven } from './proof.js';
+import { sha256OfObject } from './read.js';
 
 /** `retry`: the one retry layer, around each whole file (a new GET and a new upload each time). */
 export function resultsBucket(out: ObjectOut, retry: <T>(fn: () => Promise<T>, signal?: AbortSignal) => Promise<T>): BucketPort {
@@ -26,8 +28,8 @@ export function resultsBucket(out: ObjectOut, retry: <T>(fn: () => Promise<T>, s
       retry(async () => {
         const placed = await downloadToStore({ url: o.url, name: o.name, expectedSize: o.expectedSize ?? null, ...(o.signal ? { signal: o.signal } : {}) }, (b) =>
           out.putStream(`${o.folder}/${b.name}`, b.body, {
+            // No contentType: the service's label is not passed on; the object's type is its bytes' (inert.ts).
             check: b.check,
-            contentType: b.contentType,
             journal: o.journal,
             ...(o.signal ? { signal: o.signal } : {}),
             ...(o.beforeWrite ? { beforeWrite: (p) => o.beforeWrite!({ path: p.rel, size: p.size, sha256: p.sha256, contentType: b.contentType }) } : {}),
@@ -36,7 +38,8 @@ export function resultsBucket(out: ObjectOut, retry: <T>(fn: () => Promise<T>, s
         return { path: placed.rel, size: placed.size, sha256: placed.sha256, contentType: placed.contentType };
       }, o.signal),
     putText: async (folder, name, text, o = {}) => {
-      const p = await out.putNew(`${folder}/${name}`, text, { contentType: o.contentType ?? 'text/plain', ...(o.signal ? { signal: o.signal } : {}) });
+      // Text is stored as a download (application/octet-stream, attachment), never as a page.
+      const p = await out.putNew(`${folder}/${name}`, text, o.signal ? { signal: o.signal } : {});
       return { path: p.rel, size: p.size, sha256: p.sha256 };
     },
     putResult: async (folder, jobId, text) => {
@@ -45,9 +48,12 @@ export function resultsBucket(out: ObjectOut, retry: <T>(fn: () => Promise<T>, s
       if (there !== null && !ownResult(there, jobId)) await out.move([rel], [`${await previousFolder(folder)}/result.json`]);
       await out.putSmall(rel, text, { contentType: 'application/json' });
     },
+    // Asked for a file a killed run noted as put: the HEAD's proof, and the bytes read back and hashed when the
+    // bucket gives no SHA-256 of its own (the MD5 of the bytes sent is not in the note).
     holds: async (path, size, sha256) => {
       const h = await out.head(path);
-      return h !== null && h.size === size && h.sha256 === sha256;
+      if (unproven(h, { size, sha256, md5: null }) !== null) return false;
+      return h!.checksum !== null || (await sha256OfObject(out, path)) === sha256;
     },
     abortStale: (pending, journal) => out.abortStale(pending, journal),
     moveAside: async (folder) => {

@@ -3,10 +3,11 @@ import { createReadStream } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { PREVIOUS_DIR } from '../engine/results.js';
+import { SNIFF_BYTES, inertHeaders, inertType } from '../storage/inert.js';
 import { PARTIAL_DIR, isS3Url, openBucket, openObject, type ObjectOut } from '../storage/index.js';
-import { contentTypeOf, pathSegments, sendFile, servedFile } from './files.js';
+import { pathSegments, sendFile, servedFile } from './files.js';
 
 /**
  * Where the view reads a run's files: the output folder, or the bucket prefix of a run with
@@ -31,6 +32,34 @@ function sha256Of(body: Readable): Promise<string> {
       .on('end', () => done(h.digest('hex')))
       .on('error', fail);
   });
+}
+
+/** The first SNIFF_BYTES (or all) of a body, and the whole body again as one stream. */
+async function peek(body: Readable): Promise<{ head: Buffer; all: Readable }> {
+  const it = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let ended = false;
+  while (size < SNIFF_BYTES) {
+    const next = await it.next();
+    if (next.done) {
+      ended = true;
+      break;
+    }
+    chunks.push(next.value);
+    size += next.value.length;
+  }
+  const head = Buffer.concat(chunks, size);
+  async function* whole(): AsyncGenerator<Buffer> {
+    yield head;
+    if (ended) return;
+    for (;;) {
+      const next = await it.next();
+      if (next.done) return;
+      yield next.value;
+    }
+  }
+  return { head, all: Readable.from(whole(), { objectMode: false }) };
 }
 
 const byNumberDesc = (a: string, b: string) => Number(b.slice(9)) - Number(a.slice(9));
@@ -93,27 +122,27 @@ export function bucketOutput(out: ObjectOut): RunOutput {
     async send(res, urlPath, headOnly) {
       const segments = pathSegments(urlPath);
       if (segments === null || segments[0] === PARTIAL_DIR) return false;
+      const got = await bodyOf(segments.join('/'));
+      if (got === null) return false;
+      // The type from the object's first bytes, as the run stores it (not the type the object was stored with).
+      const { head, all } = await peek(got.body);
+      res.writeHead(200, { ...inertHeaders(await inertType(head)), 'content-length': got.size, 'cache-control': 'no-cache' });
       if (headOnly) {
-        const h = await out.head(segments.join('/'));
-        if (h === null) return false;
-        res.writeHead(200, { 'content-type': contentTypeOf(segments.at(-1)!), 'content-length': h.size, 'cache-control': 'no-cache' });
+        all.destroy();
         res.end();
         return true;
       }
-      const got = await bodyOf(segments.join('/'));
-      if (got === null) return false;
-      res.writeHead(200, { 'content-type': contentTypeOf(segments.at(-1)!), 'content-length': got.size, 'cache-control': 'no-cache' });
       await new Promise<void>((done) => {
-        got.body.on('error', () => {
+        all.on('error', () => {
           res.destroy();
           done();
         });
-        got.body.on('end', () => done());
+        all.on('end', () => done());
         res.on('close', () => {
-          got.body.destroy();
+          all.destroy();
           done();
         });
-        got.body.pipe(res);
+        all.pipe(res);
       });
       return true;
     },

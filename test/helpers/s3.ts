@@ -108,6 +108,20 @@ function withListMultipartUploads(server: { callback(): (req: IncomingMessage, r
   };
 }
 
+/**
+ * s3rver 3.7's CopyObject with new metadata (`MetadataDirective: REPLACE`) onto a key that held an object
+ * copies the bytes but keeps the old object's MD5 file, so its ETag is the old object's: S3 (and MinIO, R2,
+ * ...) give the copy's. The server here drops the old MD5 first, so the ETag is computed from the bytes copied.
+ */
+function withCopyEtag(server: { store: { getResourcePath(b: string, k: string, r: string): string; copyObject(...a: unknown[]): Promise<unknown> } }): void {
+  const store = server.store;
+  const copy = store.copyObject.bind(store);
+  store.copyObject = async (srcBucket, srcKey, destBucket, destKey, replacement) => {
+    if (replacement) rmSync(store.getResourcePath(destBucket as string, destKey as string, 'object.md5'), { force: true });
+    return copy(srcBucket, srcKey, destBucket, destKey, replacement);
+  };
+}
+
 export const S3_KEY_ID = 'S3RVER';
 export const S3_SECRET = 'S3RVER';
 
@@ -118,6 +132,7 @@ export async function startS3(o: { bucket?: string } = {}): Promise<TestS3> {
   const server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dir, configureBuckets: [{ name: bucket }] });
   withAbortMultipartUpload(server, dir);
   withListMultipartUploads(server, dir);
+  withCopyEtag(server);
   const address = (await server.run()) as AddressInfo;
   const endpoint = `http://127.0.0.1:${address.port}`;
   const client = new S3Client({
