@@ -10,7 +10,9 @@ import { ensureBuilt, genbatch } from './fixtures/manifest/cli.js';
 /**
  * Manifests of unusual size: mappings of 20,000 keys (duplicates found with a Set, not by the yaml library's
  * pairwise uniqueKeys check), and strings of 10 MB (the fast reader checks quoted scalars with loops: a regular
- * expression overflowed V8's regexp stack and the CLI ended with exit 70). Timings: bench/manifest.mjs.
+ * expression overflowed V8's regexp stack and the CLI ended with exit 70), also after an unclosed `{{` or `${{`
+ * (the template and reference patterns backtracked over every split of the spaces: never done). Timings:
+ * bench/manifest.mjs.
  */
 
 let dir: string;
@@ -105,6 +107,8 @@ describe('a string of 10 MB', () => {
     ['single-quoted in a job input', `${job}      negative_prompt: '${big}'\n`],
     ['in a flow mapping', `jobs:\n  - id: a\n    model: dream-4\n    input: {prompt: "${big}"}\n`],
     ['double-quoted at the root', `budget: "${big}"\n${job}`],
+    ['of spaces after an unclosed {{ (a template)', `${job}      negative_prompt: "{{${' '.repeat(10 * 1024 * 1024)}x"\n`],
+    ['of spaces after an unclosed ${{ (a job reference)', `${job}      negative_prompt: "\${{${' '.repeat(10 * 1024 * 1024)}x"\n`],
     ['of digits as the prompt', `${job.replace('prompt: hi', `prompt: ${'1'.repeat(10 * 1024 * 1024)}x`)}`],
   ];
   for (const [what, text] of shapes) {
