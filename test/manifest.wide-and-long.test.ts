@@ -74,7 +74,7 @@ describe('a mapping of 20,000 keys', () => {
     const r = await genbatch(['validate', file]);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`job a (${file}:4) input: has more than 1,000 fields (keys and list items, counted at every depth); at most 1,000\n`);
-  });
+  }, 60_000);
 
   it('in a job input with a duplicate last key: the duplicate named at its line', async () => {
     const file = join(dir, 'input-dup.yaml');
@@ -82,7 +82,7 @@ describe('a mapping of 20,000 keys', () => {
     const r = await genbatch(['validate', file]);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`${file}:${6 + KEYS}: YAML syntax: Map keys must be unique\n`);
-  });
+  }, 60_000);
 
   it('at the root: each unknown key named at its own line, and a duplicate at its line', async () => {
     const file = join(dir, 'root.yaml');
@@ -97,7 +97,7 @@ describe('a mapping of 20,000 keys', () => {
     const d = await genbatch(['validate', file]);
     expect(d.code).toBe(2);
     expect(d.stderr).toBe(`${file}:${KEYS + 6}: YAML syntax: Map keys must be unique\n`);
-  });
+  }, 60_000);
 });
 
 describe('a string of 10 MB', () => {
