@@ -4,8 +4,50 @@
 // dist/cli/main.js (only tsc was run since), the unbundled CLI runs instead: same code, slower start.
 import { statSync } from 'node:fs';
 
+hideSecretArgs();
+
 const bundle = new URL('../dist/bundle/main.js', import.meta.url);
 const compiled = new URL('../dist/cli/main.js', import.meta.url);
 const mtime = (url) => statSync(url, { throwIfNoEntry: false })?.mtimeMs ?? -1;
 const b = mtime(bundle);
 await import(b >= 0 && b >= mtime(compiled) ? bundle.href : compiled.href);
+
+/**
+ * Secrets given as flags (a URL's password, as in --state postgres://USER:PASSWORD@HOST/DB; the sandbox's
+ * --keys and --admin-token) leave the process's command line first thing: another user's `ps` or a read of
+ * /proc/PID/cmdline shows them as ***. On Linux and macOS, setting process.title writes over the memory of
+ * the original command line (libuv fills the rest with zeros); process.argv, a copy, keeps them for the
+ * commands. Until this line runs (Node's start, a few tens of ms) they are visible: the environment
+ * (GENBATCH_STATE, PGPASSWORD, ~/.pgpass, GENBATCH_SANDBOX_ADMIN_TOKEN) is the safe place. Test:
+ * test/cli.secret-args.test.ts.
+ */
+function hideSecretArgs() {
+  const SECRET_FLAGS = new Set(['--keys', '--admin-token']);
+  const args = process.argv.slice(1);
+  const shown = args.map((arg, i) => {
+    if (i > 0 && SECRET_FLAGS.has(args[i - 1])) return '***';
+    const eq = arg.indexOf('=');
+    if (arg.startsWith('--') && eq > 0 && SECRET_FLAGS.has(arg.slice(0, eq))) return `${arg.slice(0, eq)}=***`;
+    return hideUrlPassword(arg);
+  });
+  if (shown.every((s, i) => s === args[i])) return;
+  try {
+    process.title = [process.argv0, ...shown].join(' ');
+  } catch {
+    // a platform without a settable title: nothing more to do here
+  }
+}
+
+/** `scheme://user:***@host/...` (also after `--flag=`): a password in the user part or a `password=` parameter as ***. */
+function hideUrlPassword(arg) {
+  const m = /^(--[\w-]+=)?([a-z][a-z0-9+.-]*:\/\/)([\s\S]*)$/i.exec(arg);
+  if (m === null) return arg;
+  let rest = m[3];
+  // As src/store/location.ts displayUrl: the user part is everything up to the last @.
+  const at = rest.lastIndexOf('@');
+  if (at >= 0) {
+    const colon = rest.slice(0, at).indexOf(':');
+    if (colon >= 0) rest = `${rest.slice(0, colon)}:***${rest.slice(at)}`;
+  }
+  return (m[1] ?? '') + m[2] + rest.replace(/([?&]password=)[^&#]*/gi, '$1***');
+}

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { redactDeep, serviceConfigFromEnv } from '../client/index.js';
 import { EventBus } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
-import { callbackToken, countsOf } from '../engine/run-pg.js';
+import { callbackToken, countsOf, firstIdsOf } from '../engine/run-pg.js';
 import { workEngine } from '../engine/work.js';
 import { UsageError } from '../errors.js';
 import type { JobState, RunRow } from '../store/index.js';
@@ -115,6 +115,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
     const outcome = await workEngine({
       store,
       counts: () => countsOf(pool, run.id),
+      firstIds: (state, max) => firstIdsOf(pool, run.id, state, max),
       workLeft: (exclude) => store.workLeft(exclude),
       service: ports.service,
       download: ports.download,

@@ -10,7 +10,9 @@ import { int, num } from './flags.js';
  */
 
 /** --state of the commands that read a run. */
-const STATE_HELP = 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE)';
+/** Where a database password is safe: not in a flag (hidden from `ps` once genbatch starts, not before). */
+const PASSWORD_HELP = '; a password is safer in the environment: GENBATCH_STATE, PGPASSWORD or ~/.pgpass';
+const STATE_HELP = 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE)' + PASSWORD_HELP;
 
 type Action = (...args: unknown[]) => Promise<number>;
 /** A named export of a command module (a command with subcommands keeps them in one module). */
@@ -70,7 +72,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
     .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>), or s3://bucket/prefix: results and reports in an S3-compatible bucket (AWS_* environment and profiles; path-style with a custom endpoint unless GENBATCH_S3_VIRTUAL_HOSTS=1)')
-    .option('--state <path|url>', 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE, else <out>/state.db; with --out s3://...: <manifest dir>/genbatch-state/<manifest name>.db)')
+    .option('--state <path|url>', 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE, else <out>/state.db; with --out s3://...: <manifest dir>/genbatch-state/<manifest name>.db)' + PASSWORD_HELP)
     .option(
       '--concurrency <n>',
       'submit requests (and chat calls) in flight at once; the tasks being waited on are capped apart, at 50 x N (at least 500), and downloads at 2 x N',
@@ -103,7 +105,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
   program
     .command('work')
     .description('join a run kept in PostgreSQL without its manifest (made by genbatch run <manifest> --state postgres://...): claim its jobs beside any other worker, on this machine or others')
-    .option('--state <url>', 'the PostgreSQL database that holds the run: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE)')
+    .option('--state <url>', 'the PostgreSQL database that holds the run: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE)' + PASSWORD_HELP)
     .option('--run <name>', "the run to join, by its name (the manifest's file name, with or without its extension) or its manifest's path; needed when the database holds several")
     .option('--until-empty', 'exit once the run has nothing left that this worker can do (else wait for more work until stopped)')
     .option('--out <dir>', "output folder, storage every worker sees (default: the run's output folder, which must be there on this machine)")

@@ -18,6 +18,11 @@ export interface ProgressOptions {
   everyS?: number;
   /** The command that runs this run again (`genbatch run <manifest> ...`): the summary of a run with failures adds `--redo failed`. */
   again?: string;
+  /**
+   * The command that sends failed or expired jobs again, from the run's start event, when it is not `again
+   * --redo ...` (a worker's: genbatch run on the run's manifest, as `work` has no --redo).
+   */
+  redoAgain?: (start: { manifest: string; out_dir: string; base_url: string }) => string;
   out?: NodeJS.WritableStream;
   err?: NodeJS.WritableStream;
 }
@@ -58,6 +63,8 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   /** Pending jobs this run leaves for a later one (--only, --limit); null: it sends them all. */
   let leftPending: number | null = null;
   let previousMoved = 0;
+  /** The command of the redo line (o.again, or o.redoAgain of the start event). */
+  let redoAgain = o.again ?? 'genbatch run <manifest>';
   /** A synced line was printed (a worker's joined line then says nothing new). */
   let synced = false;
   /** A line for `stream`: above the bars while they are shown (so it is neither cut nor drawn over). */
@@ -76,6 +83,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
     const c = tally.counts;
     switch (e.type) {
       case 'start':
+        if (o.redoAgain) redoAgain = o.redoAgain(e);
         out.write(`genbatch: output in ${e.out_dir} (state ${e.state})${e.sandbox ? `, against a sandbox in this process at ${e.base_url} (its credits are not real)` : `, service ${e.base_url}`}\n`);
         break;
       case 'lease-takeover':
@@ -175,7 +183,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         endBars();
         out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${stateCounts(e.counts)}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
-        for (const line of redoLines(e, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
+        for (const line of redoLines(e, redoAgain, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
         break;
       }
       default:
@@ -199,7 +207,7 @@ function chargedText(run: number | null, now: number | null): string {
  * The end of the summary of a run with failed or expired jobs: their ids (the first 20, then how many more)
  * and the command that sends them again; and the jobs --only/--limit left pending.
  */
-function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, again: string, leftPending: number): string[] {
+function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, redo: string, again: string, leftPending: number): string[] {
   const lines: string[] = [];
   const states: string[] = [];
   for (const [state, ids] of [['failed', e.failed_ids ?? []], ['expired', e.expired_ids ?? []]] as const) {
@@ -208,7 +216,7 @@ function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, again: string, l
     states.push(state);
     lines.push(`${state}: ${ids.join(', ')}${n > ids.length ? `, and ${n - ids.length} more` : ''}`);
   }
-  if (states.length > 0) lines.push(`to send the ${states.join(' and ')} jobs again: ${again} --redo ${states.join(',')}`);
+  if (states.length > 0) lines.push(`to send the ${states.join(' and ')} jobs again: ${redo} --redo ${states.join(',')}`);
   if (leftPending > 0 && e.counts.pending > 0) lines.push(`${e.counts.pending} job(s) left pending (--only, --limit): ${again} sends them`);
   return lines;
 }

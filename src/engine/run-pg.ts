@@ -12,6 +12,7 @@ import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData } from './report-data.js';
 import type { RunOutcome } from './run.js';
 import { moveAsidePrevious } from './previous.js';
+import { checkSameOutput } from './same-output.js';
 import { redoJobs, type RedoState } from './select.js';
 import { manifestPrint, pricesHash } from './sync-key.js';
 import { workEngine } from './work.js';
@@ -66,12 +67,16 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
   const failure = (err: unknown) => new StateError(`PostgreSQL state ${o.stateDisplay}: ${err instanceof Error ? err.message : String(err)}`);
   try {
     let runId: number;
+    let recorded: string | undefined;
     try {
       await pg.migrate(pool);
       runId = await pg.ensureRun(pool, abs, o.outDir);
+      recorded = (await pool.query<{ out_dir: string }>('SELECT out_dir FROM runs WHERE id = $1', [runId])).rows[0]?.out_dir;
     } catch (err) {
       throw failure(err);
     }
+    // A run made earlier (or at the same moment by another process) into another output: refused.
+    checkSameOutput({ manifest: abs, recorded, given: o.outDir, state: o.stateDisplay, stateFile: null });
     emit({ type: 'start', manifest: abs, out_dir: o.outDir, state: o.stateDisplay, base_url: o.baseUrl, sandbox: o.sandbox });
     const userPrices = { ...(manifest.pricing ?? {}), ...(o.userPrices ?? {}) };
     const hasUserPrices = Object.keys(userPrices).length > 0;
@@ -132,6 +137,7 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
     const outcome = await workEngine({
       store,
       counts: () => countsOf(pool, runId),
+      firstIds: (state, max) => firstIdsOf(pool, runId, state, max),
       workLeft: (exclude) => store.workLeft(exclude),
       service: o.service,
       download: o.download,
@@ -194,6 +200,12 @@ export async function countsOf(pool: import('../store/pg/db.js').Pool, runId: nu
   return counts;
 }
 type JobStateName = import('../store/index.js').JobState;
+
+/** The first `max` ids of the run's jobs in `state`, in manifest order. */
+export async function firstIdsOf(pool: import('../store/pg/db.js').Pool, runId: number, state: JobStateName, max: number): Promise<string[]> {
+  const r = await pool.query<{ id: string }>('SELECT id FROM jobs WHERE run_id = $1 AND state = $2 ORDER BY seq LIMIT $3', [runId, state, max]);
+  return r.rows.map((row) => row.id);
+}
 
 /**
  * The callback path token of the state, made by the first worker that needs it (an insert that keeps the

@@ -9,6 +9,7 @@ import type { EngineEvent, EventBus } from './events.js';
 import type { CallbackNote, CallbackReceiver } from './callbacks.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
+import { checkSameOutput } from './same-output.js';
 import { moveAsidePrevious } from './previous.js';
 import { checkJobFolders } from './files.js';
 import { bucketJournal } from './fetch-bucket.js';
@@ -106,6 +107,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const userPrices = { ...(manifest.pricing ?? {}), ...(o.userPrices ?? {}) };
     const hasUserPrices = Object.keys(userPrices).length > 0;
     const previous = store.findRun(o.manifestPath);
+    checkSameOutput({ manifest: resolve(o.manifestPath), recorded: previous?.out_dir, given: o.outDir, state: o.statePath, stateFile: resolve(o.statePath) });
     store.openRun(o.manifestPath, o.outDir, o.baseUrl, o.sandbox, hasUserPrices);
     // Marked before anything can change and cleared once the reports are written (or found current): a run that
     // ended without writing them (SIGKILL, a failed write) leaves the mark, and the next run writes them even if
@@ -365,7 +367,8 @@ function creditLimit(maxCredits: number | null, budget: number | null, sel: Sele
 }
 
 /** How many failed (and expired) ids the end-of-run summary names. */
-const SUMMARY_IDS = 20;
+/** Failed and expired jobs named by the end-of-run line (then how many more). */
+export const SUMMARY_IDS = 20;
 
 /** The first `max` ids of the jobs in `state`, in manifest order. */
 function firstIds(store: Store, state: JobState, max: number): string[] {

@@ -3,7 +3,7 @@ import type { CallbackNote, CallbackReceiver } from './callbacks.js';
 import type { EventBus } from './events.js';
 import { Pipeline } from './pipeline.js';
 import type { DownloadPort, ServicePort } from './ports.js';
-import { DEFAULT_STATUS_RATE, exitCodeFor, UPLOAD_REUSE_MS, type RunOutcome } from './run.js';
+import { DEFAULT_STATUS_RATE, exitCodeFor, SUMMARY_IDS, UPLOAD_REUSE_MS, type RunOutcome } from './run.js';
 
 /**
  * A worker on a run that another process made (genbatch work): no manifest, no sync, no estimate (the run
@@ -17,6 +17,8 @@ export interface WorkEngineOptions {
   store: WorkStore;
   /** The run's jobs by state, as the store holds them now (every worker's). */
   counts(): Promise<Record<JobState, number>>;
+  /** The first `max` ids of the run's jobs in `state`, in manifest order (the end-of-run line lists failed and expired ones). */
+  firstIds(state: JobState, max: number): Promise<string[]>;
   /** The run's pending jobs and jobs in flight, any worker's (PgWorkStore.workLeft). */
   workLeft(exclude: readonly string[]): Promise<{ pending: number; inFlight: number }>;
   service: ServicePort;
@@ -103,7 +105,8 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
     await callbacks?.receiver.close();
   }
   const exitCode = exitCodeFor(counts, o.signal, stopReason);
-  emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: statusRequests, balance_after: null, charged: null, run_charged: null });
+  const [failed, expired] = await Promise.all((['failed', 'expired'] as const).map((s) => (counts[s] > 0 ? o.firstIds(s, SUMMARY_IDS) : [])));
+  emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: statusRequests, balance_after: null, charged: null, run_charged: null, failed_ids: failed ?? [], expired_ids: expired ?? [] });
   return { exitCode, counts, statusRequests };
 }
 

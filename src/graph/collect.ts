@@ -203,7 +203,7 @@ function pathOf(path: Step[]): string {
 
 /** `${{ x }}` -> `x`; other text as it is. */
 export function stripBraces(expr: string): string {
-  const m = /^\s*\$\{\{\s*([^{}]*?)\s*\}\}\s*$/.exec(expr);
+  const m = /^\s*\$\{\{([^{}]*)\}\}\s*$/.exec(expr);
   return (m ? m[1]! : expr).trim();
 }
 

@@ -11,8 +11,10 @@
  * Templates inside longer text are replaced by the value's text.
  */
 
-const TEMPLATE = /(?<!\$)\{\{\s*([^{}]*?)\s*\}\}/g;
-const WHOLE = /^\{\{\s*([^{}]*?)\s*\}\}$/;
+// The name is trimmed in code (trim() removes what \s matches): /\{\{\s*([^{}]*?)\s*\}\}/ tried every split of the
+// spaces after an unclosed `{{` (a 100 KB prompt of them: over a minute; 10 MB: never done).
+const TEMPLATE = /(?<!\$)\{\{([^{}]*)\}\}/g;
+const WHOLE = /^\{\{([^{}]*)\}\}$/;
 
 /**
  * A variable name in one Unicode form (NFC), so a name typed in the manifest matches a rows column
@@ -32,7 +34,7 @@ export const ABSENT: unique symbol = Symbol('absent');
 /** Every variable name used by templates anywhere inside `value` (strings, arrays, objects). */
 export function templateNames(value: unknown, into: Set<string> = new Set()): Set<string> {
   if (typeof value === 'string') {
-    if (value.includes('{{')) for (const m of value.matchAll(TEMPLATE)) into.add(varName(m[1] ?? ''));
+    if (value.includes('{{')) for (const m of value.matchAll(TEMPLATE)) into.add(varName((m[1] ?? '').trim()));
   } else if (Array.isArray(value)) {
     for (const v of value) templateNames(v, into);
   } else if (isPlainObject(value)) {
@@ -56,12 +58,12 @@ export function fill(value: unknown, vars: Vars, base: string, typed: (path: str
     if (!value.includes('{{')) return value;
     const whole = WHOLE.exec(value);
     if (whole) {
-      const v = vars.get(varName(whole[1] ?? ''));
+      const v = vars.get(varName((whole[1] ?? '').trim()));
       if (typeof v === 'string') return v === '' ? ABSENT : typed(base, v);
       return v === undefined ? value : v;
     }
     return value.replace(TEMPLATE, (all, name: string) => {
-      const v = vars.get(varName(name));
+      const v = vars.get(varName(name.trim()));
       if (v === undefined) return all;
       return typeof v === 'string' ? v : JSON.stringify(v);
     });

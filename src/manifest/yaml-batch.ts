@@ -1,7 +1,7 @@
-import { LineCounter, parseDocument, type Document } from 'yaml';
+import { LineCounter, type Document } from 'yaml';
 import type { Problem } from '../errors.js';
 import { fastItem } from './yaml-fast.js';
-import { syntaxProblems, toJs, type Loc, type Path } from './yaml-loc.js';
+import { parseYaml, syntaxProblems, toJs, type Loc, type Path } from './yaml-loc.js';
 
 /**
  * The items of a split YAML manifest (yaml-split.ts) read back as job
@@ -94,7 +94,7 @@ class LazyLoc implements Loc {
 
 function parseChunk(text: string, line: number, name: string): { loc: Loc; errors: Problem[] } {
   const lc = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true, merge: true });
+  const doc = parseYaml(text, lc);
   const lineAt = (offset: number) => `${name}:${lc.linePos(offset).line + line - 1}`;
   return { loc: { doc, lineAt, base: [0] }, errors: syntaxProblems(doc, lineAt) };
 }

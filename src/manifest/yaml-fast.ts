@@ -27,9 +27,6 @@ const FIRST_LINE = /^( *)- ([A-Za-z_][A-Za-z0-9_]*):(?: (.*))?$/;
 const KEY_LINE = /^( *)([A-Za-z_][A-Za-z0-9_]*):(?: (.*))?$/;
 const SEQ_LINE = /^( *)- (.*)$/;
 const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
-/** Double quoted with JSON's escapes only (JSON.parse reads it as YAML does); \u escapes of surrogates are left out. */
-const DOUBLE = /^"(?:[^"\\]|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4})*"$/;
-const SINGLE = /^'((?:[^']|'')*)'$/;
 /** Plain text in a block (may hold spaces, commas, brackets, quotes; no ": " and no " #"). */
 const PLAIN_BLOCK = /^[A-Za-z0-9_./][^\n]*$/;
 /** Plain text in a flow collection: no flow indicators, colons, quotes or #. */
@@ -51,11 +48,8 @@ type Obj = Record<string, unknown>;
 function scalar(text: string, flow: boolean): { value: unknown } | null {
   if (text === '' || text.startsWith(' ') || text.endsWith(' ')) return null;
   const c = text.charCodeAt(0);
-  if (c === 0x22) return DOUBLE.test(text) ? { value: JSON.parse(text) as string } : null;
-  if (c === 0x27) {
-    const m = SINGLE.exec(text);
-    return m ? { value: (m[1] ?? '').replaceAll("''", "'") } : null;
-  }
+  if (c === 0x22) return isDouble(text) ? { value: JSON.parse(text) as string } : null;
+  if (c === 0x27) return isSingle(text) ? { value: text.slice(1, -1).replaceAll("''", "'") } : null;
   if (text === 'true') return { value: true };
   if (text === 'false') return { value: false };
   if (INT.test(text)) return text === '-0' ? null : { value: Number(text) };
@@ -63,6 +57,41 @@ function scalar(text: string, flow: boolean): { value: unknown } | null {
   if (flow) return PLAIN_FLOW.test(text) ? { value: text } : null;
   if (!PLAIN_BLOCK.test(text) || text.endsWith(':') || text.includes(': ') || text.includes(' #')) return null;
   return { value: text };
+}
+
+/*
+ * The quoted scalars are checked by loops, not regular expressions: a pattern like /^"(?:[^"\\]|\\.)*"$/ keeps a
+ * backtrack entry per character, and a 10 MB string overflowed V8's regexp stack (exit 70). Both are linear.
+ */
+
+/** Double quoted with JSON's escapes only (JSON.parse reads it as YAML does); \u escapes of surrogates are left out. */
+function isDouble(text: string): boolean {
+  const last = text.length - 1;
+  if (last < 1 || text.charCodeAt(last) !== 0x22) return false;
+  for (let i = 1; i < last; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) return false;
+    if (c !== 0x5c) continue;
+    const e = text[++i];
+    if (e === 'u') {
+      const hex = text.slice(i + 1, i + 5);
+      if (i + 4 >= last || !/^[0-9a-fA-F]{4}$/.test(hex) || /^[dD][89a-fA-F]/.test(hex)) return false;
+      i += 4;
+    } else if (i >= last || e === undefined || !'"\\/bfnrt'.includes(e)) return false;
+  }
+  return true;
+}
+
+/** Single quoted: a quote inside is doubled. */
+function isSingle(text: string): boolean {
+  const last = text.length - 1;
+  if (last < 1 || text.charCodeAt(last) !== 0x27) return false;
+  for (let i = 1; i < last; i++) {
+    if (text.charCodeAt(i) !== 0x27) continue;
+    if (i + 1 >= last || text.charCodeAt(i + 1) !== 0x27) return false;
+    i++;
+  }
+  return true;
 }
 
 /** A value after `key: ` or `- `: a one-line flow collection or a scalar. */

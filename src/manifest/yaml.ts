@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { LineCounter, parseDocument } from 'yaml';
+import { LineCounter } from 'yaml';
 import type { z } from 'zod';
 import type { Problem } from '../errors.js';
 import { joinPath } from '../models/index.js';
@@ -11,7 +11,7 @@ import { cleanValue, type ValueProblem } from './safe.js';
 import { isPlainObject } from './template.js';
 import { chunkEntries, type RawEntry } from './yaml-batch.js';
 import { expandEntry, literalId, type Entry } from './yaml-entry.js';
-import { issueProblems, nodeAt, syntaxProblems, toJs, type Loc, type Path } from './yaml-loc.js';
+import { issueProblems, nodeAt, parseYaml, syntaxProblems, toJs, type Loc, type Path } from './yaml-loc.js';
 
 /**
  * A YAML manifest: parse, check the manifest's own keys (positions from the
@@ -45,16 +45,15 @@ export async function openYaml(file: string, name: string, dir: string): Promise
 export function readYaml(source: string | SplitYaml<Iterable<Item> | AsyncIterable<Item>>, name: string, dir: string): YamlManifest {
   const split = typeof source === 'string' ? null : source;
   let lc = new LineCounter();
-  const options = { prettyErrors: false, uniqueKeys: true, merge: true } as const;
   // The head is parsed without its blanked item lines (a blank line costs the library ~15 us before it is optimised:
   // 60 ms for 4,000 of them); nodes after them are numbered as in the file. A head with syntax errors is parsed
   // again with the blank lines (an error may sit at the end of the text, where no line maps back).
   let gap = split ? split.blankTo - split.blankFrom : 0;
-  let doc = parseDocument(split ? (gap > 0 ? split.compactHead : split.head) : (source as string), { ...options, lineCounter: lc });
+  let doc = parseYaml(split ? (gap > 0 ? split.compactHead : split.head) : (source as string), lc);
   if (split && gap > 0 && doc.errors.length > 0) {
     gap = 0;
     lc = new LineCounter();
-    doc = parseDocument(split.head, { ...options, lineCounter: lc });
+    doc = parseYaml(split.head, lc);
   }
   const problems: Problem[] = [];
   const lineAt = (offset: number) => {

@@ -1,6 +1,6 @@
 import { run as runManifest } from '../../api/run.js';
 import { EventBus, type EngineEvent } from '../../engine/index.js';
-import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
+import { attachProgress, flushed, ignoreBrokenPipe, type ProgressOptions } from '../progress.js';
 import { confineWanted } from '../confine.js';
 import { displayUrl, stateOption } from '../../store/location.js';
 
@@ -72,10 +72,10 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
  * the first SIGINT/SIGTERM aborts `signal` (stop submitting, finish what is in flight, write the report);
  * a second SIGINT gives the signal back to Node's default handler, which ends the process at once.
  */
-export async function withProgress(o: { json: boolean; again: string }, fn: (onEvent: (e: EngineEvent) => void, signal: AbortSignal) => Promise<number>): Promise<number> {
+export async function withProgress(o: { json: boolean; again: string; redoAgain?: ProgressOptions['redoAgain'] }, fn: (onEvent: (e: EngineEvent) => void, signal: AbortSignal) => Promise<number>): Promise<number> {
   ignoreBrokenPipe();
   const bus = new EventBus();
-  const stopProgress = attachProgress(bus, { json: o.json, tty: process.stderr.isTTY === true && !o.json, again: o.again });
+  const stopProgress = attachProgress(bus, { json: o.json, tty: process.stderr.isTTY === true && !o.json, again: o.again, ...(o.redoAgain ? { redoAgain: o.redoAgain } : {}) });
   const controller = new AbortController();
   const onSignal = (sig: NodeJS.Signals) => {
     if (controller.signal.aborted) {

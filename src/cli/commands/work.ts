@@ -25,9 +25,11 @@ export interface WorkFlags {
   requestTimeout?: number | string;
 }
 
+/** A word of a shell command, quoted when it needs to be. */
+const q = (s: string) => (/^[\w@%+=:,./*-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+
 /** The command that starts this worker again (the end-of-run summary's suggestion): the password never shown. */
 function againCommand(flags: WorkFlags): string {
-  const q = (s: string) => (/^[\w@%+=:,./*-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
   const parts = ['genbatch work'];
   if (flags.state !== undefined) parts.push('--state', q(displayUrl(flags.state)));
   if (flags.run !== undefined) parts.push('--run', q(flags.run));
@@ -36,9 +38,22 @@ function againCommand(flags: WorkFlags): string {
   return parts.join(' ');
 }
 
+/**
+ * The command that sends the run's failed or expired jobs again (`work` has no --redo): `genbatch run` on the
+ * run's manifest, output and service as the start event gives them, with the same state.
+ */
+function redoCommand(flags: WorkFlags): (start: { manifest: string; out_dir: string; base_url: string }) => string {
+  return (start) => {
+    const parts = ['genbatch run', q(start.manifest), '--out', q(start.out_dir)];
+    if (flags.state !== undefined) parts.push('--state', q(displayUrl(flags.state)));
+    parts.push('--base-url', q(start.base_url));
+    return parts.join(' ');
+  };
+}
+
 export default async function work(flags: WorkFlags): Promise<number> {
   const { json, ...options } = flags;
-  return withProgress({ json: json === true, again: againCommand(flags) }, async (onEvent, signal) => {
+  return withProgress({ json: json === true, again: againCommand(flags), redoAgain: redoCommand(flags) }, async (onEvent, signal) => {
     const summary = await workOn({ ...options, state: stateOption(flags.state), onEvent, signal });
     return summary.exitCode;
   });
