@@ -1,13 +1,14 @@
-import { createReadStream } from 'node:fs';
-import { lstat, realpath } from 'node:fs/promises';
+import type { ReadStream } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import { extname, join, relative, resolve, sep } from 'node:path';
+import { extname } from 'node:path';
+import { UnsafePathError } from '../errors.js';
+import type { Root } from '../lib/root.js';
 
 /**
  * GET /files/<path>: a file of the output folder, and nothing else. The path's segments are URL-decoded
- * one by one; an empty, `.` or `..` segment, a backslash or a NUL is refused; the file must be a regular
- * file (lstat) whose real path (symlinks resolved) is inside the output folder's real path, so a symlink
- * leading out of the folder is refused. The state file (and its -wal, -shm) is not served.
+ * one by one; an empty, `.` or `..` segment, a backslash or a NUL is refused; the file is read through the
+ * output folder's Root (no symbolic link at any level, a regular file inside the folder's real path).
+ * The state file (and its -wal, -shm) is not served.
  */
 const TYPES: Record<string, string> = {
   '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.webp': 'image/webp', '.gif': 'image/gif', '.avif': 'image/avif', '.bmp': 'image/bmp',
@@ -37,37 +38,44 @@ export function contentTypeOf(name: string): string {
   return TYPES[extname(name).toLowerCase()] ?? 'application/octet-stream';
 }
 
-/** The absolute path of a file under `outDir` named by the URL path after /files/, or null when it may not be served. */
-export async function servedFile(outDir: string, urlPath: string): Promise<string | null> {
+/**
+ * The file of the output folder named by the URL path after /files/, opened for reading through the output
+ * folder's Root (src/lib/root.ts: no link at any level, the folder's realpath inside the root's, the file itself
+ * opened O_NOFOLLOW and a regular file), or null when it may not be served.
+ */
+export function servedFile(root: Root, urlPath: string): { stream: ReadStream; size: number; name: string } | null {
   const segments = pathSegments(urlPath);
   if (segments === null) return null;
-  const root = resolve(outDir);
-  const path = join(root, ...segments);
-  if (relative(root, path).startsWith('..')) return null;
   try {
-    const [st, real, realRoot] = await Promise.all([lstat(path), realpath(path), realpath(root)]);
-    if (!st.isFile()) return null;
-    if (!real.startsWith(realRoot + sep)) return null;
-    return real;
-  } catch {
-    return null;
+    const got = root.readStream(segments.join('/'));
+    return got === null ? null : { ...got, name: segments.at(-1)! };
+  } catch (err) {
+    if (err instanceof UnsafePathError) return null;
+    throw err;
   }
 }
 
-export async function sendFile(res: ServerResponse, path: string): Promise<void> {
-  const st = await lstat(path);
+export async function sendFile(res: ServerResponse, file: { stream: ReadStream; size: number; name: string }, headOnly = false): Promise<void> {
   res.writeHead(200, {
-    'content-type': contentTypeOf(path),
-    'content-length': st.size,
+    'content-type': contentTypeOf(file.name),
+    'content-length': file.size,
     'cache-control': 'no-cache',
   });
+  if (headOnly) {
+    file.stream.destroy();
+    return void res.end();
+  }
   await new Promise<void>((done) => {
-    const stream = createReadStream(path);
+    const stream = file.stream;
     stream.on('error', () => {
       res.destroy();
       done();
     });
     stream.on('end', () => done());
+    res.on('close', () => {
+      stream.destroy();
+      done();
+    });
     stream.pipe(res);
   });
 }
