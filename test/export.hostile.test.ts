@@ -113,6 +113,21 @@ describe('genbatch export: the export record is data from outside', () => {
     expect(names.filter((n) => n !== 'metadata.jsonl').map((n) => n.split('/')[0])).toEqual(['x-1', 'x-3']);
   }, 60_000);
 
+  it('a job folder of the output folder swapped for a link to elsewhere is not read through: a named problem', async () => {
+    const { dir, out, m, state } = await run();
+    const rel = recordedPath(state, 'x-1');
+    // The same name and bytes elsewhere, the job folder now a link to it: nothing may be exported from there.
+    const elsewhere = join(dir, 'elsewhere');
+    renameSync(join(out, 'x-1'), elsewhere);
+    symlinkSync(elsewhere, join(out, 'x-1'));
+    const to = join(dir, 'dataset');
+    const r = await runCli(['export', m, '--out', out, '--to', to], env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${join(out, rel)}: recorded, but ${join(out, 'x-1')} is a symbolic link in the output folder; not exported`);
+    expect(existsSync(join(to, rel))).toBe(false);
+    expect(ids(join(to, 'metadata.jsonl'))).toEqual(['x-2', 'x-3']);
+  }, 60_000);
+
   it('a recorded file whose size changed is a named problem', async () => {
     const { dir, out, m, state } = await run();
     const p = recordedPath(state, 'x-3');

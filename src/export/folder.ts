@@ -1,6 +1,7 @@
 import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { tmpSuffix } from '../download/index.js';
+import { UnsafePathError } from '../errors.js';
 import { Root } from '../lib/root.js';
 import { writeFileAtomic } from '../report/atomic.js';
 import { ExportProblem, LEDGER, parseLedger, type ExportDest, type ExportSource, type Placement } from './places.js';
@@ -11,16 +12,25 @@ import { ExportProblem, LEDGER, parseLedger, type ExportDest, type ExportSource,
  */
 export function folderSource(outDir: string): ExportSource {
   const root = Root.open(outDir);
+  /** A refusal of the Root, as a problem of this file of the output folder. */
+  const checked = <T>(rel: string, fn: () => T): T => {
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof UnsafePathError) throw new ExportProblem(`${root.path(rel)}: recorded, but ${err.path} ${err.what} in the output folder; not exported`);
+      throw err;
+    }
+  };
   return {
     where: root.dir,
     file(rel) {
-      const st = root.lstat(rel);
+      const st = checked(rel, () => root.lstat(rel));
       if (st === null) throw new ExportProblem(`${root.path(rel)}: recorded but missing from the output folder; not exported`);
       if (!st.isFile()) throw new ExportProblem(`${root.path(rel)}: recorded as a file but ${st.isSymbolicLink() ? 'is a symbolic link' : 'is not a regular file'}; not exported`);
       return root.path(rel);
     },
     async open(rel) {
-      const got = root.readStream(rel);
+      const got = checked(rel, () => root.readStream(rel));
       if (got === null) throw new ExportProblem(`${root.path(rel)}: recorded but missing from the output folder; not exported`);
       return got.stream;
     },
