@@ -51,7 +51,7 @@ export function realpathOrAncestor(path: string): string {
   const rest: string[] = [];
   for (;;) {
     try {
-      return join(realpathSync(cur), ...rest.reverse());
+      return join(realpathSync.native(cur), ...rest.reverse());
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== 'ENOENT' && code !== 'ENOTDIR') throw err;
@@ -101,7 +101,7 @@ export class Root {
   static open(dir: string, o: { create?: boolean } = {}): Root {
     const abs = resolve(dir);
     if (o.create) mkdirSync(abs, { recursive: true });
-    const real = realpathSync(abs);
+    const real = realpathSync.native(abs);
     if (!lstatSync(real).isDirectory()) throw new UnsafePathError(abs, 'is not a folder');
     return new Root(abs, real);
   }
@@ -142,7 +142,7 @@ export class Root {
       if (st.isSymbolicLink()) throw new UnsafePathError(cur, 'is a symbolic link');
       if (!st.isDirectory()) throw new UnsafePathError(cur, 'is not a folder');
     }
-    const real = realpathSync(cur);
+    const real = realpathSync.native(cur);
     if (!within(this.real, real)) throw new UnsafePathError(cur, `resolves to ${real}, outside ${this.real}`);
     return cur;
   }
