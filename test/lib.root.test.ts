@@ -1,6 +1,7 @@
 import { closeSync, existsSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { cleanupPartials } from '../src/download/index.js';
 import { UnsafePathError } from '../src/errors.js';
 import { nameProblem, realpathOrAncestor, Root, within } from '../src/lib/root.js';
 import { tempDir } from './helpers/tmp.js';
@@ -105,5 +106,15 @@ describe('Root', () => {
     symlinkSync(root.dir, join(dir, 'alias'));
     expect(within(root.dir, join(dir, 'alias', 'x'))).toBe(false);
     expect(within(realpathOrAncestor(root.dir), realpathOrAncestor(join(dir, 'alias', 'x', 'y')))).toBe(true);
+  });
+
+  it('cleanupPartials does not follow a job folder that is a link: the .part files it leads to stay', async () => {
+    const { root, outside } = setup();
+    writeFileSync(join(outside, '.x.png.0123456789ab.part'), 'not ours');
+    symlinkSync(outside, join(root.dir, 'linked'));
+    expect(await cleanupPartials(join(root.dir, 'linked'))).toEqual([]);
+    expect(existsSync(join(outside, '.x.png.0123456789ab.part'))).toBe(true);
+    writeFileSync(join(root.dir, 'job', '.y.png.0123456789ab.part'), 'ours');
+    expect(await cleanupPartials(join(root.dir, 'job'))).toEqual([join(root.dir, 'job', '.y.png.0123456789ab.part')]);
   });
 });

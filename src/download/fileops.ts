@@ -124,6 +124,8 @@ export async function verifyFile(path: string, expected: { size: number; sha256:
  */
 export async function cleanupPartials(dir: string, recursive = true): Promise<string[]> {
   const removed: string[] = [];
+  // A job folder that is a symbolic link is not followed: its target's files are not ours (the run refuses the folder).
+  if (lstatSync(dir, { throwIfNoEntry: false })?.isSymbolicLink()) return removed;
   let entries;
   try {
     entries = await readdir(dir, { withFileTypes: true });
