@@ -52,7 +52,15 @@ function recordedShas(text: string | null): Map<string, string> {
 
 /** The output folder on disk, read only through its Root: no symbolic link is followed at any level. */
 export function folderOutput(outDir: string): RunOutput {
-  const root = Root.open(outDir);
+  /** The output folder's Root, opened per request (its realpath taken then), or null while the folder does not exist. */
+  const opened = (): Root | null => {
+    try {
+      return Root.open(outDir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw err;
+    }
+  };
   const refusedAsNull = <T>(fn: () => T): T | null => {
     try {
       return fn();
@@ -61,11 +69,11 @@ export function folderOutput(outDir: string): RunOutput {
       throw err;
     }
   };
-  const regular = (rel: string): number | null => {
+  const regular = (root: Root, rel: string): number | null => {
     const st = refusedAsNull(() => root.lstat(rel));
     return st?.isFile() ? st.size : null;
   };
-  const readSmall = async (rel: string): Promise<string | null> => {
+  const readSmall = async (root: Root, rel: string): Promise<string | null> => {
     const got = refusedAsNull(() => root.readStream(rel));
     if (got === null) return null;
     if (got.size > MAX_RECORD) {
@@ -78,16 +86,20 @@ export function folderOutput(outDir: string): RunOutput {
   };
   return {
     async send(res, urlPath, headOnly) {
-      const file = servedFile(root, urlPath);
+      const root = opened();
+      const file = root === null ? null : servedFile(root, urlPath);
       if (file === null) return false;
       await sendFile(res, file, headOnly);
       return true;
     },
     async info(rel) {
-      const size = regular(rel);
+      const root = opened();
+      const size = root === null ? null : regular(root, rel);
       return size === null ? null : { size, sha256: null };
     },
     async previous(folder) {
+      const root = opened();
+      if (root === null) return [];
       const entries = refusedAsNull(() => root.list(folder)) ?? [];
       // Dirent types come from the folder itself: a previous-<n> that is a symbolic link is not a folder here.
       const names = entries.filter((e) => e.isDirectory() && PREVIOUS_DIR.test(e.name)).map((e) => e.name);
@@ -96,10 +108,10 @@ export function folderOutput(outDir: string): RunOutput {
       for (const name of names) {
         const dir = `${folder}/${name}`;
         const files = [];
-        const shas = recordedShas(await readSmall(`${dir}/${RESULT_FILE}`));
+        const shas = recordedShas(await readSmall(root, `${dir}/${RESULT_FILE}`));
         for (const e of refusedAsNull(() => root.list(dir)) ?? []) {
           if (!e.isFile()) continue;
-          const size = regular(`${dir}/${e.name}`);
+          const size = regular(root, `${dir}/${e.name}`);
           if (size !== null) files.push({ path: `${dir}/${e.name}`, size, sha256: shas.get(e.name) ?? null });
         }
         files.sort((a, b) => a.path.localeCompare(b.path));
