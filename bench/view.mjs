@@ -65,9 +65,11 @@ const url = await new Promise((ok) => {
   });
 });
 const base = url.replace(/\/\?token=.*/, '');
+// Every route needs the token: the header here (a browser gets the cookie from the printed URL).
+const auth = { headers: { 'x-genbatch-token': url.replace(/.*\?token=/, '') } };
 try {
   t = performance.now();
-  const html = await (await fetch(url)).text();
+  const html = await (await fetch(`${base}/`, auth)).text();
   console.log(`view page: ${mb(Buffer.byteLength(html))} (rows ${mb(rowsBytes(html))}), served in ${((performance.now() - t) / 1000).toFixed(2)} s`);
 
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'] });
@@ -104,11 +106,11 @@ async function latency(page) {
   // Poll cost as the view sees it: nothing changed, then one job changed.
   const live = await page.evaluate(() => JSON.parse(document.getElementById('gb-live').textContent));
   let t0 = performance.now();
-  const idle = await (await fetch(`${base}/api/jobs?since=${encodeURIComponent(live.since)}&gen=99999999`)).text();
+  const idle = await (await fetch(`${base}/api/jobs?since=${encodeURIComponent(live.since)}&gen=99999999`, auth)).text();
   const changedMs = performance.now() - t0;
   const latest = JSON.parse(idle);
   t0 = performance.now();
-  const quiet = await (await fetch(`${base}/api/jobs?since=${encodeURIComponent(latest.since)}&gen=${latest.gen}`)).text();
+  const quiet = await (await fetch(`${base}/api/jobs?since=${encodeURIComponent(latest.since)}&gen=${latest.gen}`, auth)).text();
   console.log(`view poll: ${ms(performance.now() - t0)} and ${quiet.length} B when nothing changed; ${ms(changedMs)} and ${idle.length} B for the rows changed since the page was made (${latest.rows.length} rows)`);
   const times = [];
   for (let k = 0; k < LIVE; k++) {

@@ -201,7 +201,7 @@ export class InterruptedError extends GenbatchError {
  * link, or a file): nothing is written through it. Exit 74, naming the path.
  */
 export class UnsafePathError extends GenbatchError {
-  constructor(readonly path: string, what: string) {
+  constructor(readonly path: string, readonly what: string) {
     super('GB_UNSAFE_PATH', `${path} ${what}; genbatch writes only into real folders inside the output folder (remove it or choose another --out)`, EXIT.io);
   }
 }

@@ -157,6 +157,22 @@ describe('export with a bucket', () => {
     expect(s3.pendingUploads()).toEqual([]);
   });
 
+  it('a forged record entry with ../ (a key outside the export prefix) deletes nothing: named, exit 1', async () => {
+    const to = 's3://bucket/exports/forged';
+    expect((await runCli(['export', m, '--out', RUN, '--to', to], env, t.dir)).code).toBe(0);
+    const ledger = JSON.parse((await s3.get('exports/forged/.genbatch-export.json')).toString('utf8')) as { files: Record<string, string> };
+    // Each run object carries its sha256 in its metadata: a removal that reached it would find it "unchanged".
+    const victims = doneFiles(state).slice(0, 2);
+    ledger.files[`../../runs/e/${victims[0]!.path}`] = victims[0]!.sha256;
+    ledger.files[`p-1/../../../runs/e/${victims[1]!.path}`] = victims[1]!.sha256;
+    await s3.client.send(new PutObjectCommand({ Bucket: 'bucket', Key: 'exports/forged/.genbatch-export.json', Body: JSON.stringify(ledger) }));
+    const before = await s3.keys('runs/e/');
+    const r = await runCli(['export', m, '--out', RUN, '--to', to], env, t.dir);
+    expect(await s3.keys('runs/e/')).toEqual(before);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`the entry "../../runs/e/${victims[0]!.path}" has a ".." part, not a name inside the export; nothing removed for it`);
+  });
+
   it('refuses an export prefix inside the run\'s prefix (exit 2)', async () => {
     const r = await runCli(['export', m, '--out', RUN, '--to', `${RUN}/export`], env, t.dir);
     expect(r.code).toBe(2);

@@ -98,17 +98,17 @@ describe('readers of a run in a bucket', () => {
     const v = await startViewProcess([manifest, '--out', OUT], env);
     try {
       const rel = png.key.slice('runs/r/'.length);
-      const res = await fetch(`${v.base}/files/${rel.split('/').map(encodeURIComponent).join('/')}`);
+      const res = await fetch(`${v.base}/files/${rel.split('/').map(encodeURIComponent).join('/')}`, { headers: { 'x-genbatch-token': v.token } });
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toBe(png.key.endsWith('.png') ? 'image/png' : 'image/jpeg');
       expect(Buffer.from(await res.arrayBuffer()).equals(await s3.get(png.key))).toBe(true);
-      const head = await fetch(`${v.base}/files/${rel.split('/').map(encodeURIComponent).join('/')}`, { method: 'HEAD' });
+      const head = await fetch(`${v.base}/files/${rel.split('/').map(encodeURIComponent).join('/')}`, { method: 'HEAD', headers: { 'x-genbatch-token': v.token } });
       expect(head.status).toBe(200);
       expect(head.headers.get('content-length')).toBe(String(png.size));
       for (const bad of ['..%2Fr%2Freport.json', '.genbatch-partial/x', 'pic-0001/..', 'nothing/here.png']) {
-        expect((await fetch(`${v.base}/files/${bad}`)).status, bad).toBe(404);
+        expect((await fetch(`${v.base}/files/${bad}`, { headers: { 'x-genbatch-token': v.token } })).status, bad).toBe(404);
       }
-      const page = await (await fetch(`${v.base}/job/pic-0001`)).text();
+      const page = await (await fetch(`${v.base}/job/pic-0001`, { headers: { 'x-genbatch-token': v.token } })).text();
       expect(page).toContain('pic-0001/result.json');
       expect(page).toContain(result.metadata.sha256!);
     } finally {
@@ -127,7 +127,7 @@ describe('readers of a run in a bucket', () => {
     expect(earlier).toBeDefined();
     const v = await startViewProcess([manifest, '--out', OUT], env);
     try {
-      const page = await (await fetch(`${v.base}/job/pic-0002`)).text();
+      const page = await (await fetch(`${v.base}/job/pic-0002`, { headers: { 'x-genbatch-token': v.token } })).text();
       expect(page).toContain('previous-1');
       expect(page).toContain(earlier.key.slice('runs/r/'.length));
       expect(page).toContain(earlier.metadata.sha256!);

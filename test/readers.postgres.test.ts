@@ -97,14 +97,14 @@ describe('readers on a PostgreSQL state', () => {
   it('view shows the run, brings a change made in the database to the page, and writes marks to the database', async () => {
     const view = await startViewProcess(['--state', db.url]);
     try {
-      const first = JSON.parse((await rawRequest(view.port, '/api/jobs?since=&gen=0')).body) as { since: string; gen: number; rows: unknown[][]; counts: Array<[string, number]> };
+      const first = JSON.parse((await rawRequest(view.port, '/api/jobs?since=&gen=0', { headers: { 'x-genbatch-token': view.token } })).body) as { since: string; gen: number; rows: unknown[][]; counts: Array<[string, number]> };
       expect(first.rows.map((row) => row[0])).toEqual(['cat-0000', 'cat-0001', 'cat-0002']);
       await pool.query(`UPDATE jobs SET state = 'failed', last_error = 'boom', updated_at = ${NOW_ISO} WHERE id = 'cat-0002'`);
       let seen: { rows: unknown[][]; counts?: Array<[string, number]> } = { rows: [] };
       const deadline = Date.now() + 20_000;
       while (Date.now() < deadline && !seen.rows.some((row) => row[0] === 'cat-0002')) {
         await new Promise((r) => setTimeout(r, 200));
-        seen = JSON.parse((await rawRequest(view.port, `/api/jobs?since=${encodeURIComponent(first.since)}&gen=${first.gen}`)).body) as typeof seen;
+        seen = JSON.parse((await rawRequest(view.port, `/api/jobs?since=${encodeURIComponent(first.since)}&gen=${first.gen}`, { headers: { 'x-genbatch-token': view.token } })).body) as typeof seen;
       }
       expect(seen.rows.map((row) => row[0])).toContain('cat-0002');
       expect(seen.counts).toContainEqual(['failed', 1]);

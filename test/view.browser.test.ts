@@ -145,9 +145,12 @@ describeBrowser('genbatch view in Chromium', () => {
     expect(await detail.locator('.side > section h3').allTextContents()).toEqual(['current', 'previous-1']);
     expect(await detail.locator('.side > section img').count()).toBe(2);
     const shown = await detail.locator('.side > section:nth-child(2) td.tok').allTextContents();
-    const previous = readdirSync(join(out, 'harbour-dawn', 'previous-1'));
+    // The earlier image with the sha256 recorded for it (the result.json kept in previous-1/), not hashed for the page.
+    const previous = readdirSync(join(out, 'harbour-dawn', 'previous-1')).filter((n) => n !== 'result.json');
     expect(shown).toContain(`harbour-dawn/previous-1/${previous[0]}`);
     expect(shown).toContain(createHash('sha256').update(readFileSync(join(out, 'harbour-dawn', 'previous-1', previous[0]!))).digest('hex'));
+    // The printed URL left no token in the address bar.
+    expect(detail.url()).toBe(`${view.base}/job/harbour-dawn`);
     await detail.locator('a', { hasText: 'all jobs' }).click();
     await expect.poll(() => cards(detail).count()).toBe(JOBS.length);
   });
@@ -192,10 +195,12 @@ describeBrowser('genbatch view in Chromium', () => {
     }
   });
 
-  it('refuses a POST without the token (403) and a page reached by another host name (403)', async () => {
+  it('refuses a read or a POST without the token (403) and a page reached by another host name (403)', async () => {
     const page = await browser.newPage();
     cleanups.push(() => page.close());
-    await page.goto(`${view.base}/`);
+    // Without the token nothing is read: not the gallery, not a job page, not a file.
+    expect((await page.goto(`${view.base}/`))?.status()).toBe(403);
+    expect((await page.goto(`${view.base}/job/harbour-dawn`))?.status()).toBe(403);
     const status = await page.evaluate(() => fetch('/api/marks', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ids: ['forest-fog'], mark: 'rejected' }) }).then((r) => r.status));
     expect(status).toBe(403);
     const evil = await page.goto(`http://evil.test:${view.port}/?token=${view.token}`);

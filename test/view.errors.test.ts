@@ -47,7 +47,7 @@ describe("a job's errors over its attempts", () => {
 
     const view = await startViewProcess(['--out', out]);
     try {
-      const page = await rawRequest(view.port, '/job/bad');
+      const page = await rawRequest(view.port, '/job/bad', { headers: { 'x-genbatch-token': view.token } });
       expect(page.status).toBe(200);
       const rows = [...page.body.matchAll(/<tr><td>(\d+)<\/td><td>failed<\/td>/g)].map((m) => m[1]);
       expect(rows).toEqual(['1', '2']);

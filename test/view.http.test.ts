@@ -39,13 +39,16 @@ afterAll(async () => {
   while (cleanups.length) cleanups.pop()!();
 });
 
+/** A read with the view's token (every route needs it). */
+const get = (path: string, headers: Record<string, string> = {}) => rawRequest(view.port, path, { headers: { 'x-genbatch-token': view.token, ...headers } });
+
 const post = (body: unknown, headers: Record<string, string> = {}) =>
   rawRequest(view.port, '/api/marks', { method: 'POST', headers: { 'content-type': 'application/json', host: `127.0.0.1:${view.port}`, ...headers }, body: JSON.stringify(body) });
 
 describe('genbatch view over HTTP', () => {
   it('prints its URL with a token on the first line and serves the gallery with every prompt', async () => {
     expect(view.token.length).toBeGreaterThanOrEqual(24);
-    const page = await rawRequest(view.port, '/');
+    const page = await get('/');
     expect(page.status).toBe(200);
     for (let i = 0; i < 3; i++) expect(page.body).toContain(`Picture number ${i} of a quiet harbour`);
     expect(page.body).not.toContain(KEY);
@@ -65,37 +68,37 @@ describe('genbatch view over HTTP', () => {
 
   it('refuses a request whose Host header is not the bound address, localhost or 127.0.0.1 (DNS rebinding)', async () => {
     for (const host of ['evil.example', `evil.example:${view.port}`, `127.0.0.1:${view.port + 1}`]) {
-      expect((await rawRequest(view.port, '/', { headers: { host } })).status).toBe(403);
-      expect((await rawRequest(view.port, '/api/jobs', { headers: { host } })).status).toBe(403);
+      expect((await get('/', { host })).status).toBe(403);
+      expect((await get('/api/jobs', { host })).status).toBe(403);
     }
-    expect((await rawRequest(view.port, '/api/jobs', { headers: { host: `localhost:${view.port}` } })).status).toBe(200);
+    expect((await get('/api/jobs', { host: `localhost:${view.port}` })).status).toBe(200);
     const withToken = await post({ ids: ['img-0000'], mark: 'approved' }, { 'x-genbatch-token': view.token, host: `evil.example:${view.port}` });
     expect(withToken.status).toBe(403);
   });
 
   it('serves files of the output folder only: no "..", no encoded slash, no symlink out, not the state file', async () => {
-    const file = (await rawRequest(view.port, '/files/img-0000/image-1.png')).status === 200 ? 'image-1.png' : 'image-1.jpeg';
-    const ok = await rawRequest(view.port, `/files/img-0000/${file}`);
+    const file = (await get('/files/img-0000/image-1.png')).status === 200 ? 'image-1.png' : 'image-1.jpeg';
+    const ok = await get(`/files/img-0000/${file}`);
     expect(ok.status).toBe(200);
     symlinkSync(join(root, 'secret.txt'), join(out, 'img-0000', 'link.txt'));
     mkdirSync(join(out, 'inside'));
     symlinkSync(root, join(out, 'inside', 'up'));
     for (const path of ['/files/../secret.txt', '/files/%2e%2e/secret.txt', '/files/img-0000/..%2f..%2fsecret.txt', '/files/img-0000%2f..%2f..%2fsecret.txt', '/files/img-0000/link.txt', '/files/inside/up/secret.txt', '/files/state.db', '/files//etc/passwd', '/files/%00']) {
-      const r = await rawRequest(view.port, path);
+      const r = await get(path);
       expect(r.status, path).toBe(404);
       expect(r.body).not.toContain('outside the output folder');
     }
   });
 
   it('marks through POST /api/marks with the token, as genbatch mark does, and the next poll brings the marked row', async () => {
-    const first = JSON.parse((await rawRequest(view.port, '/api/jobs?since=&gen=0')).body) as { since: string; gen: number; rows: unknown[][] };
+    const first = JSON.parse((await get('/api/jobs?since=&gen=0')).body) as { since: string; gen: number; rows: unknown[][] };
     expect(first.rows.map((r) => r[0])).toEqual(['img-0000', 'img-0001', 'img-0002']);
-    const idle = JSON.parse((await rawRequest(view.port, `/api/jobs?since=${encodeURIComponent(first.since)}&gen=${first.gen}`)).body) as { rows: unknown[] };
+    const idle = JSON.parse((await get(`/api/jobs?since=${encodeURIComponent(first.since)}&gen=${first.gen}`)).body) as { rows: unknown[] };
     expect(idle.rows).toEqual([]);
     const r = await post({ ids: ['img-0001', 'img-0002'], mark: 'rejected', note: 'too dark' }, { 'x-genbatch-token': view.token });
     expect(r.status, r.body).toBe(200);
     expect(JSON.parse(r.body)).toMatchObject({ changed: 2, ids: ['img-0001', 'img-0002'], mark: 'rejected' });
-    const next = JSON.parse((await rawRequest(view.port, `/api/jobs?since=${encodeURIComponent(first.since)}&gen=${first.gen}`)).body) as { rows: unknown[][] };
+    const next = JSON.parse((await get(`/api/jobs?since=${encodeURIComponent(first.since)}&gen=${first.gen}`)).body) as { rows: unknown[][] };
     const marked = next.rows.filter((row) => row[13] !== null).map((row) => [row[0], row[13]]);
     expect(marked).toEqual([
       ['img-0001', ['rejected', 'too dark']],
@@ -119,13 +122,13 @@ describe('genbatch view over HTTP', () => {
   });
 
   it('shows a job in full at /job/<id>: input as sent, files with size and sha256', async () => {
-    const r = await rawRequest(view.port, '/job/img-0000');
+    const r = await get('/job/img-0000');
     expect(r.status).toBe(200);
     const sha = /<td class="tok">([0-9a-f]{64})<\/td>/.exec(r.body)?.[1];
     const file = readFileSync(join(out, 'report.json'), 'utf8');
     expect(file).toContain(sha);
     expect(r.body).toContain('Input as sent');
-    expect((await rawRequest(view.port, '/job/nope')).status).toBe(404);
+    expect((await get('/job/nope')).status).toBe(404);
   });
 
   it('is exit 2 with a clear message for a missing state file or a port out of range', async () => {

@@ -16,7 +16,7 @@ import { whole } from './whole.js';
 
 export { DEFAULT_MAX_BYTES, SMALL_BODY, type DownloadOptions, type DownloadResult } from './options.js';
 export { DEFAULT_PACE, type DownloadPace } from './pace.js';
-export { fsyncFd, writeNewFileSynced, tmpSuffix, fsyncDir, verifyFile, cleanupPartials, sha256OfFile } from './fileops.js';
+export { fsyncFd, fillSyncClose, writeNewFileSynced, tmpSuffix, fsyncDir, verifyFile, cleanupPartials, sha256OfFile } from './fileops.js';
 
 /** True for an HTTP 404 or 410 answer: the result is expired or gone, retrying will not help. */
 export function isGone(err: unknown): boolean {

@@ -1,6 +1,6 @@
 /** File operations and fsync helpers: temporary names and files, batched writes, fsync, hashing, verify and cleanup of leftovers. */
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, createReadStream, fsync, lstatSync, openSync, unlinkSync, writeFileSync, writev } from 'node:fs';
+import { closeSync, constants, createReadStream, fsync, lstatSync, openSync, unlinkSync, writeFileSync, writev } from 'node:fs';
 import { readdir, unlink } from 'node:fs/promises';
 import { safeJoin } from './names.js';
 
@@ -92,9 +92,11 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
+/** The sha256 of the file `path` in the output folder, opened O_NOFOLLOW: a link put in its place since it was lstat'ed is refused (ELOOP), never read through. */
 export async function sha256OfFile(path: string): Promise<string> {
   const hash = createHash('sha256');
-  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  const fd = openSync(path, constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0));
+  for await (const chunk of createReadStream('', { fd })) hash.update(chunk as Buffer);
   return hash.digest('hex');
 }
 
@@ -122,6 +124,8 @@ export async function verifyFile(path: string, expected: { size: number; sha256:
  */
 export async function cleanupPartials(dir: string, recursive = true): Promise<string[]> {
   const removed: string[] = [];
+  // A job folder that is a symbolic link is not followed: its target's files are not ours (the run refuses the folder).
+  if (lstatSync(dir, { throwIfNoEntry: false })?.isSymbolicLink()) return removed;
   let entries;
   try {
     entries = await readdir(dir, { withFileTypes: true });

@@ -5,6 +5,7 @@ export {
   downloadFile,
   fsyncDir,
   writeNewFileSynced,
+  fillSyncClose,
   tmpSuffix,
   cleanupPartials,
   verifyFile,

@@ -4,7 +4,7 @@ import { ApiError, BadResponseError, GenbatchError } from '../errors.js';
 import { checkChatJob, isChatProtocol, type ChatProtocol } from '../models/chat.js';
 import { nowIso, type JobPatch, type JobRow, type JobState, type MoveOptions, type Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
-import { realJobDir, writeTextNoReplace } from './files.js';
+import { outputRoot, writeTextNoReplace } from './files.js';
 import { sha256Hex } from './results.js';
 import type { StoredSpec } from './spec.js';
 import type { BucketPort } from './ports.js';
@@ -125,11 +125,13 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
         placed.push({ idx: f.idx, path: p.path, size: p.size, sha256: p.sha256, content_type: f.content_type });
       }
     } else {
-      realJobDir(d.outDir, d.sanitizeName(row.id));
+      const root = outputRoot(d.outDir);
+      const folder = d.sanitizeName(row.id);
+      root.mkdirs(folder);
       // Placed like downloads and text results: a file already there under that name with other
       // content is never replaced (the answer takes `response (2).txt`); the same content is reused.
       for (const f of files) {
-        const path = await writeTextNoReplace(jobDir, f.name, f.data);
+        const path = await writeTextNoReplace(root, folder, f.name, f.data);
         placed.push({ idx: f.idx, path: relative(d.outDir, path), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data), content_type: f.content_type });
       }
       // One folder fsync before the files are recorded as done (as fetch.ts does for downloads).

@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { relative } from 'node:path';
+import type { Root } from '../lib/root.js';
 import type { FileGot, FileRow, JobRow, WorkStore } from '../store/index.js';
 import type { EngineEvent } from './events.js';
-import { realJobDir, writeFileAtomic, writeTextNoReplace } from './files.js';
+import { outputRoot, readSmallFile, writeFileAtomic, writeTextNoReplace } from './files.js';
 import { moveAsideOne } from './previous.js';
 import type { DownloadPort } from './ports.js';
 import { RESULT_FILE, sha256Hex } from './results.js';
@@ -11,14 +11,10 @@ import { fetchToBucket } from './fetch-bucket.js';
 
 type Got = { path: string; size: number; sha256: string; content_type: string | null };
 
-/** True when `path` is missing or is a result.json genbatch wrote for this job (so it may be replaced). */
-function isOwnResultFile(path: string, jobId: string): boolean {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOENT';
-  }
+/** True when `name` is missing or is a result.json genbatch wrote for this job (so it may be replaced); read through the Root, never through a link. */
+function isOwnResultFile(root: Root, name: string, jobId: string): boolean {
+  const text = readSmallFile(root, name);
+  if (text === null) return true;
   try {
     const parsed = JSON.parse(text) as unknown;
     return typeof parsed === 'object' && parsed !== null && (parsed as { job_id?: unknown }).job_id === jobId;
@@ -46,7 +42,10 @@ export async function fetchJob(
   c: { store: WorkStore; download: DownloadPort; outDir: string; signal: AbortSignal; emit: (e: EngineEvent) => void },
 ): Promise<FileGot[] | null> {
   if (c.download.bucket) return fetchToBucket(row, { ...c, bucket: c.download.bucket });
-  const jobDir = join(c.outDir, c.download.sanitizeName(row.id));
+  const folder = c.download.sanitizeName(row.id);
+  // The output folder's Root: the job folder made and checked now (no link at any level), every write below through it.
+  const root = outputRoot(c.outDir);
+  const jobDir = root.mkdirs(folder);
   const files = await c.store.filesOf(row.id);
   const done: Array<{ idx: number; got: Got }> = [];
   /** fsync the folder, then the rows of what is on disk (recorded by the caller's transition, or by recordNow). */
@@ -60,7 +59,6 @@ export async function fetchJob(
     await c.store.recordFiles(row.id, await settle());
   };
 
-  realJobDir(c.outDir, c.download.sanitizeName(row.id));
   let texts: Map<number, string> | null = null;
   try {
     for (const f of files) {
@@ -74,11 +72,12 @@ export async function fetchJob(
         texts ??= textResults(row);
         const text = texts.get(f.idx) ?? '';
         // Placed like a download: an unrelated file under that name is never replaced (a numbered name is taken).
-        const placed = await writeTextNoReplace(jobDir, c.download.sanitizeName(f.name), text);
+        const placed = await writeTextNoReplace(root, folder, c.download.sanitizeName(f.name), text);
         got = { path: relative(c.outDir, placed), size: Buffer.byteLength(text), sha256: sha256Hex(text), content_type: 'text/plain' };
         done.push({ idx: f.idx, got });
       } else {
-        const d = await c.download.downloadFile({ url: f.url, dir: jobDir, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, dirExists: true, deferDirSync: true });
+        // The job folder checked again for this file (a link put there since is refused), then downloaded into.
+        const d = await c.download.downloadFile({ url: f.url, dir: root.mkdirs(folder), name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, dirExists: true, deferDirSync: true });
         got = { path: relative(c.outDir, d.path), size: d.size, sha256: d.sha256, content_type: d.contentType };
         done.push({ idx: f.idx, got });
       }
@@ -90,8 +89,8 @@ export async function fetchJob(
   }
   const result = resultDocument(row, files);
   // A result.json that is not this job's (a file that was in the folder before) is kept in previous-<n>/.
-  if (!isOwnResultFile(join(jobDir, RESULT_FILE), row.id)) await moveAsideOne(jobDir, RESULT_FILE);
-  await writeFileAtomic(join(jobDir, RESULT_FILE), result, { dirExists: true });
+  if (!isOwnResultFile(root, `${folder}/${RESULT_FILE}`, row.id)) await moveAsideOne(root, folder, RESULT_FILE);
+  await writeFileAtomic(root, `${folder}/${RESULT_FILE}`, result);
   // One folder fsync covers every file above and result.json.
   if (done.length === 0) await c.download.syncDir(jobDir);
   return settle();

@@ -1,6 +1,4 @@
-import { mkdir, readdir, rename } from 'node:fs/promises';
-import { join } from 'node:path';
-import { checkRealDir } from './files.js';
+import { Root } from '../lib/root.js';
 import { PREVIOUS_DIR } from './results.js';
 
 /**
@@ -9,40 +7,40 @@ import { PREVIOUS_DIR } from './results.js';
  * in out/<job id>/ except earlier `previous-<n>/` folders and temporary files
  * is moved into out/<job id>/previous-<n>/ (n one more than the highest there),
  * so the folder only ever holds the result the report lists. Never deletes.
+ * Every listing, mkdir and rename goes through the output folder's Root (src/lib/root.ts): a job folder
+ * that is a symbolic link, or leads out of the output folder, is refused (UnsafePathError), never followed.
  * Choice: the move happens at the start of the run that resets the job; a
  * crash between the state commit and the move leaves the files in place, and
  * the new download then takes numbered names beside them (never overwrites).
  * Returns the folder they went to (relative to the output folder), or null when there was nothing.
  */
 export async function moveAsidePrevious(outDir: string, jobFolder: string): Promise<string | null> {
-  const dir = join(outDir, jobFolder);
-  checkRealDir(dir);
-  let names: string[];
+  let root: Root;
   try {
-    names = await readdir(dir);
-  } catch {
-    return null; // no folder: nothing to keep
+    root = Root.open(outDir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null; // no output folder: nothing to keep
+    throw err;
   }
-  let highest = 0;
-  const move: string[] = [];
-  for (const n of names) {
-    if (PREVIOUS_DIR.test(n)) highest = Math.max(highest, Number(n.slice('previous-'.length)));
-    else if (!n.endsWith('.part')) move.push(n);
-  }
+  const names = (root.list(jobFolder) ?? []).map((e) => e.name); // no folder: nothing to keep
+  const move = names.filter((n) => !PREVIOUS_DIR.test(n) && !n.endsWith('.part'));
   if (move.length === 0) return null;
-  const target = `previous-${highest + 1}`;
-  await mkdir(join(dir, target));
-  for (const n of move) await rename(join(dir, n), join(dir, target, n));
-  return join(jobFolder, target);
+  const target = `${jobFolder}/previous-${nextNumber(names)}`;
+  root.mkdirs(target);
+  for (const n of move) root.rename(`${jobFolder}/${n}`, `${target}/${n}`);
+  return target;
 }
 
-/** Move the one entry `name` of `dir` into a new `previous-<n>/` there (n one more than the highest). */
-export async function moveAsideOne(dir: string, name: string): Promise<string> {
-  checkRealDir(dir);
-  let highest = 0;
-  for (const n of await readdir(dir)) if (PREVIOUS_DIR.test(n)) highest = Math.max(highest, Number(n.slice('previous-'.length)));
-  const target = join(dir, `previous-${highest + 1}`);
-  await mkdir(target);
-  await rename(join(dir, name), join(target, name));
+/** Move the one entry `name` of the job folder `jobFolder` into a new `previous-<n>/` there (n one more than the highest). Returns its name under the root. */
+export async function moveAsideOne(root: Root, jobFolder: string, name: string): Promise<string> {
+  const target = `${jobFolder}/previous-${nextNumber((root.list(jobFolder) ?? []).map((e) => e.name))}`;
+  root.mkdirs(target);
+  root.rename(`${jobFolder}/${name}`, `${target}/${name}`);
   return target;
+}
+
+function nextNumber(names: readonly string[]): number {
+  let highest = 0;
+  for (const n of names) if (PREVIOUS_DIR.test(n)) highest = Math.max(highest, Number(n.slice('previous-'.length)));
+  return highest + 1;
 }

@@ -12,11 +12,10 @@
  *   wrote it (the record), else refused.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { NO_JOURNAL, objectReports } from '../report/objects.js';
 import { StorageError } from '../errors.js';
 import { inertTypeOfObject, md5OfEtag, openBucket, openObject, type ObjectInfo, type ObjectOut, type StreamCheck } from '../storage/index.js';
-import { LEDGER, parseLedger, type ExportDest, type ExportSource, type Placement } from './places.js';
+import { ExportProblem, LEDGER, parseLedger, type ExportDest, type ExportSource, type Placement } from './places.js';
 
 /** CopyObject copies at most 5 GiB in one request. */
 const MAX_COPY = 5 * 1024 ** 3;
@@ -32,7 +31,7 @@ export async function bucketSource(url: string): Promise<BucketSource> {
     file: () => null,
     async open(rel) {
       const got = await openObject(out, rel);
-      if (got === null) throw new StorageError(`${out.where}/${rel}: no such object (removed since the run?)`);
+      if (got === null) throw new ExportProblem(`${out.where}/${rel}: recorded but no such object (removed since the run?); not exported`);
       return got.body;
     },
     close: () => out.close(),
@@ -81,21 +80,18 @@ export async function bucketDest(url: string): Promise<ExportDest> {
       return parseLedger(body === null ? null : body.toString('utf8'), at(LEDGER));
     },
     exists: async (name) => (await out.head(name)) !== null,
-    async place(e, from, ledger, problems): Promise<Placement> {
+    async place(e, from, ledger): Promise<Placement> {
       const there = await out.head(e.name);
       if (there !== null) {
         if (there.sha256 === e.sha256) return 'kept';
-        if (!(e.name in ledger.files)) {
-          problems.push(`${at(e.name)}: already there and genbatch did not write it; not replaced (job ${String(e.row.job_id)} not exported)`);
-          return null;
-        }
+        if (!(e.name in ledger.files)) throw new ExportProblem(`${at(e.name)}: already there and genbatch did not write it; not replaced (job ${String(e.row.job_id)} not exported)`);
       }
       const inBucket = 'out' in from ? (from as BucketSource) : null;
       if (inBucket) {
         const src = await inBucket.out.head(e.rel);
-        if (src === null || src.sha256 !== e.sha256) {
-          problems.push(`${inBucket.out.where}/${e.rel}: ${src === null ? 'no such object' : `its sha256 ${src.sha256 ?? '(none)'} is not the recorded ${e.sha256}`}; not exported`);
-          return null;
+        if (src === null || src.sha256 !== e.sha256 || src.size !== e.size) {
+          const why = src === null ? 'recorded but no such object' : src.sha256 !== e.sha256 ? `its sha256 ${src.sha256 ?? '(none)'} is not the recorded ${e.sha256}` : `its size ${src.size} is not the recorded ${e.size}`;
+          throw new ExportProblem(`${inBucket.out.where}/${e.rel}: ${why}; not exported`);
         }
         if (src.size <= MAX_COPY) {
           await copy(inBucket, e.rel, e.name, { ...src, sha256: e.sha256 });
@@ -103,15 +99,14 @@ export async function bucketDest(url: string): Promise<ExportDest> {
         }
       }
       const file = from.file(e.rel);
-      const body = file !== null ? createReadStream(file) : await from.open(e.rel);
+      const body = await from.open(e.rel); // from a folder: opened through its Root (O_NOFOLLOW)
       try {
         await out.putStream(e.name, body, { check: shaCheck(e.sha256), journal: NO_JOURNAL, replace: true });
       } catch (err) {
         // A mismatch found at the end of a multipart upload comes back as the upload's failure, the mismatch its cause.
         const mismatch = err instanceof ShaMismatch ? err : (err as { cause?: unknown }).cause;
         if (!(mismatch instanceof ShaMismatch)) throw err;
-        problems.push(`${file ?? `${from.where}/${e.rel}`}: ${mismatch.message}; not exported`);
-        return null;
+        throw new ExportProblem(`${file ?? `${from.where}/${e.rel}`}: ${mismatch.message}; not exported`);
       } finally {
         body.destroy();
       }

@@ -1,11 +1,12 @@
-import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { resolve } from 'node:path';
 import { sanitizeName } from '../download/index.js';
-import { UsageError } from '../errors.js';
+import { UnsafePathError, UsageError } from '../errors.js';
+import { nameProblem, realpathOrAncestor, within as folderWithin } from '../lib/root.js';
 import type { Mark, Store } from '../store/index.js';
 import { csvField } from '../report/csv.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
-import { folderDest, folderSource, inside } from './folder.js';
-import { LEDGER, type ExportDest, type ExportEntry, type ExportSource, type Ledger } from './places.js';
+import { folderDest, folderSource } from './folder.js';
+import { ExportProblem, LEDGER, type ExportDest, type ExportEntry, type Placement, type ExportSource, type Ledger } from './places.js';
 
 /**
  * `genbatch export`: the chosen results of a run copied into a folder as a data set.
@@ -65,12 +66,22 @@ type Entry = ExportEntry;
 /** `out` as a location: `s3://bucket/prefix` normalised, else the absolute folder. */
 const locationOf = (out: string): string => (isS3Url(out) ? s3UrlOf(parseS3Url(out, '--to')) : resolve(out));
 
-/** True when `inner` is `outer` or inside it (two folders, or two bucket prefixes). */
+/**
+ * True when `inner` is `outer` or inside it: two bucket prefixes, or two folders by their text or once their
+ * symbolic links are resolved (a --to that leads into the output folder through a link is inside it).
+ */
 function within(outer: string, inner: string): boolean {
   if (isS3Url(outer) !== isS3Url(inner)) return false;
   if (isS3Url(outer)) return inner === outer || inner.startsWith(`${outer}/`);
-  const rel = relative(outer, inner);
-  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
+  return folderWithin(outer, inner) || folderWithin(realpathOrAncestor(outer), realpathOrAncestor(inner));
+}
+
+/** What an error met while exporting one file means for that file (a named problem), or null when it stops the export. */
+function problemOf(err: unknown, name: string, dest: ExportDest): string | null {
+  if (err instanceof ExportProblem) return err.message;
+  if (err instanceof UnsafePathError) return `${name}: a folder on the way in ${dest.where} is a symbolic link or a file; not exported (${err.path} ${err.what})`;
+  if ((err as { code?: string }).code === 'ENAMETOOLONG') return `${name}: the name is too long for the file system of ${dest.where} (ENAMETOOLONG); not exported`;
+  return null;
 }
 
 async function openSource(outDir: string): Promise<ExportSource> {
@@ -113,8 +124,15 @@ async function exportInto(store: Store, o: ExportOptions, source: ExportSource, 
   const written = new Map<string, string>();
   const jobs = new Set<string>();
   for (const e of entries) {
-    const how = await dest.place(e, source, ledger, out.problems);
-    if (how === null) continue;
+    let how: Placement;
+    try {
+      how = await dest.place(e, source, ledger);
+    } catch (err) {
+      const why = problemOf(err, e.name, dest);
+      if (why === null) throw err;
+      out.problems.push(why);
+      continue;
+    }
     out[how]++;
     out.files++;
     jobs.add(String(e.row.job_id));
@@ -122,9 +140,20 @@ async function exportInto(store: Store, o: ExportOptions, source: ExportSource, 
   }
   out.jobs = jobs.size;
   // Files genbatch wrote before for results no longer chosen (rejected since, made again): removed while unchanged.
+  // The record is data from outside (anyone could have written it): each name is checked before anything is removed.
   for (const [name, sha] of Object.entries(ledger.files)) {
-    if (written.has(name) || name === indexName || name in INDEX_BY_NAME) continue;
-    if (await dest.removeIfUnchanged(name, sha)) out.removed++;
+    if (written.has(name) || name === indexName || name in INDEX_BY_NAME || name === LEDGER) continue;
+    const bad = nameProblem(name);
+    if (bad !== null) {
+      out.problems.push(`${dest.where}/${LEDGER}: the entry ${JSON.stringify(name)} ${bad}, not a name inside the export; nothing removed for it`);
+      continue;
+    }
+    try {
+      if (await dest.removeIfUnchanged(name, sha)) out.removed++;
+    } catch (err) {
+      if (!(err instanceof UnsafePathError)) throw err;
+      out.problems.push(`${dest.where}/${LEDGER}: the entry ${JSON.stringify(name)} leads through ${err.path}, which ${err.what}; nothing removed for it`);
+    }
   }
   const kept = entries.filter((e) => written.has(e.name));
   const indexSha = await dest.write(indexName, async (w) => {
@@ -177,7 +206,7 @@ function chooseEntries(store: Store, source: ExportSource, marks: ReadonlyMap<st
     const folder = sanitizeName(id, 'job');
     for (const f of store.filesOf(id)) {
       if (f.state !== 'done' || f.path === null || f.sha256 === null) continue;
-      if (!isS3Url(source.where) ? inside(source.where, f.path) === null : f.path.split('/').some((p) => p === '' || p === '.' || p === '..')) {
+      if (nameProblem(f.path) !== null) {
         problems.push(`job ${id}: file ${f.path} is recorded outside the output folder; not exported`);
         continue;
       }
@@ -188,7 +217,7 @@ function chooseEntries(store: Store, source: ExportSource, marks: ReadonlyMap<st
       const row: Record<string, unknown> = { file_name: name, job_id: id, model: job.model, prompt: typeof input.prompt === 'string' ? input.prompt : null, sha256: f.sha256 };
       // The input's prompt is the prompt column already.
       for (const [k, v] of Object.entries(input)) if (k !== 'prompt') row[k in row || FILE_COLUMN.test(k) ? `input_${k}` : k] = v;
-      out.push({ name, rel: f.path, sha256: f.sha256.toLowerCase(), row, input });
+      out.push({ name, rel: f.path, size: f.size ?? 0, sha256: f.sha256.toLowerCase(), row, input });
     }
   }
   return out;

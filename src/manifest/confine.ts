@@ -1,5 +1,6 @@
 import { realpathSync } from 'node:fs';
-import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
+import { within } from '../lib/root.js';
 
 /**
  * `--confine` (or GENBATCH_CONFINE=1): every file a manifest names (rows files,
@@ -55,8 +56,5 @@ function realOrNull(path: string): string | null {
   }
 }
 
-/** True when `child` is `parent` or below it. */
-function inside(child: string, parent: string): boolean {
-  const rel = relative(parent, child);
-  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
-}
+/** True when `child` is `parent` or below it (src/lib/root.ts's check, the one for every folder). */
+const inside = (child: string, parent: string): boolean => within(parent, child);

@@ -9,7 +9,7 @@
  * Temporary files left by a process that was killed are removed by
  * removeStaleTemps() (a temp whose pid is no longer alive).
  */
-import { close, createWriteStream, fsync, open as openCb, type WriteStream } from 'node:fs';
+import { close, constants, createWriteStream, fsync, open as openCb, type WriteStream } from 'node:fs';
 import { open, readdir, rename, unlink } from 'node:fs/promises';
 import type { Writable } from 'node:stream';
 import { promisify } from 'node:util';
@@ -116,8 +116,8 @@ export class AtomicWriter implements ChunkWriter {
 
   static async open(finalPath: string): Promise<AtomicWriter> {
     const temp = tempPathFor(finalPath);
-    // 'wx': never write through an existing file or symlink under the temp name.
-    const fd = await fsp.open(temp, 'wx', 0o644);
+    // O_CREAT|O_EXCL|O_NOFOLLOW: never write through an existing file or symlink under the temp name.
+    const fd = await fsp.open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0), 0o644);
     // A plain fd, not a FileHandle: stream.destroy() closes the fd itself, and a FileHandle
     // would then close a number that may already belong to another file.
     try {

@@ -8,7 +8,7 @@
  * `s3://bucket/prefix` output, the four are objects under the prefix instead
  * (src/report/objects.ts): each key only ever holds a whole report.
  */
-import { mkdir } from 'node:fs/promises';
+import { Root } from '../lib/root.js';
 import { join } from 'node:path';
 import { removeStaleTemps } from './atomic.js';
 import { csvSink } from './csv.js';
@@ -76,9 +76,11 @@ export async function writeReports(outDir: string, data: ReportData, options: Re
     }
     return reportPaths(s3UrlOf(out.loc));
   }
-  await mkdir(outDir, { recursive: true });
-  await removeStaleTemps(outDir);
-  const paths = reportPaths(outDir);
+  // The output folder through its Root (src/lib/root.ts): made when missing, checked now; each report is a new
+  // temporary file (O_EXCL|O_NOFOLLOW) renamed over its name in it.
+  const root = Root.open(outDir, { create: true });
+  await removeStaleTemps(root.dir);
+  const paths = reportPaths(root.dir);
   await writeAll(paths, data, options);
   return paths;
 }

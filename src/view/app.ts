@@ -4,8 +4,8 @@
  * - live updates: GET /api/jobs?since=&gen= every second; changed rows replace theirs (or are added) and the
  *   counts are redrawn, without a reload;
  * - review marks: on each done card Approve / Reject (Clear mark when marked), a checkbox to select it, and a
- *   bar with a note and Approve selected / Reject selected; POST /api/marks with the token (from the page's
- *   URL, kept in sessionStorage) in the X-Genbatch-Token header;
+ *   bar with a note and Approve selected / Reject selected; POST /api/marks (the token travels in the view's
+ *   HttpOnly cookie, which the page never sees; the server checks the Origin);
  * - keys: j / ArrowDown / ArrowRight next card, k / ArrowUp / ArrowLeft previous (across pages), x select,
  *   a approve, r reject (the selection when there is one, else the current card); ignored while typing;
  * - a "details" link on each card to /job/<id> (href(id), also the link of a job in the grid layout).
@@ -13,9 +13,6 @@
 export const VIEW_SCRIPT = `(() => {
 "use strict";
 const live = JSON.parse(document.getElementById("gb-live").textContent);
-const params = new URLSearchParams(location.search);
-const token = params.get("token") || sessionStorage.getItem("gb-token") || "";
-if (params.get("token")) sessionStorage.setItem("gb-token", token);
 const h = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined && text !== null) e.textContent = String(text); return e; };
 const button = (text, cls, fn) => { const b = h("button", cls, text); b.type = "button"; b.addEventListener("click", fn); return b; };
 const sel = new Set(), states = new Map();
@@ -48,7 +45,7 @@ async function mark(chosen, m) {
   if (ids.length === 0) { status.textContent = "Only done jobs can be marked."; return; }
   let res, body = {};
   try {
-    res = await fetch("/api/marks", { method: "POST", headers: { "content-type": "application/json", "x-genbatch-token": token }, body: JSON.stringify({ ids, mark: m, note: note.value === "" ? null : note.value }) });
+    res = await fetch("/api/marks", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ids, mark: m, note: note.value === "" ? null : note.value }) });
     body = await res.json();
   } catch (e) { status.textContent = "Not marked: the view did not answer."; return; }
   if (!res.ok) { status.textContent = "Not marked: " + (body.error || "HTTP " + res.status); return; }
@@ -83,7 +80,7 @@ async function poll() {
   finally { polling = false; }
 }
 window.gbView = {
-  href: (id) => "/job/" + encodeURIComponent(id) + (token ? "?token=" + encodeURIComponent(token) : ""),
+  href: (id) => "/job/" + encodeURIComponent(id),
   card(a, r, state) {
     a.dataset.id = r[0];
     states.set(r[0], state);

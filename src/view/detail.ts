@@ -6,13 +6,15 @@ import type { RunOutput } from './output.js';
 /**
  * GET /job/<id>: one job in full, as plain HTML (no script): what was asked (the input as sent, else as the
  * manifest gives it), its attempts (count, and every error recorded on it with its attempt and state), its mark and the
- * mark's history, its files with size and sha256, and each earlier attempt's files (`previous-<n>/` in the
- * job's folder, hashed here) side by side with the current ones.
+ * mark's history, its files with the size and sha256 the state file records, and each earlier attempt's regular
+ * files (`previous-<n>/` in the job's folder, read through the output's Root: no link followed; sha256 as the
+ * result.json kept there records it) side by side with the current ones. No file is hashed for the page.
  */
 interface Shown {
   path: string;
   size: number;
-  sha256: string;
+  /** As recorded (the state file, a result.json kept in previous-<n>/, an object's metadata); null: none recorded. */
+  sha256: string | null;
   type: string;
 }
 
@@ -35,7 +37,7 @@ function filesHtml(title: string, files: readonly Shown[], alt: string): string 
     .map((f) => {
       const href = fileHref(f.path);
       const name = href === null ? escapeHtml(f.path) : `<a href="/files/${href}">${escapeHtml(f.path)}</a>`;
-      return `<tr><td class="tok">${name}</td><td class="n">${escapeHtml(formatBytes(f.size))}</td><td class="tok">${escapeHtml(f.sha256)}</td></tr>`;
+      return `<tr><td class="tok">${name}</td><td class="n">${escapeHtml(formatBytes(f.size))}</td>${f.sha256 === null ? '<td class="note">not recorded</td>' : `<td class="tok">${escapeHtml(f.sha256)}</td>`}</tr>`;
     })
     .join('');
   const media = files.map((f) => preview(f, alt)).join('');
@@ -62,7 +64,7 @@ export async function detailPage(store: Store, output: RunOutput, id: string, ba
   const files: Shown[] = store
     .filesOf(id)
     .filter((f) => f.state === 'done' && f.path !== null)
-    .map((f) => ({ path: f.path!, size: f.size ?? 0, sha256: f.sha256 ?? '', type: f.type }));
+    .map((f) => ({ path: f.path!, size: f.size ?? 0, sha256: f.sha256, type: f.type }));
   const folder = files[0]?.path.split('/')[0] ?? sanitizeName(id, 'job');
   // result.json (the task's result as read, written by the run beside the files) is shown too, as in previous-<n>/.
   const kept = await output.info(`${folder}/result.json`);

@@ -1,13 +1,14 @@
-import { lstat, open, realpath } from 'node:fs/promises';
+import { closeSync, createReadStream, readSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import { join, relative, resolve, sep } from 'node:path';
+import { UnsafePathError } from '../errors.js';
+import type { Root } from '../lib/root.js';
 import { SNIFF_BYTES, inertHeaders, inertType } from '../storage/inert.js';
 
 /**
  * GET /files/<path>: a file of the output folder, and nothing else. The path's segments are URL-decoded
- * one by one; an empty, `.` or `..` segment, a backslash or a NUL is refused; the file must be a regular
- * file (lstat) whose real path (symlinks resolved) is inside the output folder's real path, so a symlink
- * leading out of the folder is refused. The state file (and its -wal, -shm) is not served.
+ * one by one; an empty, `.` or `..` segment, a backslash or a NUL is refused; the file is read through the
+ * output folder's Root (no symbolic link at any level, a regular file inside the folder's real path).
+ * The state file (and its -wal, -shm) is not served.
  * A file is served with the type its bytes show, as a bucket stores it (src/storage/inert.ts): media as
  * such, anything else (HTML, SVG, text, ...) as application/octet-stream with Content-Disposition attachment.
  */
@@ -28,37 +29,44 @@ export function pathSegments(urlPath: string): string[] | null {
   return segments;
 }
 
-/** The absolute path of a file under `outDir` named by the URL path after /files/, or null when it may not be served. */
-export async function servedFile(outDir: string, urlPath: string): Promise<string | null> {
+/**
+ * The file of the output folder named by the URL path after /files/, opened for reading through the output
+ * folder's Root (src/lib/root.ts: no link at any level, the folder's realpath inside the root's, the file itself
+ * opened O_NOFOLLOW and a regular file), or null when it may not be served. The caller sends it (sendFile).
+ */
+export function servedFile(root: Root, urlPath: string): { fd: number; size: number; name: string } | null {
   const segments = pathSegments(urlPath);
   if (segments === null) return null;
-  const root = resolve(outDir);
-  const path = join(root, ...segments);
-  if (relative(root, path).startsWith('..')) return null;
   try {
-    const [st, real, realRoot] = await Promise.all([lstat(path), realpath(path), realpath(root)]);
-    if (!st.isFile()) return null;
-    if (!real.startsWith(realRoot + sep)) return null;
-    return real;
-  } catch {
-    return null;
+    const got = root.openRead(segments.join('/'));
+    return got === null ? null : { ...got, name: segments.at(-1)! };
+  } catch (err) {
+    if (err instanceof UnsafePathError) return null;
+    throw err;
   }
 }
 
-/** Sends the file's bytes with inert headers: its type read from its first bytes, through the handle the bytes are read from. */
-export async function sendFile(res: ServerResponse, path: string): Promise<void> {
-  const file = await open(path, 'r');
+/**
+ * Sends the file's bytes with inert headers: its type read from its first bytes, through the descriptor the
+ * bytes are then streamed from (the descriptor is closed in every case).
+ */
+export async function sendFile(res: ServerResponse, file: { fd: number; size: number; name: string }, headOnly = false): Promise<void> {
+  let headers: Record<string, string>;
   try {
-    const size = (await file.stat()).size;
-    const head = Buffer.alloc(Math.min(SNIFF_BYTES, size));
-    await file.read(head, 0, head.length, 0);
-    res.writeHead(200, { ...inertHeaders(await inertType(head)), 'content-length': size, 'cache-control': 'no-cache' });
+    const head = Buffer.alloc(Math.min(SNIFF_BYTES, file.size));
+    readSync(file.fd, head, 0, head.length, 0);
+    headers = inertHeaders(await inertType(head));
   } catch (err) {
-    await file.close();
+    closeSync(file.fd);
     throw err;
   }
+  res.writeHead(200, { ...headers, 'content-length': file.size, 'cache-control': 'no-cache' });
+  if (headOnly) {
+    closeSync(file.fd);
+    return void res.end();
+  }
   await new Promise<void>((done) => {
-    const stream = file.createReadStream({ start: 0 });
+    const stream = createReadStream('', { fd: file.fd, start: 0 });
     stream.on('error', () => {
       res.destroy();
       done();

@@ -2,10 +2,12 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 
 /**
- * What keeps the view safe by default: a random token, printed in the URL at start, that every request
- * changing state must carry (header `X-Genbatch-Token`, compared in constant time), and a check of the Host
- * header against the names the server answers to (no DNS rebinding: a page of another site whose name now
- * points at 127.0.0.1 sends its own name as Host).
+ * What keeps the view safe by default: a random token, printed in the URL at start, that every request, reads
+ * included, must carry (the cookie the printed URL sets, `HttpOnly; SameSite=Strict`, or the header
+ * `X-Genbatch-Token`; compared in constant time), so another user of the machine cannot read prompts or
+ * results; a check of the Origin of every write; and a check of the Host header against the names the server
+ * answers to (no DNS rebinding: a page of another site whose name now points at 127.0.0.1 sends its own name
+ * as Host).
  */
 export const TOKEN_HEADER = 'x-genbatch-token';
 
@@ -30,4 +32,28 @@ export function allowedHosts(boundHost: string, port: number): Set<string> {
 export function hostAllowed(req: IncomingMessage, allowed: ReadonlySet<string>): boolean {
   const host = req.headers.host;
   return typeof host === 'string' && allowed.has(host.toLowerCase());
+}
+
+/** The cookie that holds the token: one name per port, so two views on one machine keep their own. */
+export function cookieName(port: number): string {
+  return `genbatch_view_${port}`;
+}
+
+/** The Set-Cookie value the printed URL answers with (no Max-Age: gone when the browser closes). */
+export function tokenCookie(name: string, token: string): string {
+  return `${name}=${token}; Path=/; HttpOnly; SameSite=Strict`;
+}
+
+/** The value of the cookie `name` in the request, or undefined. */
+export function cookieValue(req: IncomingMessage, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim();
+  }
+  return undefined;
+}
+
+/** True when `origin` (the Origin header of a write) is `http://` and a Host this view answers to. */
+export function originAllowed(origin: string, allowed: ReadonlySet<string>): boolean {
+  return origin.startsWith('http://') && allowed.has(origin.slice('http://'.length).toLowerCase());
 }

@@ -1,10 +1,9 @@
-import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { readdir, stat } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { PREVIOUS_DIR } from '../engine/results.js';
+import { RESULT_FILE, PREVIOUS_DIR } from '../engine/results.js';
+import { UnsafePathError } from '../errors.js';
+import { Root } from '../lib/root.js';
 import { SNIFF_BYTES, inertHeaders, inertType } from '../storage/inert.js';
 import { PARTIAL_DIR, isS3Url, openBucket, openObject, type ObjectOut } from '../storage/index.js';
 import { pathSegments, sendFile, servedFile } from './files.js';
@@ -12,26 +11,27 @@ import { pathSegments, sendFile, servedFile } from './files.js';
 /**
  * Where the view reads a run's files: the output folder, or the bucket prefix of a run with
  * `--out s3://bucket/prefix` (objects read through the AWS environment's credentials, as the run wrote them).
- * Both answer the same three questions.
+ * Both answer the same three questions, from what is recorded: no file is hashed for a page.
  */
 export interface RunOutput {
   /** GET (HEAD: `headOnly`) /files/<urlPath>: sends the file (true), or false when it may not be served (then a 404). */
   send(res: ServerResponse, urlPath: string, headOnly?: boolean): Promise<boolean>;
-  /** A file's size and sha256 by its path under the output (`<job>/result.json`), or null when there is none. */
-  info(rel: string): Promise<{ size: number; sha256: string } | null>;
-  /** The earlier attempts kept in a job's folder (`previous-<n>/`, newest first), each with its files. */
-  previous(folder: string): Promise<Array<{ name: string; files: Array<{ path: string; size: number; sha256: string }> }>>;
+  /**
+   * A file's size, and its sha256 where genbatch recorded it (an object's metadata), by its path under the output
+   * (`<job>/result.json`), or null when there is none (or it is not a regular file). Never hashes.
+   */
+  info(rel: string): Promise<Shown | null>;
+  /**
+   * The earlier attempts kept in a job's folder (`previous-<n>/`, newest first), each with its regular files: size,
+   * and the sha256 the result.json kept there recorded (null when it records none). Never hashes.
+   */
+  previous(folder: string): Promise<Array<{ name: string; files: Array<{ path: string } & Shown> }>>;
   close(): void;
 }
 
-function sha256Of(body: Readable): Promise<string> {
-  return new Promise((done, fail) => {
-    const h = createHash('sha256');
-    body
-      .on('data', (d: Buffer) => h.update(d))
-      .on('end', () => done(h.digest('hex')))
-      .on('error', fail);
-  });
+export interface Shown {
+  size: number;
+  sha256: string | null;
 }
 
 /** The first SNIFF_BYTES (or all) of a body, and the whole body again as one stream. */
@@ -64,36 +64,86 @@ async function peek(body: Readable): Promise<{ head: Buffer; all: Readable }> {
 
 const byNumberDesc = (a: string, b: string) => Number(b.slice(9)) - Number(a.slice(9));
 
-/** The output folder on disk. */
+/** A result.json kept in previous-<n>/ is read for its records when no larger than this. */
+const MAX_RECORD = 1 << 20;
+
+/** The sha256 by file name that a result.json records (`files[].path`, `files[].sha256`), or an empty map. */
+function recordedShas(text: string | null): Map<string, string> {
+  const out = new Map<string, string>();
+  try {
+    const doc = JSON.parse(text ?? 'null') as { files?: Array<{ path?: unknown; sha256?: unknown }> } | null;
+    for (const f of Array.isArray(doc?.files) ? doc.files : []) {
+      if (typeof f?.path === 'string' && typeof f.sha256 === 'string' && /^[0-9a-f]{64}$/.test(f.sha256)) out.set(f.path.split('/').at(-1)!, f.sha256);
+    }
+  } catch {
+    // not a result.json genbatch wrote: nothing recorded
+  }
+  return out;
+}
+
+/** The output folder on disk, read only through its Root: no symbolic link is followed at any level. */
 export function folderOutput(outDir: string): RunOutput {
+  /** The output folder's Root, opened per request (its realpath taken then), or null while the folder does not exist. */
+  const opened = (): Root | null => {
+    try {
+      return Root.open(outDir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw err;
+    }
+  };
+  const refusedAsNull = <T>(fn: () => T): T | null => {
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof UnsafePathError) return null;
+      throw err;
+    }
+  };
+  const regular = (root: Root, rel: string): number | null => {
+    const st = refusedAsNull(() => root.lstat(rel));
+    return st?.isFile() ? st.size : null;
+  };
+  const readSmall = async (root: Root, rel: string): Promise<string | null> => {
+    const got = refusedAsNull(() => root.readStream(rel));
+    if (got === null) return null;
+    if (got.size > MAX_RECORD) {
+      got.stream.destroy();
+      return null;
+    }
+    const chunks: Buffer[] = [];
+    for await (const c of got.stream) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  };
   return {
-    async send(res, urlPath) {
-      const file = await servedFile(outDir, urlPath);
+    async send(res, urlPath, headOnly) {
+      const root = opened();
+      const file = root === null ? null : servedFile(root, urlPath);
       if (file === null) return false;
-      await sendFile(res, file);
+      await sendFile(res, file, headOnly);
       return true;
     },
     async info(rel) {
-      const path = join(outDir, rel);
-      const st = await stat(path).catch(() => null);
-      return st?.isFile() ? { size: st.size, sha256: await sha256Of(createReadStream(path)) } : null;
+      const root = opened();
+      const size = root === null ? null : regular(root, rel);
+      return size === null ? null : { size, sha256: null };
     },
     async previous(folder) {
-      let names: string[];
-      try {
-        names = (await readdir(join(outDir, folder))).filter((n) => PREVIOUS_DIR.test(n));
-      } catch {
-        return [];
-      }
+      const root = opened();
+      if (root === null) return [];
+      const entries = refusedAsNull(() => root.list(folder)) ?? [];
+      // Dirent types come from the folder itself: a previous-<n> that is a symbolic link is not a folder here.
+      const names = entries.filter((e) => e.isDirectory() && PREVIOUS_DIR.test(e.name)).map((e) => e.name);
       names.sort(byNumberDesc);
       const out = [];
       for (const name of names) {
+        const dir = `${folder}/${name}`;
         const files = [];
-        const dir = join(outDir, folder, name);
-        for (const e of await readdir(dir, { withFileTypes: true })) {
+        const shas = recordedShas(await readSmall(root, `${dir}/${RESULT_FILE}`));
+        for (const e of refusedAsNull(() => root.list(dir)) ?? []) {
           if (!e.isFile()) continue;
-          const p = join(dir, e.name);
-          files.push({ path: `${folder}/${name}/${e.name}`, size: (await stat(p)).size, sha256: await sha256Of(createReadStream(p)) });
+          const size = regular(root, `${dir}/${e.name}`);
+          if (size !== null) files.push({ path: `${dir}/${e.name}`, size, sha256: shas.get(e.name) ?? null });
         }
         files.sort((a, b) => a.path.localeCompare(b.path));
         out.push({ name, files });
@@ -107,16 +157,13 @@ export function folderOutput(outDir: string): RunOutput {
 /**
  * The run's prefix in a bucket. /files/ takes the same paths as on disk (segments checked as there) and
  * streams the object under the prefix; the multipart uploads' temporary objects (`.genbatch-partial/`) are
- * not served. A file's sha256 is the one its object carries (`x-amz-meta-sha256`), else read.
+ * not served. A file's sha256 is the one its object carries (`x-amz-meta-sha256`), else none is shown.
  */
 export function bucketOutput(out: ObjectOut): RunOutput {
   const bodyOf = (rel: string) => openObject(out, rel);
-  const info = async (rel: string, known?: { size: number }): Promise<{ size: number; sha256: string } | null> => {
+  const info = async (rel: string, known?: { size: number }): Promise<Shown | null> => {
     const h = await out.head(rel);
-    if (h === null) return null;
-    if (h.sha256 !== null) return { size: known?.size ?? h.size, sha256: h.sha256 };
-    const got = await bodyOf(rel);
-    return got === null ? null : { size: got.size, sha256: await sha256Of(got.body) };
+    return h === null ? null : { size: known?.size ?? h.size, sha256: h.sha256 };
   };
   return {
     async send(res, urlPath, headOnly) {

@@ -10,7 +10,7 @@ import type { Store } from '../store/index.js';
 import { VIEW_SCRIPT } from './app.js';
 import { detailPage } from './detail.js';
 import { runOutput } from './output.js';
-import { allowedHosts, hostAllowed, newToken, TOKEN_HEADER, tokenMatches } from './guard.js';
+import { allowedHosts, cookieName, cookieValue, hostAllowed, newToken, originAllowed, TOKEN_HEADER, tokenCookie, tokenMatches } from './guard.js';
 import { LiveState } from './live.js';
 
 export interface ViewOptions {
@@ -98,6 +98,7 @@ export async function startView(o: ViewOptions): Promise<View> {
   const live = new LiveState(store, new PageData('/files/'));
   const host = o.host ?? '127.0.0.1';
   let allowed = new Set<string>();
+  let cookie = '';
   let marked = 0;
 
   async function page(res: ServerResponse): Promise<void> {
@@ -126,8 +127,23 @@ export async function startView(o: ViewOptions): Promise<View> {
     if (!hostAllowed(req, allowed)) return text(res, 403, `refused: the Host header ${JSON.stringify(req.headers.host ?? '')} is not an address this view answers to (use the printed URL)`);
     const url = new URL(req.url ?? '/', 'http://view.invalid');
     const path = url.pathname;
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      if (!tokenMatches(token, req.headers[TOKEN_HEADER])) return json(res, 403, JSON.stringify({ error: `refused: a request that changes something needs the view's token in the ${TOKEN_HEADER} header` }));
+    const reading = req.method === 'GET' || req.method === 'HEAD';
+    // The printed URL (?token=): the token becomes an HttpOnly, SameSite=Strict cookie, and the page is reloaded without it.
+    const given = url.searchParams.get('token');
+    if (given !== null && reading) {
+      if (!tokenMatches(token, given)) return text(res, 403, 'refused: that is not this view\'s token (use the URL it printed)');
+      url.searchParams.delete('token');
+      res.writeHead(303, { location: `${path}${url.search}`, 'set-cookie': tokenCookie(cookie, token), 'cache-control': 'no-store' });
+      return void res.end();
+    }
+    const byHeader = tokenMatches(token, req.headers[TOKEN_HEADER]);
+    if (!byHeader && !tokenMatches(token, cookieValue(req, cookie))) {
+      return text(res, 403, `refused: this view answers only with its token (open the URL it printed, with ?token=, or send the ${TOKEN_HEADER} header)`);
+    }
+    if (!reading) {
+      // A write from a page must come from this view's own origin; one with no Origin (a script, curl) must carry the header.
+      const origin = req.headers.origin;
+      if (origin !== undefined ? !originAllowed(origin, allowed) : !byHeader) return json(res, 403, JSON.stringify({ error: `refused: a request that changes something must come from this view's page (Origin ${JSON.stringify(origin ?? null)}) or carry the ${TOKEN_HEADER} header` }));
       if (req.method !== 'POST' || path !== '/api/marks') return json(res, 405, JSON.stringify({ error: `${req.method ?? ''} ${path} is not something this view does` }));
       if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) return json(res, 415, JSON.stringify({ error: 'POST /api/marks expects Content-Type: application/json' }));
       try {
@@ -154,9 +170,7 @@ export async function startView(o: ViewOptions): Promise<View> {
       } catch {
         return text(res, 404, 'no such job');
       }
-      const given = url.searchParams.get('token');
-      const back = given !== null && tokenMatches(token, given) ? `/?token=${encodeURIComponent(token)}` : '/';
-      const html = await detailPage(store, output, id, back);
+      const html = await detailPage(store, output, id, '/');
       if (html === null) return text(res, 404, `no job ${JSON.stringify(id)} in this run`);
       return send(res, 200, 'text/html; charset=utf-8', html);
     }
@@ -186,6 +200,7 @@ export async function startView(o: ViewOptions): Promise<View> {
   });
   const port = (server.address() as AddressInfo).port;
   allowed = allowedHosts(host, port);
+  cookie = cookieName(port);
   if (WILDCARD.has(host)) for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) for (const h of allowedHosts(a.address, port)) allowed.add(h);
   const shown = WILDCARD.has(host) ? '127.0.0.1' : host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
   return {

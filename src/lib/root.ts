@@ -1,0 +1,252 @@
+/**
+ * A folder as a handle, in the spirit of Go's os.Root: every open, write, rename, removal and listing is
+ * named relative to the root, and nothing may lead outside it: not `..`, not an absolute name, not a
+ * symbolic link at any level. Node has no openat(2), so each operation, at the moment it runs,
+ * - checks the name's text (relative, `/`-separated, no empty, `.` or `..` part, no backslash or NUL),
+ * - lstats every folder on the way (a symbolic link or a file there is refused, never followed),
+ * - compares the realpath of the final folder with the root's realpath (taken when the root is opened),
+ * - opens the last component with O_NOFOLLOW (reads: and fstat says it is a regular file; new files:
+ *   O_CREAT|O_EXCL, which never writes through an existing name).
+ * The cost is a few lstats and one realpath per operation, never per byte. A refusal is an
+ * UnsafePathError (exit 74) naming the path and why; callers that go on with the rest (export) catch it.
+ *
+ * The output folder (run: downloads, placing, previous-<n>/, reports; view: listings and served files) and
+ * an export folder go through this module; nothing else in src/ resolves, lstats or realpaths them.
+ */
+import { createHash } from 'node:crypto';
+import {
+  closeSync,
+  constants,
+  createReadStream,
+  fstatSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  realpathSync,
+  renameSync,
+  unlinkSync,
+  type Dirent,
+  type ReadStream,
+  type Stats,
+} from 'node:fs';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { UnsafePathError } from '../errors.js';
+
+/** O_NOFOLLOW where the platform has it (not on Windows: there the lstat walk is the only check). */
+const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+const READ = constants.O_RDONLY | NOFOLLOW;
+const CREATE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | NOFOLLOW;
+
+/** True when `child` is `parent` or below it, by their text (both absolute). */
+export function within(parent: string, child: string): boolean {
+  const rel = relative(parent, child);
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
+}
+
+/** The realpath of `path`, or of its nearest existing ancestor with the rest appended (a folder to be made). */
+export function realpathOrAncestor(path: string): string {
+  let cur = resolve(path);
+  const rest: string[] = [];
+  for (;;) {
+    try {
+      return join(realpathSync.native(cur), ...rest.reverse());
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw err;
+      const up = resolve(cur, '..');
+      if (up === cur) return resolve(path);
+      rest.push(cur.slice(up.length).replace(/^[\\/]/, ''));
+      cur = up;
+    }
+  }
+}
+
+/** Why `name` is not a plain relative name (text only), or null. */
+export function nameProblem(name: string): string | null {
+  if (name === '') return 'is an empty name';
+  if (name.includes('\0')) return 'holds a NUL character';
+  if (name.includes('\\')) return 'holds a backslash';
+  if (name.startsWith('/') || isAbsolute(name)) return 'is an absolute name';
+  for (const p of name.split('/')) {
+    if (p === '' || p === '.') return 'has an empty or "." part';
+    if (p === '..') return 'has a ".." part';
+  }
+  return null;
+}
+
+function lstatOrNull(path: string): Stats | null {
+  try {
+    return lstatSync(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    throw err;
+  }
+}
+
+export class Root {
+  /** The root with its symbolic links resolved, as it was when opened. */
+  readonly real: string;
+  /** The root as given, absolute. */
+  readonly dir: string;
+
+  private constructor(dir: string, real: string) {
+    this.dir = dir;
+    this.real = real;
+  }
+
+  /** The folder `dir` as a root; made (with its parents) when `create` and missing. The root itself may be reached through links. */
+  static open(dir: string, o: { create?: boolean } = {}): Root {
+    const abs = resolve(dir);
+    if (o.create) mkdirSync(abs, { recursive: true });
+    const real = realpathSync.native(abs);
+    if (!lstatSync(real).isDirectory()) throw new UnsafePathError(abs, 'is not a folder');
+    return new Root(abs, real);
+  }
+
+  /** The absolute path of `name` under the root (its text checked; nothing on disk looked at). */
+  path(name: string): string {
+    const why = nameProblem(name);
+    if (why !== null) throw new UnsafePathError(join(this.dir, name.replace(/\0/g, '\\0')), why);
+    return join(this.dir, name);
+  }
+
+  /** The name of `abs` relative to the root, or null when its text is not under it. */
+  nameOf(abs: string): string | null {
+    const rel = relative(this.dir, resolve(abs));
+    if (rel === '' || !within(this.dir, resolve(abs))) return null;
+    return rel.split(sep).join('/');
+  }
+
+  /**
+   * Every folder of `parts` (joined under the root) is a real folder, none a link; made when `create` and
+   * missing. Returns the folder's path, or null when one is missing (and not `create`). Then the folder's
+   * realpath must still be inside the root's.
+   */
+  private folder(parts: readonly string[], create: boolean): string | null {
+    let cur = this.dir;
+    for (const p of parts) {
+      cur = join(cur, p);
+      let st = lstatOrNull(cur);
+      if (st === null) {
+        if (!create) return null;
+        try {
+          mkdirSync(cur);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        }
+        st = lstatSync(cur);
+      }
+      if (st.isSymbolicLink()) throw new UnsafePathError(cur, 'is a symbolic link');
+      if (!st.isDirectory()) throw new UnsafePathError(cur, 'is not a folder');
+    }
+    const real = realpathSync.native(cur);
+    if (!within(this.real, real)) throw new UnsafePathError(cur, `resolves to ${real}, outside ${this.real}`);
+    return cur;
+  }
+
+  /** The checked parent folder of `name` and its path; the parent is null when missing (unless `create`). */
+  private parent(name: string, create: boolean): { dir: string | null; path: string } {
+    const path = this.path(name);
+    const parts = name.split('/');
+    return { dir: this.folder(parts.slice(0, -1), create), path };
+  }
+
+  /** The folder `name` ('' for the root), made when missing, checked all the way; returns its path. */
+  mkdirs(name: string): string {
+    return this.folder(name === '' ? [] : (this.path(name), name.split('/')), true)!;
+  }
+
+  /** The folder `name` ('' for the root) checked, or null when missing. Throws when a link or a file is on the way. */
+  checkDir(name: string): string | null {
+    return this.folder(name === '' ? [] : (this.path(name), name.split('/')), false);
+  }
+
+  /** lstat of `name` (its folders checked), or null when it or a folder on the way is missing. */
+  lstat(name: string): Stats | null {
+    const { dir, path } = this.parent(name, false);
+    return dir === null ? null : lstatOrNull(path);
+  }
+
+  /** A regular file opened for reading (O_NOFOLLOW: a link there fails), or null when missing. Throws for a link or another kind. */
+  openRead(name: string): { fd: number; size: number } | null {
+    const { dir, path } = this.parent(name, false);
+    if (dir === null) return null;
+    let fd: number;
+    try {
+      fd = openSync(path, READ);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return null;
+      if (code === 'ELOOP' || code === 'EMLINK') throw new UnsafePathError(path, 'is a symbolic link');
+      throw err;
+    }
+    const st = fstatSync(fd);
+    if (!st.isFile()) {
+      closeSync(fd);
+      throw new UnsafePathError(path, 'is not a regular file');
+    }
+    return { fd, size: st.size };
+  }
+
+  /** A read stream of the regular file `name` (opened now, as openRead), or null when missing. */
+  readStream(name: string): { stream: ReadStream; size: number } | null {
+    const got = this.openRead(name);
+    if (got === null) return null;
+    return { stream: createReadStream('', { fd: got.fd }), size: got.size };
+  }
+
+  /** Size and sha256 of the regular file `name`, or null when missing. */
+  async hash(name: string): Promise<{ size: number; sha256: string } | null> {
+    const got = this.readStream(name);
+    if (got === null) return null;
+    const h = createHash('sha256');
+    let size = 0;
+    for await (const chunk of got.stream) {
+      size += (chunk as Buffer).length;
+      h.update(chunk as Buffer);
+    }
+    return { size, sha256: h.digest('hex') };
+  }
+
+  /** A new file `name` (never an existing one, never through a link), its folders made; returns the fd and path. */
+  createNew(name: string, mode = 0o644): { fd: number; path: string } {
+    const { path } = this.parent(name, true);
+    return { fd: openSync(path, CREATE, mode), path };
+  }
+
+  /** A hard link `name` to the file `from` (an absolute path another Root checked); link(2) never follows `from` if it is a link. */
+  link(from: string, name: string): string {
+    const { path } = this.parent(name, true);
+    linkSync(from, path);
+    return path;
+  }
+
+  /** `from` renamed to `to`, both under the root (their folders checked; `to`'s made). */
+  rename(from: string, to: string): void {
+    const a = this.parent(from, false);
+    if (a.dir === null) throw Object.assign(new Error(`ENOENT: ${a.path}`), { code: 'ENOENT' });
+    const b = this.parent(to, true);
+    renameSync(a.path, b.path);
+  }
+
+  /** Removes the file (or link) `name`, never a folder; false when it was not there. */
+  remove(name: string): boolean {
+    const { dir, path } = this.parent(name, false);
+    if (dir === null) return false;
+    const st = lstatOrNull(path);
+    if (st === null) return false;
+    if (st.isDirectory()) throw new UnsafePathError(path, 'is a folder');
+    unlinkSync(path);
+    return true;
+  }
+
+  /** The entries of the folder `name` ('' for the root), or null when it is missing. */
+  list(name: string): Dirent[] | null {
+    const dir = this.checkDir(name);
+    if (dir === null) return null;
+    return readdirSync(dir, { withFileTypes: true });
+  }
+}
