@@ -18,6 +18,8 @@ export interface ProgressOptions {
   everyS?: number;
   /** The command that runs this run again (`genbatch run <manifest> ...`): the summary of a run with failures adds `--redo failed`. */
   again?: string;
+  /** The command as typed (with its --only, --limit): after Ctrl-C the summary says it resumes the run (default: `again`). */
+  resume?: string;
   out?: NodeJS.WritableStream;
   err?: NodeJS.WritableStream;
 }
@@ -60,6 +62,8 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   let previousMoved = 0;
   /** A synced line was printed (a worker's joined line then says nothing new). */
   let synced = false;
+  /** Why new submissions stopped early (a signal: the summary says how to resume). */
+  let stopReason: string | null = null;
   /** A line for `stream`: above the bars while they are shown (so it is neither cut nor drawn over). */
   const say = (stream: NodeJS.WritableStream, text: string): void => {
     if (block) block.print(text, stream);
@@ -162,6 +166,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         break;
       case 'stopping':
         tally.stopping = true;
+        stopReason = e.reason;
         say(
           err,
           e.reason === 'signal'
@@ -173,7 +178,9 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         break;
       case 'finish': {
         endBars();
-        out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${stateCounts(e.counts)}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
+        const ended = stopReason === 'signal' ? 'stopped after' : 'finished in';
+        const resume = stopReason === 'signal' ? `; run the same command to resume: ${o.resume ?? o.again ?? 'genbatch run <manifest>'}` : '';
+        out.write(`genbatch: ${ended} ${e.wall_seconds.toFixed(1)} s: ${stateCounts(e.counts)}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}${resume}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
         for (const line of redoLines(e, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
         break;
