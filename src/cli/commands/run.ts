@@ -3,6 +3,8 @@ import { EventBus, type EngineEvent } from '../../engine/index.js';
 import { attachProgress, flushed, ignoreBrokenPipe } from '../progress.js';
 import { confineWanted } from '../confine.js';
 import { displayUrl, stateOption } from '../../store/location.js';
+import { EXIT, GenbatchError } from '../../errors.js';
+import { RunEndWatch, notifyUrl, reportRunEnd } from '../run-end.js';
 
 /**
  * `genbatch run <manifest>`: the checkpointed pipeline (src/api/run.ts, the library's run()). Rerunning
@@ -42,6 +44,8 @@ export interface RunFlags {
   statusRate?: string;
   /** --confine (or GENBATCH_CONFINE): the manifest may name only files inside its folder. */
   confine?: boolean;
+  /** --notify URL: POST a JSON summary there when the run ends, whichever way (src/cli/run-end.ts). */
+  notify?: string;
 }
 
 /**
@@ -88,11 +92,34 @@ function shellWord(s: string): string {
 }
 
 export default async function run(manifest: string, flags: RunFlags): Promise<number> {
-  const { json, ...options } = flags;
+  const { json, notify, ...options } = flags;
+  const notifyTo = notifyUrl(notify);
+  const watch = new RunEndWatch(manifest, flags.maxCredits ?? null);
   const again = againCommand(manifest, flags);
   return withProgress({ json: json === true, again, resume: resumeCommand(again, flags) }, async (onEvent, signal) => {
-    const summary = await runManifest(manifest, { ...options, state: stateOption(flags.state), confine: confineWanted(flags.confine), onEvent, signal });
-    return summary.exitCode;
+    let code: number = EXIT.internal;
+    let error: unknown;
+    try {
+      const summary = await runManifest(manifest, {
+        ...options,
+        state: stateOption(flags.state),
+        confine: confineWanted(flags.confine),
+        onEvent: (e) => {
+          watch.onEvent(e);
+          onEvent(e);
+        },
+        signal,
+      });
+      code = summary.exitCode;
+      return code;
+    } catch (err) {
+      error = err;
+      code = err instanceof GenbatchError ? err.exitCode : EXIT.internal;
+      throw err;
+    } finally {
+      // $GITHUB_STEP_SUMMARY and --notify hear of every ending, a refusal or an error too; neither changes it.
+      await reportRunEnd(watch.end(code, error), { notify: notifyTo, stepSummary: process.env.GITHUB_STEP_SUMMARY, warn: (m) => process.stderr.write(`genbatch: warning: ${m}\n`) });
+    }
   });
 }
 
