@@ -158,6 +158,9 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
           c[e.to]++;
         }
         break;
+      case 'wait':
+        tally.wait = e.queued > 0 ? { text: `waiting for the upload window: ${e.rule}`, until: e.next_in_ms === null ? null : Date.now() + e.next_in_ms } : null;
+        break;
       case 'warning':
         say(err, `genbatch: warning: ${e.message}\n`);
         break;
