@@ -48,12 +48,12 @@ describe('genbatch on PATH', () => {
     const r = sh('sh', ['-c', 'command -v genbatch && genbatch --version'], work.dir, { PATH: `${join(prefix, 'bin')}:${process.env.PATH ?? ''}` });
     expect(r.code, r.out).toBe(0);
     expect(r.stdout).toBe(`${join(prefix, 'bin', 'genbatch')}\n${version}\n`);
-  });
+  }, 60_000);
 
   it('the command on PATH works from any folder: validate the example manifest it ships', () => {
     const demo = join(prefix, 'lib', 'node_modules', 'genbatch', 'manifests', 'demo.yaml');
     const r = sh('sh', ['-c', `genbatch validate '${demo}'`], work.dir, { PATH: `${join(prefix, 'bin')}:${process.env.PATH ?? ''}` });
     expect(r.code, r.out).toBe(0);
     expect(r.out).toMatch(/valid/);
-  });
+  }, 60_000);
 });

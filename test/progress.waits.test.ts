@@ -120,7 +120,7 @@ describe('the upload window as a wait', () => {
     expect(waits.every((w) => w.what === 'upload-window' && w.rule === '5 a minute')).toBe(true);
     expect(Math.max(...waits.map((w) => w.queued!))).toBeGreaterThanOrEqual(1);
     expect(waits.at(-1)!.queued).toBe(0);
-  });
+  }, 120_000);
 });
 
 describe('estimate and the upload window', () => {
@@ -137,5 +137,5 @@ describe('estimate and the upload window', () => {
     const five = await runCli(['estimate', '--offline', editManifest('five', 5)]);
     expect(five.code).toBe(0);
     expect(five.stdout).not.toContain('uploads:');
-  });
+  }, 120_000);
 });

@@ -65,5 +65,5 @@ describe('genbatch run stopped by Ctrl-C', () => {
     expect(again.status, again.stdout + again.stderr).toBe(0);
     expect(again.stdout).toContain('finished in');
     expect(readJobs(state).map((j) => j.state)).toEqual(Array(120).fill('done'));
-  });
+  }, 180_000);
 });

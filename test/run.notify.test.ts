@@ -83,7 +83,7 @@ describe('run --notify and $GITHUB_STEP_SUMMARY', () => {
     expect(post.body).toMatchObject({ manifest: 'nightly.yaml', outcome: 'failed', exit_code: 1, done: 3, failed: 2, pending: 0, max_credits: 500, failed_ids: ['nightly-1', 'nightly-3'], error: null });
     expect(typeof post.body.charged).toBe('number');
     expect(post.body.text).toMatch(/^genbatch run nightly\.yaml: failed \(exit 1\) in \d+\.\d s: 3 done, 2 failed; charged \d+(\.\d+)? credits \(cap 500\); failed: nightly-1, nightly-3$/);
-  });
+  }, 120_000);
 
   it('an interrupted run (SIGINT) notifies too: outcome interrupted, exit 130, the pending jobs counted', async () => {
     got.length = 0;
@@ -102,7 +102,7 @@ describe('run --notify and $GITHUB_STEP_SUMMARY', () => {
     expect(got).toHaveLength(1);
     expect(got[0]!.body).toMatchObject({ outcome: 'interrupted', exit_code: 130 });
     expect(got[0]!.body.pending as number).toBeGreaterThan(0);
-  });
+  }, 120_000);
 
   it('a run refused before it sends anything (over --max-credits, exit 3) notifies with the reason', async () => {
     got.length = 0;
@@ -114,7 +114,7 @@ describe('run --notify and $GITHUB_STEP_SUMMARY', () => {
     expect(got[0]!.body.error).toMatch(/max-credits/);
     expect(got[0]!.body.text).toMatch(/^genbatch run costly\.yaml: refused \(exit 3\)/);
     expect(readFileSync(summaryFile, 'utf8')).toMatch(/^### genbatch run `costly\.yaml`: refused \(exit 3\)\n\nEnded before its summary: .*max-credits/);
-  });
+  }, 120_000);
 
   it('a notify that fails (HTTP 500, nothing listening) is a warning naming only the origin; the exit code is the run\'s', async () => {
     answer = 500;
@@ -136,7 +136,7 @@ describe('run --notify and $GITHUB_STEP_SUMMARY', () => {
     const r = await runCli(args(manifest('unreached', 2), '--notify', `http://127.0.0.1:${closed}/x`), { GENBATCH_API_KEY: KEY });
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(/genbatch: warning: --notify: could not reach http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/);
-  });
+  }, 120_000);
 
   it('--notify that is not an http(s) URL is a usage error (exit 2) before anything is sent', async () => {
     const before = sb.stats().tasks_total;
@@ -144,5 +144,5 @@ describe('run --notify and $GITHUB_STEP_SUMMARY', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--notify: ftp: URL (expected http://... or https://...)');
     expect(sb.stats().tasks_total).toBe(before);
-  });
+  }, 120_000);
 });
