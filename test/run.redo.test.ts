@@ -127,7 +127,7 @@ describe('genbatch run --redo', () => {
     const r = await runCli(args(failing, m, w.out, '--concurrency', '23'), env);
     expect(r.code).toBe(1);
     expect(r.stdout).toContain(`genbatch: failed: ${ids.slice(0, 20).join(', ')}, and 3 more\n`);
-    expect(r.stdout).toContain(`genbatch: to send the failed jobs again: genbatch run ${m} --out ${w.out} --base-url ${failing.url} --redo failed\n`);
+    expect(r.stdout).toContain(`genbatch: to send the failed jobs again: genbatch run ${m} --out ${w.out} --base-url ${failing.url} --time-scale ${SCALE} --concurrency 23 --redo failed\n`);
   }, 60_000);
 
   it('a failed job graph parent sent again with --redo failed brings back the jobs skipped because of it', async () => {

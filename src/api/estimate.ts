@@ -1,6 +1,6 @@
 import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../client/index.js';
 import { ManifestError, type Problem } from '../errors.js';
-import { openManifest } from '../manifest/index.js';
+import { localImageRefs, openManifest, type ManifestJob } from '../manifest/index.js';
 import { checkUserPrices, defaultBookPath, estimate as priceJobs, loadPriceFile, observedPrices, PriceBook, unknownPriceModels, type JobEstimate, type ModelTotal, type UserPrices } from '../pricing/index.js';
 
 /**
@@ -49,7 +49,15 @@ export interface EstimateResult {
   per_model: Record<string, ModelTotal & { source: string }>;
   /** Every job in manifest order (an empty list when `keepJobs` was false). */
   jobs: JobEstimate[];
+  /** Distinct local image files the jobs name (each one upload at most: one uploaded earlier is reused). */
+  local_images: number;
+  /** Seconds the uploads alone take at most under the service's window of 5 uploads a minute (0 for up to 5). */
+  upload_seconds: number;
 }
+
+/** The service's upload window: 5 uploads per 60 s per key (the client keeps it as 61.2 s). */
+const UPLOADS_PER_WINDOW = 5;
+const UPLOAD_WINDOW_S = 61.2;
 
 /** The estimate, or the problems when some job is invalid (the balance is then not read). */
 export type EstimateOutcome = { estimate: EstimateResult; problems: [] } | { estimate: null; problems: Problem[] };
@@ -71,7 +79,8 @@ export async function estimateManifest(
   const manifest = await openManifest(manifestPath, { confine: opts.confine === true });
   checkUserPrices(manifest.pricing, `${manifestPath}: pricing`);
   const userPrices: UserPrices | null = manifest.pricing || fileP ? { ...(manifest.pricing ?? {}), ...(fileP ?? {}) } : null;
-  const est = await priceJobs(manifest.jobs(), userPrices, { keepJobs: opts.keepJobs === true, observed, ...(opts.onJob ? { onJob: opts.onJob } : {}) });
+  const images = new Set<string>();
+  const est = await priceJobs(counted(manifest.jobs(), images), userPrices, { keepJobs: opts.keepJobs === true, observed, ...(opts.onJob ? { onJob: opts.onJob } : {}) });
   const problems = [...manifest.problems, ...est.problems];
   if (problems.length > 0) return { estimate: null, problems };
 
@@ -105,8 +114,18 @@ export async function estimateManifest(
       jobs_count: est.jobs_count,
       per_model: Object.fromEntries(Object.entries(est.per_model).map(([m, t]) => [m, { ...t, source: modelSource(t) }])),
       jobs: (est.jobs ?? []).map((j) => ({ id: j.id, model: j.model, credits: j.credits, source: j.source, basis: j.basis, ...(j.children !== undefined ? { children: j.children } : {}) })),
+      local_images: images.size,
+      upload_seconds: Math.max(0, Math.ceil(images.size / UPLOADS_PER_WINDOW) - 1) * UPLOAD_WINDOW_S,
     },
   };
+}
+
+/** The jobs as they stream by, each one's local image files added to `files`. */
+async function* counted(jobs: AsyncIterable<ManifestJob>, files: Set<string>): AsyncIterable<ManifestJob> {
+  for await (const job of jobs) {
+    for (const ref of localImageRefs(job)) files.add(ref.file);
+    yield job;
+  }
 }
 
 /** One word for the prices of a model's jobs: the one source they share, or "mixed". */

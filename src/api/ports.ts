@@ -24,7 +24,12 @@ export function servicePorts(
     policy: { baseMs: 1000 * timeScale, maxMs: Math.max(50, 60_000 * timeScale), maxAttempts: 10, jitter: 'full' },
     // 5 uploads per 60 s per key; the window is taken 2% longer (+20 ms) so clock skew and
     // request latency never make the service see a sixth upload inside its minute.
-    uploadLimiter: new UploadLimiter({ limit: 5, windowMs: 61_200 * timeScale + 20 }),
+    // Each wait for it is an event: the progress says what holds the run (`waiting for the upload window`).
+    uploadLimiter: new UploadLimiter({
+      limit: 5,
+      windowMs: 61_200 * timeScale + 20,
+      onWait: (w) => bus.emit({ type: 'wait', what: 'upload-window', rule: '5 a minute', queued: w.queued, next_in_ms: w.nextInMs }),
+    }),
     // The engine spends this many reads per second on the tasks most likely finished; the client's cap (the
     // same) also holds for its retries.
     statusRatePerSec: s.statusRate / timeScale,

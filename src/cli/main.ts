@@ -100,6 +100,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--limit <n>', 'send at most N pending jobs, in manifest order', int('--limit', 1))
     .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 4\n(incomplete).')
     .option('--confine', CONFINE_HELP)
+    .option('--notify <url>', 'when the run ends, whichever way, POST a JSON summary there (a `text` line for chat webhooks, the counts as fields); a failed POST is a warning')
     .action(wrap(lazy('run')));
 
   program

@@ -21,6 +21,8 @@ export class Tally {
   creditsSent = 0;
   balance: number | null = null;
   stopping = false;
+  /** What holds the run now (the `wait` event): `waiting for the upload window: 5 a minute`, and when the next slot frees (ms epoch; null: unknown). */
+  wait: { text: string; until: number | null } | null = null;
   readonly rate = new Rate();
 
   /** Jobs in a final state (what the rate counts). */
@@ -33,6 +35,13 @@ export class Tally {
   private pace(): [rate: string, eta: string] {
     const perS = this.rate.perSecond();
     return [formatRate(perS), this.stopping ? 'stopping' : formatEta(this.total - this.finished(), perS)];
+  }
+
+  /** `waiting for the upload window: 5 a minute, next in 41 s`, or null when nothing holds the run. */
+  waitText(now = Date.now()): string | null {
+    const w = this.wait;
+    if (!w) return null;
+    return `${w.text}, ${w.until === null ? 'next when an upload in flight ends' : `next in ${Math.max(0, Math.ceil((w.until - now) / 1000))} s`}`;
   }
 
   /** The bar rows, each fitted to `width`, at most `height` of them (the least useful dropped first). */
@@ -54,6 +63,8 @@ export class Tally {
       [6, fitRow(row('credits', 'cr', sent, estimated, `estimated, sent${this.balance === null ? '' : ` (balance ${formatCredits(this.balance)})`}`, `${formatCredits(sent)}/${formatCredits(estimated)}`), width)],
     ];
     if (this.uploads + this.reused > 0) rows.push([7, fitText('uploaded', 'up', `${this.uploads} sent, ${this.reused} reused`, width)]);
+    const waiting = this.waitText();
+    if (waiting) rows.push([2, fitText('waiting', 'wait', waiting, width)]);
     const [rate, eta] = this.pace();
     rows.push([1, fitText('rate', 'rate', `${rate}, ${eta}, ${formatDuration(Math.round(this.rate.elapsedS()))} elapsed`, width)]);
     if (rows.length <= height) return rows.map((r) => r[1]);
@@ -81,6 +92,8 @@ export class Tally {
       [8, `${formatCredits(this.creditsSent)}/${formatCredits(Math.max(this.credits, this.creditsSent))} credits sent`],
       ...(this.uploads + this.reused ? [[9, `${this.uploads} uploaded (${this.reused} reused)`] as [number, string]] : []),
     ];
+    const waiting = this.waitText();
+    if (waiting) parts.push([2, waiting]);
     let shown = parts;
     const text = () => `genbatch: ${shown.map((p) => p[1]).join(', ')}`;
     for (let drop = 9; drop > 2 && text().length > width; drop--) shown = shown.filter((p) => p[0] < drop);

@@ -23,6 +23,8 @@ export interface ProgressOptions {
    * --redo ...` (a worker's: genbatch run on the run's manifest, as `work` has no --redo).
    */
   redoAgain?: (start: { manifest: string; out_dir: string; base_url: string }) => string;
+  /** The command as typed (with its --only, --limit): after Ctrl-C the summary says it resumes the run (default: `again`). */
+  resume?: string;
   out?: NodeJS.WritableStream;
   err?: NodeJS.WritableStream;
 }
@@ -67,6 +69,8 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
   let redoAgain = o.again ?? 'genbatch run <manifest>';
   /** A synced line was printed (a worker's joined line then says nothing new). */
   let synced = false;
+  /** Why new submissions stopped early (a signal: the summary says how to resume). */
+  let stopReason: string | null = null;
   /** A line for `stream`: above the bars while they are shown (so it is neither cut nor drawn over). */
   const say = (stream: NodeJS.WritableStream, text: string): void => {
     if (block) block.print(text, stream);
@@ -162,6 +166,9 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
           c[e.to]++;
         }
         break;
+      case 'wait':
+        tally.wait = e.queued > 0 ? { text: `waiting for the upload window: ${e.rule}`, until: e.next_in_ms === null ? null : Date.now() + e.next_in_ms } : null;
+        break;
       case 'warning':
         say(err, `genbatch: warning: ${e.message}\n`);
         break;
@@ -170,6 +177,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         break;
       case 'stopping':
         tally.stopping = true;
+        stopReason = e.reason;
         say(
           err,
           e.reason === 'signal'
@@ -181,7 +189,9 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         break;
       case 'finish': {
         endBars();
-        out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${stateCounts(e.counts)}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
+        const ended = stopReason === 'signal' ? 'stopped after' : 'finished in';
+        const resume = stopReason === 'signal' ? `; run the same command to resume: ${o.resume ?? o.again ?? 'genbatch run <manifest>'}` : '';
+        out.write(`genbatch: ${ended} ${e.wall_seconds.toFixed(1)} s: ${stateCounts(e.counts)}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}${resume}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
         for (const line of redoLines(e, redoAgain, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
         break;

@@ -4,7 +4,7 @@ export type { BalanceAnswer, CallOptions, ServiceClientOptions, SharedUploadSlot
 export { checkPolicy, DEFAULT_POLICY, decide, delay, sleep, withRetry, UNUSABLE_TRIES } from './retry.js';
 export { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, MAX_DEPTH, nestingWithin } from './limits.js';
 export type { RetryDecision, RetryInfo, RetryMethod, RetryOptions, RetryPolicy } from './retry.js';
-export { TokenBucket, UploadLimiter } from './limiters.js';
+export { TokenBucket, UploadLimiter, type LimiterWait } from './limiters.js';
 export { retryAfterMs, redact } from './http.js';
 export { redactDeep } from './redact.js';
 export {

@@ -103,6 +103,12 @@ export class TokenBucket {
   }
 }
 
+/** A limiter's wait as its onWait hears of it: `queued` callers wait (0: the wait is over), the next slot in `nextInMs`. */
+export interface LimiterWait {
+  queued: number;
+  nextInMs: number | null;
+}
+
 /**
  * A sliding-window limiter for the upload endpoints (5 requests per 60 s per
  * key by default). A slot is held from `acquire()` until the returned release
@@ -118,9 +124,15 @@ export class UploadLimiter {
   #queue: Waiter[] = [];
   #timer: NodeJS.Timeout | undefined;
   #now: () => number;
+  #onWait: ((w: LimiterWait) => void) | undefined;
+  /** The queue length last told to onWait (0: no wait going on). */
+  #told = 0;
+  /** Whether the last one told the time of the next slot. */
+  #toldKnown = false;
 
-  constructor(opts: { limit?: number; windowMs?: number; now?: () => number } = {}) {
+  constructor(opts: { limit?: number; windowMs?: number; now?: () => number; onWait?: (w: LimiterWait) => void } = {}) {
     this.limit = opts.limit ?? 5;
+    this.#onWait = opts.onWait;
     this.windowMs = opts.windowMs ?? 60_000;
     if (!Number.isInteger(this.limit) || this.limit < 1) throw new RangeError(`Expected limit to be an integer >= 1, got ${this.limit}`);
     if (!(this.windowMs >= 0) || !Number.isFinite(this.windowMs)) throw new RangeError(`Expected windowMs to be a finite number >= 0, got ${this.windowMs}`);
@@ -130,8 +142,14 @@ export class UploadLimiter {
   /** Waits for a free slot; call the returned function once the request has ended (success or not). */
   async acquire(signal?: AbortSignal): Promise<() => void> {
     throwIfAborted(signal);
-    if (this.#queue.length > 0 || !this.#free()) await enqueue(this.#queue, signal, () => this.#pump());
-    else this.#inFlight++;
+    if (this.#queue.length > 0 || !this.#free()) {
+      try {
+        await enqueue(this.#queue, signal, () => this.#pump());
+      } catch (err) {
+        this.#tell(); // an aborted waiter left the queue
+        throw err;
+      }
+    } else this.#inFlight++;
     let done = false;
     return () => {
       if (done) return;
@@ -153,6 +171,7 @@ export class UploadLimiter {
       this.#inFlight++;
       release(this.#queue.shift() as Waiter);
     }
+    this.#tell();
     if (this.#queue.length === 0 || this.#timer) return;
     const oldest = this.#released[0];
     if (oldest === undefined) return; // every slot is in flight: the next release pumps
@@ -161,5 +180,16 @@ export class UploadLimiter {
       this.#timer = undefined;
       this.#pump();
     }, waitMs);
+  }
+
+  /** Tells onWait when the queue changed: how many wait and when the next slot frees (null: when an upload in flight ends). */
+  #tell(): void {
+    const queued = this.#queue.length;
+    const oldest = queued === 0 ? undefined : this.#released[0];
+    // Told again when the queue's length changed, or the time of the next slot became known.
+    if (!this.#onWait || (queued === this.#told && (oldest === undefined || this.#toldKnown))) return;
+    this.#told = queued;
+    this.#toldKnown = oldest !== undefined;
+    this.#onWait({ queued, nextInMs: oldest === undefined ? null : Math.max(0, Math.ceil(oldest + this.windowMs - this.#now())) });
   }
 }

@@ -44,6 +44,11 @@ export type EngineEvent =
   | { type: 'file'; id: string; path: string; size: number; sha256: string }
   | { type: 'retry'; what: string; attempt: number; delay_ms: number; error: string }
   | { type: 'warning'; message: string }
+  /**
+   * What holds the run: `queued` requests wait for the upload window (`rule`: its limit, `5 a minute`); the
+   * next slot frees in `next_in_ms` (null: when a request in flight ends). queued 0: the wait is over.
+   */
+  | { type: 'wait'; what: 'upload-window'; rule: string; queued: number; next_in_ms: number | null }
   /** run --learn-prices: the charge of a job of a price class sent alone (credits null: not learned, and why). */
   | { type: 'price-learned'; id: string; class: string; credits: number | null; why: string | null }
   | { type: 'stopping'; reason: StopReason }

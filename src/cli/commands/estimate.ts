@@ -4,6 +4,7 @@ import { EXIT, UsageError } from '../../errors.js';
 import { unknownPriceWarning, type JobEstimate } from '../../pricing/index.js';
 import { write, writeProblems } from './validate.js';
 import { confineWanted } from '../confine.js';
+import { formatDuration } from '../../report/format.js';
 
 /**
  * `genbatch estimate <manifest> [--json] [--offline] [--prices FILE] [--base-url URL]`.
@@ -100,6 +101,9 @@ function humanReport(path: string, est: EstimateResult, shown: JobEstimate[]): s
   }
   if (budget !== null) {
     out.push(est.total_credits > budget ? `budget: ${budget} credits: OVER budget by ${round(est.total_credits - budget)} credits` : `budget: ${budget} credits: within budget`);
+  }
+  if (est.local_images > 5) {
+    out.push(`uploads: ${est.local_images} local images: the uploads alone take up to ${formatDuration(est.upload_seconds)} (the service takes 5 a minute; an image uploaded in the last 66 hours is reused)`);
   }
   return out.join('\n') + '\n';
 }
