@@ -4,7 +4,7 @@ import { isoNoZone } from '../clock.js';
 import type { SandboxContext } from '../context.js';
 import { FAULT_ENDPOINTS, type FaultEndpoint, type ScriptStep } from '../faults.js';
 import { isObject, sendError } from '../http.js';
-import { isLoopbackHost } from '../net.js';
+import { isLoopbackHost } from '../../lib/address.js';
 import { stateAt, type TaskState } from '../tasks.js';
 
 /**
