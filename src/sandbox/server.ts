@@ -60,7 +60,8 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     const endpoint = req.routeOptions.config.endpoint ?? 'other';
     ctx.stats.request(endpoint, req.url);
     if (endpoint === 'admin' && !adminAllowed(ctx, req)) {
-      return sendError(reply, 401, 'the /__sandbox/ endpoints need the admin token in the X-Sandbox-Admin-Token header (printed at start, or set with --admin-token)');
+      const which = req.routeOptions.config.secret === true ? `${req.routeOptions.url ?? 'this endpoint'} needs` : 'the /__sandbox/ endpoints need';
+      return sendError(reply, 401, `${which} the admin token in the X-Sandbox-Admin-Token header (printed at start, or set with --admin-token)`);
     }
     const fault = (FAULT_ENDPOINTS as readonly string[]).includes(endpoint) ? ctx.faults.draw(endpoint as FaultEndpoint) : null;
     if (fault?.kind === 'slow') await sleep(fault.delayMs ?? ctx.options.slowMs);
