@@ -175,6 +175,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         endBars();
         out.write(`genbatch: finished in ${e.wall_seconds.toFixed(1)} s: ${stateCounts(e.counts)}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
+        if (e.callbacks_ignored) out.write(`genbatch: ${e.callbacks_ignored} completion callback(s) ignored: they named another task than the job's, an earlier attempt, or no job of this run (a leaked or forged callback URL?)\n`);
         for (const line of redoLines(e, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
         break;
       }

@@ -55,8 +55,6 @@ export class Polls {
   private tokenHeld = false;
   private tokenWait = false;
   private inFlight = 0;
-  /** Ended tasks whose record is being written (the run does not end meanwhile). */
-  private settling = 0;
   /** Status reads sent in this run. */
   statusRequests = 0;
 
@@ -73,9 +71,9 @@ export class Polls {
     return this.waiting.size;
   }
 
-  /** Reads in flight and ended tasks being recorded. */
+  /** Reads in flight (an ended task is recorded before its read counts as done). */
   get busy(): number {
-    return this.inFlight + this.settling;
+    return this.inFlight;
   }
 
   /** Wait on a task sent at `sentAt` (ms epoch): first read at `firstAt`, or by default not before its model's typical minimum (with callbacks on, its typical maximum). */
@@ -102,32 +100,31 @@ export class Polls {
   }
 
   /**
-   * A completion callback for job `id` naming `taskId`, with the ended task when its body carries one. True when
-   * the job is waited on (then handled: taken as the task's status read when it carries the ended task of a status
-   * endpoint task, else the task is read next, before any other); false when it is not.
+   * A completion callback for job `id` naming `taskId`. A callback is a hint: the task is read next, before any
+   * other (one read, whose answer alone is acted on; a read in flight is followed by another when it found the
+   * task still running). 'read' when the job waits on that task, 'other-task' when it waits on another (the
+   * callback is ignored), 'not-waited' when the job is not waited on here.
    */
-  notify(id: string, taskId: string, task: TaskView | null): boolean {
+  notify(id: string, taskId: string): 'read' | 'other-task' | 'not-waited' {
     const w = this.waiting.get(id);
-    if (!w) return false;
-    if (w.taskId !== taskId) return true;
-    if (task && w.endpoint === 'status' && w.dueAt !== Infinity) {
-      // The callback carries the ended task, as a status read would answer: no read is spent on it.
-      this.settleNow(id, w, task);
-      return true;
-    }
+    if (!w) return 'not-waited';
+    if (w.taskId !== taskId) return 'other-task';
     w.notified = true;
     if (w.dueAt !== Infinity) this.schedule(id, w, Date.now()); // read next (one read confirms)
     this.c.wake();
-    return true;
+    return 'read';
   }
 
-  /** Read job `id` next when it waits on `taskId` (a callback for it came before its submit answered). */
-  readNow(id: string, taskId: string): void {
+  /** Read job `id` next when it waits on `taskId` (a callback for it came before its submit answered); false when it waits on another task. */
+  readNow(id: string, taskId: string): boolean {
     const w = this.waiting.get(id);
-    if (!w || w.taskId !== taskId || w.dueAt === Infinity) return;
+    if (!w) return true;
+    if (w.taskId !== taskId) return false;
+    if (w.dueAt === Infinity) return true;
     w.notified = true;
     this.schedule(id, w, Date.now());
     this.c.wake();
+    return true;
   }
 
   /** Start the reads the cap allows now; returns when the next task is due (ms epoch). */
@@ -267,18 +264,7 @@ export class Polls {
     }
   }
 
-  /** settle() started outside a read (a callback): counted as busy until recorded. */
-  private settleNow(id: string, w: Waiting, task: TaskView): void {
-    this.settling++;
-    void this.settle(id, w, task)
-      .catch((err: unknown) => this.c.warn(id, err))
-      .finally(() => {
-        this.settling--;
-        this.c.wake();
-      });
-  }
-
-  /** The task of a waited-on job ended (a status read, or a completion callback carrying the task): record it. */
+  /** The task of a waited-on job ended (its status read said so): record it. */
   private async settle(id: string, w: Waiting, task: TaskView): Promise<void> {
     this.waiting.delete(id);
     this.ready.delete(id);
