@@ -17,6 +17,14 @@ const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
  * the run lasts. Once its task is older than its results can live (24 h after submit), such a job is `failed`.
  */
 const POLL_GIVE_UP = 5;
+/**
+ * The total time a job's status reads may spend cut at the request deadline (a status endpoint that drips or
+ * holds every answer open), counted from read start to the error, until a usable answer: 5 min (x time scale).
+ * Past it the job ends `failed` with the reason. The read that crosses it ends first, and each read is cut at
+ * most 3 times (retry.ts), so the whole is at most 5 min + 3 request deadlines and their backoff (about 8 min at
+ * the default 60 s), where before each read was cut 8 times and 5 such reads left the job `submitted` (~40 min).
+ */
+export const DEADLINE_CUTS_MS = 5 * 60_000;
 
 /** A task being waited on. */
 export interface Waiting {
@@ -34,6 +42,8 @@ export interface Waiting {
   typicalMs: [number, number];
   /** A completion callback named this task: it is read before any other. */
   notified: boolean;
+  /** Time (ms) its status reads spent cut at the request deadline since the last usable answer. */
+  cutMs: number;
 }
 
 /**
@@ -81,7 +91,7 @@ export class Polls {
     const spec = findModel(model);
     const [min, max] = spec?.typicalSeconds ?? [15, 60];
     const typicalMs: [number, number] = [this.c.scaled(min * 1000), this.c.scaled(max * 1000)];
-    const w: Waiting = { taskId, model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0, sentAt, runningAt: 0, typicalMs, notified: false };
+    const w: Waiting = { taskId, model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0, sentAt, runningAt: 0, typicalMs, notified: false, cutMs: 0 };
     this.waiting.set(id, w);
     this.schedule(id, w, firstAt ?? sentAt + (this.c.opts.callbackUrlFor ? typicalMs[1] : typicalMs[0]));
     return w;
@@ -237,6 +247,13 @@ export class Polls {
         return;
       }
       w.failures++;
+      if (err instanceof DeadlineError) w.cutMs += Date.now() - readAt;
+      if (w.cutMs >= this.c.scaled(DEADLINE_CUTS_MS)) {
+        this.waiting.delete(id);
+        const total = `${+(w.cutMs / 1000).toFixed(1)} s`;
+        await this.c.move(id, 'submitted', 'failed', { last_error: `status reads of task ${w.taskId} were cut at the request deadline for ${total} in all (the bound is ${+(this.c.scaled(DEADLINE_CUTS_MS) / 1000).toFixed(3)} s): ${errorText(err)}` });
+        return;
+      }
       if (w.failures >= POLL_GIVE_UP && (await this.pastResults(id))) {
         this.waiting.delete(id);
         await this.c.move(id, 'submitted', 'failed', { last_error: `no usable status of task ${w.taskId} within the 24 h its results live after submit: ${errorText(err)}` });
@@ -255,6 +272,7 @@ export class Polls {
     }
     if (this.waiting.get(id) !== w) return; // settled meanwhile
     w.failures = 0;
+    w.cutMs = 0;
     if (task.status === 'finished' || task.status === 'failed') await this.settle(id, w, task);
     else {
       w.runningAt = readAt - w.sentAt;
