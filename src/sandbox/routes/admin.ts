@@ -36,6 +36,7 @@ export function statsSnapshot(ctx: SandboxContext) {
     tasks_by_state: byState,
     uploads: { ...ctx.stats.uploads },
     callbacks: { ...ctx.stats.callbacks, pending: ctx.scheduler.pending },
+    connections: { ...ctx.stats.connections },
     faults_injected: { ...ctx.faults.injected },
     clock: clockSnapshot(ctx),
     memory: { rss: process.memoryUsage().rss },
