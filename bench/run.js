@@ -84,7 +84,10 @@ function startSandbox() {
     child.stdout.on('data', (d) => {
       out += d;
       const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
-      if (url) res({ url, child, stats: async () => (await fetch(url + '/__sandbox/stats')).json(), tasks: async () => (await (await fetch(url + '/__sandbox/tasks')).json()).tasks });
+      const token = /^admin token \(.*\): (\S+)$/m.exec(out)?.[1];
+      // stats and tasks need the admin token, also from loopback.
+      const headers = { 'x-sandbox-admin-token': token };
+      if (url && token) res({ url, child, stats: async () => (await fetch(url + '/__sandbox/stats', { headers })).json(), tasks: async () => (await (await fetch(url + '/__sandbox/tasks', { headers })).json()).tasks });
     });
   });
 }

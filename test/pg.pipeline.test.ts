@@ -149,7 +149,7 @@ describe('the pipeline on a PostgreSQL state', () => {
     // The task's callback reaches the other worker's receiver (one public URL in front of both).
     const other = await worker(runId, outDir, 'other');
     const running = other.pipeline.run();
-    other.pipeline.onCallback({ job: job.id, attempt: 1, taskId: task_id, status: 'finished', task: null });
+    other.pipeline.onCallback({ job: job.id, attempt: 1, taskId: task_id, status: 'finished' });
     await running;
     const row = await admin.query<{ state: string; lease_owner: string | null }>('SELECT state, lease_owner FROM jobs WHERE run_id = $1 AND id = $2', [runId, job.id]);
     expect(row.rows).toEqual([{ state: 'done', lease_owner: null }]);

@@ -5,6 +5,7 @@ import { checkSubmit, listModels } from '../src/models/index.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { admin } from './helpers/admin.js';
 
 /**
  * `genbatch prices probe` against the sandbox, which charges a price for every model: each price it
@@ -33,7 +34,7 @@ interface TaskRow {
 }
 
 async function sandboxTasks(): Promise<TaskRow[]> {
-  return ((await (await fetch(`${sb.url}/__sandbox/tasks`)).json()) as { tasks: TaskRow[] }).tasks;
+  return ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: TaskRow[] }).tasks;
 }
 
 /** One prompt-only job of every model family whose price the service does not publish. */

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { admin } from './helpers/admin.js';
 
 /**
  * Review marks (`genbatch mark`) and `run --redo rejected`: CLI as a child process, the sandbox in this
@@ -52,7 +53,7 @@ function manifest(dir: string, ids: string[], video: string[] = [], fixedSeed: s
 const run = (m: string, out: string, ...more: string[]) => runCli(['run', m, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes', ...more], env);
 
 async function taskCount(): Promise<number> {
-  const body = (await (await fetch(`${sb.url}/__sandbox/tasks`)).json()) as { tasks: unknown[] };
+  const body = (await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: unknown[] };
   return body.tasks.length;
 }
 

@@ -5,6 +5,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { callbackToken, readJobs } from './helpers/verify.js';
+import { admin } from './helpers/admin.js';
 
 /**
  * Callback URLs carry the job's attempt (`?job=<id>&attempt=<n>`), and only a callback of the
@@ -32,7 +33,7 @@ const manifest = (prompt: string): string => {
   writeFileSync(path, ['jobs:', '  - id: a', '    model: alpha-image-2', '    input:', `      prompt: "${prompt}"`].join('\n') + '\n');
   return path;
 };
-const tasks = async (): Promise<Array<{ task_id: string }>> => ((await (await fetch(`${sb.url}/__sandbox/tasks`)).json()) as { tasks: Array<{ task_id: string }> }).tasks;
+const tasks = async (): Promise<Array<{ task_id: string }>> => ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Array<{ task_id: string }> }).tasks;
 
 describe('callbacks of an earlier attempt', () => {
   it('never adopt a job that was submitted again', async () => {

@@ -6,6 +6,7 @@ import { freePort } from './client.server.js';
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
+import { admin } from './helpers/admin.js';
 
 /**
  * A job left uncertain by a run that was then killed, while its task still runs at the service:
@@ -48,7 +49,7 @@ describe('an uncertain job from a killed run', () => {
     });
     await new Promise((resolve) => first.on('close', resolve));
     expect(readJobs(state).map((j) => j.state)).toEqual(['uncertain']);
-    const tasks = ((await (await fetch(`${sb.url}/__sandbox/tasks`)).json()) as { tasks: Array<{ task_id: string; state: string }> }).tasks;
+    const tasks = ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Array<{ task_id: string; state: string }> }).tasks;
     expect(tasks).toHaveLength(1);
     expect(tasks[0]!.state).not.toBe('finished'); // still running: its callback is still to come
 

@@ -5,6 +5,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { callbackToken, readJobs } from './helpers/verify.js';
+import { admin } from './helpers/admin.js';
 
 /**
  * With --listen the receiver listens first thing, before the sync and the balance read: the service
@@ -39,7 +40,7 @@ describe('the callback receiver', () => {
     // The task is made, its answer lost: uncertain, with the task at the service.
     sb.script('submit', ['500-after']);
     expect((await runCli(['run', manifest, ...base], env)).code).toBe(4);
-    const tasks = ((await (await fetch(`${sb.url}/__sandbox/tasks`)).json()) as { tasks: Array<{ task_id: string }> }).tasks;
+    const tasks = ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Array<{ task_id: string }> }).tasks;
     expect(tasks).toHaveLength(1);
 
     // The next run has a new job too, so it reads the balance: slowly (1.5 s). The uncertain job's

@@ -146,16 +146,16 @@ describe('a hostile service', () => {
     expect(job!.last_error).toBe('submit outcome unknown, a task may have been created: POST /api/generate/submit: no complete answer within 1 s (the request deadline)');
   }, 60_000);
 
-  it('gives up on a status endpoint that drips every answer past the deadline: the job is left submitted for the next run, the run ends (exit 4)', async () => {
+  it('ends the job failed once a status endpoint that drips every answer past the deadline has cost the bound of deadline cuts; the run ends (exit 1)', async () => {
     mode = 'drip-status';
     const m = manifest();
-    // Each read is cut at 0.2 s and retried by the client; five such reads in a row and the run leaves the job.
+    // Each read is cut at 0.2 s, at most 3 times; the bound is 5 min x 0.001 = 0.3 s of cuts, so the first read crosses it.
     const r = await runCli(['run', m.path, '--base-url', service.base, '--time-scale', '0.001', '--out', m.out, '--yes', '--request-timeout', '0.2'], { GENBATCH_API_KEY: KEY }, undefined, 90_000);
     expect(r.signal ?? null, 'the run did not end by itself').toBeNull();
-    expect(r.code, r.stderr).toBe(4);
+    expect(r.code, r.stderr).toBe(1);
     const [job] = readJobs(join(m.out, 'state.db'));
-    expect(job!.state).toBe('submitted');
-    expect(job!.last_error).toBe('status read failed 5 times: GET /api/generate/status/t-1: no complete answer within 0.2 s (the request deadline)');
+    expect(job!.state).toBe('failed');
+    expect(job!.last_error).toMatch(/^status reads of task t-1 were cut at the request deadline for [\d.]+ s in all \(the bound is 0\.3 s\): GET \/api\/generate\/status\/t-1: no complete answer within 0\.2 s \(the request deadline\)$/);
   }, 120_000);
 
   it('ends the run within seconds of the first SIGINT while a drip-fed submit is in flight: the submit is cut after its grace, uncertain, and the report says so', async () => {

@@ -6,6 +6,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
+import { admin } from './helpers/admin.js';
 
 /**
  * `genbatch run --redo failed|expired`: the jobs that ended failed (or whose results expired) are sent again
@@ -43,7 +44,7 @@ function work(): { dir: string; out: string; state: string } {
 const args = (sb: Sandbox, manifest: string, out: string, ...more: string[]) => ['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', out, ...more];
 
 async function tasksOf(sb: Sandbox): Promise<string[]> {
-  const body = (await (await fetch(`${sb.url}/__sandbox/tasks`)).json()) as { tasks: Array<{ task_id: string }> };
+  const body = (await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Array<{ task_id: string }> };
   return body.tasks.map((t) => t.task_id).sort();
 }
 

@@ -5,8 +5,8 @@ import { ensureBuilt, runCli } from './helpers/cli.js';
 
 /**
  * /__sandbox/* lists every key's tasks (with the callback URLs' tokens) and moves the clock and the
- * faults for every key: it needs the admin token unless the sandbox listens on loopback and the
- * request comes from loopback.
+ * faults for every key: it needs the admin token; only the clock and the faults, which show no
+ * secret, answer without it when the sandbox listens on loopback and the request comes from loopback.
  */
 
 const open: Sandbox[] = [];
@@ -37,10 +37,38 @@ const external = Object.values(networkInterfaces())
   .find((a) => a.family === 'IPv4' && !a.internal)?.address;
 
 describe('sandbox admin endpoints', () => {
-  it('on a loopback host, a loopback caller needs no token', async () => {
+  it('on a loopback host, a loopback caller needs no token for the clock and the faults, which show no secret', async () => {
     const sb = await sandbox({ host: '127.0.0.1' });
-    expect((await admin(sb.localUrl, '/__sandbox/stats')).status).toBe(200);
-    expect((await admin(sb.localUrl, '/__sandbox/tasks')).status).toBe(200);
+    expect((await admin(sb.localUrl, '/__sandbox/clock')).status).toBe(200);
+    expect((await admin(sb.localUrl, '/__sandbox/clock', undefined, { advance_s: 1 })).status).toBe(200);
+    expect((await admin(sb.localUrl, '/__sandbox/faults', undefined, { endpoint: 'balance', steps: ['ok'] })).status).toBe(200);
+  });
+
+  it('on a loopback host, tasks and stats (callback URLs with their tokens, every key\'s counters) need the token even from loopback', async () => {
+    const sb = await sandbox({ host: '127.0.0.1', allowLoopback: true });
+    const secretUrl = 'http://127.0.0.1:9/hooks/a-callback-path-token-abcdef?job=j1&attempt=1';
+    const sent = await fetch(`${sb.localUrl}/api/generate/submit`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer k1', 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'alpha-image-2', input: { prompt: 'x' }, callback_url: secretUrl }),
+    });
+    expect(sent.status).toBe(200);
+    for (const path of ['/__sandbox/tasks', '/__sandbox/stats', `/__sandbox/tasks?key=x`]) {
+      const r = await admin(sb.localUrl, path);
+      expect(r.status, path).toBe(401);
+      expect(JSON.stringify(r.json), path).toContain('X-Sandbox-Admin-Token');
+      expect(JSON.stringify(r.json), path).not.toContain('a-callback-path-token');
+    }
+    // What stays open on loopback shows no callback URL, token or key.
+    for (const path of ['/__sandbox/clock']) {
+      const r = await admin(sb.localUrl, path);
+      expect(r.status).toBe(200);
+      expect(JSON.stringify(r.json)).not.toMatch(/a-callback-path-token|k1|hooks/);
+    }
+    const listed = await admin(sb.localUrl, '/__sandbox/tasks', sb.adminToken);
+    expect(listed.status).toBe(200);
+    expect(JSON.stringify(listed.json)).toContain('a-callback-path-token');
+    expect((await admin(sb.localUrl, '/__sandbox/stats', sb.adminToken)).status).toBe(200);
   });
 
   it('on a loopback host, a loopback request addressed to another name (DNS rebinding through a browser) needs the token', async () => {
@@ -50,7 +78,7 @@ describe('sandbox admin endpoints', () => {
       new Promise<number>((resolve, reject) => {
         const headers: Record<string, string> = { host };
         if (token !== undefined) headers['x-sandbox-admin-token'] = token;
-        request(`${sb.localUrl}/__sandbox/tasks`, { headers }, (res) => {
+        request(`${sb.localUrl}/__sandbox/clock`, { headers }, (res) => {
           res.resume();
           resolve(res.statusCode ?? 0);
         })

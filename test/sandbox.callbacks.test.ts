@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
+import { admin } from './helpers/admin.js';
 
 const FLASH = 'vendora/dream-v5.0-flash/text-to-image';
 const open: Array<{ close(): unknown }> = [];
@@ -64,7 +65,7 @@ describe('sandbox callbacks', () => {
     expect(cb.body.data.files).toHaveLength(1);
     const status = (await (await fetch(`${sb.url}/api/generate/status/${id}`, { headers: { authorization: 'Bearer k1' } })).json()) as { data: unknown };
     expect(cb.body.data).toEqual(status.data);
-    const tasks = (await (await fetch(`${sb.url}/__sandbox/tasks`)).json()) as { tasks: Array<Record<string, unknown>> };
+    const tasks = (await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Array<Record<string, unknown>> };
     expect(tasks.tasks[0]).toMatchObject({ callback_url: rx.url, callback_attempts: 1, callback_delivered: true });
   });
 

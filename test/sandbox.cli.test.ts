@@ -3,6 +3,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN_HEADER, printedAdminToken } from './helpers/admin.js';
 
 /** `genbatch sandbox` as a user runs it: the built CLI in a child process. */
 
@@ -119,7 +120,7 @@ describe('genbatch sandbox --faults', () => {
         child.stdout.on('data', (c: Buffer) => {
           stdout += c.toString();
           const m = /listening on (http:\/\/\S+)/.exec(stdout);
-          if (m?.[1] && stdout.includes('key: k')) resolve(m[1]);
+          if (m?.[1] && stdout.includes('key: k') && printedAdminToken(stdout) !== null) resolve(m[1]);
         });
         child.once('exit', (code) => reject(new Error(`exited ${String(code)}`)));
       });
@@ -130,7 +131,7 @@ describe('genbatch sandbox --faults', () => {
       expect(s.status).toBe(429);
       expect(s.headers.get('retry-after')).toBe('1');
       expect(await s.json()).toEqual({ detail: 'rate limit exceeded, retry later' });
-      const stats = (await (await fetch(`${url}/__sandbox/stats`)).json()) as { faults_injected: Record<string, number> };
+      const stats = (await (await fetch(`${url}/__sandbox/stats`, { headers: { [ADMIN_HEADER]: printedAdminToken(stdout) ?? '' } })).json()) as { faults_injected: Record<string, number> };
       expect(stats.faults_injected).toEqual({ 'balance:503': 1, 'status:429': 1 });
     } finally {
       await new Promise((resolve) => {

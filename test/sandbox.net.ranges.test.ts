@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { addressAllowed } from '../src/sandbox/guard.js';
-import { callbackUrlProblem, isPrivateHost } from '../src/sandbox/net.js';
+import { callbackUrlProblem, isPrivateHost } from '../src/lib/address.js';
 
 /**
  * The sandbox's SSRF guard refuses every special-purpose address: each block of IANA's IPv4 and

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { callbackUrlProblem, isLoopbackHost, isPrivateHost } from '../src/sandbox/net.js';
+import { callbackUrlProblem, isLoopbackHost, isPrivateHost } from '../src/lib/address.js';
 
 describe('sandbox address checks', () => {
   it('knows loopback hosts', () => {

@@ -74,7 +74,7 @@ describe('replace-section: callback_url inside input (contract: Music workflows,
     const url = `https://hooks.example.com:${port}/hook`;
     const r = await call(sb, 'POST', '/api/generate/submit', 'k1', section(ref, url));
     expect(r.status).toBe(200);
-    const listed = (await call(sb, 'GET', '/__sandbox/tasks', null)).body.tasks as Json[];
+    const listed = (await call(sb, 'GET', '/__sandbox/tasks', null, undefined, { 'x-sandbox-admin-token': sb.adminToken })).body.tasks as Json[];
     expect(listed.find((t) => t.task_id === r.body.data.task_id)).toMatchObject({ callback_url: url });
     sb.clock.advance(200);
     await vi.waitFor(() => expect(connections).toBeGreaterThanOrEqual(1));
@@ -85,7 +85,7 @@ describe('replace-section: callback_url inside input (contract: Music workflows,
     const sb = await sandbox();
     const r = await call(sb, 'POST', '/api/generate/submit', 'k1', { model: 'clip-02', input: { prompt: 'a fox', callback_url: 'https://10.1.2.3/hook' } });
     expect(r.status).toBe(200);
-    const listed = (await call(sb, 'GET', '/__sandbox/tasks', null)).body.tasks as Json[];
+    const listed = (await call(sb, 'GET', '/__sandbox/tasks', null, undefined, { 'x-sandbox-admin-token': sb.adminToken })).body.tasks as Json[];
     expect(listed.find((t) => t.task_id === r.body.data.task_id)).toMatchObject({ callback_url: null });
   });
 
@@ -95,7 +95,7 @@ describe('replace-section: callback_url inside input (contract: Music workflows,
     const body = { ...section(ref, 'https://hooks.example.com/inner'), callback_url: 'https://hooks.example.com/root' };
     const r = await call(sb, 'POST', '/api/generate/submit', 'k1', body);
     expect(r.status).toBe(200);
-    const listed = (await call(sb, 'GET', '/__sandbox/tasks', null)).body.tasks as Json[];
+    const listed = (await call(sb, 'GET', '/__sandbox/tasks', null, undefined, { 'x-sandbox-admin-token': sb.adminToken })).body.tasks as Json[];
     expect(listed.find((t) => t.task_id === r.body.data.task_id)).toMatchObject({ callback_url: 'https://hooks.example.com/root' });
   });
 });

@@ -282,12 +282,12 @@ describe('sandbox admin', () => {
     await submit(sb, { model: FLASH, input: { prompt: 'p' } });
     await submit(sb, { model: FLASH, input: { prompt: 'p' } }, 'k2');
     await balance(sb);
-    const s = (await call(sb, 'GET', '/__sandbox/stats', null)).body;
+    const s = (await call(sb, 'GET', '/__sandbox/stats', null, undefined, { 'x-sandbox-admin-token': sb.adminToken })).body;
     expect(s.requests).toMatchObject({ submit: 2, balance: 1 });
     expect(s.tasks_created_by_key).toEqual({ [keyHash('k1')]: 1, [keyHash('k2')]: 1 });
     expect(s.requests_by_key[keyHash('k1')]).toBe(2);
     expect(s.tasks_by_state.running + s.tasks_by_state.finished).toBe(2);
-    const list = (await call(sb, 'GET', `/__sandbox/tasks?key=${keyHash('k2')}`, null)).body.tasks as Json[];
+    const list = (await call(sb, 'GET', `/__sandbox/tasks?key=${keyHash('k2')}`, null, undefined, { 'x-sandbox-admin-token': sb.adminToken })).body.tasks as Json[];
     expect(list).toHaveLength(1);
     expect(list[0]).toMatchObject({ model: FLASH, key: keyHash('k2'), callback_url: null });
     expect(JSON.stringify(s)).not.toContain('"k1"');

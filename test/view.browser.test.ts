@@ -9,6 +9,7 @@ import { consoleErrors, describeBrowser, launchChromium } from './helpers/browse
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { startViewProcess, type ViewProcess } from './helpers/view.js';
+import { admin } from './helpers/admin.js';
 
 /**
  * `genbatch view` in Chromium (playwright-core): what a reviewer sees and does. A run against the in-process
@@ -126,12 +127,12 @@ describeBrowser('genbatch view in Chromium', () => {
     for (const id of ['harbour-dawn', 'forest-fog']) await page.locator(`.card[data-id="${id}"] .gb-reject`).click();
     await expect.poll(() => page.locator('.card .m-rejected').count()).toBe(2);
     const before = taskIds(out);
-    const tasksBefore = ((await (await fetch(`${sb.url}/__sandbox/stats`)).json()) as { tasks_total: number }).tasks_total;
+    const tasksBefore = ((await (await fetch(`${sb.url}/__sandbox/stats`, admin(sb))).json()) as { tasks_total: number }).tasks_total;
     const r = await runCli(['run', m, '--base-url', sb.url, '--time-scale', FAST, '--out', out, '--redo', 'rejected'], { GENBATCH_API_KEY: KEY });
     // Exit 1: the run still holds a failed job (policy-wall), which --redo rejected leaves as it is.
     expect(r.code, r.stdout + r.stderr).toBe(1);
     expect(r.stdout + r.stderr).toContain('5 done');
-    const tasksAfter = ((await (await fetch(`${sb.url}/__sandbox/stats`)).json()) as { tasks_total: number }).tasks_total;
+    const tasksAfter = ((await (await fetch(`${sb.url}/__sandbox/stats`, admin(sb))).json()) as { tasks_total: number }).tasks_total;
     expect(tasksAfter - tasksBefore).toBe(2);
     const after = taskIds(out);
     const changed = [...after].filter(([id, task]) => before.get(id) !== task).map(([id]) => id);

@@ -193,6 +193,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         const resume = stopReason === 'signal' ? `; run the same command to resume: ${o.resume ?? o.again ?? 'genbatch run <manifest>'}` : '';
         out.write(`genbatch: ${ended} ${e.wall_seconds.toFixed(1)} s: ${stateCounts(e.counts)}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}${resume}\n`);
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
+        if (e.callbacks_ignored) out.write(`genbatch: ${e.callbacks_ignored} completion callback(s) ignored: they named another task than the job's, an earlier attempt, or no job of this run (a leaked or forged callback URL?)\n`);
         for (const line of redoLines(e, redoAgain, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);
         break;
       }

@@ -1,5 +1,5 @@
 import { errors, type Dispatcher, type FormData } from 'undici';
-import { ApiError, BadResponseError, GenbatchError, NetworkError } from '../errors.js';
+import { ApiError, BadResponseError, DeadlineError, GenbatchError, NetworkError } from '../errors.js';
 import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, UPLOAD_MIN_BYTES_PER_SEC } from './limits.js';
 import { abortReason, retryAfterMs } from './retry.js';
 import { ErrorBodySchema } from './schemas.js';
@@ -202,6 +202,8 @@ function transportError(err: unknown, sent: boolean, opts: SendOptions, apiKey: 
   if (err instanceof GenbatchError) return err;
   const code = errorCode(err) ?? (err instanceof Error ? err.name : 'unknown');
   const detail = err instanceof Error ? err.message : String(err);
+  // undici's own idle timeouts (set a little past the deadline) are cuts for time too.
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return new DeadlineError(redact(`${what(opts)}: ${code}: ${detail}`, apiKey), sent, { cause: err });
   return new NetworkError(redact(`${what(opts)}: ${code}: ${detail}${sent ? '' : ' (request not sent)'}`, apiKey), sent, { cause: err });
 }
 

@@ -1,4 +1,4 @@
-import { AmbiguousSubmitError, ApiError, BadResponseError, GenbatchError, NetworkError, UnusableAnswerError } from '../errors.js';
+import { AmbiguousSubmitError, ApiError, BadResponseError, DeadlineError, GenbatchError, NetworkError, UnusableAnswerError } from '../errors.js';
 
 /**
  * The one retry layer of genbatch. Decisions are made only from the error's
@@ -12,6 +12,7 @@ import { AmbiguousSubmitError, ApiError, BadResponseError, GenbatchError, Networ
  * | NetworkError sent=false      | retry | retry                | retry                |
  * | NetworkError sent=true       | retry | AmbiguousSubmitError | retry                |
  * | UnusableAnswerError (2xx)    | retry, at most UNUSABLE_TRIES tries | AmbiguousSubmitError | retry, idem |
+ * | DeadlineError (a NetworkError) | retry, counted with the unusable answers | as NetworkError | retry, idem |
  * | BadResponseError (HTTP 2xx)  | fail  | AmbiguousSubmitError | fail                 |
  * | anything else (4xx, ...)     | fail  | fail                 | fail                 |
  *
@@ -27,7 +28,8 @@ import { AmbiguousSubmitError, ApiError, BadResponseError, GenbatchError, Networ
  *
  * Choice (unusable answers): an answer over its size limit or nested too deep (limits.ts) may be a
  * passing fault of the server, so it is asked again, but only a few times: each try costs up to the
- * limit in bytes. A NetworkError includes a request cut at its deadline (a server dripping bytes).
+ * limit in bytes. A NetworkError includes a request cut at its deadline (a server dripping bytes): a
+ * DeadlineError, which costs a whole deadline, so it counts with the unusable answers (at most 3 tries).
  */
 
 /** Tries (the first included) of a request whose answer is unusable (too large, nested too deep). */
@@ -138,7 +140,8 @@ export async function withRetry<T>(fn: (tryNumber: number) => Promise<T>, opts: 
       }
       if (signal?.aborted) throw abortReason(signal);
       if (decision !== 'retry' || tryNumber >= policy.maxAttempts || !(err instanceof GenbatchError)) throw err;
-      if (err instanceof UnusableAnswerError && ++unusable >= UNUSABLE_TRIES) throw err;
+      // A request cut at its deadline cost a whole deadline: like an unusable answer, it is tried at most UNUSABLE_TRIES times.
+      if ((err instanceof UnusableAnswerError || err instanceof DeadlineError) && ++unusable >= UNUSABLE_TRIES) throw err;
       const retryAfter = err instanceof ApiError ? err.retryAfterMs : null;
       let delayMs = delay(tryNumber, policy, retryAfter, opts.random);
       // The contract says to wait before retrying a 429: without Retry-After, never less than baseMs.

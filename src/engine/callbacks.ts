@@ -1,24 +1,20 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
-import { TaskSchema, nestingWithin } from '../client/index.js';
 import { UsageError } from '../errors.js';
-import type { TaskView } from './ports.js';
 
 /**
  * The completion-callback receiver (`--listen HOST:PORT`). It accepts POSTs
- * only on a path ending in this run's unguessable token, answers 200 at once,
- * and hands `{job, task_id, status, task}` to the engine: `task` is the ended task
- * when the body reads as a status answer, which the engine takes as that task's
- * status read when it waits on that very task (else it confirms with one read;
- * duplicate and late deliveries find the job no longer waited on). A body nested deeper than a status
- * answer may be (MAX_DEPTH) gives no task: the engine reads the status instead, whose reader bounds
- * nesting and says why (a task nested 6,000 levels deep overflowed the stack when it was stored,
- * and the run crashed). The job id travels in the `job`
- * query parameter, so a late callback can adopt a task whose submit answer
- * was lost (an `uncertain` job), and the attempt in `attempt`, so only a
- * callback of the job's latest submit can.
+ * only on a path ending in this run's unguessable token (compared in constant
+ * time), answers 200 at once, and hands `{job, attempt, task_id, status}` to the
+ * engine. A callback is a hint, never a source: the service does not sign
+ * callbacks and a callback URL can leak (logs, proxies), so the engine acts only
+ * on its own status read of the task (one read, at once), never on what the body
+ * says the task holds (its result URLs are not even kept). The job id travels in
+ * the `job` query parameter, so a late callback can adopt a task whose submit
+ * answer was lost (an `uncertain` job; the status read then decides), and the
+ * attempt in `attempt`, so only a callback of the job's latest submit can.
  */
 export interface CallbackNote {
   job: string;
@@ -26,18 +22,16 @@ export interface CallbackNote {
   attempt: number | null;
   taskId: string;
   status: string;
-  /** The ended task (status `finished` or `failed`) when the body's `data` has the status answer's shape; else null. */
-  task: TaskView | null;
 }
 
 const bodySchema = z.object({ data: z.object({ task_id: z.string().min(1), status: z.string() }) });
 const MAX_BODY = 1 << 20;
 
-/** The task a callback body carries, read like a status answer (same schema), when it has ended. */
-function endedTask(raw: unknown): TaskView | null {
-  const data = typeof raw === 'object' && raw !== null ? (raw as { data?: unknown }).data : undefined;
-  const task = TaskSchema.safeParse(data);
-  return task.success && (task.data.status === 'finished' || task.data.status === 'failed') ? task.data : null;
+/** Whether `given` is `token`, in time that does not depend on where they differ. */
+function sameToken(given: string | undefined, token: string): boolean {
+  const a = Buffer.from(given ?? '');
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 export function parseListen(spec: string): { host: string; port: number } {
@@ -65,7 +59,7 @@ export class CallbackReceiver {
   constructor(
     private readonly onNote: (note: CallbackNote) => void,
     readonly token: string = newCallbackToken(),
-    /** Takes the API key out of what a callback carries (its task id and task are stored and reported). */
+    /** Takes the API key out of what a callback carries (its task id is stored and reported). */
     private readonly redact: (value: unknown) => unknown = (v) => v,
   ) {}
 
@@ -73,7 +67,7 @@ export class CallbackReceiver {
     const server = createServer((req, res) => {
       const url = new URL(req.url ?? '/', 'http://x');
       const last = url.pathname.split('/').filter(Boolean).pop();
-      if (req.method !== 'POST' || last !== this.token) {
+      if (req.method !== 'POST' || !sameToken(last, this.token)) {
         this.rejected++;
         res.writeHead(404).end();
         req.resume();
@@ -89,13 +83,11 @@ export class CallbackReceiver {
       req.on('end', () => {
         let note: CallbackNote | null = null;
         try {
-          const text = Buffer.concat(chunks).toString('utf8');
-          const raw: unknown = this.redact(JSON.parse(text));
-          const body = bodySchema.parse(raw);
+          const body = bodySchema.parse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
           const job = url.searchParams.get('job');
           const attempt = url.searchParams.get('attempt');
           const n = attempt === null ? null : /^[1-9]\d{0,8}$/.test(attempt) ? Number(attempt) : NaN;
-          if (job && !Number.isNaN(n)) note = { job, attempt: n, taskId: body.data.task_id, status: body.data.status, task: nestingWithin(text) ? endedTask(raw) : null };
+          if (job && !Number.isNaN(n)) note = { job, attempt: n, taskId: String(this.redact(body.data.task_id)), status: String(this.redact(body.data.status)) };
         } catch {
           note = null;
         }

@@ -58,9 +58,10 @@ export type EngineEvent =
    * balance_after: read after this invocation's work (null: not read). charged: this invocation's balance before
    * minus after (null: either not read). run_charged: the run's charge over all its invocations, as in report.json's
    * summary.credits.charged (null: one of them not measured). failed_ids, expired_ids: the first 20 jobs in that
-   * state at the end (`run --redo` sends them again).
+   * state at the end (`run --redo` sends them again). callbacks_ignored: completion callbacks (--listen) ignored
+   * because they named another task than the job's recorded one, an earlier attempt, or no job of the run.
    */
-  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null; charged: number | null; run_charged: number | null; failed_ids?: string[]; expired_ids?: string[] };
+  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null; charged: number | null; run_charged: number | null; failed_ids?: string[]; expired_ids?: string[]; callbacks_ignored?: number };
 
 /** Why new submissions stopped early. */
 export type StopReason = 'signal' | 'insufficient-credits' | 'lease-lost';

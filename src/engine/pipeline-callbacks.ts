@@ -25,8 +25,8 @@ export function sentTime(submittedAt: string | null, fallback: number): number {
 }
 
 /**
- * Completion callbacks (`--listen`): a callback for a job waited on goes to Polls (the ended task
- * taken as its status read, or the task read next); one for an `uncertain` job adopts the task it
+ * Completion callbacks (`--listen`): a callback for a job waited on goes to Polls (its task read next,
+ * one read; only that answer is acted on); one for an `uncertain` job adopts the task it
  * names; one that came while the job was still `submitting` is kept until that submit ends. The
  * uncertain jobs of this run (and those found at its start that may still call back) keep the run
  * waiting a while at its end (graceEnd).
@@ -42,6 +42,7 @@ export class Callbacks {
   private readonly uncertainHere = new Set<string>();
   /** Adoptions and lookups in flight: the run does not end before they are done. */
   private working = 0;
+  private ignoredCount = 0;
 
   constructor(
     private readonly c: StageContext,
@@ -64,42 +65,55 @@ export class Callbacks {
     if (this.c.opts.callbackUrlFor) this.uncertainHere.add(id);
   }
 
+  /** Callbacks ignored: they named a task that is not the job's recorded one, an earlier attempt, or no job of this run. */
+  get ignored(): number {
+    return this.ignoredCount;
+  }
+
   /**
-   * A completion callback for `note.job`. A job waited on with this task: Polls (see Polls.notify); an uncertain
-   * job without a task id adopts the task (the job id and attempt in the callback URL prove it came from our
-   * latest submit), then is read; a job still `submitting` keeps the note for the end of its submit. Duplicates
-   * and late deliveries find the job no longer waited on and change nothing.
+   * A completion callback for `note.job`: a hint, never a source. A job waited on with this task is read at once
+   * (Polls.notify: one read, whose answer alone is acted on); an uncertain job without a task id adopts the task (the
+   * job id and attempt in the callback URL prove it came from our latest submit), then is read; a job still
+   * `submitting` keeps the note for the end of its submit. A callback naming another task than the job's recorded
+   * one, an earlier attempt, or an unknown job is ignored and counted. Duplicates and late deliveries find the job
+   * no longer waited on and change nothing.
    */
   onCallback(note: CallbackNote): void {
-    if (this.polls.notify(note.job, note.taskId, note.task)) return;
+    const heard = this.polls.notify(note.job, note.taskId);
+    if (heard === 'read') return;
+    if (heard === 'other-task') return this.ignore();
     this.track(note.job, async () => {
       const row = await this.c.store.getJob(note.job);
-      if (!row || this.c.opts.signal.aborted) return;
+      if (this.c.opts.signal.aborted) return;
+      if (!row) return this.ignore();
       if (row.state === 'submitted' && row.task_id === note.taskId) {
         // Waited on by another worker (PostgreSQL, receivers behind one public URL): this one takes it over
         // and reads it now; the other's writes about it are refused from then on.
         const taken = await this.c.store.adoptWaiting(note.job, note.taskId);
-        if (taken && !this.polls.notify(note.job, note.taskId, note.task)) {
+        if (taken && this.polls.notify(note.job, note.taskId) === 'not-waited') {
           const w = this.polls.waitOn(note.job, note.taskId, taken.model, sentTime(taken.submitted_at, Date.now()), Date.now());
           w.notified = true;
         }
         return;
       }
-      if (row.task_id !== null) return;
+      if (row.task_id !== null) {
+        if (row.task_id !== note.taskId) this.ignore();
+        return;
+      }
       // A callback of an earlier submit of this job (its URL names another attempt) names a task made for
       // an earlier spec or attempt: it never adopts. URLs without an attempt (older genbatch) still do.
-      if (note.attempt !== null && note.attempt !== row.attempts) return;
+      if (note.attempt !== null && note.attempt !== row.attempts) return this.ignore();
       if (row.state === 'submitting') this.early.set(note.job, note.taskId);
       else if (row.state === 'uncertain') await this.adopt(note.job, note.taskId, row.model);
     });
   }
 
-  /** The submit of job `id` ended: a callback that came before it names the task now waited on (read now), or adopts it when the job became uncertain. */
+  /** The submit of job `id` ended: a callback that came before it names the task now waited on (read now; another task: ignored), or adopts it when the job became uncertain. */
   submitEnded(id: string): void {
     const taskId = this.early.get(id);
     if (taskId === undefined) return;
     this.early.delete(id);
-    this.polls.readNow(id, taskId);
+    if (!this.polls.readNow(id, taskId)) this.ignore();
     this.track(id, async () => {
       const row = await this.c.store.getJob(id);
       if (row && row.state === 'uncertain' && !this.c.opts.signal.aborted) await this.adopt(id, taskId, row.model);
@@ -126,6 +140,10 @@ export class Callbacks {
     const row = await this.c.store.getJob(job);
     const adopted = this.polls.waitOn(job, taskId, model, sentTime(row?.submitted_at ?? null, Date.now()), Date.now());
     adopted.notified = true;
+  }
+
+  private ignore(): void {
+    this.ignoredCount++;
   }
 
   /** Run fn counted as busy; its failure is a warning about the job. */

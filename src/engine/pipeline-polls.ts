@@ -17,6 +17,14 @@ const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
  * the run lasts. Once its task is older than its results can live (24 h after submit), such a job is `failed`.
  */
 const POLL_GIVE_UP = 5;
+/**
+ * The total time a job's status reads may spend cut at the request deadline (a status endpoint that drips or
+ * holds every answer open), counted from read start to the error, until a usable answer: 5 min (x time scale).
+ * Past it the job ends `failed` with the reason. The read that crosses it ends first, and each read is cut at
+ * most 3 times (retry.ts), so the whole is at most 5 min + 3 request deadlines and their backoff (about 8 min at
+ * the default 60 s), where before each read was cut 8 times and 5 such reads left the job `submitted` (~40 min).
+ */
+export const DEADLINE_CUTS_MS = 5 * 60_000;
 
 /** A task being waited on. */
 export interface Waiting {
@@ -34,6 +42,8 @@ export interface Waiting {
   typicalMs: [number, number];
   /** A completion callback named this task: it is read before any other. */
   notified: boolean;
+  /** Time (ms) its status reads spent cut at the request deadline since the last usable answer. */
+  cutMs: number;
 }
 
 /**
@@ -55,8 +65,6 @@ export class Polls {
   private tokenHeld = false;
   private tokenWait = false;
   private inFlight = 0;
-  /** Ended tasks whose record is being written (the run does not end meanwhile). */
-  private settling = 0;
   /** Status reads sent in this run. */
   statusRequests = 0;
 
@@ -73,9 +81,9 @@ export class Polls {
     return this.waiting.size;
   }
 
-  /** Reads in flight and ended tasks being recorded. */
+  /** Reads in flight (an ended task is recorded before its read counts as done). */
   get busy(): number {
-    return this.inFlight + this.settling;
+    return this.inFlight;
   }
 
   /** Wait on a task sent at `sentAt` (ms epoch): first read at `firstAt`, or by default not before its model's typical minimum (with callbacks on, its typical maximum). */
@@ -83,7 +91,7 @@ export class Polls {
     const spec = findModel(model);
     const [min, max] = spec?.typicalSeconds ?? [15, 60];
     const typicalMs: [number, number] = [this.c.scaled(min * 1000), this.c.scaled(max * 1000)];
-    const w: Waiting = { taskId, model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0, sentAt, runningAt: 0, typicalMs, notified: false };
+    const w: Waiting = { taskId, model, endpoint: spec?.resultEndpoint ?? 'status', dueAt: 0, failures: 0, sentAt, runningAt: 0, typicalMs, notified: false, cutMs: 0 };
     this.waiting.set(id, w);
     this.schedule(id, w, firstAt ?? sentAt + (this.c.opts.callbackUrlFor ? typicalMs[1] : typicalMs[0]));
     return w;
@@ -102,32 +110,31 @@ export class Polls {
   }
 
   /**
-   * A completion callback for job `id` naming `taskId`, with the ended task when its body carries one. True when
-   * the job is waited on (then handled: taken as the task's status read when it carries the ended task of a status
-   * endpoint task, else the task is read next, before any other); false when it is not.
+   * A completion callback for job `id` naming `taskId`. A callback is a hint: the task is read next, before any
+   * other (one read, whose answer alone is acted on; a read in flight is followed by another when it found the
+   * task still running). 'read' when the job waits on that task, 'other-task' when it waits on another (the
+   * callback is ignored), 'not-waited' when the job is not waited on here.
    */
-  notify(id: string, taskId: string, task: TaskView | null): boolean {
+  notify(id: string, taskId: string): 'read' | 'other-task' | 'not-waited' {
     const w = this.waiting.get(id);
-    if (!w) return false;
-    if (w.taskId !== taskId) return true;
-    if (task && w.endpoint === 'status' && w.dueAt !== Infinity) {
-      // The callback carries the ended task, as a status read would answer: no read is spent on it.
-      this.settleNow(id, w, task);
-      return true;
-    }
+    if (!w) return 'not-waited';
+    if (w.taskId !== taskId) return 'other-task';
     w.notified = true;
     if (w.dueAt !== Infinity) this.schedule(id, w, Date.now()); // read next (one read confirms)
     this.c.wake();
-    return true;
+    return 'read';
   }
 
-  /** Read job `id` next when it waits on `taskId` (a callback for it came before its submit answered). */
-  readNow(id: string, taskId: string): void {
+  /** Read job `id` next when it waits on `taskId` (a callback for it came before its submit answered); false when it waits on another task. */
+  readNow(id: string, taskId: string): boolean {
     const w = this.waiting.get(id);
-    if (!w || w.taskId !== taskId || w.dueAt === Infinity) return;
+    if (!w) return true;
+    if (w.taskId !== taskId) return false;
+    if (w.dueAt === Infinity) return true;
     w.notified = true;
     this.schedule(id, w, Date.now());
     this.c.wake();
+    return true;
   }
 
   /** Start the reads the cap allows now; returns when the next task is due (ms epoch). */
@@ -240,6 +247,13 @@ export class Polls {
         return;
       }
       w.failures++;
+      if (err instanceof DeadlineError) w.cutMs += Date.now() - readAt;
+      if (w.cutMs >= this.c.scaled(DEADLINE_CUTS_MS)) {
+        this.waiting.delete(id);
+        const total = `${+(w.cutMs / 1000).toFixed(1)} s`;
+        await this.c.move(id, 'submitted', 'failed', { last_error: `status reads of task ${w.taskId} were cut at the request deadline for ${total} in all (the bound is ${+(this.c.scaled(DEADLINE_CUTS_MS) / 1000).toFixed(3)} s): ${errorText(err)}` });
+        return;
+      }
       if (w.failures >= POLL_GIVE_UP && (await this.pastResults(id))) {
         this.waiting.delete(id);
         await this.c.move(id, 'submitted', 'failed', { last_error: `no usable status of task ${w.taskId} within the 24 h its results live after submit: ${errorText(err)}` });
@@ -258,6 +272,7 @@ export class Polls {
     }
     if (this.waiting.get(id) !== w) return; // settled meanwhile
     w.failures = 0;
+    w.cutMs = 0;
     if (task.status === 'finished' || task.status === 'failed') await this.settle(id, w, task);
     else {
       w.runningAt = readAt - w.sentAt;
@@ -267,18 +282,7 @@ export class Polls {
     }
   }
 
-  /** settle() started outside a read (a callback): counted as busy until recorded. */
-  private settleNow(id: string, w: Waiting, task: TaskView): void {
-    this.settling++;
-    void this.settle(id, w, task)
-      .catch((err: unknown) => this.c.warn(id, err))
-      .finally(() => {
-        this.settling--;
-        this.c.wake();
-      });
-  }
-
-  /** The task of a waited-on job ended (a status read, or a completion callback carrying the task): record it. */
+  /** The task of a waited-on job ended (its status read said so): record it. */
   private async settle(id: string, w: Waiting, task: TaskView): Promise<void> {
     this.waiting.delete(id);
     this.ready.delete(id);

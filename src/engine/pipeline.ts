@@ -58,6 +58,11 @@ export class Pipeline {
     return this.polls.statusRequests;
   }
 
+  /** Completion callbacks ignored: another task than the job's recorded one, an earlier attempt, or no job of this run. */
+  get callbacksIgnored(): number {
+    return this.callbacks.ignored;
+  }
+
   /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
   /** The last claim took no pending job because each would go over the credit limit (--max-credits, the budget). */
   get heldByBudget(): boolean {

@@ -313,6 +313,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       run_charged: credits.charged,
       failed_ids: firstIds(store, 'failed', SUMMARY_IDS),
       expired_ids: firstIds(store, 'expired', SUMMARY_IDS),
+      ...(callbackUrlFor ? { callbacks_ignored: pipeline.callbacksIgnored } : {}),
     });
     return { exitCode, counts, statusRequests: pipeline.statusRequests };
   } catch (err) {

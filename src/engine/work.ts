@@ -57,6 +57,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   const early: CallbackNote[] = [];
   const callbacks = o.callbacks ? await listen(o.callbacks, (note) => (pipeline ? pipeline.onCallback(note) : early.push(note)), emit) : null;
   let statusRequests = 0;
+  let callbacksIgnored = 0;
   let stopReason: string | null = null;
   try {
     const keepWaiting = async (): Promise<boolean> => {
@@ -91,6 +92,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
       for (const note of early.splice(0)) pipeline.onCallback(note);
       await running;
       statusRequests += pipeline.statusRequests;
+      callbacksIgnored += pipeline.callbacksIgnored;
       stopReason = pipeline.stopReason;
       pipeline = null;
       if (stopReason !== 'lease-lost' || o.signal.aborted) break;
@@ -106,7 +108,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   }
   const exitCode = exitCodeFor(counts, o.signal, stopReason);
   const [failed, expired] = await Promise.all((['failed', 'expired'] as const).map((s) => (counts[s] > 0 ? o.firstIds(s, SUMMARY_IDS) : [])));
-  emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: statusRequests, balance_after: null, charged: null, run_charged: null, failed_ids: failed ?? [], expired_ids: expired ?? [] });
+  emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: statusRequests, balance_after: null, charged: null, run_charged: null, failed_ids: failed ?? [], expired_ids: expired ?? [], ...(callbacks ? { callbacks_ignored: callbacksIgnored } : {}) });
   return { exitCode, counts, statusRequests };
 }
 

@@ -1,7 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
 import { Agent } from 'undici';
-import { isLoopbackHost, isPrivateHost } from './net.js';
+import { isLoopbackHost, isPrivateHost } from '../lib/address.js';
 
 /**
  * Outgoing requests of the sandbox (callback deliveries, upload/url downloads)

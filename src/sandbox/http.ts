@@ -8,6 +8,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Endpoint name for stats and faults: submit, status, detail, balance, upload, file, chat, admin. */
     endpoint?: string;
+    /** An admin endpoint that shows secrets (callback URLs and their tokens, other keys' data): the admin token always. */
+    secret?: boolean;
   }
 }
 

@@ -31,7 +31,7 @@ export interface Sandbox {
   localUrl: string;
   /** The API keys it accepts, in option order. */
   keys: string[];
-  /** The token /__sandbox/* requires in X-Sandbox-Admin-Token (not needed from loopback to a loopback host). */
+  /** The token /__sandbox/* requires in X-Sandbox-Admin-Token (tasks and stats: always; clock and faults: not from loopback to a loopback host). */
   adminToken: string;
   /** The virtual clock: `advance(seconds)` moves it forward; `now()` is virtual epoch ms. */
   clock: { advance(seconds: number): void; now(): number };

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { UsageError } from '../errors.js';
+import { DEFAULT_CONNECTION_CAPS, type ConnectionCaps } from './connections.js';
 import { parseFaults, type FaultRule } from './faults.js';
 import { systemResolver } from './guard.js';
 
@@ -47,6 +48,12 @@ export interface SandboxOptions {
   videoBytes?: number;
   /** Virtual clock start, epoch ms. Default: now. */
   clockStart?: number;
+  /**
+   * Connection caps against a slowloris (connections.ts): at most `perClient` open connections per client
+   * address (default 256) and `total` in all (default 1000; the oldest idle one makes room), headers within
+   * `headersMs` (default 10000), a whole request within `requestMs` (default 600000).
+   */
+  connections?: Partial<ConnectionCaps>;
   /** How long a callback receiver may take to answer, in real ms. Default 10000 x timeScale, at least 1000. */
   callbackTimeoutMs?: number;
   /**
@@ -85,6 +92,7 @@ export interface ResolvedOptions {
   callbackTimeoutMs: number;
   resolveHost: (host: string) => Promise<string[]>;
   adminToken: string;
+  connections: ConnectionCaps;
 }
 
 export const DEFAULT_CREDITS = 10000;
@@ -192,7 +200,17 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
     callbackTimeoutMs: optional(o.callbackTimeoutMs, Math.min(MAX_TIMER_MS, Math.max(1000, 10000 * timeScale)), checkTimerMs, 'callbackTimeoutMs'),
     resolveHost: o.resolveHost ?? systemResolver,
     adminToken: o.adminToken === undefined ? randomBytes(18).toString('base64url') : checkAdminToken(o.adminToken),
+    connections: checkCaps({ ...DEFAULT_CONNECTION_CAPS, ...o.connections }),
   };
+}
+
+/** Connection caps: positive integers, the headers deadline within the request deadline. */
+function checkCaps(c: ConnectionCaps): ConnectionCaps {
+  for (const [name, v] of Object.entries(c)) {
+    if (!Number.isInteger(v) || v < 1) throw new UsageError(`connections.${name} expects an integer >= 1, got ${String(v)}`);
+  }
+  if (c.headersMs > c.requestMs) throw new UsageError(`connections.headersMs (${c.headersMs}) must be at most connections.requestMs (${c.requestMs})`);
+  return c;
 }
 
 /** An admin token: 16 to 256 printable ASCII characters without spaces (a short one is guessable). */

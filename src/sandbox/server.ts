@@ -1,6 +1,7 @@
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chatRoutes } from './chat.js';
+import { capConnections, HTTP_OPTIONS } from './connections.js';
 import type { SandboxContext } from './context.js';
 import { clientErrorHandler, frameworkAnswer, MAX_PARAM_LENGTH, poisonedKey } from './framework.js';
 import { FAULT_ENDPOINTS, isAfterKind, type FaultEndpoint } from './faults.js';
@@ -39,6 +40,8 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     logger: false,
     bodyLimit: 32 * 1024 * 1024,
     keepAliveTimeout: 30_000,
+    requestTimeout: ctx.options.connections.requestMs,
+    http: HTTP_OPTIONS,
     return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     onProtoPoisoning: 'ignore',
@@ -52,6 +55,7 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     },
     clientErrorHandler,
   });
+  capConnections(app.server, ctx.options.connections, ctx.stats.connections);
   // Every endpoint takes JSON (or multipart, stream upload): a text/plain body is a 415 like any
   // other non-JSON type, instead of a string that then fails as "must be a JSON object".
   app.removeContentTypeParser('text/plain');
@@ -60,7 +64,8 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     const endpoint = req.routeOptions.config.endpoint ?? 'other';
     ctx.stats.request(endpoint, req.url);
     if (endpoint === 'admin' && !adminAllowed(ctx, req)) {
-      return sendError(reply, 401, 'the /__sandbox/ endpoints need the admin token in the X-Sandbox-Admin-Token header (printed at start, or set with --admin-token)');
+      const which = req.routeOptions.config.secret === true ? `${req.routeOptions.url ?? 'this endpoint'} needs` : 'the /__sandbox/ endpoints need';
+      return sendError(reply, 401, `${which} the admin token in the X-Sandbox-Admin-Token header (printed at start, or set with --admin-token)`);
     }
     const fault = (FAULT_ENDPOINTS as readonly string[]).includes(endpoint) ? ctx.faults.draw(endpoint as FaultEndpoint) : null;
     if (fault?.kind === 'slow') await sleep(fault.delayMs ?? ctx.options.slowMs);

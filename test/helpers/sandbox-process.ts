@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import { ADMIN_HEADER, printedAdminToken } from './admin.js';
 import { spawnCli } from './cli.js';
 
 /** One task as GET /__sandbox/tasks lists it. */
@@ -11,7 +12,7 @@ export interface SandboxTask {
   callback_delivered: boolean;
 }
 
-/** A sandbox served by `genbatch sandbox --port 0` in its own process; URL and key read from its stdout. */
+/** A sandbox served by `genbatch sandbox --port 0` in its own process; URL, key and admin token read from its stdout. */
 export interface SandboxProcess {
   url: string;
   key: string;
@@ -32,9 +33,11 @@ export function startSandboxProcess(args: string[] = []): Promise<SandboxProcess
       out += d.toString();
       const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
       const key = /^key: (\S+)$/m.exec(out)?.[1];
-      if (!url || !key) return;
+      if (!url || !key || !/^admin token /m.test(out)) return;
       clearTimeout(timer);
-      const get = async <T>(path: string): Promise<T> => (await (await fetch(url + path)).json()) as T;
+      // stats and tasks need the admin token even from loopback; a chosen one ("(as given)") is sent by the test itself.
+      const token = printedAdminToken(out);
+      const get = async <T>(path: string): Promise<T> => (await (await fetch(url + path, token === null ? {} : { headers: { [ADMIN_HEADER]: token } })).json()) as T;
       resolve({
         url,
         key,

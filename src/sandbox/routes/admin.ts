@@ -4,17 +4,19 @@ import { isoNoZone } from '../clock.js';
 import type { SandboxContext } from '../context.js';
 import { FAULT_ENDPOINTS, type FaultEndpoint, type ScriptStep } from '../faults.js';
 import { isObject, sendError } from '../http.js';
-import { isLoopbackHost } from '../net.js';
+import { isLoopbackHost } from '../../lib/address.js';
 import { stateAt, type TaskState } from '../tasks.js';
 
 /**
  * Admin endpoints under /__sandbox/ (sandbox only; no API key, but the admin token in the
- * X-Sandbox-Admin-Token header unless both the sandbox's host and the caller are loopback):
- *   GET  /__sandbox/clock                 virtual clock
- *   POST /__sandbox/clock {advance_s: N}  move it forward N seconds
- *   GET  /__sandbox/stats                 counters (see statsSnapshot)
- *   GET  /__sandbox/tasks[?key=<hash>]    every task: id, model, key hash, state, callback
- *   POST /__sandbox/faults {endpoint, steps: [...]}  script the next outcomes of an endpoint
+ * X-Sandbox-Admin-Token header). The two that show secrets (callback URLs with their path tokens,
+ * every key's tasks and counters) need it always; the others, which show none, answer without it
+ * when both the sandbox's host and the caller are loopback:
+ *   GET  /__sandbox/clock                 virtual clock                      (open on loopback)
+ *   POST /__sandbox/clock {advance_s: N}  move it forward N seconds          (open on loopback)
+ *   POST /__sandbox/faults {endpoint, steps: [...]}  script the next outcomes (open on loopback)
+ *   GET  /__sandbox/stats                 counters, per key too (see statsSnapshot)   token always
+ *   GET  /__sandbox/tasks[?key=<hash>]    every task: id, model, key hash, state, callback   token always
  */
 
 export function clockSnapshot(ctx: SandboxContext) {
@@ -34,6 +36,7 @@ export function statsSnapshot(ctx: SandboxContext) {
     tasks_by_state: byState,
     uploads: { ...ctx.stats.uploads },
     callbacks: { ...ctx.stats.callbacks, pending: ctx.scheduler.pending },
+    connections: { ...ctx.stats.connections },
     faults_injected: { ...ctx.faults.injected },
     clock: clockSnapshot(ctx),
     memory: { rss: process.memoryUsage().rss },
@@ -45,11 +48,13 @@ export type SandboxStats = ReturnType<typeof statsSnapshot>;
 export const ADMIN_TOKEN_HEADER = 'x-sandbox-admin-token';
 
 /**
- * Whether an admin request may pass: it carries the admin token, or the sandbox listens on a
- * loopback host and the request comes from a loopback address (nobody else can reach it then),
+ * Whether an admin request may pass: it carries the admin token, or (for an endpoint that shows no
+ * secret) the sandbox listens on a loopback host and the request comes from a loopback address,
  * addressed to a loopback name (Host: 127.0.0.1, localhost, [::1]; not a rebound web name).
- * The admin API lists every key's tasks (with the callback URLs' tokens) and moves the clock and
- * faults for every key, so on any other host it is never open.
+ * Loopback is not one user: another user of the machine, or any local process, reaches it too, so
+ * the endpoints that list callback URLs (their tokens let anyone forge callbacks) or other keys'
+ * data (`secret` in the route config) need the token even there. Clock and faults move for every
+ * key, so on any other host nothing is open.
  */
 export function adminAllowed(ctx: SandboxContext, req: FastifyRequest): boolean {
   const given = req.headers[ADMIN_TOKEN_HEADER];
@@ -58,6 +63,7 @@ export function adminAllowed(ctx: SandboxContext, req: FastifyRequest): boolean 
     const b = Buffer.from(ctx.options.adminToken);
     return a.length === b.length && timingSafeEqual(a, b);
   }
+  if (req.routeOptions.config.secret === true) return false;
   return isLoopbackHost(ctx.options.host) && isLoopbackHost(req.socket.remoteAddress ?? '') && isLoopbackHost(hostOf(req.headers.host));
 }
 
@@ -77,6 +83,7 @@ function hostOf(header: string | undefined): string {
 
 export function adminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   const config = { endpoint: 'admin' };
+  const secret = { endpoint: 'admin', secret: true };
   app.get('/__sandbox/clock', { config }, async () => clockSnapshot(ctx));
 
   app.post('/__sandbox/clock', { config }, async (req, reply) => {
@@ -89,9 +96,9 @@ export function adminRoutes(app: FastifyInstance, ctx: SandboxContext): void {
     return clockSnapshot(ctx);
   });
 
-  app.get('/__sandbox/stats', { config }, async () => statsSnapshot(ctx));
+  app.get('/__sandbox/stats', { config: secret }, async () => statsSnapshot(ctx));
 
-  app.get<{ Querystring: { key?: string } }>('/__sandbox/tasks', { config }, async (req) => {
+  app.get<{ Querystring: { key?: string } }>('/__sandbox/tasks', { config: secret }, async (req) => {
     const now = ctx.now();
     const tasks = [];
     for (const t of ctx.tasks.values()) {

@@ -6,7 +6,7 @@ import type { SandboxContext } from '../context.js';
 import { extensionFor } from '../extensions.js';
 import { clip } from '../framework.js';
 import { authenticate, authMessage, drop, faultOf, isObject, sendError, type ErrorStyle } from '../http.js';
-import { callbackUrlProblem } from '../net.js';
+import { callbackUrlProblem } from '../../lib/address.js';
 import { Rng, mixSeed } from '../rng.js';
 import { bannedMatcher, fileFormatProblem, moderationHit, outputsAsked, priceOf } from '../submit.js';
 import { planTask, startsRunning, type TaskRecord } from '../tasks.js';

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { fetch, type Dispatcher } from 'undici';
 import { addressAllowed, refusedAddress, type HostResolver } from '../guard.js';
-import { isLoopbackHost } from '../net.js';
+import { isLoopbackHost } from '../../lib/address.js';
 import { invalid, Refused } from './refused.js';
 
 /**
