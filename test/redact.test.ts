@@ -43,6 +43,8 @@ describe('redact: the API key out of a text', () => {
     expect(holdsKey('abc', 'abc')).toBe(false);
     expect(redactDeep({ a: 'abc' }, 'abc')).toEqual({ a: 'abc' });
     expect(redact('abcd', 'abcd')).toBe(REDACTED);
+    expect(holdsKey('xabcdx', 'abcd')).toBe(true);
+    expect(redactDeep({ a: 'abcd' }, 'abcd')).toEqual({ a: REDACTED });
   });
 
   it('a multi-byte key is found with each UTF-8 byte encoded', () => {
