@@ -189,6 +189,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--faults <spec>', 'fault injection, e.g. "submit:500=0.1,status:429=0.05"')
     .option('--failure-rate <r>', 'share of tasks that fail, 0 to 1 (default: 0)')
     .option('--partial-rate <r>', 'share of n > 1 tasks returning fewer outputs (rest refunded), 0 to 1 (default: 0)')
+    .option('--price-factor <f>', 'charge every task and chat call f times its price, a number >= 0 (default: 1)')
     .option('--allow-loopback', 'allow loopback callback and upload URLs')
     .option('--banned-words <list>', 'comma-separated words refused at submit with content_moderation_error ("": none; default: forbidden)')
     .option('--policy-words <list>', 'comma-separated words whose tasks fail with a content-policy message ("": none; default: unsafe-output)')
