@@ -38,6 +38,7 @@ export class Pipeline {
     private readonly opts: PipelineOptions,
   ) {
     const ctx = (this.ctx = new Context(store, opts));
+    if (opts.cap) opts.cap.wake = ctx.wake;
     this.downloads = new Downloads(ctx, download, () => this.submits.finished());
     this.polls = new Polls(ctx, service, this.downloads);
     this.callbacks = new Callbacks(ctx, this.polls);
@@ -104,8 +105,9 @@ export class Pipeline {
         if (!stopping) {
           await this.submits.fill();
           nextDue = Math.min(this.polls.fill(), await this.downloads.fill(), await this.leases());
+          if (opts.cap) nextDue = Math.min(nextDue, opts.cap.tick(Date.now()));
         }
-        const busy = this.submits.busy + this.polls.busy + this.downloads.busy + this.callbacks.busy;
+        const busy = this.submits.busy + this.polls.busy + this.downloads.busy + this.callbacks.busy + (opts.cap?.busy ?? 0);
         if (busy === 0) {
           if (stopping) break;
           if (this.submits.done && this.polls.size === 0 && this.downloads.queued === 0) {
@@ -195,6 +197,7 @@ class Context implements StageContext {
       return false;
     }
     this.opts.emit({ type: 'job', id, from, to, task_id: patch.task_id ?? null, error: patch.last_error ?? null });
+    this.opts.cap?.moved(id, from, to);
     for (const m of r.side) this.opts.emit({ type: 'job', id: m.id, from: m.from, to: m.to, task_id: null, error: m.error });
     return true;
   }
@@ -228,6 +231,7 @@ class Context implements StageContext {
 
   async giveUp(id: string): Promise<void> {
     this.givenUp.add(id);
+    this.opts.cap?.forget(id);
     await this.store.dropLeases([id]);
   }
 

@@ -38,6 +38,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
         charged: credits.charged,
         user_prices: run.user_prices === 1,
         invocations: credits.invocations,
+        cap: capNote(store),
       },
       ...(chat ? { chat } : {}),
     },
@@ -51,6 +52,28 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
  * measured to the next invocation's opening reading; when there is none, it is not measured and the run's
  * total is null. No invocation at all: 0 (nothing was sent or waited for).
  */
+/** The credit cap of a run as the reports show it (meta `credit_cap:<run id>`, written by runEngine). */
+export interface CapNote {
+  credits: number;
+  name: string;
+  stopped: boolean;
+}
+
+export function capMetaKey(runId: number): string {
+  return `credit_cap:${runId}`;
+}
+
+function capNote(store: Store): CapNote | null {
+  const raw = store.getMeta(capMetaKey(store.run().id));
+  if (raw === null) return null;
+  try {
+    const v = JSON.parse(raw) as Partial<CapNote>;
+    return typeof v.credits === 'number' && typeof v.name === 'string' ? { credits: v.credits, name: v.name, stopped: v.stopped === true } : null;
+  } catch {
+    return null;
+  }
+}
+
 export function runCredits(store: Store): { charged: number | null; invocations: ReportInvocation[] } {
   return chargesOf(store.invocations());
 }
