@@ -1,5 +1,5 @@
 import { priceClass } from '../pricing/classes.js';
-import type { JobRow, JobState } from '../store/index.js';
+import type { CapLedger, CapTotals, JobRow, JobState } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import type { StoredSpec } from './spec.js';
 
@@ -24,25 +24,6 @@ import type { StoredSpec } from './spec.js';
  *             (or, with PostgreSQL, of another worker) still reserved, it waits for their readings instead.
  * Any other use of the same API key moves the balance too and counts against the cap.
  */
-export interface CapLedger {
-  /**
-   * Reserve `credits` for job `id` when spent + reserved + credits <= cap (`unknown`: the price is not known, so
-   * `credits` is 0 and the job fits while spent + reserved < cap). Returns whether it did, with the totals.
-   */
-  reserve(id: string, credits: number, unknown: boolean): Promise<CapTotals & { ok: boolean }>;
-  /** Give back the reservation of a job that was not sent after all (nothing can have been charged). */
-  unreserve(id: string): Promise<void>;
-  /** The jobs whose reservations a reading begun now may end: `own` (this process's), and for a shared ledger, jobs of other workers that ended. */
-  releasable(own: readonly string[]): Promise<string[]>;
-  /** A balance reading: spent grows by the drop since the last reading (the first one only sets the base); the `release` jobs' reservations end. */
-  settle(reading: number, release: readonly string[]): Promise<CapTotals>;
-}
-
-export interface CapTotals {
-  spent: number;
-  reserved: number;
-}
-
 /** What the pipeline is told about the next job. */
 export type Admit = 'go' | 'wait' | 'stop';
 
@@ -149,6 +130,12 @@ export class CreditCap {
   forget(id: string): void {
     this.own.delete(id);
     if (this.alone?.id === id) this.alone = null;
+  }
+
+  /** Forget the jobs of a pipeline that stopped for lost leases (their reservations end with a later reading of any worker). */
+  reset(): void {
+    this.own.clear();
+    this.alone = null;
   }
 
   /** Start a reading when one is due; returns when the next is due (ms epoch). */

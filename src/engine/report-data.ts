@@ -38,7 +38,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
         charged: credits.charged,
         user_prices: run.user_prices === 1,
         invocations: credits.invocations,
-        cap: capNote(store),
+        cap: capOf(store),
       },
       ...(chat ? { chat } : {}),
     },
@@ -57,21 +57,29 @@ export interface CapNote {
   credits: number;
   name: string;
   stopped: boolean;
+  /** PostgreSQL: the run's charge as the budget row records it (every worker's readings), at the last worker's end. */
+  charged?: number;
 }
 
 export function capMetaKey(runId: number): string {
   return `credit_cap:${runId}`;
 }
 
-function capNote(store: Store): CapNote | null {
+export function capNote(store: Store): CapNote | null {
   const raw = store.getMeta(capMetaKey(store.run().id));
   if (raw === null) return null;
   try {
     const v = JSON.parse(raw) as Partial<CapNote>;
-    return typeof v.credits === 'number' && typeof v.name === 'string' ? { credits: v.credits, name: v.name, stopped: v.stopped === true } : null;
+    if (typeof v.credits !== 'number' || typeof v.name !== 'string') return null;
+    return { credits: v.credits, name: v.name, stopped: v.stopped === true, ...(typeof v.charged === 'number' ? { charged: v.charged } : {}) };
   } catch {
     return null;
   }
+}
+
+function capOf(store: Store): { credits: number; name: string; stopped: boolean } | null {
+  const c = capNote(store);
+  return c && { credits: c.credits, name: c.name, stopped: c.stopped };
 }
 
 export function runCredits(store: Store): { charged: number | null; invocations: ReportInvocation[] } {
