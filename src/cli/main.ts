@@ -79,7 +79,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
       8,
     )
     .option('--yes', 'proceed although some prices are unknown')
-    .option('--max-credits <n>', 'refuse when the known estimate exceeds this', num('--max-credits'))
+    .option('--max-credits <n>', 'cap on what is charged: refuse when the known estimate exceeds it; send no job that would take the charge past it (exit 5, jobs left pending)', num('--max-credits'))
     .option('--json', 'write NDJSON events to stdout')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
     .option('--prices <file>', 'user-supplied prices (model id -> credits), or a price book (see estimate --help)')
