@@ -118,10 +118,10 @@ export class Submits {
       if (this.selected && !this.uploadRetries.has(row.id)) this.handedOut++;
       this.inHand.add(row.id);
       this.inFlight++;
-      void this.submit(row)
-        .catch((err: unknown) => this.c.warn(row.id, err))
-        .then(() => opts.cap?.handBack(row.id))
-        .catch((err: unknown) => this.c.warn(row.id, err))
+      const sent = this.submit(row).catch((err: unknown) => this.c.warn(row.id, err));
+      // Under a cap, a job that was not sent after all gives its reservation back (no extra step without one).
+      const cap = opts.cap;
+      void (cap ? sent.then(() => cap.handBack(row.id)).catch((err: unknown) => this.c.warn(row.id, err)) : sent)
         .finally(() => {
           this.inFlight--;
           this.inHand.delete(row.id);
