@@ -58,6 +58,13 @@ export class CreditCap {
   private alone: { id: string; cls: string; before: number; estimate: number | null } | null = null;
   private reading: Promise<number | null> | null = null;
   private lastReadAt = 0;
+  /** The last reading, and when it began (ms epoch). */
+  private lastReading: number | null = null;
+  private lastReadStart = 0;
+  /** When this process last had nothing in flight after having something (a reading begun since sees no job of its own moving). */
+  private quietSince = 0;
+  /** admit() needs a fresh reading (a class's first job waits for it). */
+  private wantRead = false;
   private retryAt = 0;
   private failures = 0;
   /** The ledger's totals at the last reading or reservation. */
@@ -82,11 +89,15 @@ export class CreditCap {
     const cls = classOf(row);
     const price = this.prices.get(cls);
     if (price === undefined) {
-      // A class not observed yet: its job goes alone, measured from a fresh reading.
+      // A class not observed yet: its job goes alone, measured from a reading begun once nothing else was in
+      // flight (asked of tick(), never awaited here: the loop keeps beating its leases while the balance is read).
       if (this.own.size > 0) return 'wait';
-      const before = await this.read();
-      if (before === null) return this.failures >= READ_FAILURES ? 'stop' : 'wait';
-      if (this.alone || this.own.size > 0) return 'wait';
+      if (this.reading || this.lastReading === null || this.lastReadStart < this.quietSince) {
+        this.wantRead = true;
+        this.wake();
+        return 'wait';
+      }
+      const before = this.lastReading;
       const estimate = row.estimated_credits;
       const r = await this.o.ledger.reserve(row.id, estimate ?? 0, estimate === null);
       this.totals = r;
@@ -130,12 +141,14 @@ export class CreditCap {
   forget(id: string): void {
     this.own.delete(id);
     if (this.alone?.id === id) this.alone = null;
+    if (this.own.size === 0) this.quietSince = Date.now();
   }
 
   /** Forget the jobs of a pipeline that stopped for lost leases (their reservations end with a later reading of any worker). */
   reset(): void {
     this.own.clear();
     this.alone = null;
+    this.quietSince = Date.now();
   }
 
   /** Start a reading when one is due; returns when the next is due (ms epoch). */
@@ -144,7 +157,7 @@ export class CreditCap {
     const ended = [...this.own.values()].some((h) => h.ended !== null);
     const charging = this.own.size > 0 || this.totals.reserved > 0;
     // After a failed reading: again at retryAt (a job may be waiting for it).
-    const due = Math.max(this.retryAt, ended || this.failures > 0 ? 0 : charging ? this.lastReadAt + Math.max(50, READ_EVERY_MS * this.o.timeScale) : Infinity);
+    const due = Math.max(this.retryAt, ended || this.wantRead || this.failures > 0 ? 0 : charging ? this.lastReadAt + Math.max(50, READ_EVERY_MS * this.o.timeScale) : Infinity);
     if (now < due) return due;
     void this.read().then(() => this.wake());
     return Infinity;
@@ -164,6 +177,8 @@ export class CreditCap {
 
   private async readOnce(): Promise<number | null> {
     const own = [...this.own].filter(([, h]) => h.ended !== null).map(([id]) => id);
+    const started = Date.now();
+    this.wantRead = false;
     let reading: number;
     let release: string[];
     try {
@@ -183,6 +198,8 @@ export class CreditCap {
     }
     this.failures = 0;
     this.lastReadAt = Date.now();
+    this.lastReading = reading;
+    this.lastReadStart = started;
     for (const id of own) {
       const h = this.own.get(id)!;
       this.own.delete(id);
@@ -197,6 +214,8 @@ export class CreditCap {
         this.o.emit({ type: 'cap-price', id, class: a.cls, charged: charge, expected: a.estimate, price });
       }
     }
+    // Every job of this process ended before this reading began: it is the fresh reading a class's first job needs.
+    if (own.length > 0 && this.own.size === 0) this.quietSince = started;
     return reading;
   }
 

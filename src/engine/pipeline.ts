@@ -194,6 +194,8 @@ class Context implements StageContext {
     const r = await this.store.transition(id, from, to, patch, o);
     if (!r.moved) {
       this.opts.emit({ type: 'warning', message: `job ${id}: another worker holds it now (this worker's lease ran out); left to that worker` });
+      // Not this process's to wait for any more (its reservation ends with a later reading of any worker).
+      this.opts.cap?.forget(id);
       return false;
     }
     this.opts.emit({ type: 'job', id, from, to, task_id: patch.task_id ?? null, error: patch.last_error ?? null });
