@@ -93,8 +93,8 @@ export class CreditCap {
       // flight (asked of tick(), never awaited here: the loop keeps beating its leases while the balance is read).
       if (this.own.size > 0) return 'wait';
       if (this.reading || this.lastReading === null || this.lastReadStart < this.quietSince) {
+        // tick(), later in the same pass of the loop, starts the reading; its end wakes the loop (a wake here would spin it).
         this.wantRead = true;
-        this.wake();
         return 'wait';
       }
       const before = this.lastReading;
