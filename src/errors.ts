@@ -13,6 +13,8 @@ export const EXIT = {
   usage: 2,
   budget: 3,
   incomplete: 4,
+  /** The credit cap (--max-credits, the manifest budget) stopped the run: the next job would have gone over what was charged. */
+  capReached: 5,
   io: 74,
   internal: 70,
   sigint: 130,

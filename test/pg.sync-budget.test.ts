@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inTx, openPool, type Pool } from '../src/store/pg/db.js';
-import { budgetOf, releaseReservation, setBudgetCap } from '../src/store/pg/budget.js';
-import { claimPending } from '../src/store/pg/leases.js';
+import { openPool, type Pool } from '../src/store/pg/db.js';
+import { PgLedger, budgetOf, releaseReservation, setBudgetCap } from '../src/store/pg/budget.js';
 import { migrate } from '../src/store/pg/schema.js';
 import { syncOnce } from '../src/store/pg/sync-lock.js';
 import { seedRun, testDatabase, type TestDatabase } from './helpers/pg.js';
@@ -48,34 +47,36 @@ describe('PostgreSQL manifest sync lock and shared budget', () => {
     expect(await syncOnce(pool, runId, 'manifest-key-2', async () => undefined)).toBe('synced');
   });
 
-  it('4 workers claiming at once never reserve past the run budget together; a job ended uncharged gives its credits back once', async () => {
+  it('4 workers sending at once never reserve past the run cap together; a job ended uncharged gives its credits back once', async () => {
     const runId = await seedRun(pool, 'budget', Array.from({ length: 100 }, (_, i) => ({ id: `b${i}`, credits: 1.5 })));
     await setBudgetCap(pool, runId, 30);
-    const claimed = await Promise.all(
-      workers.map(async (p, w) => {
+    let next = 0;
+    const sent = await Promise.all(
+      workers.map(async (p) => {
+        const ledger = new PgLedger(p, runId);
         let mine = 0;
-        let held = false;
         for (;;) {
-          const c = await inTx(p, (tx) => claimPending(tx, runId, `w${w}`, 30_000, 3));
-          mine += c.jobs.length;
-          if (c.jobs.length === 0) {
-            held = c.heldByBudget;
-            return { mine, held };
-          }
+          const r = await ledger.reserve(`b${next++}`, 1.5, false);
+          if (!r.ok) return mine;
+          mine++;
         }
       }),
     );
-    expect(claimed.reduce((s, c) => s + c.mine, 0)).toBe(20);
-    expect(claimed.every((c) => c.held)).toBe(true);
+    expect(sent.reduce((s, n) => s + n, 0)).toBe(20);
     expect(await budgetOf(pool, runId)).toEqual({ cap: 30, reserved: 30 });
     const one = await pool.query<{ id: string }>(`SELECT id FROM jobs WHERE run_id = $1 AND reserved_credits IS NOT NULL ORDER BY seq LIMIT 1`, [runId]);
     const id = one.rows[0]!.id;
     expect(await releaseReservation(pool, runId, id)).toBe(1.5);
     expect(await releaseReservation(pool, runId, id)).toBe(0);
     expect(await budgetOf(pool, runId)).toEqual({ cap: 30, reserved: 28.5 });
-    // Room for exactly one more job.
-    const more = await inTx(pool, (tx) => claimPending(tx, runId, 'late', 30_000, 5));
-    expect(more.jobs).toHaveLength(1);
-    expect(more.heldByBudget).toBe(true);
+    // Room for exactly one more job; a job of unknown price fits while spent + reserved < cap.
+    const ledger = new PgLedger(pool, runId);
+    expect((await ledger.reserve('b90', 1.5, false)).ok).toBe(true);
+    expect((await ledger.reserve('b91', 1.5, false)).ok).toBe(false);
+    expect((await ledger.reserve('b91', 0, true)).ok).toBe(false);
+    // A reading: the first sets the base, the next counts the drop as spent; a rise (a refund) gives room back.
+    expect(await ledger.settle(1000, [])).toEqual({ spent: 0, reserved: 30 });
+    expect(await ledger.settle(991, ['b90'])).toEqual({ spent: 9, reserved: 28.5 });
+    expect(await ledger.settle(994, [])).toEqual({ spent: 6, reserved: 28.5 });
   });
 });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, type Pool } from '../src/store/pg/db.js';
+import { PgLedger } from '../src/store/pg/budget.js';
 import { migrate } from '../src/store/pg/schema.js';
 import { keyFingerprint, PgWorkStore, type PgWorkStoreOptions } from '../src/store/pg/work-store.js';
 import { seedRun, testDatabase, type SeedJob, type TestDatabase } from './helpers/pg.js';
@@ -130,35 +131,27 @@ describe('PgWorkStore: several workers on one run', () => {
     expect(await live.transition('a', 'submitted', 'downloading', { result: '{}' })).toEqual({ moved: true, side: [] });
   });
 
-  it('the run budget is shared: claims stop at the cap, credits of a job refused before it was charged go back', async () => {
+  it('under a run cap claims reserve nothing; a sent job reserves its price, and one refused before it was charged (or given back unsent) returns it', async () => {
     const runId = await run(Array.from({ length: 6 }, (_, i) => ({ id: `j${i}`, credits: 2 })));
     const one = await worker(runId, 'one', { creditCap: 7 });
     const two = await worker(runId, 'two');
+    const ledger = new PgLedger(admin, runId);
     expect((await one.claimPending(2)).jobs.map((j) => j.id)).toEqual(['j0', 'j1']);
     const second = await two.claimPending(10);
-    expect(second.jobs.map((j) => j.id)).toEqual(['j2']);
-    expect(second.overBudget).toBe(true);
+    expect(second.jobs.map((j) => j.id)).toEqual(['j2', 'j3', 'j4', 'j5']);
+    expect(second.overBudget).toBe(false);
+    for (const id of ['j0', 'j1', 'j2']) expect((await ledger.reserve(id, 2, false)).ok).toBe(true);
+    expect((await ledger.reserve('j3', 2, false)).ok).toBe(false);
     // j0 is refused (400): nothing charged, its 2 credits go back; j1 is created (charged): kept.
     await one.transition('j0', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
     await one.transition('j0', 'submitting', 'failed', { last_error: 'refused: 400' });
     await one.transition('j1', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
     await one.transition('j1', 'submitting', 'submitted', { task_id: 'task-j1' });
-    const third = await two.claimPending(10);
-    expect(third.jobs.map((j) => j.id)).toEqual(['j3']);
-    expect(third.overBudget).toBe(true);
-    const b = await admin.query('SELECT cap, reserved FROM budget WHERE run_id = $1', [runId]);
-    expect(b.rows).toEqual([{ cap: 7, reserved: 6 }]);
-    // A claimed job given back (not sent in this run) returns its credits too; another worker may take it.
-    await two.release(['j3']);
-    expect((await admin.query('SELECT reserved FROM budget WHERE run_id = $1', [runId])).rows).toEqual([{ reserved: 4 }]);
-    expect((await one.claimPending(1)).jobs.map((j) => j.id)).toEqual(['j3']);
-    // A worker that dies holding a claimed job: the next worker's claim of it reserves nothing more.
-    const dying = await worker(runId, 'dying', { leaseMs: 150 });
-    await one.release(['j3']);
-    expect((await dying.claimPending(1)).jobs.map((j) => j.id)).toEqual(['j3']);
-    await sleep(200);
-    expect((await two.claimPending(1)).jobs.map((j) => j.id)).toEqual(['j3']);
-    expect((await admin.query('SELECT reserved FROM budget WHERE run_id = $1', [runId])).rows).toEqual([{ reserved: 6 }]);
+    expect((await admin.query('SELECT cap, reserved FROM budget WHERE run_id = $1', [runId])).rows).toEqual([{ cap: 7, reserved: 4 }]);
+    // A job reserved and given back unsent (released) returns its credits too; another worker may take it.
+    await two.release(['j2']);
+    expect((await admin.query('SELECT reserved FROM budget WHERE run_id = $1', [runId])).rows).toEqual([{ reserved: 2 }]);
+    expect((await one.claimPending(1)).jobs.map((j) => j.id)).toEqual(['j2']);
   });
 
   it('a 429 on one worker holds every worker of the key for at least a window; the key itself is never stored', async () => {

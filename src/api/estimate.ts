@@ -20,6 +20,8 @@ export interface EstimateOptions {
   apiKey?: string;
   /** The manifest may name only files inside its folder (`--confine`). */
   confine?: boolean;
+  /** The cap a run would have (`--max-credits`): in the result's `cap`. */
+  maxCredits?: number;
 }
 
 export interface EstimateResult {
@@ -36,6 +38,13 @@ export interface EstimateResult {
   /** The manifest's `budget:`, or null. */
   budget: number | null;
   within_budget: boolean | null;
+  /**
+   * The credit cap a run would have (the tighter of --max-credits and the budget): what the run is charged stays
+   * within it plus one task per process; null: none.
+   */
+  cap: { credits: number; name: string } | null;
+  /** Jobs whose price no charge on the account has confirmed (published, yours or unknown): under a cap the first job of each price class goes alone. */
+  unconfirmed_price_jobs: number;
   /** Part of total_credits from user-supplied prices. */
   user_supplied_credits: number;
   /** Part of total_credits from prices observed on the account (`genbatch prices probe`). */
@@ -69,7 +78,7 @@ export type EstimateOutcome = { estimate: EstimateResult; problems: [] } | { est
 export async function estimateManifest(
   manifestPath: string,
   config: ServiceConfig | null,
-  opts: { prices?: string; keepJobs?: boolean; onJob?: (job: JobEstimate) => void; service?: string; confine?: boolean } = {},
+  opts: { prices?: string; keepJobs?: boolean; onJob?: (job: JobEstimate) => void; service?: string; confine?: boolean; maxCredits?: number } = {},
 ): Promise<EstimateOutcome> {
   const file = opts.prices ? await loadPriceFile(opts.prices) : { user: null, book: null };
   const fileP = file.user;
@@ -107,6 +116,8 @@ export async function estimateManifest(
       affordable: balance === null ? null : est.total_credits <= balance,
       budget: manifest.budget,
       within_budget: manifest.budget === null ? null : est.total_credits <= manifest.budget,
+      cap: capOf(opts.maxCredits ?? null, manifest.budget),
+      unconfirmed_price_jobs: est.jobs_count - Object.values(est.per_model).reduce((a, t) => a + t.observed_jobs, 0),
       user_supplied_credits: est.user_supplied_credits,
       observed_credits: est.observed_credits,
       user_prices_unused: unused,
@@ -128,6 +139,12 @@ async function* counted(jobs: AsyncIterable<ManifestJob>, files: Set<string>): A
   }
 }
 
+/** The tighter of --max-credits and the manifest's budget, named as run names it. */
+function capOf(maxCredits: number | null, budget: number | null): { credits: number; name: string } | null {
+  if (maxCredits !== null && (budget === null || maxCredits <= budget)) return { credits: maxCredits, name: `--max-credits ${maxCredits}` };
+  return budget === null ? null : { credits: budget, name: `the manifest budget of ${budget}` };
+}
+
 /** One word for the prices of a model's jobs: the one source they share, or "mixed". */
 function modelSource(t: ModelTotal): string {
   const published = t.known_jobs - t.user_jobs - t.observed_jobs;
@@ -143,7 +160,7 @@ function modelSource(t: ModelTotal): string {
 export async function estimate(manifestPath: string, opts: EstimateOptions = {}): Promise<EstimateResult> {
   const config = opts.offline ? null : serviceConfigFromEnv({ ...(opts.baseUrl !== undefined ? { baseUrl: opts.baseUrl } : {}), ...(opts.apiKey !== undefined ? { apiKey: opts.apiKey } : {}) });
   const service = opts.baseUrl ?? process.env.GENBATCH_BASE_URL;
-  const out = await estimateManifest(manifestPath, config, { keepJobs: true, confine: opts.confine === true, ...(opts.prices !== undefined ? { prices: opts.prices } : {}), ...(service ? { service } : {}) });
+  const out = await estimateManifest(manifestPath, config, { keepJobs: true, confine: opts.confine === true, ...(opts.maxCredits !== undefined ? { maxCredits: opts.maxCredits } : {}), ...(opts.prices !== undefined ? { prices: opts.prices } : {}), ...(service ? { service } : {}) });
   if (out.estimate === null) throw new ManifestError(out.problems);
   return out.estimate;
 }

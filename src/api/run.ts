@@ -46,7 +46,11 @@ export interface RunOptions {
   concurrency?: number;
   /** Proceed although some prices are unknown. Default false (the run is refused with a BudgetError). */
   yes?: boolean;
-  /** Refuse when the known estimate exceeds this many credits. */
+  /**
+   * A cap on what the run is charged (measured by the balance, over all its invocations): refused when the known
+   * estimate exceeds it; no job is sent whose expected price would take the charge past it, so the run is charged
+   * at most this plus one task per process; then it stops sending (exit code 5, outcome `incomplete`).
+   */
   maxCredits?: number;
   /** Service base URL; default $GENBATCH_BASE_URL. Ignored with `sandbox`. */
   baseUrl?: string;
@@ -92,7 +96,7 @@ export type RunOutcomeName = 'done' | 'failed' | 'incomplete' | 'interrupted';
 
 export interface RunSummary {
   outcome: RunOutcomeName;
-  /** The exit code `genbatch run` gives this outcome (0, 1, 4, or 130 for a signal aborted with reason 'SIGINT'). */
+  /** The exit code `genbatch run` gives this outcome (0, 1, 4, 5 when the credit cap stopped it, or 130 for a signal aborted with reason 'SIGINT'). */
   exitCode: number;
   /** Jobs by state at the end. */
   counts: Record<JobState, number>;

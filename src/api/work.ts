@@ -131,6 +131,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
       idleMs: workIdleMs(timeScale),
       signal: controller.signal,
       events: bus,
+      cap: await (await import('../store/pg/budget.js')).pgCap(pool, run.id),
     });
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, manifest: run.manifest, outDir };
   } finally {

@@ -175,9 +175,24 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
       case 'price-learned':
         say(err, e.credits !== null ? `genbatch: learned the price of ${e.class} from job ${e.id}: ${e.credits} credits${e.credits === 0 ? ' (never taken as confirmed: its jobs still need --yes)' : ''}\n` : `genbatch: no price learned from job ${e.id} (${e.class}): ${e.why ?? 'unknown'}\n`);
         break;
+      case 'cap':
+        say(
+          err,
+          `genbatch: credit cap ${formatCredits(e.credits)} (${e.name}): charged ${formatCredits(e.charged)} so far; about ${formatCredits(e.pending_credits)} credits for the jobs left at the prices known; ${e.unconfirmed_jobs} job(s) have no price confirmed by a charge yet (the first job of each price class is sent alone and its charge read)\n`,
+        );
+        break;
+      case 'cap-price':
+        if (e.expected === null || Math.abs(e.charged - e.expected) > 1e-6) {
+          say(err, `genbatch: job ${e.id} was charged ${formatCredits(e.charged)} credits (expected ${e.expected === null ? 'unknown' : formatCredits(e.expected)}): its price class is counted at ${formatCredits(e.price)} from now on\n`);
+        }
+        break;
       case 'stopping':
         tally.stopping = true;
         stopReason = e.reason;
+        if (e.reason === 'credit-cap') {
+          say(err, 'genbatch: the next job would go over the credit cap: no new submissions; waiting for the tasks in flight\n');
+          break;
+        }
         say(
           err,
           e.reason === 'signal'
@@ -192,6 +207,11 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         const ended = stopReason === 'signal' ? 'stopped after' : 'finished in';
         const resume = stopReason === 'signal' ? `; run the same command to resume: ${o.resume ?? o.again ?? 'genbatch run <manifest>'}` : '';
         out.write(`genbatch: ${ended} ${e.wall_seconds.toFixed(1)} s: ${stateCounts(e.counts)}${chargedText(e.run_charged, e.charged)}${e.balance_after !== null ? `; balance ${e.balance_after}` : ''}${resume}\n`);
+        if (e.cap?.stopped) {
+          const l = e.cap.left_credits;
+          const more = l && l.credits > 0 ? `, about ${formatCredits(l.credits)} credits at the prices charged${l.unknown > 0 ? ` (+${l.unknown} of unknown price)` : ''}` : '';
+          out.write(`genbatch: stopped at ${e.cap.name}: charged ${formatCredits(e.cap.charged)}, ${e.cap.left_pending} jobs left pending${more} (raise the cap to go on)\n`);
+        }
         if (reportsLine) out.write(`genbatch: ${reportsLine}\n`);
         if (e.callbacks_ignored) out.write(`genbatch: ${e.callbacks_ignored} completion callback(s) ignored: they named another task than the job's, an earlier attempt, or no job of this run (a leaked or forged callback URL?)\n`);
         for (const line of redoLines(e, redoAgain, o.again ?? 'genbatch run <manifest>', leftPending ?? 0)) out.write(`genbatch: ${line}\n`);

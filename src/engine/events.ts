@@ -52,6 +52,8 @@ export type EngineEvent =
   /** run --learn-prices: the charge of a job of a price class sent alone (credits null: not learned, and why). */
   | { type: 'price-learned'; id: string; class: string; credits: number | null; why: string | null }
   | { type: 'stopping'; reason: StopReason }
+  /** Under a credit cap: the first job of a price class, sent alone, was charged `charged`; the class's jobs are expected at `price` from now on. */
+  | { type: 'cap-price'; id: string; class: string; charged: number; expected: number | null; price: number }
   /** written: false when the run changed nothing and the four reports already exist (`genbatch report` rewrites them). */
   | { type: 'reports'; out_dir: string; written: boolean }
   /**
@@ -61,10 +63,30 @@ export type EngineEvent =
    * state at the end (`run --redo` sends them again). callbacks_ignored: completion callbacks (--listen) ignored
    * because they named another task than the job's recorded one, an earlier attempt, or no job of the run.
    */
-  | { type: 'finish'; counts: Record<JobState, number>; exit_code: number; wall_seconds: number; status_requests: number; balance_after: number | null; charged: number | null; run_charged: number | null; failed_ids?: string[]; expired_ids?: string[]; callbacks_ignored?: number };
+  | {
+      type: 'finish';
+      counts: Record<JobState, number>;
+      exit_code: number;
+      wall_seconds: number;
+      status_requests: number;
+      balance_after: number | null;
+      charged: number | null;
+      run_charged: number | null;
+      failed_ids?: string[];
+      expired_ids?: string[];
+      /** Completion callbacks ignored: another task than the job's, an earlier attempt, or no job of this run. */
+      callbacks_ignored?: number;
+      /** Under a credit cap: the cap, what the run was charged, whether the cap stopped the sending, and the jobs left (their credits at the prices seen). */
+      cap?: { credits: number; name: string; stopped: boolean; charged: number; left_pending: number; left_credits: { credits: number; unknown: number } | null };
+    }
+  /**
+   * Under a credit cap (before the pipeline): the cap, what the run's earlier invocations were charged, the expected
+   * credits of the pending jobs, and how many jobs have no price confirmed in this process yet (each class's first job goes alone).
+   */
+  | { type: 'cap'; credits: number; name: string; charged: number; pending_credits: number; unconfirmed_jobs: number };
 
 /** Why new submissions stopped early. */
-export type StopReason = 'signal' | 'insufficient-credits' | 'lease-lost';
+export type StopReason = 'signal' | 'insufficient-credits' | 'lease-lost' | 'credit-cap';
 
 export type EventListener = (event: EngineEvent) => void;
 

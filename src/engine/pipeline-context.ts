@@ -1,5 +1,6 @@
 import type { JobPatch, JobState, MoveOptions, WorkStore } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
+import type { CreditCap } from './cap.js';
 import type { CreditLimit } from './graph.js';
 
 /**
@@ -38,6 +39,11 @@ export interface PipelineOptions {
   recoveredUncertain?: readonly string[];
   /** --max-credits / manifest budget: for_each children counted at run time are checked against it (src/engine/graph.ts). */
   creditLimit?: CreditLimit | null;
+  /**
+   * The credit cap on what is charged (src/engine/cap.ts): each job is sent only when its expected price fits;
+   * null or absent: no cap (nothing of it on the hot path).
+   */
+  cap?: CreditCap | null;
   /** --only / --limit: the pending jobs this run sends (the children a chosen for_each job makes are added); null: all. */
   selected?: ReadonlySet<string> | null;
   /** Status reads per second of wall time, at most (--status-rate / --time-scale); default 10 / timeScale. */

@@ -106,11 +106,22 @@ export class Submits {
       }
       const row = this.buffer.shift()!;
       if (this.c.graphOn && (this.inHand.has(row.id) || (await this.graphStep(row)))) continue;
+      if (opts.cap) {
+        // Under a credit cap: sent only when its expected price fits (else it waits for readings, or the run stops sending).
+        const admit = await opts.cap.admit(row);
+        if (admit !== 'go') {
+          this.buffer.unshift(row);
+          if (admit === 'stop') this.c.stop('credit-cap');
+          return;
+        }
+      }
       if (this.selected && !this.uploadRetries.has(row.id)) this.handedOut++;
       this.inHand.add(row.id);
       this.inFlight++;
-      void this.submit(row)
-        .catch((err: unknown) => this.c.warn(row.id, err))
+      const sent = this.submit(row).catch((err: unknown) => this.c.warn(row.id, err));
+      // Under a cap, a job that was not sent after all gives its reservation back (no extra step without one).
+      const cap = opts.cap;
+      void (cap ? sent.then(() => cap.handBack(row.id)).catch((err: unknown) => this.c.warn(row.id, err)) : sent)
         .finally(() => {
           this.inFlight--;
           this.inHand.delete(row.id);

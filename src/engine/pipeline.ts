@@ -38,6 +38,7 @@ export class Pipeline {
     private readonly opts: PipelineOptions,
   ) {
     const ctx = (this.ctx = new Context(store, opts));
+    if (opts.cap) opts.cap.wake = ctx.wake;
     this.downloads = new Downloads(ctx, download, () => this.submits.finished());
     this.polls = new Polls(ctx, service, this.downloads);
     this.callbacks = new Callbacks(ctx, this.polls);
@@ -109,8 +110,9 @@ export class Pipeline {
         if (!stopping) {
           await this.submits.fill();
           nextDue = Math.min(this.polls.fill(), await this.downloads.fill(), await this.leases());
+          if (opts.cap) nextDue = Math.min(nextDue, opts.cap.tick(Date.now()));
         }
-        const busy = this.submits.busy + this.polls.busy + this.downloads.busy + this.callbacks.busy;
+        const busy = this.submits.busy + this.polls.busy + this.downloads.busy + this.callbacks.busy + (opts.cap?.busy ?? 0);
         if (busy === 0) {
           if (stopping) break;
           if (this.submits.done && this.polls.size === 0 && this.downloads.queued === 0) {
@@ -197,9 +199,12 @@ class Context implements StageContext {
     const r = await this.store.transition(id, from, to, patch, o);
     if (!r.moved) {
       this.opts.emit({ type: 'warning', message: `job ${id}: another worker holds it now (this worker's lease ran out); left to that worker` });
+      // Not this process's to wait for any more (its reservation ends with a later reading of any worker).
+      this.opts.cap?.forget(id);
       return false;
     }
     this.opts.emit({ type: 'job', id, from, to, task_id: patch.task_id ?? null, error: patch.last_error ?? null });
+    this.opts.cap?.moved(id, from, to);
     for (const m of r.side) this.opts.emit({ type: 'job', id: m.id, from: m.from, to: m.to, task_id: null, error: m.error });
     return true;
   }
@@ -233,6 +238,7 @@ class Context implements StageContext {
 
   async giveUp(id: string): Promise<void> {
     this.givenUp.add(id);
+    this.opts.cap?.forget(id);
     await this.store.dropLeases([id]);
   }
 

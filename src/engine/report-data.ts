@@ -38,6 +38,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
         charged: credits.charged,
         user_prices: run.user_prices === 1,
         invocations: credits.invocations,
+        cap: capOf(store),
       },
       ...(chat ? { chat } : {}),
     },
@@ -51,6 +52,36 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
  * measured to the next invocation's opening reading; when there is none, it is not measured and the run's
  * total is null. No invocation at all: 0 (nothing was sent or waited for).
  */
+/** The credit cap of a run as the reports show it (meta `credit_cap:<run id>`, written by runEngine). */
+export interface CapNote {
+  credits: number;
+  name: string;
+  stopped: boolean;
+  /** PostgreSQL: the run's charge as the budget row records it (every worker's readings), at the last worker's end. */
+  charged?: number;
+}
+
+export function capMetaKey(runId: number): string {
+  return `credit_cap:${runId}`;
+}
+
+export function capNote(store: Store): CapNote | null {
+  const raw = store.getMeta(capMetaKey(store.run().id));
+  if (raw === null) return null;
+  try {
+    const v = JSON.parse(raw) as Partial<CapNote>;
+    if (typeof v.credits !== 'number' || typeof v.name !== 'string') return null;
+    return { credits: v.credits, name: v.name, stopped: v.stopped === true, ...(typeof v.charged === 'number' ? { charged: v.charged } : {}) };
+  } catch {
+    return null;
+  }
+}
+
+function capOf(store: Store): { credits: number; name: string; stopped: boolean } | null {
+  const c = capNote(store);
+  return c && { credits: c.credits, name: c.name, stopped: c.stopped };
+}
+
 export function runCredits(store: Store): { charged: number | null; invocations: ReportInvocation[] } {
   return chargesOf(store.invocations());
 }

@@ -122,8 +122,12 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
         emit({ type: 'warning', message: `job ${id}: could not move the files of its earlier result aside: ${err instanceof Error ? err.message : String(err)}` });
       }
     }
-    const cap = [o.maxCredits, manifest.budget].filter((v): v is number => typeof v === 'number');
-    if (cap.length > 0) await pg.setBudgetCap(pool, runId, Math.min(...cap));
+    // The tighter of --max-credits and the budget; the cap is the run's total over its invocations (budget.spent).
+    const byFlag = o.maxCredits !== null && (manifest.budget === null || o.maxCredits <= manifest.budget);
+    if (o.maxCredits !== null || manifest.budget !== null) {
+      const credits = byFlag ? o.maxCredits! : manifest.budget!;
+      await pg.setBudgetCap(pool, runId, credits, byFlag ? `--max-credits ${credits}` : `the manifest budget of ${credits}`);
+    }
     const store = await pg.PgWorkStore.open({
       pool,
       runId,
@@ -154,13 +158,14 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
       idleMs: o.idleMs,
       signal: o.signal,
       events: o.events,
+      cap: await pg.pgCap(pool, runId),
     });
     // The run's end, as on SQLite (status: "last run ... to ..."; the reports' wall time): once nothing is left to move.
     const c = outcome.counts;
     if (c.pending + c.submitting + c.submitted + c.downloading === 0) {
       await pool.query(`UPDATE runs SET finished_at = ${pg.NOW_ISO} WHERE id = $1`, [runId]).catch(() => undefined);
     }
-    await writeReportsFromCopy(o, runId);
+    await writeReportsFromCopy(o, runId, await pg.budgetRow(pool, runId).catch(() => null));
     return outcome;
   } finally {
     await pool.end().catch(() => undefined);
@@ -168,7 +173,7 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
 }
 
 /** The reports of the run, from a copy of it (src/store/pg/snapshot.ts), with each worker's share. */
-async function writeReportsFromCopy(o: PgRunOptions, runId: number): Promise<void> {
+async function writeReportsFromCopy(o: PgRunOptions, runId: number, budget: import('../store/pg/budget.js').BudgetRow | null): Promise<void> {
   const { PgReader } = await import('../store/pg/snapshot.js');
   const reader = await PgReader.open(o.stateUrl, o.stateDisplay);
   try {
@@ -178,6 +183,11 @@ async function writeReportsFromCopy(o: PgRunOptions, runId: number): Promise<voi
       store.useRun(store.runs()[0]!);
       const data = buildReportData(store);
       data.summary.workers = await reader.workers(runId);
+      if (budget) {
+        // The one record of what the run was charged under its cap (every worker's balance readings).
+        data.summary.credits.charged = budget.spent;
+        data.summary.credits.cap = { credits: budget.cap, name: budget.name ?? `the run's credit cap of ${budget.cap}`, stopped: budget.stopped };
+      }
       await o.writeReports(o.outDir, data);
       o.events.emit({ type: 'reports', out_dir: o.outDir, written: true });
     } finally {

@@ -7,6 +7,7 @@ import type { ReportData } from '../report/types.js';
 import { SqliteWorkStore, Store, nowIso, type JobState } from '../store/index.js';
 import type { EngineEvent, EventBus } from './events.js';
 import type { CallbackNote, CallbackReceiver } from './callbacks.js';
+import { CreditCap, LocalLedger } from './cap.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
 import { checkSameOutput } from './same-output.js';
@@ -15,7 +16,7 @@ import { checkJobFolders } from './files.js';
 import { bucketJournal } from './fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
-import { buildReportData, round6, runCredits } from './report-data.js';
+import { buildReportData, capMetaKey, round6, runCredits, type CapNote } from './report-data.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
 
 /**
@@ -237,6 +238,17 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const balanceAt = balance === null ? null : nowIso();
     checkBalance(store, balance, emit, selection);
     const invocation = toSend + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
+    // The credit cap on what is charged (src/engine/cap.ts): it starts from what the run's earlier invocations were charged.
+    const limit = creditLimit(o.maxCredits, manifest.budget, null);
+    let cap: CreditCap | null = null;
+    if (limit !== null && toSend > 0 && balance !== null) {
+      const earlier = runCredits(store).invocations.slice(0, -1);
+      const spent = earlier.reduce((a, inv) => a + (inv.charged ?? 0), 0);
+      if (earlier.some((inv) => inv.charged === null)) emit({ type: 'warning', message: `an earlier invocation of this run has no measured charge: the credit cap counts it as 0` });
+      cap = new CreditCap({ credits: limit.credits, name: limit.name, ledger: new LocalLedger(limit.credits, round6(spent), balance), balance: () => o.service.balance(), timeScale: o.timeScale, emit });
+      emit({ type: 'cap', credits: limit.credits, name: limit.name, charged: round6(spent), pending_credits: cap.expected(store.jobsIn('pending')).credits, unconfirmed_jobs: toSend });
+    }
+    if (limit !== null) store.setMeta(capMetaKey(store.currentRunId), JSON.stringify({ credits: limit.credits, name: limit.name, stopped: false } satisfies CapNote));
 
     // Leftover temporary files of interrupted downloads.
     if (o.download.bucket) {
@@ -265,6 +277,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       uploadMaxAgeMs: UPLOAD_REUSE_MS * Math.min(1, o.timeScale),
       recoveredUncertain: mayCallBack(store, prep.recoveredUncertain, o.timeScale),
       creditLimit: creditLimit(o.maxCredits, manifest.budget, selection),
+      cap,
       selected: selection?.ids ?? null,
       statusRate: (o.statusRate ?? DEFAULT_STATUS_RATE) / o.timeScale,
     });
@@ -287,6 +300,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const credits = runCredits(store);
     const counts = store.counts();
     const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason);
+    const capStop = cap !== null && pipeline.stopReason === 'credit-cap' && !o.signal.aborted;
+    if (limit !== null) store.setMeta(capMetaKey(store.currentRunId), JSON.stringify({ credits: limit.credits, name: limit.name, stopped: capStop } satisfies CapNote));
     offChanges();
     const reportFiles = ['report.json', 'report.csv', 'report.md', 'report.html'].map((f) => join(o.outDir, f));
     if (changes === 0 && !reportsStale && !o.download.bucket && reportFiles.every((f) => existsSync(f))) {
@@ -311,6 +326,9 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       balance_after: balanceAfter,
       charged,
       run_charged: credits.charged,
+      ...(cap !== null
+        ? { cap: { credits: cap.credits, name: cap.name, stopped: capStop, charged: credits.charged ?? cap.totals.spent, left_pending: counts.pending, left_credits: capStop ? cap.expected(store.jobsIn('pending')) : null } }
+        : {}),
       failed_ids: firstIds(store, 'failed', SUMMARY_IDS),
       expired_ids: firstIds(store, 'expired', SUMMARY_IDS),
       ...(callbackUrlFor ? { callbacks_ignored: pipeline.callbacksIgnored } : {}),
@@ -381,9 +399,10 @@ function firstIds(store: Store, state: JobState, max: number): string[] {
   return out;
 }
 
-/** 130 after SIGINT (4 after SIGTERM); 4 when work is left; 1 when some failed; else 0. */
+/** 130 after SIGINT (4 after SIGTERM); 5 when the credit cap stopped the sending; 4 when work is left; 1 when some failed; else 0. */
 export function exitCodeFor(counts: Record<JobState, number>, signal: AbortSignal, stop: string | null): number {
   if (signal.aborted) return signal.reason === 'SIGINT' ? EXIT.sigint : EXIT.incomplete;
+  if (stop === 'credit-cap') return EXIT.capReached;
   const left = counts.pending + counts.submitting + counts.submitted + counts.downloading + counts.uncertain + counts.expired;
   if (left > 0 || stop !== null) return EXIT.incomplete;
   if (counts.failed > 0) return EXIT.jobsFailed;

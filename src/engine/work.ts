@@ -1,4 +1,6 @@
 import type { JobState, WorkStore } from '../store/index.js';
+import type { PgCap } from '../store/pg/budget.js';
+import { CreditCap } from './cap.js';
 import type { CallbackNote, CallbackReceiver } from './callbacks.js';
 import type { EventBus } from './events.js';
 import { Pipeline } from './pipeline.js';
@@ -44,6 +46,8 @@ export interface WorkEngineOptions {
   idleMs: number;
   signal: AbortSignal;
   events: EventBus;
+  /** The run's credit cap on what is charged (its budget row), or null / absent: none. */
+  cap?: PgCap | null;
 }
 
 export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
@@ -59,6 +63,10 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   let statusRequests = 0;
   let callbacksIgnored = 0;
   let stopReason: string | null = null;
+  // One cap for every pass: the prices it observed hold for the worker's whole life.
+  const pc = o.cap ?? null;
+  const cap = pc ? new CreditCap({ credits: pc.credits, name: pc.name, ledger: pc.ledger, balance: () => o.service.balance(), timeScale: o.timeScale, emit }) : null;
+  if (pc && cap) emit({ type: 'cap', credits: pc.credits, name: pc.name, charged: await pc.spent(), pending_credits: 0, unconfirmed_jobs: counts.pending });
   try {
     const keepWaiting = async (): Promise<boolean> => {
       if (o.signal.aborted) return false;
@@ -87,6 +95,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
         statusRate: (o.statusRate ?? DEFAULT_STATUS_RATE) / o.timeScale,
         keepWaiting,
         idleMs: o.idleMs,
+        cap,
       });
       const running = pipeline.run();
       for (const note of early.splice(0)) pipeline.onCallback(note);
@@ -99,6 +108,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
       // The jobs the stopped pass held are waited on by no one now: their leases expire at once, so the
       // next pass (or another worker) takes them over, instead of the heartbeat renewing them forever.
       await o.store.dropLeases();
+      cap?.reset();
       emit({ type: 'warning', message: "this worker's leases ran out (paused, or the database out of reach); the jobs it held are left to other workers, and it goes on" });
       stopReason = null;
     }
@@ -107,8 +117,24 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
     await callbacks?.receiver.close();
   }
   const exitCode = exitCodeFor(counts, o.signal, stopReason);
+  const capStop = stopReason === 'credit-cap' && !o.signal.aborted;
+  await pc?.note(capStop).catch((err: unknown) => emit({ type: 'warning', message: `could not record the credit cap's state: ${err instanceof Error ? err.message : String(err)}` }));
+  const spent = pc ? await pc.spent() : null;
   const [failed, expired] = await Promise.all((['failed', 'expired'] as const).map((s) => (counts[s] > 0 ? o.firstIds(s, SUMMARY_IDS) : [])));
-  emit({ type: 'finish', counts, exit_code: exitCode, wall_seconds: (Date.now() - t0) / 1000, status_requests: statusRequests, balance_after: null, charged: null, run_charged: null, failed_ids: failed ?? [], expired_ids: expired ?? [], ...(callbacks ? { callbacks_ignored: callbacksIgnored } : {}) });
+  emit({
+    type: 'finish',
+    counts,
+    exit_code: exitCode,
+    wall_seconds: (Date.now() - t0) / 1000,
+    status_requests: statusRequests,
+    balance_after: null,
+    charged: null,
+    run_charged: spent,
+    failed_ids: failed ?? [],
+    expired_ids: expired ?? [],
+    ...(callbacks ? { callbacks_ignored: callbacksIgnored } : {}),
+    ...(pc && cap && spent !== null ? { cap: { credits: pc.credits, name: pc.name, stopped: capStop, charged: spent, left_pending: counts.pending, left_credits: null } } : {}),
+  });
   return { exitCode, counts, statusRequests };
 }
 

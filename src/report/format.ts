@@ -97,6 +97,7 @@ export function creditsLine(summary: ReportSummary): string {
     const b = (v: number | null): string => (v === null ? '?' : formatCredits(v));
     line += ` (balance ${b(c.balance_before)} -> ${b(c.balance_after)})`;
   }
+  if (c.cap) line += `; cap ${formatCredits(c.cap.credits)} (${c.cap.name})${c.cap.stopped ? ': the run stopped at the cap, jobs left pending' : ''}`;
   return line;
 }
 

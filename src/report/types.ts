@@ -96,6 +96,11 @@ export interface ReportSummary {
     user_prices: boolean;
     /** Each `genbatch run` of the run that had work that can move the balance, in order. */
     invocations: ReportInvocation[];
+    /**
+     * The credit cap on what is charged (--max-credits, the manifest's budget) of the run's last invocation: its
+     * credits, how it was given, and whether it stopped the run (jobs left pending); null: no cap.
+     */
+    cap?: { credits: number; name: string; stopped: boolean } | null;
   };
   /** Chat jobs (absent when the run has none): calls repeated (attempts beyond the first) and tokens used. */
   chat?: { jobs: number; done: number; repeated_calls: number; input_tokens: number; output_tokens: number };

@@ -92,8 +92,9 @@ async function handle(ctx: SandboxContext, h: ProtocolHandler, req: FastifyReque
 
   const answer = buildReply(ctx.options.seed, prompt);
   const now = ctx.now();
-  if (!account.charge(answer.credits, now)) {
-    return sendChatError(reply, p, 402, `insufficient credits: this call costs ${answer.credits} credits, the balance is ${account.balance(now)}`);
+  const credits = answer.credits * ctx.options.priceFactor;
+  if (!account.charge(credits, now)) {
+    return sendChatError(reply, p, 402, `insufficient credits: this call costs ${credits} credits, the balance is ${account.balance(now)}`);
   }
   const call: ChatCall = {
     id: `${ID_PREFIX[p]}${rng.hex(24)}`,

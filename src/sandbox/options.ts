@@ -28,6 +28,11 @@ export interface SandboxOptions {
   failureRate?: number;
   /** Share of multi-output tasks (n > 1) that return fewer outputs than asked (the rest refunded). Default 0. */
   partialRate?: number;
+  /**
+   * Multiplies every charge (tasks and chat calls) by this factor: a service that charges more (or less) than its
+   * published prices, e.g. 18.5 charges 37 credits for a task published at 2. Refunds follow the charge. Default 1.
+   */
+  priceFactor?: number;
   /** Allow http:// and loopback callback URLs (and, for uploads, loopback remote URLs). Default false. */
   allowLoopback?: boolean;
   /** Words that trigger content_moderation_error when found in any string of `input` (case-insensitive, whole words). Default ["forbidden"]. */
@@ -81,6 +86,7 @@ export interface ResolvedOptions {
   faults: FaultRule[];
   failureRate: number;
   partialRate: number;
+  priceFactor: number;
   allowLoopback: boolean;
   bannedWords: string[];
   policyWords: string[];
@@ -189,6 +195,7 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
     faults: typeof o.faults === 'string' ? parseFaults(o.faults) : (o.faults ?? []),
     failureRate: optional(o.failureRate, 0, checkRate, 'failureRate'),
     partialRate: optional(o.partialRate, 0, checkRate, 'partialRate'),
+    priceFactor: optional(o.priceFactor, 1, checkNonNegative, 'priceFactor'),
     allowLoopback: o.allowLoopback ?? false,
     bannedWords: (o.bannedWords ?? ['forbidden']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),
     policyWords: (o.policyWords ?? ['unsafe-output']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),

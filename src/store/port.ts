@@ -237,3 +237,28 @@ export interface UploadOutcome {
 
 /** Ends a held upload slot (call once). */
 export type ReleaseUploadSlot = (outcome: UploadOutcome) => Promise<void>;
+
+/**
+ * The ledger of a credit cap on what is charged (src/engine/cap.ts): spent (balance drops since the run began)
+ * and reserved (expected prices of jobs sent, not yet seen charged). LocalLedger (src/engine/cap.ts) for a SQLite
+ * state; PgLedger (src/store/pg/budget.ts): the run's budget row, shared by every worker.
+ */
+export interface CapLedger {
+  /**
+   * Reserve `credits` for job `id` when spent + reserved + credits <= cap (`unknown`: the price is not known, so
+   * `credits` is 0 and the job fits while spent + reserved < cap). Returns whether it did, with the totals.
+   */
+  reserve(id: string, credits: number, unknown: boolean): Promise<CapTotals & { ok: boolean }>;
+  /** Give back the reservation of a job that was not sent after all (nothing can have been charged). */
+  unreserve(id: string): Promise<void>;
+  /** The jobs whose reservations a reading begun now may end: `own` (this process's), and for a shared ledger, jobs of other workers that ended. */
+  releasable(own: readonly string[]): Promise<string[]>;
+  /** A balance reading: spent grows by the drop since the last reading (the first one only sets the base); the `release` jobs' reservations end. */
+  settle(reading: number, release: readonly string[]): Promise<CapTotals>;
+}
+
+export interface CapTotals {
+  spent: number;
+  reserved: number;
+}
+

@@ -7,11 +7,11 @@ import { confineWanted } from '../confine.js';
 import { formatDuration } from '../../report/format.js';
 
 /**
- * `genbatch estimate <manifest> [--json] [--offline] [--prices FILE] [--base-url URL]`.
+ * `genbatch estimate <manifest> [--json] [--offline] [--prices FILE] [--base-url URL] [--max-credits N]`.
  * Credits per job, per model and in total; unknown prices listed apart, never
  * counted as 0; user-supplied prices labelled. Online, compares with the
  * balance. Exit 2 for an invalid manifest (problems on stderr, as validate),
- * 3 when the known total exceeds the balance or the manifest's budget, else 0.
+ * 3 when the known total exceeds the balance, the manifest's budget or --max-credits, else 0.
  * The work is src/api/estimate.ts (the library's estimate()); this prints it.
  */
 
@@ -21,6 +21,7 @@ interface Options {
   prices?: string;
   baseUrl?: string;
   confine?: boolean;
+  maxCredits?: number;
 }
 
 /** Per-job rows shown in the human table; --json lists every job. */
@@ -36,6 +37,7 @@ export default async function estimateCommand(manifestPath: string, opts: Option
     keepJobs: opts.json === true,
     ...(service ? { service } : {}),
     confine: confineWanted(opts.confine),
+    ...(opts.maxCredits !== undefined ? { maxCredits: opts.maxCredits } : {}),
     onJob: (j) => {
       if (!opts.json && shown.length < TABLE_ROWS) shown.push(j);
     },
@@ -48,7 +50,8 @@ export default async function estimateCommand(manifestPath: string, opts: Option
   for (const m of est.user_prices_unknown_models) await write(process.stderr, `genbatch: ${unknownPriceWarning(m)}\n`);
   if (opts.json) await write(process.stdout, JSON.stringify(est) + '\n');
   else await write(process.stdout, humanReport(manifestPath, est, shown));
-  return est.affordable === false || est.within_budget === false ? EXIT.budget : EXIT.ok;
+  const overCap = est.cap !== null && est.total_credits > est.cap.credits;
+  return est.affordable === false || est.within_budget === false || overCap ? EXIT.budget : EXIT.ok;
 }
 
 function humanReport(path: string, est: EstimateResult, shown: JobEstimate[]): string {
@@ -105,6 +108,12 @@ function humanReport(path: string, est: EstimateResult, shown: JobEstimate[]): s
   if (est.local_images > 5) {
     out.push(`uploads: ${est.local_images} local images: the uploads alone take up to ${formatDuration(est.upload_seconds)} (the service takes 5 a minute; an image uploaded in the last 66 hours is reused)`);
   }
+  if (est.cap !== null) {
+    const over = est.total_credits > est.cap.credits ? `: the estimate is OVER it by ${round(est.total_credits - est.cap.credits)} credits (run refuses)` : '';
+    out.push(`cap: ${est.cap.credits} credits (${est.cap.name}): a run is charged at most that plus one task per process, measured by the balance${over}`);
+  }
+  const u = est.unconfirmed_price_jobs;
+  out.push(`${plural(u, 'job')} ${u === 1 ? 'has' : 'have'} no price confirmed by a charge on this account${u > 0 ? ' (under a cap the first job of each price class is sent alone and its charge read)' : ''}`);
   return out.join('\n') + '\n';
 }
 

@@ -24,6 +24,7 @@ interface SandboxFlags {
   faults?: string;
   failureRate?: string;
   partialRate?: string;
+  priceFactor?: string;
   allowLoopback?: boolean;
   bannedWords?: string;
   policyWords?: string;
@@ -73,6 +74,7 @@ export function sandboxOptions(opts: SandboxFlags): SandboxOptions {
   if (opts.faults !== undefined) o.faults = opts.faults;
   if (opts.failureRate !== undefined) o.failureRate = numberFlag('--failure-rate', opts.failureRate, checkRate);
   if (opts.partialRate !== undefined) o.partialRate = numberFlag('--partial-rate', opts.partialRate, checkRate);
+  if (opts.priceFactor !== undefined) o.priceFactor = numberFlag('--price-factor', opts.priceFactor, checkNonNegative);
   if (opts.bannedWords !== undefined) o.bannedWords = parseWords(opts.bannedWords);
   if (opts.policyWords !== undefined) o.policyWords = parseWords(opts.policyWords);
   if (opts.slowMs !== undefined) o.slowMs = numberFlag('--slow-ms', opts.slowMs, checkTimerMs);

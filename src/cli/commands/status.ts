@@ -1,7 +1,8 @@
 import { JOB_STATES, type SummaryRow } from '../../store/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
-import { formatBytes } from '../../report/index.js';
+import { formatBytes, formatCredits } from '../../report/index.js';
 import type { WorkerCount } from '../../store/pg/snapshot.js';
+import { capNote, runCredits } from '../../engine/report-data.js';
 import { openStateForRead } from './state-file.js';
 
 /** Jobs still in flight (sent, not finished) this long after their submit are listed as stuck, with their last error. */
@@ -40,17 +41,24 @@ export default async function status(manifest: string | undefined, opts: { state
       const counts = store.counts();
       const est = store.estimate();
       const stuck = stuckJobs(store.summaryRows(), Date.now());
+      // The credit cap on what is charged (the last invocation's), and what the run was charged.
+      const capped = capNote(store);
+      const cap = capped && { credits: capped.credits, name: capped.name, stopped: capped.stopped, charged: capped.charged ?? runCredits(store).charged };
       const workers = await state.workers(run.id);
       const jobs = opts.jobs
         ? [...store.summaryRows()].map((j) => ({ id: j.id, model: j.model, state: j.state, task_id: j.task_id, attempts: j.attempts, error: j.last_error, where: j.where }))
         : undefined;
       if (opts.json) {
-        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, estimated_credits: est.known, unknown_price_jobs: est.unknown, stuck, ...(workers ? { workers } : {}), ...(jobs ? { jobs } : {}) });
+        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, estimated_credits: est.known, unknown_price_jobs: est.unknown, ...(cap ? { cap } : {}), stuck, ...(workers ? { workers } : {}), ...(jobs ? { jobs } : {}) });
         continue;
       }
       const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
       process.stdout.write(`${run.manifest}\n  output: ${run.out_dir}\n  last run: ${run.started_at ?? '-'} to ${run.finished_at ?? '(running or interrupted)'}\n  ${total} jobs:`);
       process.stdout.write(JOB_STATES.filter((s) => counts[s] > 0).map((s) => ` ${counts[s]} ${s}`).join(',') + '\n');
+      if (cap) {
+        const charged = cap.charged === null ? 'charged unknown' : `charged ${formatCredits(cap.charged)}`;
+        process.stdout.write(`  credit cap ${formatCredits(cap.credits)} (${cap.name}): ${charged}${cap.stopped ? '; stopped at the cap, jobs left pending (raise the cap to go on)' : ''}\n`);
+      }
       if (workers) process.stdout.write(workersText(workers));
       if (stuck.length > 0) process.stdout.write(`  ${stuck.length} stuck (sent more than 1 h ago, not finished):\n`);
       for (const j of stuck) process.stdout.write(`  ${j.id}\t${j.state} since ${j.since}\t${j.error ?? 'no error recorded'}\n`);

@@ -74,7 +74,7 @@ export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void 
     if (refusal) return sendError(reply, refusal.status, refusal.message, style, refusal.type);
 
     const asked = outputsAsked(spec, input);
-    const credits = priceOf(spec, input, asked);
+    const credits = priceOf(spec, input, asked) * ctx.options.priceFactor;
     const now = ctx.now();
     if (!account.charge(credits, now)) {
       return sendError(reply, 402, `insufficient credits: this task costs ${credits} credits, the balance is ${account.balance(now)}`, style);

@@ -1,21 +1,55 @@
-import type { Queryable } from './db.js';
+import type { CapLedger, CapTotals } from '../port.js';
+import { inTx, type Pool, type Queryable } from './db.js';
 
 /**
- * The credit cap of a run shared by its workers (--max-credits / the manifest's budget): one row per run,
- * cap and reserved. claimPending (src/store/pg/leases.ts) reserves a job's estimated credits when it leases
- * the job, under the row's lock; a job that ends without being charged gives its reservation back
- * (releaseReservation), once: jobs.reserved_credits records what it holds.
+ * The credit cap of a run shared by its workers (--max-credits / the manifest's budget): one row per run with
+ * the cap, `spent` (every drop of the balance since the run began, over all its invocations: one record of
+ * what was charged for every worker), the last `balance` read, and `reserved` (the expected prices of the jobs
+ * sent and not yet seen charged). A worker reserves a job's expected price when it sends it (PgLedger.reserve,
+ * under the row's lock: N workers never reserve past the cap together); the reservation ends with the first
+ * balance reading after the job ended (any worker's), or at once when it ended uncharged (releaseReservation,
+ * once: jobs.reserved_credits records what it holds). The cap logic is src/engine/cap.ts.
  */
 
-/** Set (or change) the run's cap; null removes the row (no cap). */
-export async function setBudgetCap(q: Queryable, runId: number, cap: number | null): Promise<void> {
+/**
+ * Set (or change) the run's cap and how it was given (`--max-credits 300`); null removes the row (no cap). A new
+ * invocation: `stopped` is cleared, and when no job of the run is at the service the last reading is forgotten
+ * (the next one is the base: what the key spent between invocations is not the run's).
+ */
+export async function setBudgetCap(q: Queryable, runId: number, cap: number | null, name: string | null = null): Promise<void> {
   if (cap === null) await q.query('DELETE FROM budget WHERE run_id = $1', [runId]);
-  else await q.query('INSERT INTO budget (run_id, cap) VALUES ($1, $2) ON CONFLICT (run_id) DO UPDATE SET cap = EXCLUDED.cap', [runId, cap]);
+  else {
+    await q.query(
+      `INSERT INTO budget (run_id, cap, name) VALUES ($1, $2, $3)
+       ON CONFLICT (run_id) DO UPDATE SET cap = EXCLUDED.cap, name = COALESCE(EXCLUDED.name, budget.name), stopped = false,
+         balance = CASE WHEN EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = $1 AND j.state IN ('submitting', 'submitted')) THEN budget.balance ELSE NULL END`,
+      [runId, cap, name],
+    );
+  }
+}
+
+export interface BudgetRow {
+  cap: number;
+  reserved: number;
+  spent: number;
+  name: string | null;
+  stopped: boolean;
 }
 
 export async function budgetOf(q: Queryable, runId: number): Promise<{ cap: number; reserved: number } | null> {
   const r = await q.query<{ cap: number; reserved: number }>('SELECT cap, reserved FROM budget WHERE run_id = $1', [runId]);
   return r.rows[0] ?? null;
+}
+
+/** The whole budget row of the run, or null (no cap). */
+export async function budgetRow(q: Queryable, runId: number): Promise<BudgetRow | null> {
+  const r = await q.query<BudgetRow>('SELECT cap, reserved, spent, name, stopped FROM budget WHERE run_id = $1', [runId]);
+  return r.rows[0] ?? null;
+}
+
+/** Note that a worker stopped sending at the cap (the reports say so until the next invocation sets the cap). */
+export async function markStopped(q: Queryable, runId: number): Promise<void> {
+  await q.query('UPDATE budget SET stopped = true WHERE run_id = $1', [runId]);
 }
 
 /** The job ended without a charge (refused, definitely not created): its reserved credits go back to the run. Returns them (0 when none). */
@@ -30,4 +64,85 @@ export async function releaseReservation(q: Queryable, runId: number, jobId: str
     [runId, jobId],
   );
   return r.rows[0]?.c ?? 0;
+}
+
+/** The budget row as the CapLedger of every worker of the run. */
+export class PgLedger implements CapLedger {
+  constructor(
+    private readonly pool: Pool,
+    private readonly runId: number,
+  ) {}
+
+  async reserve(id: string, credits: number, unknown: boolean): Promise<CapTotals & { ok: boolean }> {
+    return inTx(this.pool, async (tx) => {
+      const b = await tx.query<{ cap: number; spent: number; reserved: number }>('SELECT cap, spent, reserved FROM budget WHERE run_id = $1 FOR UPDATE', [this.runId]);
+      const row = b.rows[0];
+      if (!row) return { ok: true, spent: 0, reserved: 0 };
+      const held = await tx.query<{ c: number | null }>('SELECT reserved_credits AS c FROM jobs WHERE run_id = $1 AND id = $2', [this.runId, id]);
+      const old = held.rows[0]?.c ?? 0;
+      const base = row.spent + row.reserved - old;
+      const ok = unknown ? base < row.cap - 1e-9 : base + credits <= row.cap + 1e-9;
+      if (!ok) return { ok, spent: row.spent, reserved: row.reserved };
+      await tx.query('UPDATE jobs SET reserved_credits = $3 WHERE run_id = $1 AND id = $2', [this.runId, id, credits]);
+      const u = await tx.query<CapTotals>('UPDATE budget SET reserved = GREATEST(0, reserved + $2) WHERE run_id = $1 RETURNING spent, reserved', [this.runId, credits - old]);
+      return { ok, ...u.rows[0]! };
+    });
+  }
+
+  async unreserve(id: string): Promise<void> {
+    await releaseReservation(this.pool, this.runId, id);
+  }
+
+  /** `own`, and every job of the run holding a reservation that is no longer at the service (nor pending in a live worker's hands). */
+  async releasable(own: readonly string[]): Promise<string[]> {
+    const r = await this.pool.query<{ id: string }>(
+      `SELECT id FROM jobs WHERE run_id = $1 AND reserved_credits IS NOT NULL
+         AND (id = ANY($2::text[]) OR (state NOT IN ('submitting', 'submitted') AND NOT (state = 'pending' AND lease_expires > now())))`,
+      [this.runId, [...own]],
+    );
+    return r.rows.map((x) => x.id);
+  }
+
+  async settle(reading: number, release: readonly string[]): Promise<CapTotals> {
+    const r = await this.pool.query<CapTotals>(
+      `WITH j AS (
+         UPDATE jobs n SET reserved_credits = NULL FROM jobs o
+          WHERE n.run_id = $1 AND n.id = ANY($3::text[]) AND o.run_id = n.run_id AND o.id = n.id AND o.reserved_credits IS NOT NULL
+          RETURNING o.reserved_credits AS c)
+       UPDATE budget SET reserved = GREATEST(0, reserved - COALESCE((SELECT sum(c) FROM j), 0)),
+         spent = CASE WHEN balance IS NULL THEN spent ELSE round((spent + balance - $2)::numeric, 6)::double precision END, balance = $2
+        WHERE run_id = $1 RETURNING spent, reserved`,
+      [this.runId, reading, [...release]],
+    );
+    return r.rows[0] ?? { spent: 0, reserved: 0 };
+  }
+}
+
+/** The run's cap as a worker uses it (src/engine/work.ts), or null when the run has none. */
+export interface PgCap {
+  credits: number;
+  name: string;
+  ledger: CapLedger;
+  /** What the run was charged so far (the row's spent). */
+  spent(): Promise<number>;
+  /** At a worker's end: the row's `stopped` set when it stopped at the cap, and the cap, the charge and the stop noted in meta `credit_cap:<run id>` for the readers (status, report). */
+  note(stopped: boolean): Promise<void>;
+}
+
+export async function pgCap(pool: Pool, runId: number): Promise<PgCap | null> {
+  const row = await budgetRow(pool, runId);
+  if (!row) return null;
+  return {
+    credits: row.cap,
+    name: row.name ?? `the run's credit cap of ${row.cap}`,
+    ledger: new PgLedger(pool, runId),
+    spent: async () => (await budgetRow(pool, runId))?.spent ?? 0,
+    note: async (stopped) => {
+      if (stopped) await markStopped(pool, runId);
+      const b = await budgetRow(pool, runId);
+      if (!b) return;
+      const value = JSON.stringify({ credits: b.cap, name: b.name ?? `the run's credit cap of ${b.cap}`, stopped: b.stopped, charged: b.spent });
+      await pool.query('INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value', [`credit_cap:${runId}`, value]);
+    },
+  };
 }

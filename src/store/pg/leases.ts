@@ -49,48 +49,25 @@ const leaseUntil = (param: string) => `now() + ${param} * interval '1 millisecon
 
 export interface Claim {
   jobs: LeasedJob[];
-  /** Ready jobs were left pending because their estimate did not fit in the run's budget row. */
+  /** Always false: a claim reserves no credits (under a cap a job's expected price is reserved when it is sent: src/store/pg/budget.ts). */
   heldByBudget: boolean;
 }
 
 /**
  * Lease up to `n` ready pending jobs to `owner`, in manifest order, in one statement (its own transaction,
- * or the caller's). With a budget row for the run (src/store/pg/budget.ts), each job's estimated credits
- * are reserved in the same statement: the jobs are taken in order while they fit (cap - reserved), the row
- * locked until commit, so N workers never reserve past the cap together.
+ * or the caller's). No credits are reserved here: a claimed job may wait in its worker's hands, and under a
+ * cap only what is sent counts (PgLedger.reserve).
  */
 export async function claimPending(q: Queryable, runId: number, owner: string, leaseMs: number, n: number, only: readonly string[] | null = null): Promise<Claim> {
-  // c: what the job adds to the reservation: its estimate less what it holds already (a job claimed before by a
-  // worker that died keeps its reservation: it is not counted twice).
   const text = `WITH cand AS (
-       SELECT j.id, j.seq, COALESCE(j.estimated_credits, 0) AS est, GREATEST(0, COALESCE(j.estimated_credits, 0) - COALESCE(j.reserved_credits, 0)) AS c FROM jobs j
+       SELECT j.id FROM jobs j
         WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($5::text[])' : ''}
-        ORDER BY j.seq LIMIT $2 FOR UPDATE OF j SKIP LOCKED),
-     b AS (SELECT cap - reserved AS room FROM budget WHERE run_id = $1 FOR UPDATE),
-     chosen AS (
-       SELECT r.id, r.est, r.c FROM (SELECT id, est, c, sum(c) OVER (ORDER BY seq) AS cum FROM cand) r
-        WHERE NOT EXISTS (SELECT 1 FROM b) OR r.cum <= (SELECT room FROM b) + 1e-9),
-     reserve AS (
-       UPDATE budget SET reserved = reserved + (SELECT sum(c) FROM chosen)
-        WHERE run_id = $1 AND EXISTS (SELECT 1 FROM chosen) RETURNING 1)
-     UPDATE jobs j SET lease_owner = $3, lease_expires = ${leaseUntil('$4')}, lease_epoch = j.lease_epoch + 1,
-        reserved_credits = CASE WHEN EXISTS (SELECT 1 FROM b) THEN GREATEST(chosen.est, COALESCE(j.reserved_credits, 0)) ELSE j.reserved_credits END
-       FROM chosen WHERE j.run_id = $1 AND j.id = chosen.id
-       RETURNING ${JOB_COLUMNS}, (SELECT count(*) FROM cand)::int AS found, (SELECT count(*) FROM reserve)::int AS reserved`;
+        ORDER BY j.seq LIMIT $2 FOR UPDATE OF j SKIP LOCKED)
+     UPDATE jobs j SET lease_owner = $3, lease_expires = ${leaseUntil('$4')}, lease_epoch = j.lease_epoch + 1
+       FROM cand WHERE j.run_id = $1 AND j.id = cand.id
+       RETURNING ${JOB_COLUMNS}`;
   const res = await q.query<LeasedJob>(named(text, only ? [runId, n, owner, leaseMs, only] : [runId, n, owner, leaseMs]));
-  const found = (res.rows[0] as { found?: number } | undefined)?.found;
-  const jobs = res.rows.map(({ found: _f, reserved: _r, ...row }: LeasedJob & { found?: number; reserved?: number }) => row as LeasedJob).sort((a, b) => a.seq - b.seq);
-  if (found !== undefined) return { jobs, heldByBudget: found > jobs.length };
-  // Nothing claimed: held by the budget when the first ready job's estimate does not fit (with a budget row only).
-  const ready = await q.query(
-    `SELECT 1 FROM budget b, LATERAL (
-        SELECT j.estimated_credits AS c FROM jobs j
-         WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($2::text[])' : ''}
-         ORDER BY j.seq LIMIT 1) f
-      WHERE b.run_id = $1 AND b.reserved + COALESCE(f.c, 0) > b.cap + 1e-9`,
-    only ? [runId, only] : [runId],
-  );
-  return { jobs: [], heldByBudget: (ready.rowCount ?? 0) > 0 };
+  return { jobs: res.rows.sort((a, b) => a.seq - b.seq), heldByBudget: false };
 }
 
 /** Renew every lease `owner` holds (that no one took over): the count renewed. */

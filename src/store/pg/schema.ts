@@ -10,7 +10,8 @@ import { inTx, type Pool } from './db.js';
  *   jobs.lease_owner, lease_expires, lease_epoch  the worker that holds the job, until when (database
  *       clock), and a counter raised at every claim: a state change is written only WHERE lease_owner and
  *       lease_epoch are still the writer's (src/store/pg/leases.ts)
- *   jobs.reserved_credits  credits this job holds in its run's budget row (released once, when it ends
+ *   jobs.reserved_credits  credits this job holds in its run's budget row: its expected price, reserved when it
+ *       is sent under a cap, released once (by the first balance reading after it ended, or at once when it ended
  *       uncharged)
  *   files.worker           the worker that wrote the file
  *   workers                one row per worker process: id (hostname:pid:random), hostname, pid, started_at,
@@ -20,7 +21,8 @@ import { inTx, type Pool } from './db.js';
  *                          flight, ended_at once it ended; slot -1 is the key's cool-down row (held_until: no
  *                          upload starts before it; set by a 429) (src/store/pg/upload-slots.ts)
  *   rate                   the shared status-read cap: a token bucket row per key fingerprint (src/store/pg/rate.ts)
- *   budget                 per run: cap and reserved credits (src/store/pg/budget.ts)
+ *   budget                 per run: cap (and how it was given), reserved credits, spent credits (balance drops
+ *                          since the run began), the last balance reading, stopped at the cap (src/store/pg/budget.ts)
  *
  * Created when missing, under an advisory lock (two workers starting together must not both run the DDL).
  */
@@ -169,6 +171,11 @@ CREATE TABLE IF NOT EXISTS budget (
   cap DOUBLE PRECISION NOT NULL,
   reserved DOUBLE PRECISION NOT NULL DEFAULT 0
 );
+ALTER TABLE budget ADD COLUMN IF NOT EXISTS spent DOUBLE PRECISION NOT NULL DEFAULT 0;
+ALTER TABLE budget ADD COLUMN IF NOT EXISTS balance DOUBLE PRECISION;
+ALTER TABLE budget ADD COLUMN IF NOT EXISTS name TEXT;
+ALTER TABLE budget ADD COLUMN IF NOT EXISTS stopped BOOLEAN NOT NULL DEFAULT false;
+CREATE INDEX IF NOT EXISTS jobs_reserved ON jobs (run_id) WHERE reserved_credits IS NOT NULL;
 `;
 
 /** The tables of the SQLite state file that the PostgreSQL state mirrors (the readers' snapshot copies these). */

@@ -215,6 +215,9 @@ export class Snapshot {
         rows.set(t.name, await this.read(c, t, w?.[0], w?.[1]));
       }
       this.write(rows, incremental);
+      // The runs' credit caps as their workers noted them (meta `credit_cap:<run id>`, src/store/pg/budget.ts): status and reports show them.
+      const caps = await c.query<{ key: string; value: string }>('SELECT key, value FROM meta WHERE key = ANY($1::text[])', [this.runIds.map((id) => `credit_cap:${id}`)]);
+      for (const r of caps.rows) this.db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)').run(r.key, r.value);
       this.fingerprint = f;
       this.since = latest;
       return true;
