@@ -27,7 +27,8 @@ describe('the end of a run on PostgreSQL with failed jobs', () => {
     const r = await runCli(['run', manifest, '--out', out, '--time-scale', '0.01'], env);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stdout).toContain('genbatch: failed: bad-0, bad-1\n');
-    expect(r.stdout).toContain(`genbatch: to send the failed jobs again: genbatch run ${manifest} --out ${out} --redo failed\n`);
+    // The follow-up repeats the run's own flags (--time-scale here; the state came from GENBATCH_STATE).
+    expect(r.stdout).toContain(`genbatch: to send the failed jobs again: genbatch run ${manifest} --out ${out} --time-scale 0.01 --redo failed\n`);
 
     const w = await runCli(['work', '--until-empty', '--time-scale', '0.01'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: f.db.url });
     expect(w.code, w.stderr).toBe(1);
