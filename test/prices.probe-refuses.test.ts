@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { balanceProblem, chargeProblem, MAX_PROBE_BALANCE } from '../src/pricing/index.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { admin } from './helpers/admin.js';
 import { ensureBuilt, runCli } from './helpers/cli.js';
 import { json, startFakeService, type FakeService } from './helpers/fake-service.js';
 import { tempDir } from './helpers/tmp.js';
@@ -35,7 +36,7 @@ function setMode(m: Mode): void {
 }
 
 async function sandboxTasks(): Promise<Array<{ task_id: string; model: string; credits: number }>> {
-  return ((await (await fetch(`${sb.url}/__sandbox/tasks`)).json()) as { tasks: Array<{ task_id: string; model: string; credits: number }> }).tasks;
+  return ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Array<{ task_id: string; model: string; credits: number }> }).tasks;
 }
 
 beforeAll(async () => {
