@@ -88,7 +88,7 @@ describe('genbatch run --only / --limit', () => {
     const r = await runCli(['run', m, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--only', 'few-*1'], env);
     expect(r.code).toBe(4);
     expect(r.stdout).toContain('genbatch: --only few-*1: sending 1 of 3 pending job(s); 2 stay pending for a later run\n');
-    expect(r.stdout).toContain(`genbatch: 2 job(s) left pending (--only, --limit): genbatch run ${m} --out ${w.out} --base-url ${sb.url} sends them\n`);
+    expect(r.stdout).toContain(`genbatch: 2 job(s) left pending (--only, --limit): genbatch run ${m} --out ${w.out} --base-url ${sb.url} --time-scale 0.005 sends them\n`);
   }, 30_000);
 
   it('--only with a pattern that matches no job is a usage error (exit 2) naming it; nothing is sent', async () => {
