@@ -15,6 +15,12 @@ describe('redact: the API key out of a text', () => {
     ['percent-encoded in part', `u?t=sk-Ab9${enc('.z+')}key`],
     ['encoded twice (%25 then the hex)', `u?t=${enc(KEY).replace(/%/g, '%25')}`],
     ['beside a stray % and a bad escape', `100% sure %zz ${enc(KEY)} %`],
+    ['base64 alone', `k=${Buffer.from(KEY).toString('base64')}`],
+    ['base64 of "Bearer <key>"', `auth: ${Buffer.from(`Bearer ${KEY}`).toString('base64')}`],
+    ['base64 with one byte before', Buffer.from(`x${KEY}y`).toString('base64')],
+    ['base64 with two bytes before', Buffer.from(`xy${KEY}`).toString('base64')],
+    ['base64url', Buffer.from(`?${KEY}?`).toString('base64url')],
+    ['hex, either case', `${Buffer.from(KEY).toString('hex')} ${Buffer.from(KEY).toString('hex').toUpperCase()}`],
   ])('%s', (_, text) => {
     const out = redact(text, KEY);
     expect(out).toContain(REDACTED);

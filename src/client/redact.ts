@@ -2,7 +2,8 @@
  * The API key out of everything the service sends back. A server may echo the key (an error
  * message "content policy for key sk-...", a file URL "...?token=sk-..."), and whatever it sends
  * is stored, reported, printed and used as file names: every string of every answer goes through
- * here first. The key is matched as it is and percent-encoded (in part or whole), wherever it is.
+ * here first. The key is matched as it is and percent-encoded (in part or whole), wherever it is,
+ * and in base64, base64url and hex (whole-key forms, see encodedForms).
  */
 
 export const REDACTED = '[redacted]';
@@ -27,25 +28,45 @@ function keyPattern(apiKey: string): string {
   return out;
 }
 
-let cached: { apiKey: string; all: RegExp; one: RegExp } | null = null;
-function patterns(apiKey: string): { all: RegExp; one: RegExp } {
+/**
+ * The key's bytes in base64 (and base64url) at each of the three alignments a longer encoded text can give
+ * them, each cut to the characters that depend on the key's bytes alone, and in hex (either case): a server
+ * that echoes "Bearer <key>" base64-encoded, or the key in hex, is caught too. Forms shorter than 12
+ * characters are left out (they would match unrelated text).
+ */
+function encodedForms(apiKey: string): string[] {
+  const key = Buffer.from(apiKey, 'utf8');
+  const forms = new Set<string>([key.toString('hex'), key.toString('hex').toUpperCase()]);
+  for (const o of [0, 1, 2]) {
+    const n = o + key.length;
+    const b64 = Buffer.concat([Buffer.alloc(o), key]).toString('base64').slice(o === 0 ? 0 : o + 1, 4 * Math.floor(n / 3) + (n % 3));
+    forms.add(b64);
+    forms.add(b64.replace(/\+/g, '-').replace(/\//g, '_'));
+  }
+  return [...forms].filter((f) => f.length >= 12);
+}
+
+let cached: { apiKey: string; all: RegExp; one: RegExp; forms: string[] } | null = null;
+function patterns(apiKey: string): { all: RegExp; one: RegExp; forms: string[] } {
   if (cached?.apiKey !== apiKey) {
     const p = keyPattern(apiKey);
-    cached = { apiKey, all: new RegExp(p, 'g'), one: new RegExp(p) };
+    cached = { apiKey, all: new RegExp(p, 'g'), one: new RegExp(p), forms: encodedForms(apiKey) };
   }
   return cached;
 }
 
-/** `text` with every occurrence of the key, plain or percent-encoded (in part or whole, once or twice), replaced by [redacted]. */
+/** `text` with every occurrence of the key, plain or percent-encoded (in part or whole, once or twice), or in base64 or hex, replaced by [redacted]. */
 export function redact(text: string, apiKey: string): string {
   if (apiKey.length < 4) return text;
+  for (const f of patterns(apiKey).forms) if (text.includes(f)) text = text.split(f).join(REDACTED);
   if (!text.includes('%')) return text.includes(apiKey) ? text.split(apiKey).join(REDACTED) : text;
   return text.replace(patterns(apiKey).all, REDACTED);
 }
 
-/** True when `text` holds the key, plain or percent-encoded. */
+/** True when `text` holds the key, plain or percent-encoded, or in base64 or hex. */
 export function holdsKey(text: string, apiKey: string): boolean {
   if (apiKey.length < 4) return false;
+  if (patterns(apiKey).forms.some((f) => text.includes(f))) return true;
   if (!text.includes('%')) return text.includes(apiKey);
   return patterns(apiKey).one.test(text);
 }
