@@ -111,4 +111,46 @@ describe('a forged completion callback with the right token', () => {
     const finish = stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; callbacks_ignored?: number }).find((e) => e.type === 'finish');
     expect(finish?.callbacks_ignored).toBe(1);
   }, 90_000);
+
+  it('for an uncertain job naming a task another job records: never adopted (one task is the result of one job at most), the job adopts its own task later', async () => {
+    const manifest = imageManifest(join(t.dir, 'adopt.yaml'), 2, 'adopt');
+    const out = join(t.dir, 'out-adopt');
+    // The first submit is answered; the second creates its task and then answers 500: that job is uncertain.
+    sb.script('submit', ['ok', '500-after']);
+    const child = spawnCli(['run', manifest, '--base-url', sb.url, '--time-scale', '1', '--out', out, '--listen', '127.0.0.1:0', '--json', '--yes', '--concurrency', '1'], { GENBATCH_API_KEY: KEY });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const closed = new Promise<number | null>((r) => child.on('close', r));
+    const jobOf = (x: Listed) => (x.callback_url === null ? null : new URL(x.callback_url).searchParams.get('job'));
+    let own = '';
+    let other = '';
+    try {
+      const [first, second] = await until('both tasks', async () => {
+        const mine = (await tasks()).filter((x) => jobOf(x)?.startsWith('adopt-'));
+        const a = mine.find((x) => jobOf(x) === 'adopt-0000');
+        const b = mine.find((x) => jobOf(x) === 'adopt-0001');
+        return a && b ? [a, b] : null;
+      });
+      other = first!.task_id;
+      own = second!.task_id;
+      await until('the second job uncertain', async () => (readJobs(join(out, 'state.db')).find((j) => j.id === 'adopt-0001')?.state === 'uncertain' ? true : null));
+      // The leaked URL of the uncertain job, naming the task the first job records.
+      expect((await fetch(second!.callback_url!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: forged(other) })).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 500));
+      sb.clock.advance(120);
+      const code = await closed;
+      expect(code, stderr).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
+    const jobs = readJobs(join(out, 'state.db'));
+    expect(jobs.map((j) => [j.id, j.state, j.task_id])).toEqual([
+      ['adopt-0000', 'done', other],
+      ['adopt-0001', 'done', own],
+    ]);
+    const finish = stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; callbacks_ignored?: number }).find((e) => e.type === 'finish');
+    expect(finish?.callbacks_ignored).toBeGreaterThanOrEqual(1);
+  }, 90_000);
 });

@@ -135,6 +135,12 @@ export class Callbacks {
   }
 
   private async adopt(job: string, taskId: string, model: string): Promise<void> {
+    // A task another job of the run records is never adopted: the status read proves only that the task exists and
+    // ended on the account, not that it is this job's (a forged callback on a leaked URL could name any task).
+    if ((await this.c.store.jobOfTask(taskId, job)) !== null) {
+      this.ignore();
+      return;
+    }
     if (!(await this.c.move(job, 'uncertain', 'submitted', { task_id: taskId, last_error: 'task adopted from a late completion callback' }, { durable: true }))) return;
     this.uncertainHere.delete(job);
     const row = await this.c.store.getJob(job);

@@ -103,6 +103,12 @@ export interface WorkStore {
   getJob(id: string): Promise<JobRow | undefined>;
 
   /**
+   * A job of this run other than `except` that records task `taskId`, or null. Read when a callback would
+   * adopt a task for an uncertain job (rare): a task another job holds is never adopted (a forged callback).
+   */
+  jobOfTask(taskId: string, except: string): Promise<string | null>;
+
+  /**
    * Move job `id` from `from` to `to`, setting `patch`, in one transaction guarded by
    * `state = from` and this worker's lease, with the file rows of `o` and the job graph's
    * part (a job that ends without results skips its pending descendants; one that leaves

@@ -173,6 +173,12 @@ export abstract class StoreQueries {
     return reads.getJob(this.cachedRaw, this.runId, jobId);
   }
 
+  /** A job of this run other than `except` that records task `taskId`, or null (no index: read only on a callback's adoption). */
+  jobOfTask(taskId: string, except: string): string | null {
+    const row = this.db.prepare('SELECT id FROM jobs WHERE run_id = ? AND task_id = ? AND id <> ? LIMIT 1').get(this.runId, taskId, except) as { id: string } | undefined;
+    return row?.id ?? null;
+  }
+
   /**
    * Up to `limit` ready pending jobs after sequence number `afterSeq`, in
    * manifest order: a job with graph parents is ready when every parent is done.

@@ -119,6 +119,10 @@ export class SqliteWorkStore implements WorkStore {
     return attempt(() => this.store.getJob(id));
   }
 
+  jobOfTask(taskId: string, except: string): Promise<string | null> {
+    return attempt(() => this.store.jobOfTask(taskId, except));
+  }
+
   transition(id: string, from: JobState, to: JobState, patch: JobPatch = {}, o: MoveOptions = {}): Promise<Moved> {
     const also =
       o.addFiles || o.filesDone

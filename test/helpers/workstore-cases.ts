@@ -156,6 +156,13 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
     expect(ids((await b.store.claimPending(10)).jobs)).toEqual(['c']);
   });
 
+  it('jobOfTask names the other job that records a task (a callback never adopts it for another job)', async () => {
+    const { store } = await fresh([{ id: 'a', state: 'submitted' }, { id: 'b' }]);
+    expect(await store.jobOfTask('task-a', 'b')).toBe('a');
+    expect(await store.jobOfTask('task-a', 'a')).toBeNull();
+    expect(await store.jobOfTask('task-zz', 'b')).toBeNull();
+  });
+
   it('refuses a transition from a state the job is not in, and one that is not allowed, changing nothing', async () => {
     const { store } = await fresh([{ id: 'a' }]);
     await store.claimPending(10);

@@ -218,6 +218,11 @@ export class PgWorkStore implements WorkStore {
     this.lastBeat = Date.now();
   }
 
+  async jobOfTask(taskId: string, except: string): Promise<string | null> {
+    const r = await this.pool.query<{ id: string }>('SELECT id FROM jobs WHERE run_id = $1 AND task_id = $2 AND id <> $3 LIMIT 1', [this.runId, taskId, except]);
+    return r.rows[0]?.id ?? null;
+  }
+
   async getJob(id: string): Promise<JobRow | undefined> {
     const r = await this.pool.query<JobRow>(`SELECT ${ROW_COLUMNS} FROM jobs j WHERE j.run_id = $1 AND j.id = $2`, [this.runId, id]);
     return r.rows[0];
