@@ -141,7 +141,9 @@ describe('checkPolicy', () => {
 
 describe('TokenBucket', () => {
   it('serves waiters in order at the rate, and an abort leaves the queue', async () => {
-    const bucket = new TokenBucket(100);
+    // 2 a second: the second waiter waits 500 ms, so the abort (at once) always finds it waiting, however loaded
+    // the machine (at 100 a second a token could refill before the abort: [1, 2, 3]).
+    const bucket = new TokenBucket(2);
     const order: number[] = [];
     const ac = new AbortController();
     const a = bucket.take().then(() => order.push(1));

@@ -203,7 +203,9 @@ describe('upload/url', () => {
   });
 
   it('fails cleanly on a bad URL, a non-image, a 404, an unreachable host and a time-out', async () => {
-    const sb = await sandbox({ allowLoopback: true });
+    // Time scale 0.5: the download limit is 5 s, so the endless body reaches the 20 MB cap (413) before it even on
+    // a loaded machine (at 0.01 the 1 s floor was sometimes reached first: 408).
+    const sb = await sandbox({ allowLoopback: true, timeScale: 0.5 });
     const base = await fileServer((req, res) => {
       if (req.url === '/page.html') res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>hi</body></html>');
       else if (req.url === '/hang') res.writeHead(200, { 'content-type': 'image/png' }).write(PNG.subarray(0, 10)); // never ends
