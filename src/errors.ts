@@ -7,17 +7,32 @@
  * 3 over budget or balance, 4 incomplete, 74 a file or folder could not be used (disk full,
  * read-only, not a folder, ...: the system's message is shown), 130 interrupted by SIGINT.
  */
+/**
+ * Exit codes, one table (README "Exit codes"): a scheduler acts on the code alone. When several apply, the first of
+ * this order wins: interrupted (130, 143) > usage, io, internal > decision (4) > jobsFailed (1) > budget (3) >
+ * capReached (5) > leftPending (7) > failedPermanent (6) > ok. The `--json` summary line names every reason.
+ */
 export const EXIT = {
+  /** Every job done. */
   ok: 0,
+  /** Jobs failed that a retry may fix (`--redo failed`). */
   jobsFailed: 1,
+  /** Invalid manifest or usage; nothing sent. */
   usage: 2,
+  /** Work left pending for the account's balance (refused before sending, or a 402 mid-run), or unknown prices without --yes. */
   budget: 3,
+  /** Jobs that need a decision: uncertain (a task may exist) or expired (results lost; sending again charges again). */
   incomplete: 4,
-  /** The credit cap (--max-credits, the manifest budget) stopped the run: the next job would have gone over what was charged. */
+  /** The credit cap (--max-credits, the manifest budget, --max-credits-per-invocation) left work pending. */
   capReached: 5,
+  /** Every job done apart from jobs that failed permanently (the service refused their input; a retry cannot help). */
+  failedPermanent: 6,
+  /** Work left pending by --only/--limit, or by a lost lease (another worker goes on with it). */
+  leftPending: 7,
   io: 74,
   internal: 70,
   sigint: 130,
+  sigterm: 143,
 } as const;
 
 export class GenbatchError extends Error {
