@@ -23,6 +23,11 @@ export const GROUPS = {
     mutate: ['src/download/place.ts', 'src/download/check.ts', 'src/download/names.ts'],
     tests: ['test/download.test.ts', 'test/download.paths.test.ts'],
   },
+  // One door to disk: no path leaves its folder, no symlink or foreign file is followed or overwritten.
+  paths: {
+    mutate: ['src/lib/root.ts'],
+    tests: ['test/lib.root.test.ts', 'test/download.paths.test.ts'],
+  },
   // The intent committed before the POST, the task id the moment it arrives.
   submits: {
     mutate: ['src/engine/pipeline-submits.ts'],
