@@ -89,6 +89,15 @@ describe('redactDeep: the key out of every string and property name of an answer
     expect(text).toContain(`"echo ${REDACTED}"`);
   });
 
+  it('a renamed property is a plain one (enumerable, writable, configurable), and an answer that is null, a number or a boolean comes back as it is', () => {
+    const out = redactDeep({ [`k-${KEY}`]: { v: 1 } }, KEY) as Record<string, unknown>;
+    expect(Object.getOwnPropertyDescriptor(out, `k-${REDACTED}`)).toEqual({ value: { v: 1 }, enumerable: true, writable: true, configurable: true });
+    expect(redactDeep(null, KEY)).toBeNull();
+    expect(redactDeep(5, KEY)).toBe(5);
+    expect(redactDeep(true, KEY)).toBe(true);
+    expect(redactDeep([[`${KEY}`, null, [{ [KEY]: [KEY] }]]], KEY)).toEqual([[REDACTED, null, [{ [REDACTED]: [REDACTED] }]]]);
+  });
+
   it('a string answer, and an answer nested deeper than the stack would allow', () => {
     expect(redactDeep(`x ${KEY}`, KEY)).toBe(`x ${REDACTED}`);
     expect(redactDeep('plain', KEY)).toBe('plain');
