@@ -73,6 +73,16 @@ describe('place: never replaces a file, reuses only identical bytes', () => {
     expect(lstatSync(join(dir, 'x.png')).isSymbolicLink()).toBe(true);
   });
 
+  it('a symlink whose own size equals the body size, to identical bytes, is not reused either', async () => {
+    const dir = folder();
+    const target = `../same-${'s'.repeat(BODY.length - 12)}.png`; // the link's own size is its target's length
+    expect(target.length).toBe(BODY.length);
+    writeFileSync(join(dir, target), BODY);
+    symlinkSync(target, join(dir, 'x.png'));
+    expect(lstatSync(join(dir, 'x.png')).size).toBe(BODY.length);
+    expect(await placeBody(dir)).toMatchObject({ name: 'x (2).png', reused: false });
+  });
+
   it('every numbered name taken: an unsafe-result error naming the name and the count, and commitWhole leaves no temporary file', async () => {
     const dir = folder();
     writeFileSync(join(dir, 'x.png'), 'other');
@@ -147,6 +157,7 @@ describe('BodyCheck: the limits of a body', () => {
       }
     })();
     expect(err).toBeInstanceOf(NetworkError);
+    expect((err as NetworkError).sent).toBe(true); // the request was sent: a GET, retried as such
     expect((err as Error).message).toBe('download of https://f/x: body has 5 bytes, Content-Length said 8');
   });
 });
