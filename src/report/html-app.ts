@@ -199,7 +199,7 @@ function card(r) {
   if (r[5]) a.append(h("p", "vars", r[5]));
   if (r[4]) a.append(h("p", "prompt", r[4]));
   const more = h("details", "more");
-  more.append(h("summary", null, "details"));
+  more.append(h("summary", null, "metadata"));
   const m = h("p", "meta");
   m.append(meta.models[r[2]]);
   if (r[3]) m.append(" \\u00b7 ", h("span", "tok", r[3]));

@@ -138,10 +138,11 @@ h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3
 .card.marked-approved::before,.card.marked-rejected::before{position:absolute;top:.5rem;left:.5rem;z-index:1;padding:.15rem .6rem;border-radius:.4rem;color:#fff;font-weight:700;font-size:.9rem}
 .card.marked-approved::before{content:"\\2713  approved";background:var(--ok)}.card.marked-rejected::before{content:"\\2715  rejected";background:var(--bad)}
 .badge.m-approved{background:var(--ok);color:#fff;border-color:var(--ok)}.badge.m-rejected{background:var(--bad);color:#fff;border-color:var(--bad)}
-#gb-lb{position:fixed;inset:0;z-index:10;display:grid;grid-template-rows:minmax(0,1fr) auto;background:rgba(0,0,0,.93);color:#eee}
-#gb-lb .lb-img{display:flex;align-items:center;justify-content:center;min-height:0;padding:.5rem}#gb-lb img{max-width:100%;max-height:100%;object-fit:contain}
+#gb-lb{position:fixed;inset:0;z-index:1000;display:grid;grid-template-rows:minmax(0,1fr) auto;background:#0b0b0b;color:#eee}
+#gb-lb .lb-img{display:flex;min-height:0;padding:.5rem}#gb-lb img{flex:1 1 auto;width:100%;height:100%;min-width:0;min-height:0;object-fit:contain}
 #gb-lb .lb-bar{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.6rem 1rem;background:#111}#gb-lb .lb-bar button{font:inherit}#gb-lb .lb-text{flex:1 1 20rem;min-width:0;max-height:6rem;overflow:auto}
-#gb-lb.lb-approved img{outline:4px solid var(--ok)}#gb-lb.lb-rejected img{outline:4px solid var(--bad);opacity:.5}
+#gb-lb .lb-bar{border-top:6px solid #333}#gb-lb.lb-approved .lb-bar{border-top-color:var(--ok)}#gb-lb.lb-rejected .lb-bar{border-top-color:var(--bad)}
+.side .media img{width:100%;height:auto;max-height:80vh;object-fit:contain}
 .meta,.note{color:var(--muted);font-size:.85rem}.meta{margin:0 0 .5rem}
 .prompt{margin:.25rem 0 .5rem;white-space:pre-wrap}.vars{margin:0 0 .25rem;font-size:.85rem;font-weight:600}
 .input{display:grid;grid-template-columns:minmax(0,max-content) minmax(0,1fr);gap:0 .6rem;margin:0 0 .5rem;font-size:.8rem}.input dt{color:var(--muted);overflow-wrap:anywhere}.input dd{margin:0;min-width:0;overflow-wrap:anywhere}
@@ -154,7 +155,7 @@ h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.25rem 0;max-height:20rem;overflow:auto;font-size:.85rem}
 .m-approved{color:var(--ok)}.m-rejected{color:var(--bad)}
 .review{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center;margin:.5rem 0 0}.review button,.bar button,.bar input{font:inherit;max-width:100%;min-width:0}
-.bar{position:sticky;top:0;z-index:1;display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.5rem 0;background:var(--bg)}.bar input{flex:1 1 10rem}
+.bar{position:sticky;top:0;z-index:5;display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.5rem 0;background:var(--bg)}.bar input{flex:1 1 10rem}
 .card{scroll-margin:7rem 0 1rem}.card.current{outline:3px solid #3b82f6;outline-offset:1px}.card.sel{border-color:#3b82f6;background:color-mix(in srgb,var(--card),#3b82f6 8%)}
 .side{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(280px,100%),1fr));gap:1rem}
 table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{border-bottom:1px solid var(--line);padding:.25rem .4rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}th,td.n{white-space:nowrap;overflow-wrap:normal}
