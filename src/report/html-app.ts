@@ -3,7 +3,10 @@
  * the rows of src/report/html-data.ts and shows one page of cards at a time (PAGE cards in the DOM, however
  * many jobs), with search (id, prompt, variables, any input value, where, task id), filters (state, model,
  * kind of result, review mark) and sort, also set from the page's hash (`#q=harbour&state=done&model=M&kind=image&mark=rejected&sort=newest`).
- * A mark is shown as a badge, its note below. When the page has `window.gbView` (the view's script, run
+ * A card shows its images first (full card width; the size control `#gb-size`, or `#size=s|m|l`, sets the
+ * column width: medium is 4 across at 1400 px), then id, state and mark, prompt; model, task, input and files
+ * are folded under "metadata". A mark is shown as a badge, its note below, and as the card's class
+ * (`marked-approved`, `marked-rejected`: border, label, a rejected image dimmed). When the page has `window.gbView` (the view's script, run
  * first), each card is handed to gbView.card(article, row, state) and gbView.ready(api) gets update/render/move.
  * A chat job's messages are searched but not listed on its card (its prompt is the last user message).
  * Every text goes in with textContent, never as HTML. It also shows every
