@@ -8,8 +8,8 @@ import type { Store } from '../store/index.js';
  * file's lease (so no "no closing balance reading" note for an invocation that is only not finished yet),
  * and the end time "now" then.
  */
-export function viewSummary(store: Store): { summary: ReportSummary; running: boolean } {
-  const s = buildReportData(store).summary;
+export function viewSummary(store: Store, counts: Readonly<Record<string, number>> = store.counts()): { summary: ReportSummary; running: boolean } {
+  const s = buildReportData(store, null, 0, counts).summary;
   if (!store.writerActive()) return { summary: s, running: false };
   const last = s.credits.invocations.at(-1);
   if (last && last.finished_at === null) last.running = true;
@@ -26,8 +26,9 @@ export interface HeadValues {
   notes: string[];
 }
 
-export function headValues(store: Store): HeadValues {
-  const { summary: s, running } = viewSummary(store);
+/** `counts`: store.counts() when the caller has just read it (a GROUP BY over every job). */
+export function headValues(store: Store, counts?: Readonly<Record<string, number>>): HeadValues {
+  const { summary: s, running } = viewSummary(store, counts);
   const f = store.fileTotals();
   return {
     time: { from: s.started_at, to: s.finished_at, took: formatDuration(s.wall_seconds), running },

@@ -55,6 +55,6 @@ export class LiveState {
     const latest = this.store.lastChange();
     const rows = reportJobsOf(this.store, this.store.summaryRowsChangedSince(since)).map((j) => this.pageData.row(j));
     const counts = this.store.counts();
-    return `{"since":${JSON.stringify(latest)},"gen":${now},"rows":[${rows.join(',')}],"tables":${scriptJson(this.pageData.tables())},"counts":${JSON.stringify(orderedCounts(counts))},"total":${totalJobs(counts)},"head":${scriptJson(headValues(this.store))}}`;
+    return `{"since":${JSON.stringify(latest)},"gen":${now},"rows":[${rows.join(',')}],"tables":${scriptJson(this.pageData.tables())},"counts":${JSON.stringify(orderedCounts(counts))},"total":${totalJobs(counts)},"head":${scriptJson(headValues(this.store, counts))}}`;
   }
 }
