@@ -211,4 +211,17 @@ describe('genbatch run --redo rejected', () => {
     expect(submitted(w.out, 'v-1').seed).not.toBe(seedAfter);
     expect(history(w.state, 'v-1').map((h) => h.mark)).toEqual(['rejected', null, 'rejected', null]);
   }, 90_000);
+
+  it('status counts the approved and the rejected jobs, in its text and in --json', async () => {
+    const { dir, out } = work();
+    const m = manifest(dir, ['s-1', 's-2', 's-3', 's-4']);
+    expect((await run(m, out)).code).toBe(0);
+    expect((await runCli(['mark', m, '--out', out, '--approve', 's-1,s-2'], env)).code).toBe(0);
+    expect((await runCli(['mark', m, '--out', out, '--reject', 's-3'], env)).code).toBe(0);
+    const text = await runCli(['status', m, '--out', out], env);
+    expect(text.stdout).toContain('  review: 2 approved, 1 rejected, 1 done not marked\n');
+    const json = JSON.parse((await runCli(['status', m, '--out', out, '--json'], env)).stdout) as { marks: unknown; counts: { done: number } };
+    expect(json.marks).toEqual({ approved: 2, rejected: 1 });
+    expect(json.counts.done).toBe(4);
+  }, 60_000);
 });

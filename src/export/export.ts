@@ -1,9 +1,14 @@
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, relative, resolve, sep } from 'node:path';
 import { sanitizeName } from '../download/index.js';
+import { setAtPath } from '../engine/index.js';
+import type { StoredSpec } from '../engine/spec.js';
 import { UnsafePathError, UsageError } from '../errors.js';
 import { nameProblem, realpathOrAncestor, within as folderWithin } from '../lib/root.js';
 import type { Mark, Store } from '../store/index.js';
 import { csvField } from '../report/csv.js';
+import { varsOf } from '../report/prompt.js';
+import { openManifest } from '../manifest/index.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
 import { folderDest, folderSource } from './folder.js';
 import { ExportProblem, LEDGER, type ExportDest, type ExportEntry, type Placement, type ExportSource, type Ledger } from './places.js';
@@ -17,7 +22,8 @@ import { ExportProblem, LEDGER, type ExportDest, type ExportEntry, type Placemen
  *            folder names it), hard-linked from the output folder when DIR is on the same filesystem, else
  *            copied; placed under a temporary name, its sha256 checked against the recorded one, then renamed
  *   index    imagefolder: `metadata.jsonl`, one line per file (`file_name` relative to DIR, `job_id`, `model`,
- *            `prompt`, `sha256`, then the input fields as sent), which Hugging Face `datasets` reads as an
+ *            `prompt`, `sha256`, `mark`, `mark_note`, the manifest's variables, then the input fields as sent,
+ *            local reference images by their path relative to the manifest), which Hugging Face `datasets` reads as an
  *            ImageFolder/AudioFolder; jsonl: the same lines in `export.jsonl`; csv: `export.csv` with the input
  *            as one JSON column
  *   again    `.genbatch-export.json` in DIR lists what genbatch wrote there (name and sha256): a file already
@@ -119,8 +125,9 @@ async function exportInto(store: Store, o: ExportOptions, source: ExportSource, 
     throw new UsageError(`--to ${o.to}: ${indexName} is already there and genbatch did not write it; choose an empty ${isS3Url(dest.where) ? 'prefix' : 'folder'} or one genbatch exported to`);
   }
   const marks = store.marks();
+  const vars = await manifestVars(store.run().manifest);
   const out: ExportOutcome = { dir: dest.where, index: dest.at(indexName), jobs: 0, files: 0, linked: 0, copied: 0, kept: 0, removed: 0, problems: [] };
-  const entries = chooseEntries(store, source, marks, o.which, out.problems);
+  const entries = chooseEntries(store, marks, vars, o.which, out.problems);
   const written = new Map<string, string>();
   const jobs = new Set<string>();
   for (const e of entries) {
@@ -195,14 +202,18 @@ const FILE_COLUMN = /(^|_)file_names?$/;
 const INDEX_BY_NAME: Record<string, true> = Object.fromEntries(Object.values(INDEX_NAME).map((n) => [n, true]));
 
 /** The recorded result files of the chosen jobs, in manifest order, each with its name in DIR and its index row. */
-function chooseEntries(store: Store, source: ExportSource, marks: ReadonlyMap<string, Mark>, which: ExportWhich, problems: string[]): Entry[] {
+function chooseEntries(store: Store, marks: ReadonlyMap<string, Mark>, manifestVars: ReadonlyMap<string, Record<string, unknown>> | null, which: ExportWhich, problems: string[]): Entry[] {
   const out: Entry[] = [];
+  const base = dirname(resolve(store.run().manifest));
   const ids = [...store.summaryRows()].filter((r) => r.state === 'done').map((r) => r.id);
   for (const id of ids) {
-    const mark = marks.get(id)?.state;
-    if (which === 'approved' ? mark !== 'approved' : which === 'default' ? mark === 'rejected' : false) continue;
+    const mark = marks.get(id);
+    if (which === 'approved' ? mark?.state !== 'approved' : which === 'default' ? mark?.state === 'rejected' : false) continue;
     const job = store.getJob(id)!;
     const input = inputOf(job.submitted_input, job.spec);
+    localNames(input, job.spec, base);
+    // The manifest's variables (read again from it), else those `where` records (row number, matrix values cut at 24 characters).
+    const vars = manifestVars?.get(id) ?? varsOf(job.where);
     const folder = sanitizeName(id, 'job');
     for (const f of store.filesOf(id)) {
       if (f.state !== 'done' || f.path === null || f.sha256 === null) continue;
@@ -214,11 +225,57 @@ function chooseEntries(store: Store, source: ExportSource, marks: ReadonlyMap<st
       const parts = f.path.split(/[\\/]/).filter((p) => p !== '');
       const within = (parts.length > 1 ? parts.slice(1) : parts).map((p) => sanitizeName(p, 'file'));
       const name = [folder, ...within].join('/');
-      const row: Record<string, unknown> = { file_name: name, job_id: id, model: job.model, prompt: typeof input.prompt === 'string' ? input.prompt : null, sha256: f.sha256 };
+      const row: Record<string, unknown> = {
+        file_name: name,
+        job_id: id,
+        model: job.model,
+        prompt: typeof input.prompt === 'string' ? input.prompt : null,
+        sha256: f.sha256,
+        mark: mark?.state ?? null,
+        mark_note: mark?.note ?? null,
+      };
+      for (const [k, v] of Object.entries(vars)) row[k in row || FILE_COLUMN.test(k) ? `var_${k}` : k] = v;
       // The input's prompt is the prompt column already.
       for (const [k, v] of Object.entries(input)) if (k !== 'prompt') row[k in row || FILE_COLUMN.test(k) ? `input_${k}` : k] = v;
       out.push({ name, rel: f.path, size: f.size ?? 0, sha256: f.sha256.toLowerCase(), row, input });
     }
+  }
+  return out;
+}
+
+/**
+ * Each local image the manifest names (its `refs`: uploaded before the submit, so the input as sent holds a
+ * temporary URL of the service) written back as its path relative to the manifest's folder, `/`-separated.
+ */
+function localNames(input: Record<string, unknown>, specJson: string, base: string): void {
+  let refs: StoredSpec['refs'] = [];
+  try {
+    refs = (JSON.parse(specJson) as Partial<StoredSpec>).refs ?? [];
+  } catch {
+    return;
+  }
+  for (const ref of Array.isArray(refs) ? refs : []) {
+    if (ref.data || ref.remote || typeof ref.file !== 'string' || typeof ref.path !== 'string') continue;
+    try {
+      setAtPath(input, ref.path, relative(base, ref.file).split(sep).join('/'));
+    } catch {
+      // not at that path in this input (an input sent before the manifest changed): left as sent
+    }
+  }
+}
+
+/**
+ * The template variables of each job of the run's manifest (rows columns, glob and matrix variables), read
+ * from the manifest again; null when it cannot be read (moved, deleted): `where`'s variables are used then.
+ */
+async function manifestVars(path: string): Promise<Map<string, Record<string, unknown>> | null> {
+  if (!existsSync(path)) return null;
+  const out = new Map<string, Record<string, unknown>>();
+  try {
+    const manifest = await openManifest(path);
+    for await (const job of manifest.jobs()) if (job.vars !== undefined) out.set(job.id, job.vars);
+  } catch {
+    return null;
   }
   return out;
 }

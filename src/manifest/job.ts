@@ -40,6 +40,8 @@ export interface ManifestJob {
   fanout?: { count: number | null; basis: string };
   /** True when the job holds references, `needs` or `for_each` (it takes part in the job graph). */
   graph?: boolean;
+  /** The template variables that made this job (a rows entry's `row` and columns, glob and matrix variables); absent for a plain job. */
+  vars?: Record<string, unknown>;
 }
 
 /** A job as read from a source, before checks. */
@@ -53,6 +55,8 @@ export interface RawJob {
   rehost?: unknown;
   needs?: unknown;
   for_each?: unknown;
+  /** The template variables of an expanded entry (see ManifestJob.vars). */
+  vars?: Record<string, unknown>;
   where: string;
   /** Position of a field path such as `input.size` (falls back to `where`). */
   locate(path: string): string;
@@ -157,6 +161,7 @@ export class JobBuilder {
     if (raw.rehost !== undefined && typeof raw.rehost !== 'boolean') add('rehost', 'must be true or false');
 
     const job: ManifestJob = { id, model, kind: 'submit', input: inputObj, where: raw.where, dir: this.dir, problems };
+    if (raw.vars !== undefined) job.vars = raw.vars;
     // ${{ }} is filled only inside input: elsewhere it would be sent (or looked up) literally.
     const refKeys = (['model', 'callback_url', 'protocol'] as const).filter((k) => hasRef(raw[k]));
     for (const k of refKeys) add(k, REFS_ONLY_IN_INPUT);

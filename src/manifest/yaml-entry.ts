@@ -146,6 +146,7 @@ export async function* expandEntry(c: EntryContext): AsyncGenerator<ManifestJob>
       needs: orUndefined(fill(fields.needs, vars, 'needs', (_p, t) => t)),
       for_each: orUndefined(fill(fields.for_each, vars, 'for_each', (_p, t) => t)),
       where: entryWhere + suffix,
+      vars: Object.fromEntries(vars),
       locate: (path) => fieldWhere(path, suffix),
     });
   };

@@ -91,8 +91,9 @@ export function creditsLine(summary: ReportSummary): string {
   let line = `estimated ${formatCredits(c.estimated_known)} credit${c.estimated_known === 1 ? '' : 's'}`;
   if (c.unknown_price_jobs > 0) line += ` (+${c.unknown_price_jobs} job${c.unknown_price_jobs === 1 ? '' : 's'} of unknown price)`;
   if (c.user_prices) line += ' (some prices user-supplied)';
+  const running = c.invocations.at(-1)?.running === true ? c.invocations.at(-1)!.n : null;
   if (c.charged !== null) line += `, charged ${formatCredits(c.charged)}${runs > 1 ? ` over ${runs} invocations` : ''}`;
-  else line += ', charged unknown';
+  else line += running !== null ? `, charged: measured when invocation ${running} ends` : ', charged unknown';
   if (c.balance_before !== null || c.balance_after !== null) {
     const b = (v: number | null): string => (v === null ? '?' : formatCredits(v));
     line += ` (balance ${b(c.balance_before)} -> ${b(c.balance_after)})`;
@@ -114,7 +115,8 @@ export function creditsNotes(summary: ReportSummary): string[] {
   ];
   if (c.invocations.length === 0) notes.push('No invocation had work, so nothing was charged by this run and the balance was not read.');
   for (const inv of c.invocations) {
-    if (inv.charged_to === 'next-start') notes.push(`Invocation ${inv.n} has no closing balance reading (stopped before it, or the read failed): it is measured up to the opening reading of invocation ${inv.n + 1}.`);
+    if (inv.running === true) notes.push(`Invocation ${inv.n} is running: its charge is measured when it ends (the balance is read then).`);
+    else if (inv.charged_to === 'next-start') notes.push(`Invocation ${inv.n} has no closing balance reading (stopped before it, or the read failed): it is measured up to the opening reading of invocation ${inv.n + 1}.`);
     else if (inv.charged === null) {
       notes.push(
         inv.balance_before === null

@@ -3,7 +3,10 @@
  * the rows of src/report/html-data.ts and shows one page of cards at a time (PAGE cards in the DOM, however
  * many jobs), with search (id, prompt, variables, any input value, where, task id), filters (state, model,
  * kind of result, review mark) and sort, also set from the page's hash (`#q=harbour&state=done&model=M&kind=image&mark=rejected&sort=newest`).
- * A mark is shown as a badge, its note below. When the page has `window.gbView` (the view's script, run
+ * A card shows its images first (full card width; the size control `#gb-size`, or `#size=s|m|l`, sets the
+ * column width: medium is 4 across at 1400 px), then id, state and mark, prompt; model, task, input and files
+ * are folded under "metadata". A mark is shown as a badge, its note below, and as the card's class
+ * (`marked-approved`, `marked-rejected`: border, label, a rejected image dimmed). When the page has `window.gbView` (the view's script, run
  * first), each card is handed to gbView.card(article, row, state) and gbView.ready(api) gets update/render/move.
  * A chat job's messages are searched but not listed on its card (its prompt is the last user message).
  * Every text goes in with textContent, never as HTML. It also shows every
@@ -190,20 +193,25 @@ function trackInfo(r) {
 function card(r) {
   const a = h("article", "card");
   a.append(h("h3", "tok", r[0]));
+  // Visible at a glance: the state and the mark (the card's border and label too); the rest folded under "details".
+  const st = h("p", "status");
+  st.append(h("span", "badge s-" + meta.states[r[1]], meta.states[r[1]]));
+  if (r[13]) { st.append(h("span", "badge m-" + r[13][0], r[13][0])); a.classList.add("marked-" + r[13][0]); }
+  a.append(st);
+  if (r[13] && r[13][1]) a.append(h("p", "note", "note: " + r[13][1]));
+  if (r[5]) a.append(h("p", "vars", r[5]));
+  if (r[4]) a.append(h("p", "prompt", r[4]));
+  const more = h("details", "more");
+  more.append(h("summary", null, "metadata"));
   const m = h("p", "meta");
-  const badge = h("span", "badge s-" + meta.states[r[1]], meta.states[r[1]]);
-  m.append(badge, " \\u00b7 " + meta.models[r[2]]);
+  m.append(meta.models[r[2]]);
   if (r[3]) m.append(" \\u00b7 ", h("span", "tok", r[3]));
   if (r[7]) m.append(" \\u00b7 task ", h("span", "tok", r[7]));
   if (r[8] > 1) m.append(" \\u00b7 " + r[8] + " attempts");
   if (r[9]) { const t = h("time", null, local(r[9])); t.dateTime = r[9]; t.title = r[9]; m.append(" \\u00b7 finished ", t); }
-  if (r[13]) m.append(" \\u00b7 ", h("span", "badge m-" + r[13][0], r[13][0]));
-  a.append(m);
-  if (r[13] && r[13][1]) a.append(h("p", "note", "note: " + r[13][1]));
-  if (r[5]) a.append(h("p", "vars", r[5]));
-  if (r[4]) a.append(h("p", "prompt", r[4]));
+  more.append(m);
   const fields = Object.entries(r[6]).filter(([k]) => k !== "messages");
-  if (fields.length > 0) { const dl = h("dl", "input"); for (const [k, v] of fields) dl.append(h("dt", null, k), h("dd", null, v)); a.append(dl); }
+  if (fields.length > 0) { const dl = h("dl", "input"); for (const [k, v] of fields) dl.append(h("dt", null, k), h("dd", null, v)); more.append(dl); }
   const tracks = trackInfo(r);
   const media = h("div", "media");
   const alt = (r[4] || r[0]).replace(/\\s+/g, " ").slice(0, 500);
@@ -235,6 +243,7 @@ function card(r) {
   }
   if (r[11].length > 0) {
     const ul = h("ul", "files");
+    more.append(ul);
     for (const f of r[11]) {
       const li = h("li");
       if (f[0] === null) li.append(f[1] + " ", h("span", "note", "(not linked: not a plain relative path)"));
@@ -242,12 +251,16 @@ function card(r) {
       li.append(" ", h("span", "note", f[4] + ", " + bytes(f[3])));
       ul.append(li);
     }
-    a.append(ul);
   }
   if (r[10]) a.append(h("pre", "err", r[10]));
+  a.append(more);
   if (hook) hook.card(a, r, meta.states[r[1]]);
   return a;
 }
+// Image size: small, medium (the default: 4 cards across at 1400 px, one at 390 px) or large.
+const size = $("gb-size");
+const sized = () => { gallery.dataset.size = size.value; };
+size.addEventListener("change", sized);
 let timer = 0;
 q.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(apply, 150); });
 for (const el of [fState, fModel, fKind, fMark, sortBy]) el.addEventListener("change", apply);
@@ -267,6 +280,8 @@ pick(fMark, "mark", (v) => (v === "-" ? "none" : v));
 if (want.get("layout") === "grid") layout.value = "grid";
 if (want.has("across")) pickAcross = want.get("across");
 if (want.has("down")) pickDown = want.get("down");
+if (["s", "m", "l"].includes(want.get("size"))) size.value = want.get("size");
+sized();
 if (want.has("sort") && Object.prototype.hasOwnProperty.call(SORTS, want.get("sort"))) sortBy.value = want.get("sort");
 $("gb-controls").hidden = false;
 apply();

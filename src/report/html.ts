@@ -25,7 +25,7 @@ import { PageData } from './html-data.js';
 import { varsText } from './prompt.js';
 import { writeSinks, type ReportSink } from './sink.js';
 import { PROBLEM_STATES, chatLine, creditsLine, creditsNotes, fileTotals, formatCredits, formatBytes, formatDuration, headOf, orderedCounts, redactUrl, totalJobs } from './format.js';
-import type { ReportData, ReportJob, ReportSummary } from './types.js';
+import type { ReportData, ReportInvocation, ReportJob, ReportSummary } from './types.js';
 
 export { fileHref, mediaKind } from './html-data.js';
 
@@ -129,8 +129,20 @@ h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3
 .counts{display:flex;flex-wrap:wrap;gap:.4rem;margin:.75rem 0;padding:0;list-style:none}
 .badge{display:inline-block;padding:.05rem .45rem;border:1px solid var(--line);border-radius:.6rem;font-size:.8rem}
 .s-done{color:var(--ok)}.s-failed{color:var(--bad)}.s-uncertain,.s-expired{color:var(--warn)}
-.gallery{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(300px,100%),1fr));gap:1rem}
-.card{background:var(--card);border:1px solid var(--line);border-radius:.5rem;padding:.75rem;overflow:hidden;min-width:0}
+.gallery{--card-w:300px;display:grid;grid-template-columns:repeat(auto-fill,minmax(min(var(--card-w),100%),1fr));gap:1rem}.gallery[data-size=s]{--card-w:190px}.gallery[data-size=l]{--card-w:420px}
+.card{position:relative;display:flex;flex-direction:column;background:var(--card);border:1px solid var(--line);border-radius:.5rem;padding:.75rem;overflow:hidden;min-width:0}
+.gallery>.card>.media{order:-1;margin:-.75rem -.75rem .6rem}.gallery>.card>.media img{width:100%;height:auto;max-height:75vh;object-fit:contain;border-radius:0;background:color-mix(in srgb,var(--line),transparent 60%)}.gallery>.card>.media .player{margin:.6rem .75rem 0}
+.card>.review{order:1}.card>.more{order:2;margin-top:.5rem}.more>summary{cursor:pointer;color:var(--muted);font-size:.85rem}
+.status{margin:0 0 .25rem;display:flex;flex-wrap:wrap;gap:.3rem}
+.card.marked-approved{border:3px solid var(--ok)}.card.marked-rejected{border:3px solid var(--bad)}.card.marked-rejected>.media img{opacity:.3;filter:grayscale(1)}
+.card.marked-approved::before,.card.marked-rejected::before{position:absolute;top:.5rem;left:.5rem;z-index:1;padding:.15rem .6rem;border-radius:.4rem;color:#fff;font-weight:700;font-size:.9rem}
+.card.marked-approved::before{content:"\\2713  approved";background:var(--ok)}.card.marked-rejected::before{content:"\\2715  rejected";background:var(--bad)}
+.badge.m-approved{background:var(--ok);color:#fff;border-color:var(--ok)}.badge.m-rejected{background:var(--bad);color:#fff;border-color:var(--bad)}
+#gb-lb{position:fixed;inset:0;z-index:1000;display:grid;grid-template-rows:minmax(0,1fr) auto;background:#0b0b0b;color:#eee}
+#gb-lb .lb-img{display:flex;min-height:0;padding:.5rem}#gb-lb img{flex:1 1 auto;width:100%;height:100%;min-width:0;min-height:0;object-fit:contain}
+#gb-lb .lb-bar{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.6rem 1rem;background:#111}#gb-lb .lb-bar button{font:inherit}#gb-lb .lb-text{flex:1 1 20rem;min-width:0;max-height:6rem;overflow:auto}
+#gb-lb .lb-bar{border-top:6px solid #333}#gb-lb.lb-approved .lb-bar{border-top-color:var(--ok)}#gb-lb.lb-rejected .lb-bar{border-top-color:var(--bad)}
+.side .media img{width:100%;height:auto;max-height:80vh;object-fit:contain}
 .meta,.note{color:var(--muted);font-size:.85rem}.meta{margin:0 0 .5rem}
 .prompt{margin:.25rem 0 .5rem;white-space:pre-wrap}.vars{margin:0 0 .25rem;font-size:.85rem;font-weight:600}
 .input{display:grid;grid-template-columns:minmax(0,max-content) minmax(0,1fr);gap:0 .6rem;margin:0 0 .5rem;font-size:.8rem}.input dt{color:var(--muted);overflow-wrap:anywhere}.input dd{margin:0;min-width:0;overflow-wrap:anywhere}
@@ -143,7 +155,7 @@ h1{margin:0 0 .5rem;font-size:1.5rem}h2{margin:2rem 0 .75rem;font-size:1.2rem}h3
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.25rem 0;max-height:20rem;overflow:auto;font-size:.85rem}
 .m-approved{color:var(--ok)}.m-rejected{color:var(--bad)}
 .review{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center;margin:.5rem 0 0}.review button,.bar button,.bar input{font:inherit;max-width:100%;min-width:0}
-.bar{position:sticky;top:0;z-index:1;display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.5rem 0;background:var(--bg)}.bar input{flex:1 1 10rem}
+.bar{position:sticky;top:0;z-index:5;display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;padding:.5rem 0;background:var(--bg)}.bar input{flex:1 1 10rem}
 .card{scroll-margin:7rem 0 1rem}.card.current{outline:3px solid #3b82f6;outline-offset:1px}.card.sel{border-color:#3b82f6;background:color-mix(in srgb,var(--card),#3b82f6 8%)}
 .side{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(280px,100%),1fr));gap:1rem}
 table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{border-bottom:1px solid var(--line);padding:.25rem .4rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}th,td.n{white-space:nowrap;overflow-wrap:normal}
@@ -154,21 +166,24 @@ table.mgrid{width:auto;border-collapse:collapse}.mgrid th,.mgrid td{border:1px s
 .err{color:var(--bad)}.problems{padding-left:1.1rem}.problems li{margin-bottom:.5rem}
 `;
 
-/** The invocations of the run with their balance readings, and what "estimated" and "charged" measure. */
+/** What follows "invocation N, started <time>" in the credits list: its readings, charge and submits. */
+export function invocationTail(inv: ReportInvocation): string {
+  const n = (v: number | null): string => (v === null ? 'unknown' : formatCredits(v));
+  const after = inv.running === true ? 'not yet (running)' : inv.charged_to === 'next-start' ? `not read (measured to the opening reading of invocation ${inv.n + 1})` : n(inv.balance_after);
+  return `: balance before ${n(inv.balance_before)}, after ${after}; charged ${inv.running === true ? 'when it ends' : n(inv.charged)}; ${inv.submits === null ? (inv.running === true ? 'running' : 'submits not recorded') : `${inv.submits} submit${inv.submits === 1 ? '' : 's'} started`}`;
+}
+
+/** The invocations of the run with their balance readings, and what "estimated" and "charged" measure (in `#gb-credits`, which the view redraws). */
 function creditsHtml(s: ReportSummary): string {
   const c = s.credits;
-  const n = (v: number | null): string => (v === null ? 'unknown' : formatCredits(v));
-  let out = '';
+  let out = '<div id="gb-credits">';
   if (c.invocations.length > 0) {
     out += '<ul class="note">';
-    for (const inv of c.invocations) {
-      const after = inv.charged_to === 'next-start' ? `not read (measured to the opening reading of invocation ${inv.n + 1})` : n(inv.balance_after);
-      out += `<li>invocation ${inv.n}, started ${timeHtml(inv.started_at)}: balance before ${n(inv.balance_before)}, after ${after}; charged ${n(inv.charged)}; ${inv.submits === null ? 'submits not recorded' : `${inv.submits} submit${inv.submits === 1 ? '' : 's'} started`}</li>`;
-    }
+    for (const inv of c.invocations) out += `<li>invocation ${inv.n}, started ${timeHtml(inv.started_at)}${escapeHtml(invocationTail(inv))}</li>`;
     out += '</ul>\n';
   }
   for (const note of creditsNotes(s)) out += `<p class="note">${escapeHtml(note)}</p>\n`;
-  return out;
+  return `${out}</div>\n`;
 }
 
 const CONTROLS =
@@ -179,6 +194,7 @@ const CONTROLS =
   '<select id="gb-kind" aria-label="Kind of result"><option value="">every kind</option></select>' +
   '<select id="gb-mark" aria-label="Review mark"><option value="">every mark</option></select>' +
   '<select id="gb-sort" aria-label="Sort"><option value="order">manifest order</option><option value="id">id</option><option value="state">state</option><option value="model">model</option><option value="newest">newest first</option><option value="oldest">oldest first</option></select>' +
+  '<select id="gb-size" aria-label="Image size"><option value="s">small images</option><option value="m" selected>medium images</option><option value="l">large images</option></select>' +
   '<select id="gb-layout" aria-label="Layout" hidden><option value="cards">cards</option><option value="grid">grid</option></select>' +
   '<span id="gb-axes" class="axes" hidden><label>across <select id="gb-across" aria-label="Variable across"></select></label> <label>down <select id="gb-down" aria-label="Variable down"></select></label></span>' +
   '<span id="gb-info" class="note" aria-live="polite"></span></div>\n';
@@ -223,7 +239,7 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
       return `${rows++ === 0 ? '\n' : ',\n'}${data.row(job)}`;
     },
     end() {
-      const row = (k: string, v: string): string => `<dt>${k}</dt><dd>${v}</dd>`;
+      const row = (k: string, v: string, id?: string): string => `<dt>${k}</dt><dd${id ? ` id="${id}"` : ''}>${v}</dd>`;
       const counts = orderedCounts(s.counts)
         .map(([state, n]) => `<li><span class="badge s-${escapeHtml(state)}">${escapeHtml(state)}: ${n}</span></li>`)
         .join('');
@@ -233,10 +249,10 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
           row('Manifest', `<span class="tok">${escapeHtml(s.manifest)}</span>`) +
           row('Output', `<span class="tok">${escapeHtml(s.out_dir)}</span>`) +
           row('Service', `<span class="tok">${escapeHtml(redactUrl(s.base_url))}</span>${s.sandbox ? ' (sandbox)' : ''}`) +
-          row('Time', `${timeHtml(s.started_at)} to ${timeHtml(s.finished_at)} (${formatDuration(s.wall_seconds)})`) +
-          row('Credits', escapeHtml(creditsLine(s))) +
+          row('Time', `${timeHtml(s.started_at)} to ${timeHtml(s.finished_at)} (${formatDuration(s.wall_seconds)})`, 'gb-h-time') +
+          row('Credits', escapeHtml(creditsLine(s)), 'gb-h-credits') +
           (s.chat ? row('Chat', escapeHtml(chatLine(s.chat) ?? '')) : '') +
-          row('Files', `${files} (${formatBytes(bytes)})`) +
+          row('Files', `${files} (${formatBytes(bytes)})`, 'gb-h-files') +
           `</dl>\n<ul class="counts" id="gb-counts"><li><span class="badge">jobs: ${totalJobs(s.counts)}</span></li>${counts}</ul>\n` +
           creditsHtml(s),
       );

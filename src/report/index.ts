@@ -98,6 +98,6 @@ async function writeAll(to: ReportPaths, data: ReportData, options: ReportOption
     open,
   );
 }
-export { CSS, escapeHtml, htmlSink, timeHtml } from './html.js';
+export { CSS, escapeHtml, htmlSink, invocationTail, timeHtml } from './html.js';
 export { PageData, fileHref, scriptJson } from './html-data.js';
-export { formatBytes, orderedCounts, totalJobs } from './format.js';
+export { creditsLine, creditsNotes, formatBytes, orderedCounts, totalJobs } from './format.js';

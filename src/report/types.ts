@@ -66,6 +66,8 @@ export interface ReportInvocation {
    * e.g. killed: the next invocation's balance_before), null when `charged` is null.
    */
   charged_to: 'end' | 'next-start' | null;
+  /** True while it is still running (a reader saw its run hold the state file's lease): no closing reading yet, as expected. */
+  running?: boolean;
 }
 
 export interface ReportSummary {

@@ -91,3 +91,18 @@ export class Lease {
     if (this.db.open) this.db.prepare('DELETE FROM lease WHERE id = 1 AND token = ?').run(this.token);
   }
 }
+
+/**
+ * True when a writer holds the state file's lease now (its heartbeat fresher than `staleMs` and, on this host,
+ * its pid alive): a run is going on. For readers (the view), which take no lease. False without a lease table.
+ */
+export function writerActive(db: Database.Database, staleMs = 60_000): boolean {
+  let row: LeaseRow | undefined;
+  try {
+    row = db.prepare('SELECT pid, hostname, token, heartbeat FROM lease WHERE id = 1').get() as LeaseRow | undefined;
+  } catch {
+    return false;
+  }
+  if (!row || Date.now() - row.heartbeat > staleMs) return false;
+  return row.hostname !== hostname() || pidAlive(row.pid);
+}

@@ -231,6 +231,11 @@ export abstract class StoreQueries {
     return reads.filesDone(this.cached, this.runId);
   }
 
+  /** Result files on disk of the run's jobs, and their bytes. */
+  fileTotals(): { count: number; bytes: number } {
+    return reads.fileTotals(this.cached, this.runId);
+  }
+
   estimate(): { known: number; unknown: number } {
     return reads.estimate(this.cached, this.runId);
   }

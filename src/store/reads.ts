@@ -166,6 +166,14 @@ export function filesDone(stmt: Prepare, runId: number): number {
   return r.n;
 }
 
+/** Result files on disk of the run's jobs and their bytes (the reports' "Files" line, without reading every job). */
+export function fileTotals(stmt: Prepare, runId: number): { count: number; bytes: number } {
+  const r = stmt(
+    `SELECT COUNT(*) AS n, COALESCE(SUM(f.size), 0) AS b FROM files f JOIN jobs j ON j.run_id = f.run_id AND j.id = f.job_id WHERE f.run_id = ? AND f.state = 'done' AND j.state != 'skipped'`,
+  ).get(runId) as { n: number; b: number };
+  return { count: r.n, bytes: r.b };
+}
+
 export function estimate(stmt: Prepare, runId: number): { known: number; unknown: number } {
   const r = stmt(
     `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done')`,

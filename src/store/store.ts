@@ -4,7 +4,7 @@ import type Database from 'better-sqlite3';
 import { StateError, TransitionError } from '../errors.js';
 import { nowIso } from './clock.js';
 import { GraphLinks } from './graph.js';
-import { Lease, type LeaseOptions } from './lease.js';
+import { Lease, writerActive, type LeaseOptions } from './lease.js';
 import { StoreQueries } from './queries.js';
 import * as resume from './resume.js';
 import { ensureJobIndexes, openDatabase } from './schema.js';
@@ -100,6 +100,11 @@ export class Store extends StoreQueries {
 
   get leaseTakenOverFrom(): string | null {
     return this.lease?.takenOverFrom ?? null;
+  }
+
+  /** True when a run holds this state file's lease now (a reader's question: the view, status). */
+  writerActive(): boolean {
+    return writerActive(this.db);
   }
 
   get leaseLost(): boolean {

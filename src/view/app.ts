@@ -8,21 +8,25 @@
  *   HttpOnly cookie, which the page never sees; the server checks the Origin);
  * - keys: j / ArrowDown / ArrowRight next card, k / ArrowUp / ArrowLeft previous (across pages), x select,
  *   a approve, r reject (the selection when there is one, else the current card); ignored while typing;
- * - a "details" link on each card to /job/<id> (href(id), also the link of a job in the grid layout).
+ * - a "details" link on each card to /job/<id> (href(id), also the link of a job in the grid layout);
+ * - the header (time, credits, files, the invocations and their notes) redrawn from each changed poll's `head`
+ *   (src/view/head.ts), as text;
+ * - a lightbox: a card's image opens full size (Enter or o on the current card too); j / k / arrows move to the
+ *   next / previous job (across pages), a approves, r rejects, Escape closes.
  */
 export const VIEW_SCRIPT = `(() => {
 "use strict";
 const live = JSON.parse(document.getElementById("gb-live").textContent);
 const h = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined && text !== null) e.textContent = String(text); return e; };
 const button = (text, cls, fn) => { const b = h("button", cls, text); b.type = "button"; b.addEventListener("click", fn); return b; };
-const sel = new Set(), states = new Map();
+const sel = new Set(), states = new Map(), rowOf = new Map();
 let current = null, api = null, since = live.since, gen = live.gen, polling = false;
 const note = h("input"); note.id = "gb-note"; note.type = "text"; note.placeholder = "Note for the next mark (optional)"; note.setAttribute("aria-label", "Note for the next mark");
 const selInfo = h("span", "note"); selInfo.id = "gb-sel";
 const status = h("span", "note"); status.id = "gb-live-status"; status.setAttribute("aria-live", "polite");
 const bar = h("div", "bar"); bar.id = "gb-bar";
 bar.append(note, button("Approve selected", null, () => mark([...sel], "approved")), button("Reject selected", null, () => mark([...sel], "rejected")), button("Clear selection", null, () => { sel.clear(); for (const c of document.querySelectorAll(".card.sel")) { c.classList.remove("sel"); c.querySelector("input[type=checkbox]").checked = false; } showSel(); }), selInfo, status);
-const keys = h("p", "note", "Keys: j / k or arrows: next / previous card; x: select; a: approve; r: reject (the selection, else the current card).");
+const keys = h("p", "note", "Keys: j / k or arrows: next / previous card; Enter or o (or a click on an image): the image full size, Esc closes it; x: select; a: approve; r: reject (the selection, else the current card).");
 const gallery = document.getElementById("gb-gallery");
 gallery.before(bar, keys);
 const showSel = () => { selInfo.textContent = sel.size === 0 ? "" : sel.size + " selected"; };
@@ -65,6 +69,49 @@ function counts(list, total) {
   const title = document.getElementById("gb-jobs-title");
   if (title) title.textContent = "Jobs (" + total + ")";
 }
+const local = (iso) => { const d = new Date(iso); return isNaN(d.getTime()) ? iso : d.toLocaleString(); };
+const timeEl = (iso) => { const t = h("time", null, local(iso)); t.dateTime = iso; t.title = iso; return t; };
+function head(v) {
+  if (!v) return;
+  const tm = document.getElementById("gb-h-time"), cr = document.getElementById("gb-h-credits"), fl = document.getElementById("gb-h-files"), box = document.getElementById("gb-credits");
+  if (tm) tm.replaceChildren(timeEl(v.time.from), v.time.running ? " to now, running (" + v.time.took + " so far)" : " to ", ...(v.time.running ? [] : [timeEl(v.time.to), " (" + v.time.took + ")"]));
+  if (cr) cr.textContent = v.credits;
+  if (fl) fl.textContent = v.files;
+  if (box) {
+    const parts = [];
+    if (v.invocations.length > 0) { const ul = h("ul", "note"); for (const [n, at, tail] of v.invocations) { const li = h("li"); li.append("invocation " + n + ", started ", timeEl(at), tail); ul.append(li); } parts.push(ul); }
+    for (const n of v.notes) parts.push(h("p", "note", n));
+    box.replaceChildren(...parts);
+  }
+}
+head(live.head);
+// The lightbox: one job's first image, full size, with its id, prompt, mark and the review buttons.
+const lb = h("div"); lb.id = "gb-lb"; lb.hidden = true; lb.setAttribute("role", "dialog"); lb.setAttribute("aria-label", "Image");
+const lbImg = h("img"), lbBox = h("div", "lb-img"), lbText = h("div", "lb-text"), lbBar = h("div", "lb-bar");
+lbBox.append(lbImg);
+lbBar.append(button("\u2190 Previous", "lb-prev", () => step(-1)), button("Approve (a)", "gb-approve", () => current !== null && mark([current], "approved")), button("Reject (r)", "gb-reject", () => current !== null && mark([current], "rejected")), button("Next \u2192", "lb-next", () => step(1)), lbText, button("Close (Esc)", "lb-close", () => closeBox()));
+lb.append(lbBox, lbBar);
+document.body.append(lb);
+lbBox.addEventListener("click", (e) => { if (e.target === lbBox) closeBox(); });
+const firstImage = (r) => { const f = r ? r[11].find((x) => x[2] === "i" && x[0] !== null) : null; return f ? f[0] : null; };
+function showBox() {
+  const r = rowOf.get(current);
+  if (!r) return;
+  const src = firstImage(r);
+  lbImg.hidden = src === null;
+  if (src !== null && lbImg.getAttribute("src") !== src) lbImg.src = src;
+  lbImg.alt = (r[4] || r[0]).replace(/\s+/g, " ").slice(0, 500);
+  const m = r[13] ? r[13][0] : null;
+  lb.className = m ? "lb-" + m : "";
+  lb.dataset.id = r[0];
+  const t = [h("strong", "tok", r[0]), " "];
+  t.push(h("span", "badge " + (m ? "m-" + m : "s-" + states.get(r[0])), m || states.get(r[0])));
+  if (src === null) t.push(" ", h("span", null, "(no image)"));
+  if (r[4]) t.push(h("p", "prompt", r[4]));
+  lbText.replaceChildren(...t);
+}
+function openBox(id) { setCurrent(id, true); lb.hidden = false; showBox(); }
+function closeBox() { lb.hidden = true; }
 async function poll() {
   if (polling || api === null) return;
   polling = true;
@@ -75,6 +122,8 @@ async function poll() {
     since = b.since; gen = b.gen;
     if (b.rows.length > 0) { api.update(b.rows, b.tables); setCurrent(current, false); }
     if (b.counts) counts(b.counts, b.total);
+    if (b.head) head(b.head);
+    if (!lb.hidden) showBox();
     status.dataset.gen = String(gen);
   } catch (e) { status.textContent = "The view is not answering (stopped?)."; }
   finally { polling = false; }
@@ -84,6 +133,8 @@ window.gbView = {
   card(a, r, state) {
     a.dataset.id = r[0];
     states.set(r[0], state);
+    rowOf.set(r[0], r);
+    for (const link of a.querySelectorAll(".media a")) link.addEventListener("click", (e) => { e.preventDefault(); openBox(r[0]); });
     if (sel.has(r[0])) a.classList.add("sel");
     if (current === r[0]) a.classList.add("current");
     const box = h("div", "review");
@@ -114,15 +165,24 @@ function step(d) {
   let i = ids.indexOf(current);
   if (i === -1) i = d > 0 ? -1 : ids.length;
   i += d;
-  if (i < 0) { if (api.move(-1)) { const s = api.shown(); setCurrent(s[s.length - 1], true); } return; }
-  if (i >= ids.length) { if (api.move(1)) setCurrent(api.shown()[0], true); return; }
-  setCurrent(ids[i], true);
+  if (i < 0) { if (api.move(-1)) { const s = api.shown(); setCurrent(s[s.length - 1], true); } }
+  else if (i >= ids.length) { if (api.move(1)) setCurrent(api.shown()[0], true); }
+  else setCurrent(ids[i], true);
+  if (!lb.hidden) showBox();
 }
 document.addEventListener("keydown", (e) => {
   if (e.ctrlKey || e.metaKey || e.altKey || api === null) return;
   const t = e.target;
   if (t && ((t.tagName === "INPUT" && t.type !== "checkbox") || t.tagName === "SELECT" || t.tagName === "TEXTAREA" || t.isContentEditable)) return;
   const k = e.key;
+  if (!lb.hidden) {
+    if (k === "Escape") { e.preventDefault(); closeBox(); }
+    else if (k === "j" || k === "ArrowRight" || k === "ArrowDown") { e.preventDefault(); step(1); }
+    else if (k === "k" || k === "ArrowLeft" || k === "ArrowUp") { e.preventDefault(); step(-1); }
+    else if ((k === "a" || k === "r") && current !== null) mark([current], k === "a" ? "approved" : "rejected");
+    return;
+  }
+  if ((k === "Enter" || k === "o") && current !== null && t === document.body) { e.preventDefault(); openBox(current); return; }
   const chosen = () => (sel.size > 0 ? [...sel] : current === null ? [] : [current]);
   if (k === "j" || k === "ArrowDown" || k === "ArrowRight") { e.preventDefault(); step(1); }
   else if (k === "k" || k === "ArrowUp" || k === "ArrowLeft") { e.preventDefault(); step(-1); }

@@ -1,7 +1,9 @@
+import { createHash } from 'node:crypto';
 import { sanitizeName } from '../download/index.js';
 import { CSS, escapeHtml, fileHref, formatBytes, promptOf, timeHtml, varsOf, varsText } from '../report/index.js';
 import type { Store } from '../store/index.js';
 import type { RunOutput } from './output.js';
+import { localRefs } from './refs.js';
 
 /**
  * GET /job/<id>: one job in full, as plain HTML (no script): what was asked (the input as sent, else as the
@@ -17,6 +19,29 @@ interface Shown {
   sha256: string | null;
   type: string;
 }
+
+/**
+ * The job page's one script (allowed by its hash): every <time> in the reader's time zone, as on the gallery,
+ * and the Approve / Reject / Clear mark buttons (POST /api/marks from this page: the token in the HttpOnly
+ * cookie, the Origin checked by the server), then the page is loaded again to show the mark.
+ */
+export const DETAIL_SCRIPT = `(() => {
+"use strict";
+for (const t of document.querySelectorAll("time[datetime]")) { const d = new Date(t.dateTime); if (!isNaN(d.getTime())) { t.title = t.dateTime; t.textContent = d.toLocaleString(); } }
+const box = document.getElementById("gb-mark");
+if (!box) return;
+const say = document.getElementById("gb-mark-status");
+for (const b of box.querySelectorAll("button[data-mark]")) b.addEventListener("click", async () => {
+  const m = b.dataset.mark === "" ? null : b.dataset.mark;
+  try {
+    const res = await fetch("/api/marks", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ids: [box.dataset.id], mark: m, note: null }) });
+    const body = await res.json();
+    if (!res.ok) { say.textContent = "Not marked: " + (body.error || "HTTP " + res.status); return; }
+    location.reload();
+  } catch (e) { say.textContent = "Not marked: the view did not answer."; }
+});
+})();`;
+const DETAIL_HASH = createHash('sha256').update(DETAIL_SCRIPT).digest('base64');
 
 const IMAGE = /\.(png|jpe?g|webp|gif|avif|bmp)$/i;
 const AUDIO = /\.(mp3|wav|ogg|m4a|aac|flac|opus)$/i;
@@ -90,6 +115,18 @@ export async function detailPage(store: Store, output: RunOutput, id: string, ba
   const errors = store.jobErrors(id);
   const previous = (await output.previous(folder)).map((p) => ({ name: p.name, files: p.files.map((f): Shown => ({ ...f, type: '' })) }));
   const alt = (prompt ?? id).replace(/\s+/g, ' ').slice(0, 500);
+  const refs = localRefs(job.spec, store.run().manifest);
+  const done = job.state === 'done';
+  const markButton = (label: string, value: string, cls: string) => `<button type="button" class="${cls}" data-mark="${value}"${done ? '' : ' disabled title="only done jobs can be marked"'}>${label}</button>`;
+  const review =
+    `<div class="review" id="gb-mark" data-id="${escapeHtml(id)}">${markButton('Approve', 'approved', 'gb-approve')}${markButton('Reject', 'rejected', 'gb-reject')}` +
+    `${mark ? markButton('Clear mark', '', 'gb-clear') : ''}<span class="note" id="gb-mark-status" aria-live="polite"></span></div>`;
+  const refsHtml =
+    refs.length === 0
+      ? ''
+      : `<section class="card refs"><h3>reference images</h3><div class="media">${refs
+          .map((r) => `<figure class="player"><a href="/ref/${encodeURIComponent(id)}/${r.n}"><img src="/ref/${encodeURIComponent(id)}/${r.n}" alt="${escapeHtml(`reference image ${r.name}`)}" loading="lazy"></a><figcaption class="tok">${escapeHtml(r.name)}</figcaption></figure>`)
+          .join('')}</div></section>`;
   const dl = (k: string, v: string) => `<dt>${k}</dt><dd>${v}</dd>`;
   const parts: string[] = [
     `<p><a href="${escapeHtml(back)}">← all jobs</a></p>`,
@@ -104,9 +141,11 @@ export async function detailPage(store: Store, output: RunOutput, id: string, ba
       (job.finished_at ? dl('Finished', timeHtml(job.finished_at)) : '') +
       dl('Mark', mark ? `<span class="badge m-${mark.state}">${mark.state}</span>${mark.note ? ` ${escapeHtml(mark.note)}` : ''}` : '<span class="note">none</span>') +
       '</dl>',
+    review,
   ];
   if (vars !== '') parts.push(`<p class="vars">${escapeHtml(vars)}</p>`);
   if (prompt) parts.push(`<h2>Prompt</h2><p class="prompt">${escapeHtml(prompt)}</p>`);
+  parts.push(`<h2>Results</h2><div class="side">${refsHtml}${filesHtml('current', files, alt)}${previous.map((p) => filesHtml(p.name, p.files, alt)).join('')}</div>`);
   parts.push(`<h2>Input ${sent !== null ? 'as sent' : 'as the manifest gives it (not sent yet)'}</h2><pre>${escapeHtml(prettyJson(inputText))}</pre>`);
   if (sent !== null && specInput !== null && prettyJson(specInput) !== prettyJson(sent)) parts.push(`<details><summary>Input as the manifest gives it</summary><pre>${escapeHtml(prettyJson(specInput))}</pre></details>`);
   parts.push(
@@ -119,15 +158,14 @@ export async function detailPage(store: Store, output: RunOutput, id: string, ba
           ? `<p class="note">Last error:</p><pre class="err">${escapeHtml(job.last_error)}</pre>`
           : '<p class="note">No error recorded.</p>'),
   );
-  parts.push(`<h2>Results</h2><div class="side">${filesHtml('current', files, alt)}${previous.map((p) => filesHtml(p.name, p.files, alt)).join('')}</div>`);
   if (history.length > 0) {
     const rows = history.map((h) => `<tr><td>${timeHtml(h.at)}</td><td>${h.mark === null ? 'cleared' : escapeHtml(h.mark)}</td><td>${escapeHtml(h.note ?? '')}</td></tr>`).join('');
     parts.push(`<h2>Mark history</h2><table><thead><tr><th>at</th><th>mark</th><th>note</th></tr></thead><tbody>${rows}</tbody></table>`);
   }
   return (
     '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">' +
-    `<meta http-equiv="Content-Security-Policy" content="script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'">` +
+    `<meta http-equiv="Content-Security-Policy" content="script-src 'sha256-${DETAIL_HASH}'; object-src 'none'; base-uri 'none'; form-action 'none'">` +
     '<meta name="viewport" content="width=device-width,initial-scale=1"><meta name="referrer" content="no-referrer">' +
-    `<title>${escapeHtml(`genbatch view: ${id}`)}</title><style>${CSS}</style></head>\n<body>\n${parts.join('\n')}\n</body></html>\n`
+    `<title>${escapeHtml(`genbatch view: ${id}`)}</title><style>${CSS}</style></head>\n<body>\n${parts.join('\n')}\n<script>${DETAIL_SCRIPT}</script>\n</body></html>\n`
   );
 }

@@ -1,6 +1,7 @@
 import { reportJobsOf } from '../engine/index.js';
 import { PageData, orderedCounts, scriptJson, totalJobs } from '../report/index.js';
 import type { Store } from '../store/index.js';
+import { headValues, type HeadValues } from './head.js';
 
 /**
  * What changed in the state file, for the page's poll (GET /api/jobs?since=<time>&gen=<n>, every second).
@@ -42,18 +43,18 @@ export class LiveState {
     this.gen++;
   }
 
-  /** The point the page starts from: `{since, gen}`. */
-  start(): { since: string; gen: number } {
-    return { gen: this.current(), since: this.store.lastChange() };
+  /** The point the page starts from: `{since, gen, head}`. */
+  start(): { since: string; gen: number; head: HeadValues } {
+    return { gen: this.current(), since: this.store.lastChange(), head: headValues(this.store) };
   }
 
-  /** The JSON answer to a poll: `{since, gen, rows, tables, counts, total}` (rows and counts only when something changed). */
+  /** The JSON answer to a poll: `{since, gen, rows, tables, counts, total, head}` (rows, counts and the header's values only when something changed). */
   changes(since: string, gen: number): string {
     const now = this.current();
     if (gen === now) return JSON.stringify({ since, gen: now, rows: [] });
     const latest = this.store.lastChange();
     const rows = reportJobsOf(this.store, this.store.summaryRowsChangedSince(since)).map((j) => this.pageData.row(j));
     const counts = this.store.counts();
-    return `{"since":${JSON.stringify(latest)},"gen":${now},"rows":[${rows.join(',')}],"tables":${scriptJson(this.pageData.tables())},"counts":${JSON.stringify(orderedCounts(counts))},"total":${totalJobs(counts)}}`;
+    return `{"since":${JSON.stringify(latest)},"gen":${now},"rows":[${rows.join(',')}],"tables":${scriptJson(this.pageData.tables())},"counts":${JSON.stringify(orderedCounts(counts))},"total":${totalJobs(counts)},"head":${scriptJson(headValues(this.store, counts))}}`;
   }
 }

@@ -12,6 +12,8 @@ import { detailPage } from './detail.js';
 import { runOutput } from './output.js';
 import { allowedHosts, cookieName, cookieValue, hostAllowed, newToken, originAllowed, TOKEN_HEADER, tokenCookie, tokenMatches } from './guard.js';
 import { LiveState } from './live.js';
+import { viewSummary } from './head.js';
+import { localRefs, sendRef } from './refs.js';
 
 export interface ViewOptions {
   /** The state file, opened (Store.openForRead) with the run to show in use. */
@@ -104,7 +106,7 @@ export async function startView(o: ViewOptions): Promise<View> {
   async function page(res: ServerResponse): Promise<void> {
     const start = live.start();
     const data = buildReportData(store);
-    const sink = htmlSink(data.summary, { pageData: live.pageData, live: { script: VIEW_SCRIPT, data: scriptJson(start) } });
+    const sink = htmlSink(viewSummary(store).summary, { pageData: live.pageData, live: { script: VIEW_SCRIPT, data: scriptJson(start) } });
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
     const chunks: string[] = [sink.start()];
     let size = 0;
@@ -173,6 +175,20 @@ export async function startView(o: ViewOptions): Promise<View> {
       const html = await detailPage(store, output, id, '/');
       if (html === null) return text(res, 404, `no job ${JSON.stringify(id)} in this run`);
       return send(res, 200, 'text/html; charset=utf-8', html);
+    }
+    if (path.startsWith('/ref/')) {
+      // /ref/<job id>/<n>: the job's n-th local reference image (src/view/refs.ts: the recorded bytes, an image, or 404).
+      const m = /^\/ref\/([^/]+)\/(\d{1,4})$/.exec(path);
+      let id: string | null = null;
+      try {
+        id = m ? decodeURIComponent(m[1]!) : null;
+      } catch {
+        id = null;
+      }
+      const job = id === null ? null : store.getJob(id);
+      const ref = job ? localRefs(job.spec, store.run().manifest).find((r) => r.n === Number(m![2])) : undefined;
+      if (!ref || !(await sendRef(res, ref, req.method === 'HEAD'))) return text(res, 404, 'no such reference image (or its file changed since the run read it)');
+      return;
     }
     if (path.startsWith('/files/')) {
       if (!(await output.send(res, path.slice('/files/'.length), req.method === 'HEAD'))) return text(res, 404, 'no such file in the output folder');

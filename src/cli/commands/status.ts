@@ -29,6 +29,13 @@ function workersText(workers: readonly WorkerCount[]): string {
   return `  workers (${workers.length}):\n${lines.join('')}`;
 }
 
+/** Jobs by their review mark (`genbatch mark`, the view's buttons): `{approved, rejected}`. */
+function reviewCounts(marks: Iterable<{ state: 'approved' | 'rejected' }>): { approved: number; rejected: number } {
+  const n = { approved: 0, rejected: 0 };
+  for (const m of marks) n[m.state]++;
+  return n;
+}
+
 /** `genbatch status [manifest|--state PATH|--out DIR] [--json] [--jobs]`: jobs by state (and each job on request). Reads only; safe during a run. */
 export default async function status(manifest: string | undefined, opts: { state?: string; out?: string; json?: boolean; jobs?: boolean }): Promise<number> {
   ignoreBrokenPipe();
@@ -45,16 +52,21 @@ export default async function status(manifest: string | undefined, opts: { state
       const capped = capNote(store);
       const cap = capped && { credits: capped.credits, name: capped.name, stopped: capped.stopped, charged: capped.charged ?? runCredits(store).charged };
       const workers = await state.workers(run.id);
+      const marks = reviewCounts(store.marks().values());
       const jobs = opts.jobs
         ? [...store.summaryRows()].map((j) => ({ id: j.id, model: j.model, state: j.state, task_id: j.task_id, attempts: j.attempts, error: j.last_error, where: j.where }))
         : undefined;
       if (opts.json) {
-        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, estimated_credits: est.known, unknown_price_jobs: est.unknown, ...(cap ? { cap } : {}), stuck, ...(workers ? { workers } : {}), ...(jobs ? { jobs } : {}) });
+        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, marks, estimated_credits: est.known, unknown_price_jobs: est.unknown, ...(cap ? { cap } : {}), stuck, ...(workers ? { workers } : {}), ...(jobs ? { jobs } : {}) });
         continue;
       }
       const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
       process.stdout.write(`${run.manifest}\n  output: ${run.out_dir}\n  last run: ${run.started_at ?? '-'} to ${run.finished_at ?? '(running or interrupted)'}\n  ${total} jobs:`);
       process.stdout.write(JOB_STATES.filter((s) => counts[s] > 0).map((s) => ` ${counts[s]} ${s}`).join(',') + '\n');
+      if (counts.done > 0 || marks.approved + marks.rejected > 0) {
+        const open = Math.max(0, counts.done - marks.approved - marks.rejected);
+        process.stdout.write(`  review: ${marks.approved} approved, ${marks.rejected} rejected, ${open} done not marked\n`);
+      }
       if (cap) {
         const charged = cap.charged === null ? 'charged unknown' : `charged ${formatCredits(cap.charged)}`;
         process.stdout.write(`  credit cap ${formatCredits(cap.credits)} (${cap.name}): ${charged}${cap.stopped ? '; stopped at the cap, jobs left pending (raise the cap to go on)' : ''}\n`);
