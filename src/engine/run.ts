@@ -17,6 +17,7 @@ import { bucketJournal } from './fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData, capMetaKey, round6, runCredits, type CapNote } from './report-data.js';
+import { withPermanent } from './permanent.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
 
 /**
@@ -182,7 +183,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // --only names jobs of the manifest: a pattern that matches none is a usage error, before anything changes.
     const match = o.only && o.only.length > 0 ? onlyMatcher(store, o.only) : null;
     // --redo: jobs that ended failed or expired go back to pending (with --only: those it names).
-    const redone = o.redo && o.redo.length > 0 ? redoJobs(store, o.redo, match, emit) : [];
+    const redone = o.redo && o.redo.length > 0 ? redoJobs(store, o.redo, match, emit, (o.only ?? []).flatMap((v) => v.split(',').map((p) => p.trim())).filter((p) => !/[*?]/.test(p))) : [];
     if (o.redo && o.redo.length > 0) emit({ type: 'redo', states: [...o.redo], jobs: redone.length });
     // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
     // A job sent again by --redo: whatever its folder holds (a failed or expired job may have some files) goes too.
@@ -299,7 +300,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     store.setRunFields({ finished_at: nowIso() });
     const credits = runCredits(store);
     const counts = store.counts();
-    const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason);
+    const permanentIds = store.permanentFailedIds();
+    const exitCode = withPermanent(exitCodeFor(counts, o.signal, pipeline.stopReason), counts.failed, permanentIds.length);
     const capStop = cap !== null && pipeline.stopReason === 'credit-cap' && !o.signal.aborted;
     if (limit !== null) store.setMeta(capMetaKey(store.currentRunId), JSON.stringify({ credits: limit.credits, name: limit.name, stopped: capStop } satisfies CapNote));
     offChanges();
@@ -331,6 +333,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
         : {}),
       failed_ids: firstIds(store, 'failed', SUMMARY_IDS),
       expired_ids: firstIds(store, 'expired', SUMMARY_IDS),
+      permanent: { count: permanentIds.length, ids: permanentIds.slice(0, SUMMARY_IDS) },
       ...(callbackUrlFor ? { callbacks_ignored: pipeline.callbacksIgnored } : {}),
     });
     return { exitCode, counts, statusRequests: pipeline.statusRequests };

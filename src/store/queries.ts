@@ -197,6 +197,11 @@ export abstract class StoreQueries {
     yield* reads.jobsIn(this.db, this.runId, state);
   }
 
+  /** Ids of the jobs that failed permanently (the service refused their input), in manifest order. */
+  permanentFailedIds(): string[] {
+    return this.db.prepare(`SELECT id FROM jobs WHERE run_id = ? AND state = 'failed' AND permanent = 1 ORDER BY seq`).pluck().all(this.runId) as string[];
+  }
+
   /** Id and estimated credits of every pending job, in manifest order (iterated lazily). */
   *pendingCredits(): IterableIterator<[string, number | null]> {
     yield* reads.pendingCredits(this.db, this.runId);
