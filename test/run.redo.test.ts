@@ -212,7 +212,7 @@ describe('genbatch run --redo', () => {
     const tasks0 = (await tasksOf(fixed)).length;
     const r = await runCli(args(fixed, m, w.out, '--redo', 'failed,approved'), env);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--redo expects a comma list of failed, failed-permanent, expired, rejected, got "failed,approved" ("approved" is not one of them)');
+    expect(r.stderr).toContain('--redo expects a comma list of failed, failed-permanent, expired, rejected, changed, got "failed,approved" ("approved" is not one of them)');
     expect(existsSync(w.state)).toBe(false);
     expect((await tasksOf(fixed)).length).toBe(tasks0);
   }, 30_000);

@@ -46,6 +46,10 @@ export interface RunOptions {
   concurrency?: number;
   /** Proceed although some prices are unknown. Default false (the run is refused with a BudgetError). */
   yes?: boolean;
+  /** The guard on mass re-sends: more done jobs than this (default 10) whose spec changed stop the run (exit 4). */
+  maxChanged?: number;
+  /** Done jobs whose spec changed keep their results (changed-not-sent) instead of being sent again. */
+  keepChanged?: boolean;
   /**
    * A cap on what the run is charged (measured by the balance, over all its invocations): refused when the known
    * estimate exceeds it; no job is sent whose expected price would take the charge past it, so the run is charged
@@ -315,7 +319,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       const { workIdleMs, workLeaseMs } = await import('./work.js');
       outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, redo: s.redo, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
     } else {
-      outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null });
+      outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null, changed: { max: o.maxChanged ?? null, keep: o.keepChanged === true } });
     }
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
   } finally {

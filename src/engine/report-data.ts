@@ -5,6 +5,7 @@ import { findModel } from '../models/index.js';
 import type { InvocationRow, Mark, Store, SummaryRow } from '../store/index.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
+import { keptChanged } from './changed.js';
 import { chatReportFields, chatSummary } from './chat.js';
 
 /**
@@ -31,6 +32,7 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
       wall_seconds: wallSeconds ?? Math.max(0, (Date.parse(finished) - Date.parse(started)) / 1000),
       counts: { ...counts },
       failed_permanent: store.permanentFailedIds().length,
+      changed_not_sent: Object.keys(keptChanged(store)),
       credits: {
         estimated_known: round6(est.known),
         unknown_price_jobs: est.unknown,

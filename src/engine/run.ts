@@ -18,6 +18,7 @@ import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData, capMetaKey, round6, runCredits, type CapNote } from './report-data.js';
 import { withPermanent } from './permanent.js';
+import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './changed.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
 
 /**
@@ -56,6 +57,8 @@ export interface RunOptions {
   observedPrices?: ObservedPrices | null;
   /** --redo: jobs that ended in these states are sent again (src/engine/select.ts). */
   redo?: readonly RedoState[];
+  /** The guard on mass re-sends (src/engine/changed.ts): --max-changed (null: 10) and --keep-changed. */
+  changed?: { max: number | null; keep: boolean };
   /** --only: id patterns (globs) of the jobs to send; null or absent: every pending job. */
   only?: readonly string[] | null;
   /** --limit: send at most this many pending jobs; null or absent: no limit. */
@@ -147,7 +150,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const fullSync =
       (o.uncertain === 'resubmit' && before.uncertain + before.submitting > 0) ||
       (sandboxGone && before.submitting + before.submitted + before.downloading + before.uncertain > 0);
-    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, fullSync, o.uncertain === 'resubmit', o.observedPrices ?? null);
+    const guard: ChangedGuard = { mode: o.redo?.includes('changed') ? 'send' : o.changed?.keep ? 'keep' : 'ask', max: o.changed?.max ?? DEFAULT_MAX_CHANGED, yes: o.yes };
+    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, fullSync, o.uncertain === 'resubmit', o.observedPrices ?? null, guard);
     if (sandboxGone) {
       const moved = store.returnInFlight('sent to an earlier in-process sandbox that is gone; sent again');
       const removed = store.removedInFlight();
@@ -198,7 +202,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       }
     }
     // Count state changes made by this run: a run that changed nothing leaves the reports as they are.
-    let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length + redone.length;
+    let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length + redone.length + (prep.keptChanged ?? 0);
     const offChanges = o.events.on((e) => {
       if (e.type === 'job') changes++;
     });

@@ -26,9 +26,10 @@ import type { StoredSpec } from './spec.js';
  * The states `--redo` takes: jobs that ended failed or expired, and done jobs whose current review mark is
  * rejected (`genbatch mark --reject`). `failed` passes over the jobs that failed permanently (the service
  * refused their input, src/engine/permanent.ts) unless `--only` names their id exactly (not by a glob);
- * `failed-permanent` takes those.
+ * `failed-permanent` takes those. `changed`: the done jobs whose spec changed are sent again whatever their number
+ * (the guard on mass re-sends, src/engine/changed.ts), also those kept by an earlier `--keep-changed`.
  */
-export const REDO_VALUES = ['failed', 'failed-permanent', 'expired', 'rejected'] as const;
+export const REDO_VALUES = ['failed', 'failed-permanent', 'expired', 'rejected', 'changed'] as const;
 export type RedoState = (typeof REDO_VALUES)[number];
 
 /** `--redo failed,expired`: the states named (each once, in the order of REDO_VALUES); a usage error for an unknown one. */
@@ -91,6 +92,7 @@ export function onlyMatcher(store: Store, patterns: readonly string[]): (id: str
 export function redoJobs(store: Store, states: readonly RedoState[], match: ((id: string) => boolean) | null, emit: (e: EngineEvent) => void, named: readonly string[] = []): string[] {
   const out: string[] = [];
   for (const redo of states) {
+    if (redo === 'changed') continue; // done jobs whose spec changed: the sync sends them (prepare.ts, changed.ts)
     if (redo === 'rejected') {
       out.push(...redoRejected(store, match, emit));
       continue;

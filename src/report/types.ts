@@ -81,6 +81,8 @@ export interface ReportSummary {
   counts: Record<string, number>;
   /** Of the failed jobs, those that failed permanently (the service refused their input; `permanent: true` on their entries). */
   failed_permanent?: number;
+  /** Done jobs whose spec changed that kept their earlier results (`--keep-changed`); `run --redo changed` sends them. */
+  changed_not_sent?: string[];
   credits: {
     /** The sum of the known prices of the run's jobs (jobs of unknown price are not in it: see unknown_price_jobs). */
     estimated_known: number;

@@ -39,6 +39,8 @@ export interface RunFlags {
   /** --only, each value as given (may be a comma list). */
   only?: string[];
   limit?: number;
+  maxChanged?: number;
+  keepChanged?: boolean;
   learnPrices?: boolean;
   /** --status-rate as typed: checked by the run (a number > 0). */
   statusRate?: string;
