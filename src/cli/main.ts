@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { EXIT, GenbatchError, isFileSystemError } from '../errors.js';
 import { CONFINE_HELP } from './confine.js';
 import { int, num } from './flags.js';
+import { parseUncertain } from '../engine/uncertain.js';
 
 /**
  * The CLI entry. Commands are loaded lazily, one module each under ./commands/,
@@ -85,7 +86,11 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--json', 'write NDJSON events to stdout')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
     .option('--prices <file>', 'user-supplied prices (model id -> credits), or a price book (see estimate --help)')
-    .addOption(new Option('--uncertain <policy>', 'what to do with submits of unknown outcome').choices(['skip', 'resubmit']).default('skip'))
+    .addOption(
+      new Option('--uncertain <policy>', 'what to do with submits of unknown outcome: skip, resubmit, or resubmit-after=DURATION (e.g. 24h: sent again once uncertain that long; a charge may double)')
+        .argParser((v: string) => (parseUncertain(v), v))
+        .default('skip'),
+    )
     .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
     .option('--listen <host:port>', 'start a callback receiver here')
     .option(

@@ -249,6 +249,11 @@ function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, redo: string, ag
     lines.push(`${state}: ${ids.join(', ')}${n > ids.length ? `, and ${n - ids.length} more` : ''}`);
   }
   if (states.length > 0) lines.push(`to send the ${states.join(' and ')} jobs again: ${redo} --redo ${states.join(',')}`);
+  const uncertain = e.uncertain_ids ?? [];
+  if (e.counts.uncertain > 0) {
+    lines.push(`uncertain (their submit's outcome is unknown; a task may exist): ${uncertain.join(', ')}${e.counts.uncertain > uncertain.length ? `, and ${e.counts.uncertain - uncertain.length} more` : ''}`);
+    lines.push(`to send the uncertain jobs again (a charge may be doubled): ${redo} --uncertain resubmit`);
+  }
   if (permanent.count > 0) {
     lines.push(`failed permanently (the service refused their input; --redo failed passes them over): ${permanent.ids.join(', ')}${permanent.count > permanent.ids.length ? `, and ${permanent.count - permanent.ids.length} more` : ''}`);
     lines.push(`to send them anyway (or change their spec): ${redo} --redo failed-permanent`);

@@ -19,6 +19,7 @@ import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData, capMetaKey, round6, runCredits, type CapNote } from './report-data.js';
 import { withPermanent } from './permanent.js';
 import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './changed.js';
+import { uncertainLongEnough } from './uncertain.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
 
 /**
@@ -42,6 +43,8 @@ export interface RunOptions {
   yes: boolean;
   maxCredits: number | null;
   uncertain: 'skip' | 'resubmit';
+  /** --uncertain resubmit-after=DURATION: an uncertain job is sent again once uncertain this long (ms); null or absent: never by age. */
+  uncertainAfterMs?: number | null;
   /** Multiplies every wait (1 against the real service). */
   timeScale: number;
   /** Status reads per second of the service's time, at most (default 10); the runner reads up to statusRate / timeScale per second. */
@@ -223,6 +226,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       }
       if (kept > 0) emit({ type: 'warning', message: `${kept} uncertain job(s) are no longer in the manifest: not resubmitted (they stay uncertain)` });
     }
+    if (o.uncertainAfterMs !== undefined && o.uncertainAfterMs !== null) resubmitAged(store, o.uncertainAfterMs, emit);
     // Job graph: pending jobs whose parent ended without results become skipped, naming why.
     store.graph.settle();
     for (const s of store.graph.drainSkipped()) emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', error: s.reason });
@@ -338,6 +342,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       failed_ids: firstIds(store, 'failed', SUMMARY_IDS),
       expired_ids: firstIds(store, 'expired', SUMMARY_IDS),
       permanent: { count: permanentIds.length, ids: permanentIds.slice(0, SUMMARY_IDS) },
+      uncertain_ids: firstIds(store, 'uncertain', SUMMARY_IDS),
       ...(callbackUrlFor ? { callbacks_ignored: pipeline.callbacksIgnored } : {}),
     });
     return { exitCode, counts, statusRequests: pipeline.statusRequests };
@@ -390,6 +395,29 @@ function creditLimit(maxCredits: number | null, budget: number | null, sel: Sele
   const leftOut = sel ? { leftOut: sel.leftOut.known } : {};
   if (maxCredits !== null && (budget === null || maxCredits <= budget)) return { credits: maxCredits, name: `--max-credits ${maxCredits}`, ...leftOut };
   return budget !== null ? { credits: budget, name: `the manifest budget of ${budget}`, ...leftOut } : null;
+}
+
+/**
+ * --uncertain resubmit-after: the uncertain jobs uncertain for at least `afterMs` (jobs.uncertain_at; no callback
+ * adopted a task for them meanwhile, or they would be submitted) go back to pending, with a warning that a charge
+ * may be doubled. Jobs no longer in the manifest stay uncertain.
+ */
+function resubmitAged(store: Store, afterMs: number, emit: (e: EngineEvent) => void): void {
+  const removed = store.removedInFlight();
+  const now = Date.now();
+  const aged = [...store.jobsIn('uncertain')].filter((r) => !removed?.has(r.id) && uncertainLongEnough(r.uncertain_at, afterMs, now));
+  for (const row of aged) {
+    store.transition(row.id, 'uncertain', 'pending', { last_error: `resubmitted (--uncertain resubmit-after): no sign of its task since ${row.uncertain_at}; after: ${row.last_error ?? 'unknown outcome'}`.slice(0, 2000) });
+    emit({ type: 'job', id: row.id, from: 'uncertain', to: 'pending' });
+    for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending' });
+  }
+  if (aged.length > 0) {
+    emit({ type: 'warning', message: `${aged.length} uncertain job(s) showed no sign of their task within ${formatAge(afterMs)} and are sent again (--uncertain resubmit-after): if their first task was created after all, it is charged too (a charge may be doubled): ${aged.slice(0, SUMMARY_IDS).map((r) => r.id).join(', ')}` });
+  }
+}
+
+function formatAge(ms: number): string {
+  return ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`;
 }
 
 /** How many failed (and expired) ids the end-of-run summary names. */

@@ -28,7 +28,8 @@ export interface RunFlags {
   json?: boolean;
   baseUrl?: string;
   prices?: string;
-  uncertain: 'skip' | 'resubmit';
+  /** skip, resubmit or resubmit-after=DURATION (src/engine/uncertain.ts). */
+  uncertain: string;
   callbackUrl?: string;
   listen?: string;
   timeScale?: number;
