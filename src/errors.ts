@@ -240,3 +240,14 @@ const FILE_SYSTEM_CODES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM
 export function isFileSystemError(err: unknown): err is NodeJS.ErrnoException {
   return err instanceof Error && typeof (err as NodeJS.ErrnoException).syscall === 'string' && FILE_SYSTEM_CODES.has(String((err as NodeJS.ErrnoException).code));
 }
+
+/**
+ * A manifest change would send more finished (done) jobs again than the guard allows (`--max-changed`, default
+ * 10): nothing was recorded or sent. Exit 4 (a decision is needed): `--redo changed` (or `--yes`) sends them,
+ * `--keep-changed` keeps their results.
+ */
+export class ChangedGuardError extends GenbatchError {
+  constructor(message: string) {
+    super('GB_CHANGED_GUARD', message, EXIT.incomplete);
+  }
+}

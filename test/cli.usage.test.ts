@@ -87,7 +87,7 @@ describe('usage', () => {
     expect(value.code).toBe(2);
     expect(value.stderr).toContain('--concurrency expects an integer >= 1, got "many"');
     expect(choice.code).toBe(2);
-    expect(choice.stderr).toContain('Allowed choices are skip, resubmit');
+    expect(choice.stderr).toContain('--uncertain expects skip, resubmit or resubmit-after=DURATION (e.g. resubmit-after=24h), got "guess"');
   });
 });
 

@@ -137,10 +137,10 @@ describe('--max-credits bounds what is charged', () => {
 
   it('a failed task is refunded: the balance rising makes room again, so every job is sent within a cap that covers only the tasks that succeed', async () => {
     // 12 jobs published at 2 (estimate 24), charged 4 by this sandbox (48 in all); 6 of them fail at the end of
-    // their run (a policy word) and are refunded, so 24 is charged. Under --max-credits 30 every job is sent only
+    // their run (a fail word: a generation error, not a permanent refusal) and are refunded, so 24 is charged. Under --max-credits 30 every job is sent only
     // because the refunds give room back: a cap that counted what was sent, not what the balance says, stops at 7.
     const lines = ['jobs:'];
-    for (let i = 0; i < 12; i++) lines.push(`  - id: r-${i}`, '    model: alpha-image-2', '    input:', `      prompt: "Harbour ${i}${i % 2 === 1 ? ' unsafe-output' : ''}"`);
+    for (let i = 0; i < 12; i++) lines.push(`  - id: r-${i}`, '    model: alpha-image-2', '    input:', `      prompt: "Harbour ${i}${i % 2 === 1 ? ' fail-output' : ''}"`);
     const manifest = join(tmp.dir, 'refund.yaml');
     writeFileSync(manifest, lines.join('\n') + '\n');
     const out = join(tmp.dir, 'out-refund');

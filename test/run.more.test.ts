@@ -97,7 +97,7 @@ describe('genbatch run: more cases', () => {
     writeFileSync(manifest, 'jobs:\n  - id: ok-1\n    model: alpha-image-2\n    input: { prompt: "A calm lake" }\n  - id: refused\n    model: alpha-image-2\n    input: { prompt: "A forbidden door" }\n  - id: ok-2\n    model: alpha-image-2\n    input: { prompt: "A quiet forest" }\n');
     const total0 = sb.stats().tasks_total;
     const r = await runCli([...baseArgs(manifest, w.out), '--yes'], env);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(6); // every job done apart from one the service refused for its input: a permanent failure
     const jobs = readJobs(w.state);
     expect(jobs.map((j) => [j.id, j.state])).toEqual([['ok-1', 'done'], ['refused', 'failed'], ['ok-2', 'done']]);
     const refused = jobs[1]!;

@@ -48,7 +48,7 @@ afterAll(async () => {
 /** A manifest of `n` jobs; the ids in `bad` fail (the sandbox refuses their output). */
 function manifest(name: string, n: number, bad: number[] = []): string {
   const lines = ['jobs:'];
-  for (let i = 0; i < n; i++) lines.push(`  - id: ${name}-${i}`, '    model: alpha-image-2', '    input:', `      prompt: "${bad.includes(i) ? 'an unsafe-output picture' : 'a quiet harbour'} ${i}"`);
+  for (let i = 0; i < n; i++) lines.push(`  - id: ${name}-${i}`, '    model: alpha-image-2', '    input:', `      prompt: "${bad.includes(i) ? 'a fail-output picture' : 'a quiet harbour'} ${i}"`);
   const path = join(tmp.dir, `${name}.yaml`);
   writeFileSync(path, lines.join('\n') + '\n');
   return path;

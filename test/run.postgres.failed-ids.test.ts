@@ -15,11 +15,11 @@ const f = pgSandbox({ prefix: 'genbatch-pg-failed-', key: KEY });
 
 describe('the end of a run on PostgreSQL with failed jobs', () => {
   it('run and work list the failed ids; work suggests genbatch run --redo failed, which sends them again', async () => {
-    // Jobs whose prompt holds one of the sandbox's policy words fail there.
+    // Jobs whose prompt holds one of the sandbox's fail words fail there (a failure a retry may fix).
     const ids = ['fine-0', 'bad-0', 'bad-1'];
     const manifest = join(f.dir, 'm.yaml');
     const lines = ['jobs:'];
-    for (const id of ids) lines.push(`  - id: ${id}`, '    model: alpha-image-2', '    input:', `      prompt: "${id.startsWith('bad') ? 'an unsafe-output picture' : 'a quiet harbour'} for ${id}"`);
+    for (const id of ids) lines.push(`  - id: ${id}`, '    model: alpha-image-2', '    input:', `      prompt: "${id.startsWith('bad') ? 'a fail-output picture' : 'a quiet harbour'} for ${id}"`);
     writeFileSync(manifest, `${lines.join('\n')}\n`);
     const out = join(f.dir, 'out');
     const env = { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: f.sandbox.url, GENBATCH_STATE: f.db.url };

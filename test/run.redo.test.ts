@@ -11,8 +11,9 @@ import { admin } from './helpers/admin.js';
 /**
  * `genbatch run --redo failed|expired`: the jobs that ended failed (or whose results expired) are sent again
  * without editing the manifest; done jobs are left as they are. CLI as a child process, sandboxes in this
- * process. Failures are made deterministic with the sandbox's policy words: a prompt holding `unsafe-output`
- * is accepted, then fails (sandbox `failing`); the second sandbox (`fixed`) has no policy words, so the
+ * process. Failures are made deterministic with the sandbox's fail words: a prompt holding `fail-output`
+ * is accepted, then fails with a plain generation error, one a retry may fix (sandbox `failing`; a content-policy
+ * failure is permanent: test/run.permanent-failures.test.ts); the second sandbox (`fixed`) has no fail words, so the
  * same jobs sent again there succeed, and its task list holds exactly what the redo sent.
  */
 const SCALE = '0.005';
@@ -26,7 +27,7 @@ const cleanups: Array<() => void> = [];
 beforeAll(async () => {
   ensureBuilt();
   failing = await startSandbox({ port: 0, keys: { [KEY]: 1_000_000 }, timeScale: Number(SCALE), seed: 11 });
-  fixed = await startSandbox({ port: 0, keys: { [KEY]: 1_000_000 }, timeScale: Number(SCALE), seed: 12, policyWords: [] });
+  fixed = await startSandbox({ port: 0, keys: { [KEY]: 1_000_000 }, timeScale: Number(SCALE), seed: 12, policyWords: [], failWords: [] });
 }, 60_000);
 afterAll(async () => {
   await failing?.close();
@@ -65,7 +66,7 @@ function snapshot(dir: string): Record<string, string> {
 /** A manifest of plain image jobs: `bad` ids get a prompt that fails on the `failing` sandbox. */
 function manifest(dir: string, ids: string[], bad: ReadonlySet<string>, extra = ''): string {
   const lines = ['jobs:'];
-  for (const id of ids) lines.push(`  - id: ${id}`, '    model: alpha-image-2', '    input:', `      prompt: "${bad.has(id) ? 'an unsafe-output picture' : 'a quiet harbour'} for ${id}"`);
+  for (const id of ids) lines.push(`  - id: ${id}`, '    model: alpha-image-2', '    input:', `      prompt: "${bad.has(id) ? 'a fail-output picture' : 'a quiet harbour'} for ${id}"`);
   const path = join(dir, 'm.yaml');
   writeFileSync(path, lines.join('\n') + '\n' + extra);
   return path;
@@ -211,7 +212,7 @@ describe('genbatch run --redo', () => {
     const tasks0 = (await tasksOf(fixed)).length;
     const r = await runCli(args(fixed, m, w.out, '--redo', 'failed,approved'), env);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--redo expects a comma list of failed, expired, rejected, got "failed,approved" ("approved" is not one of them)');
+    expect(r.stderr).toContain('--redo expects a comma list of failed, failed-permanent, expired, rejected, changed, got "failed,approved" ("approved" is not one of them)');
     expect(existsSync(w.state)).toBe(false);
     expect((await tasksOf(fixed)).length).toBe(tasks0);
   }, 30_000);

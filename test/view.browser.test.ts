@@ -129,8 +129,8 @@ describeBrowser('genbatch view in Chromium', () => {
     const before = taskIds(out);
     const tasksBefore = ((await (await fetch(`${sb.url}/__sandbox/stats`, admin(sb))).json()) as { tasks_total: number }).tasks_total;
     const r = await runCli(['run', m, '--base-url', sb.url, '--time-scale', FAST, '--out', out, '--redo', 'rejected'], { GENBATCH_API_KEY: KEY });
-    // Exit 1: the run still holds a failed job (policy-wall), which --redo rejected leaves as it is.
-    expect(r.code, r.stdout + r.stderr).toBe(1);
+    // Exit 6: the run still holds a job that failed permanently (policy-wall: a content-policy failure), which --redo rejected leaves as it is.
+    expect(r.code, r.stdout + r.stderr).toBe(6);
     expect(r.stdout + r.stderr).toContain('5 done');
     const tasksAfter = ((await (await fetch(`${sb.url}/__sandbox/stats`, admin(sb))).json()) as { tasks_total: number }).tasks_total;
     expect(tasksAfter - tasksBefore).toBe(2);

@@ -31,8 +31,9 @@ describe("a job's errors over its attempts", () => {
     writeFileSync(manifest, 'jobs:\n  - {id: bad, model: alpha-image-2, input: {prompt: a withheld-word fox}}\n  - {id: good, model: alpha-image-2, input: {prompt: a fox}}\n');
     const out = join(t.dir, 'out');
     const args = ['run', manifest, '--base-url', sb.url, '--time-scale', '0.001', '--out', out];
-    expect((await runCli(args, { GENBATCH_API_KEY: KEY })).code).toBe(1);
-    expect((await runCli([...args, '--redo', 'failed'], { GENBATCH_API_KEY: KEY })).code).toBe(1);
+    // A content-policy failure is permanent (exit 6): --redo failed-permanent sends it again anyway.
+    expect((await runCli(args, { GENBATCH_API_KEY: KEY })).code).toBe(6);
+    expect((await runCli([...args, '--redo', 'failed-permanent'], { GENBATCH_API_KEY: KEY })).code).toBe(6);
 
     const store = Store.openForRead(join(out, 'state.db'));
     try {

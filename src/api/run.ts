@@ -7,6 +7,7 @@ import { learnPrices as learnEach } from './learn-prices.js';
 import { servicePorts } from './ports.js';
 import type { EngineEvent } from '../engine/events.js';
 import type { RunOutcome } from '../engine/index.js';
+import { parseUncertain } from '../engine/uncertain.js';
 import type { UploadJournal } from '../engine/ports.js';
 import type { ReportData } from '../report/types.js';
 import { EXIT, UsageError } from '../errors.js';
@@ -46,6 +47,10 @@ export interface RunOptions {
   concurrency?: number;
   /** Proceed although some prices are unknown. Default false (the run is refused with a BudgetError). */
   yes?: boolean;
+  /** The guard on mass re-sends: more done jobs than this (default 10) whose spec changed stop the run (exit 4). */
+  maxChanged?: number;
+  /** Done jobs whose spec changed keep their results (changed-not-sent) instead of being sent again. */
+  keepChanged?: boolean;
   /**
    * A cap on what the run is charged (measured by the balance, over all its invocations): refused when the known
    * estimate exceeds it; no job is sent whose expected price would take the charge past it, so the run is charged
@@ -58,8 +63,8 @@ export interface RunOptions {
   apiKey?: string;
   /** A prices file (YAML or JSON: model id -> credits), as `--prices`. */
   prices?: string;
-  /** Submits of unknown outcome: left `uncertain` (default) or sent again. */
-  uncertain?: 'skip' | 'resubmit';
+  /** Submits of unknown outcome: left `uncertain` (default), sent again, or `resubmit-after=DURATION` (src/engine/uncertain.ts). */
+  uncertain?: string;
   /** Public URL that reaches the `listen` receiver (needs `listen`). */
   callbackUrl?: string;
   /** Start a callback receiver at HOST:PORT. */
@@ -298,7 +303,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       concurrency,
       yes: o.yes === true,
       maxCredits: o.maxCredits ?? null,
-      uncertain: o.uncertain ?? 'skip',
+      uncertain: parseUncertain(o.uncertain).policy,
       timeScale,
       statusRate: s.statusRate,
       confine: o.confine === true,
@@ -315,7 +320,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       const { workIdleMs, workLeaseMs } = await import('./work.js');
       outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, redo: s.redo, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
     } else {
-      outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null });
+      outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null, changed: { max: o.maxChanged ?? null, keep: o.keepChanged === true }, uncertainAfterMs: parseUncertain(o.uncertain).afterMs });
     }
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
   } finally {

@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { EXIT, GenbatchError, isFileSystemError } from '../errors.js';
 import { CONFINE_HELP } from './confine.js';
 import { int, num } from './flags.js';
+import { parseUncertain } from '../engine/uncertain.js';
 
 /**
  * The CLI entry. Commands are loaded lazily, one module each under ./commands/,
@@ -85,7 +86,11 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--json', 'write NDJSON events to stdout')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
     .option('--prices <file>', 'user-supplied prices (model id -> credits), or a price book (see estimate --help)')
-    .addOption(new Option('--uncertain <policy>', 'what to do with submits of unknown outcome').choices(['skip', 'resubmit']).default('skip'))
+    .addOption(
+      new Option('--uncertain <policy>', 'what to do with submits of unknown outcome: skip, resubmit, or resubmit-after=DURATION (e.g. 24h: sent again once uncertain that long; a charge may double)')
+        .argParser((v: string) => (parseUncertain(v), v))
+        .default('skip'),
+    )
     .option('--callback-url <url>', 'public URL that reaches the --listen receiver')
     .option('--listen <host:port>', 'start a callback receiver here')
     .option(
@@ -96,9 +101,11 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--learn-prices', 'first send one job of each price class of unknown price alone and keep what the balance says it cost in the price book (no extra task; see prices probe)')
     .option('--status-rate <n>', 'status reads per second at most (default 10, in the service\'s time: divided by --time-scale)')
     .option('--request-timeout <seconds>', 'the most one API request may take, headers and body (default 60, or $GENBATCH_REQUEST_TIMEOUT; a chat call: 300)')
-    .option('--redo <states>', 'send again the jobs that ended in these states: failed, expired, rejected (done jobs marked rejected by genbatch mark; a new seed when the model has one and the manifest gives none) as a comma list; other done jobs are untouched, earlier files go to <job>/previous-<n>/')
+    .option('--redo <states>', 'send again the jobs that ended in these states: failed (not those the service refused for their input: failed-permanent), expired, rejected (done jobs marked rejected by genbatch mark; a new seed when the model has one and the manifest gives none), changed (done jobs whose spec changed, past the --max-changed guard) as a comma list; other done jobs are untouched, earlier files go to <job>/previous-<n>/')
     .option('--only <ids>', 'send only the pending jobs whose id matches (globs with * and ?; repeatable, comma separated); a chosen job takes the pending jobs it needs along', collect)
     .option('--limit <n>', 'send at most N pending jobs, in manifest order', int('--limit', 1))
+    .option('--max-changed <n>', 'stop before sending when a manifest edit would send more than N done jobs again (default 10; --redo changed or --yes goes on)', int('--max-changed', 0))
+    .option('--keep-changed', 'done jobs whose spec changed keep their results, marked changed-not-sent (--redo changed sends them later)')
     .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 4\n(incomplete).')
     .option('--confine', CONFINE_HELP)
     .option('--notify <url>', 'when the run ends, whichever way, POST a JSON summary there (a `text` line for chat webhooks, the counts as fields); a failed POST is a warning')

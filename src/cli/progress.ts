@@ -241,13 +241,23 @@ function chargedText(run: number | null, now: number | null): string {
 function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, redo: string, again: string, leftPending: number): string[] {
   const lines: string[] = [];
   const states: string[] = [];
+  const permanent = e.permanent ?? { count: 0, ids: [] };
   for (const [state, ids] of [['failed', e.failed_ids ?? []], ['expired', e.expired_ids ?? []]] as const) {
     const n = e.counts[state];
     if (n === 0) continue;
-    states.push(state);
+    if (state !== 'failed' || n > permanent.count) states.push(state);
     lines.push(`${state}: ${ids.join(', ')}${n > ids.length ? `, and ${n - ids.length} more` : ''}`);
   }
   if (states.length > 0) lines.push(`to send the ${states.join(' and ')} jobs again: ${redo} --redo ${states.join(',')}`);
+  const uncertain = e.uncertain_ids ?? [];
+  if (e.counts.uncertain > 0) {
+    lines.push(`uncertain (their submit's outcome is unknown; a task may exist): ${uncertain.join(', ')}${e.counts.uncertain > uncertain.length ? `, and ${e.counts.uncertain - uncertain.length} more` : ''}`);
+    lines.push(`to send the uncertain jobs again (a charge may be doubled): ${redo} --uncertain resubmit`);
+  }
+  if (permanent.count > 0) {
+    lines.push(`failed permanently (the service refused their input; --redo failed passes them over): ${permanent.ids.join(', ')}${permanent.count > permanent.ids.length ? `, and ${permanent.count - permanent.ids.length} more` : ''}`);
+    lines.push(`to send them anyway (or change their spec): ${redo} --redo failed-permanent`);
+  }
   if (leftPending > 0 && e.counts.pending > 0) lines.push(`${e.counts.pending} job(s) left pending (--only, --limit): ${again} sends them`);
   return lines;
 }

@@ -5,6 +5,7 @@ import { checkChatJob, isChatProtocol, type ChatProtocol } from '../models/chat.
 import { nowIso, type JobPatch, type JobRow, type JobState, type MoveOptions, type Store } from '../store/index.js';
 import type { EngineEvent, StopReason } from './events.js';
 import { outputRoot, writeTextNoReplace } from './files.js';
+import { isRefusal } from './permanent.js';
 import { sha256Hex } from './results.js';
 import type { StoredSpec } from './spec.js';
 import type { BucketPort } from './ports.js';
@@ -103,7 +104,7 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
       await move('submitting', 'pending', { attemptsInc: repeats, last_error: err.message });
       d.stop('insufficient-credits');
     } else if ((err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 429) || err instanceof BadResponseError) {
-      await move('submitting', 'failed', { attemptsInc: repeats, last_error: err.message, finished_at: nowIso() });
+      await move('submitting', 'failed', { attemptsInc: repeats, last_error: err.message, finished_at: nowIso(), permanent: isRefusal(err) ? 1 : 0 });
     } else {
       // Retries used up (429, 5xx, network, a broken stream): nothing to lose, the next run calls again.
       await move('submitting', 'pending', { attemptsInc: repeats, last_error: errorText(err) });

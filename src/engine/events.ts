@@ -74,6 +74,10 @@ export type EngineEvent =
       run_charged: number | null;
       failed_ids?: string[];
       expired_ids?: string[];
+      /** The failed jobs that failed permanently (the service refused their input): how many, the first 20 ids. */
+      permanent?: { count: number; ids: string[] };
+      /** The first 20 uncertain jobs at the end (`--uncertain resubmit` sends them again). */
+      uncertain_ids?: string[];
       /** Completion callbacks ignored: another task than the job's, an earlier attempt, or no job of this run. */
       callbacks_ignored?: number;
       /** Under a credit cap: the cap, what the run was charged, whether the cap stopped the sending, and the jobs left (their credits at the prices seen). */

@@ -5,6 +5,7 @@ import { findModel } from '../models/index.js';
 import { nowIso } from '../store/index.js';
 import { errorText, type StageContext } from './pipeline-context.js';
 import type { ServicePort, TaskView } from './ports.js';
+import { isRefusedTask } from './permanent.js';
 import { chanceFinished } from './poll-order.js';
 import { extractResults } from './results.js';
 
@@ -288,7 +289,7 @@ export class Polls {
     this.ready.delete(id);
     this.urgent.delete(id);
     if (task.status === 'failed') {
-      await this.c.move(id, 'submitted', 'failed', { last_error: task.error_message ?? 'task failed (no message)', result: JSON.stringify(task), finished_at: nowIso() });
+      await this.c.move(id, 'submitted', 'failed', { last_error: task.error_message ?? 'task failed (no message)', result: JSON.stringify(task), finished_at: nowIso(), permanent: isRefusedTask(task.error_message) ? 1 : 0 });
       return;
     }
     let extracted;

@@ -6,6 +6,7 @@ import { errorText, type StageContext } from './pipeline-context.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { getAtPath, setAtPath } from './results.js';
 import type { StoredSpec } from './spec.js';
+import { isRefusal } from './permanent.js';
 import { Uploader } from './uploads.js';
 
 /** How often a job whose upload failed transiently (client retries used up) is queued again in the same run. */
@@ -278,7 +279,7 @@ export class Submits {
   }
 
   private async failed(id: string, err: unknown): Promise<void> {
-    const move = (to: 'pending' | 'uncertain' | 'exists' | 'failed', lastError: string) => this.c.move(id, 'submitting', to, { last_error: lastError });
+    const move = (to: 'pending' | 'uncertain' | 'exists' | 'failed', lastError: string) => this.c.move(id, 'submitting', to, to === 'failed' ? { last_error: lastError, permanent: isRefusal(err) ? 1 : 0 } : { last_error: lastError });
     if (this.c.opts.signal.aborted && !(err instanceof AmbiguousSubmitError)) {
       // Stopped before the request was sent (during a backoff or a wait for capacity): nothing was created.
       // An abort after sending comes as AmbiguousSubmitError (the client decides from what it sent).

@@ -5,7 +5,8 @@ import { localImageRefs, type Manifest, type ManifestJob } from '../manifest/ind
 import { valuesAt } from '../manifest/job.js';
 import { findModel } from '../models/index.js';
 import { priceJob, type ObservedPrices } from '../pricing/index.js';
-import type { Store } from '../store/index.js';
+import type { JobInput, Store } from '../store/index.js';
+import { changedKey, changedRefusal, keptChanged, type ChangedGuard, type ChangedJob } from './changed.js';
 import type { EngineEvent } from './events.js';
 import type { Selection } from './select.js';
 import { canonicalJson, sha256Hex } from './results.js';
@@ -27,6 +28,8 @@ export interface PrepareResult {
   recoveredUncertain: string[];
   /** Jobs made from a changed job's results that were in flight (or had for_each children in flight): made again by the next run. */
   rerunLater?: number;
+  /** Changed done jobs this sync kept (--keep-changed): their results stay, marked changed-not-sent. */
+  keptChanged?: number;
 }
 
 /** sha256 of local files, cached per path while size and mtime stay the same. */
@@ -50,7 +53,7 @@ class FileHashes {
  * `fullSync`: read and check the manifest even when it matches the last sync (the caller needs to know which
  * jobs it names: store.removedInFlight()). `resubmitUncertain`: see Store.beginSync.
  */
-export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void, fullSync = false, resubmitUncertain = false, observed: ObservedPrices | null = null): Promise<PrepareResult> {
+export async function prepare(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, emit: (e: EngineEvent) => void, fullSync = false, resubmitUncertain = false, observed: ObservedPrices | null = null, guard: ChangedGuard | null = null): Promise<PrepareResult> {
   const out: PrepareResult = { jobs: 0, new: 0, changed: 0, unchanged: 0, skipped: 0, recoveredUncertain: [] };
   // Read (and hashed) before the jobs are: see sync-key.ts.
   const print = await manifestPrint(manifest.path);
@@ -62,13 +65,15 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
     out.unchanged = known.jobs;
   } else {
     const hashes = new FileHashes();
-    const deferred = await syncAll(store, manifest, userPrices, out, hashes, resubmitUncertain, observed);
+    const deferred = await syncAll(store, manifest, userPrices, out, hashes, resubmitUncertain, observed, guard);
     // A job in flight whose spec changed is rerun by a later sync once it is finished: no shortcut until then.
     if (deferred === 0) saveKey(store, print, prices, hashes.files(), out.jobs);
   }
   // State changes the sync made (spec changed, back in the manifest, removed): as job events, before the counts.
   for (const m of store.drainSyncMoves()) emit({ type: 'job', id: m.id, from: m.from, to: m.to, error: m.error });
   out.recoveredUncertain = store.recoverSubmitting();
+  if (out.keptChanged)
+    emit({ type: 'warning', message: `${out.keptChanged} done job(s) whose spec changed keep their earlier results (--keep-changed: changed-not-sent); --redo changed sends them` });
   if (out.rerunLater)
     emit({ type: 'warning', message: `${out.rerunLater} job(s) made from the results of a changed job are in flight (or their for_each jobs are): they finish what they were sent with, and the next run makes them again` });
   emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped, counts: store.counts(), files: store.filesDone() });
@@ -80,8 +85,12 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
  * Check every job of the manifest and record the valid ones (one transaction), then skip removed jobs.
  * Returns how many jobs in flight have another spec in the manifest (SyncResult `deferred`).
  */
-async function syncAll(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, out: PrepareResult, hashes: FileHashes, resubmitUncertain: boolean, observed: ObservedPrices | null): Promise<number> {
+async function syncAll(store: Store, manifest: Manifest, userPrices: Record<string, number> | null, out: PrepareResult, hashes: FileHashes, resubmitUncertain: boolean, observed: ObservedPrices | null, guard: ChangedGuard | null): Promise<number> {
   let deferred = 0;
+  // The guard on re-sends (changed.ts): done jobs whose spec changed wait here until their count is known.
+  const kept = guard ? keptChanged(store) : {};
+  const keptNow: Record<string, string> = {};
+  const changedDone: Array<ChangedJob & { input: JobInput }> = [];
   const problems: Problem[] = [];
   const seen = new Set<string>();
   store.beginSync({ resubmitUncertain });
@@ -121,7 +130,18 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
       const specJson = canonicalJson(spec);
       const price = priceJob(job, userPrices, observed);
       const kind = job.for_each !== undefined ? 'fanout' : job.kind;
-      const r = store.syncJob({ id: job.id, model: job.model, kind, where: job.where, specHash: sha256Hex(specJson), spec: specJson, estimatedCredits: price.credits });
+      const input: JobInput = { id: job.id, model: job.model, kind, where: job.where, specHash: sha256Hex(specJson), spec: specJson, estimatedCredits: price.credits };
+      const known = guard ? store.stateAndHash(job.id) : undefined;
+      if (guard && known?.state === 'done' && known.spec_hash !== input.specHash) {
+        if (guard.mode !== 'send' && kept[job.id] === input.specHash) {
+          // Kept earlier (--keep-changed) and the manifest still says the same: kept (the sync key is not saved).
+          keptNow[job.id] = input.specHash;
+          out.unchanged++;
+          deferred++;
+        } else changedDone.push({ id: job.id, oldSpec: store.getJob(job.id)?.spec ?? '{}', newSpec: specJson, credits: price.credits, input });
+        continue;
+      }
+      const r = store.syncJob(input);
       if (r === 'new') out.new++;
       else if (r === 'unchanged') out.unchanged++;
       else if (r === 'deferred') {
@@ -131,6 +151,23 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
     }
     if (problems.length > 0 || manifest.problems.length > 0) throw new ManifestError([...manifest.problems, ...problems]);
     if (out.jobs === 0) throw new ManifestError([{ job: null, where: manifest.path, path: 'jobs', message: 'the manifest has no jobs' }]);
+    if (guard && changedDone.length > 0) {
+      const send = guard.mode === 'send' || (guard.mode === 'ask' && (guard.yes || changedDone.length <= guard.max));
+      if (!send && guard.mode === 'ask') throw changedRefusal(changedDone, guard.max);
+      for (const c of changedDone) {
+        if (send) {
+          const r = store.syncJob(c.input);
+          if (r === 'unchanged' || r === 'deferred') out.unchanged++;
+          else out.changed++;
+        } else {
+          keptNow[c.id] = c.input.specHash;
+          out.unchanged++;
+          deferred++;
+        }
+      }
+    }
+    out.keptChanged = Object.keys(keptNow).length;
+    if (guard) store.setMeta(changedKey(store.currentRunId), Object.keys(keptNow).length > 0 ? JSON.stringify(keptNow) : null);
     store.graph.setManifestLinks(manifest.links);
     // Jobs made from a changed job's results that are in flight: made again by a later sync (which must read the manifest).
     out.rerunLater = store.graph.drainDeferred();

@@ -5,6 +5,7 @@ import { findModel } from '../models/index.js';
 import type { InvocationRow, Mark, Store, SummaryRow } from '../store/index.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
+import { keptChanged } from './changed.js';
 import { chatReportFields, chatSummary } from './chat.js';
 
 /**
@@ -30,6 +31,8 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
       finished_at: finished,
       wall_seconds: wallSeconds ?? Math.max(0, (Date.parse(finished) - Date.parse(started)) / 1000),
       counts: { ...counts },
+      failed_permanent: store.permanentFailedIds().length,
+      changed_not_sent: Object.keys(keptChanged(store)),
       credits: {
         estimated_known: round6(est.known),
         unknown_price_jobs: est.unknown,
@@ -231,6 +234,7 @@ function reportJob(store: Store, row: SummaryRow, marks: ReadonlyMap<string, Mar
     state: row.state,
     attempts: row.attempts,
     error: row.last_error,
+    ...(row.state === 'failed' && row.permanent === 1 ? { permanent: true as const } : {}),
     estimated_credits: row.estimated_credits,
     files,
     texts,

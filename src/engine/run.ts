@@ -17,6 +17,9 @@ import { bucketJournal } from './fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
 import { buildReportData, capMetaKey, round6, runCredits, type CapNote } from './report-data.js';
+import { withPermanent } from './permanent.js';
+import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './changed.js';
+import { uncertainLongEnough } from './uncertain.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
 
 /**
@@ -40,6 +43,8 @@ export interface RunOptions {
   yes: boolean;
   maxCredits: number | null;
   uncertain: 'skip' | 'resubmit';
+  /** --uncertain resubmit-after=DURATION: an uncertain job is sent again once uncertain this long (ms); null or absent: never by age. */
+  uncertainAfterMs?: number | null;
   /** Multiplies every wait (1 against the real service). */
   timeScale: number;
   /** Status reads per second of the service's time, at most (default 10); the runner reads up to statusRate / timeScale per second. */
@@ -55,6 +60,8 @@ export interface RunOptions {
   observedPrices?: ObservedPrices | null;
   /** --redo: jobs that ended in these states are sent again (src/engine/select.ts). */
   redo?: readonly RedoState[];
+  /** The guard on mass re-sends (src/engine/changed.ts): --max-changed (null: 10) and --keep-changed. */
+  changed?: { max: number | null; keep: boolean };
   /** --only: id patterns (globs) of the jobs to send; null or absent: every pending job. */
   only?: readonly string[] | null;
   /** --limit: send at most this many pending jobs; null or absent: no limit. */
@@ -146,7 +153,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const fullSync =
       (o.uncertain === 'resubmit' && before.uncertain + before.submitting > 0) ||
       (sandboxGone && before.submitting + before.submitted + before.downloading + before.uncertain > 0);
-    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, fullSync, o.uncertain === 'resubmit', o.observedPrices ?? null);
+    const guard: ChangedGuard = { mode: o.redo?.includes('changed') ? 'send' : o.changed?.keep ? 'keep' : 'ask', max: o.changed?.max ?? DEFAULT_MAX_CHANGED, yes: o.yes };
+    const prep = await prepare(store, manifest, hasUserPrices ? userPrices : null, emit, fullSync, o.uncertain === 'resubmit', o.observedPrices ?? null, guard);
     if (sandboxGone) {
       const moved = store.returnInFlight('sent to an earlier in-process sandbox that is gone; sent again');
       const removed = store.removedInFlight();
@@ -182,7 +190,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // --only names jobs of the manifest: a pattern that matches none is a usage error, before anything changes.
     const match = o.only && o.only.length > 0 ? onlyMatcher(store, o.only) : null;
     // --redo: jobs that ended failed or expired go back to pending (with --only: those it names).
-    const redone = o.redo && o.redo.length > 0 ? redoJobs(store, o.redo, match, emit) : [];
+    const redone = o.redo && o.redo.length > 0 ? redoJobs(store, o.redo, match, emit, (o.only ?? []).flatMap((v) => v.split(',').map((p) => p.trim())).filter((p) => !/[*?]/.test(p))) : [];
     if (o.redo && o.redo.length > 0) emit({ type: 'redo', states: [...o.redo], jobs: redone.length });
     // Jobs sent again whose earlier result is on disk: its files go to out/<id>/previous-<n>/ (never deleted).
     // A job sent again by --redo: whatever its folder holds (a failed or expired job may have some files) goes too.
@@ -197,7 +205,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       }
     }
     // Count state changes made by this run: a run that changed nothing leaves the reports as they are.
-    let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length + redone.length;
+    let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length + redone.length + (prep.keptChanged ?? 0);
     const offChanges = o.events.on((e) => {
       if (e.type === 'job') changes++;
     });
@@ -218,6 +226,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       }
       if (kept > 0) emit({ type: 'warning', message: `${kept} uncertain job(s) are no longer in the manifest: not resubmitted (they stay uncertain)` });
     }
+    if (o.uncertainAfterMs !== undefined && o.uncertainAfterMs !== null) resubmitAged(store, o.uncertainAfterMs, emit);
     // Job graph: pending jobs whose parent ended without results become skipped, naming why.
     store.graph.settle();
     for (const s of store.graph.drainSkipped()) emit({ type: 'job', id: s.id, from: 'pending', to: 'skipped', error: s.reason });
@@ -299,7 +308,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     store.setRunFields({ finished_at: nowIso() });
     const credits = runCredits(store);
     const counts = store.counts();
-    const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason);
+    const permanentIds = store.permanentFailedIds();
+    const exitCode = withPermanent(exitCodeFor(counts, o.signal, pipeline.stopReason), counts.failed, permanentIds.length);
     const capStop = cap !== null && pipeline.stopReason === 'credit-cap' && !o.signal.aborted;
     if (limit !== null) store.setMeta(capMetaKey(store.currentRunId), JSON.stringify({ credits: limit.credits, name: limit.name, stopped: capStop } satisfies CapNote));
     offChanges();
@@ -331,6 +341,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
         : {}),
       failed_ids: firstIds(store, 'failed', SUMMARY_IDS),
       expired_ids: firstIds(store, 'expired', SUMMARY_IDS),
+      permanent: { count: permanentIds.length, ids: permanentIds.slice(0, SUMMARY_IDS) },
+      uncertain_ids: firstIds(store, 'uncertain', SUMMARY_IDS),
       ...(callbackUrlFor ? { callbacks_ignored: pipeline.callbacksIgnored } : {}),
     });
     return { exitCode, counts, statusRequests: pipeline.statusRequests };
@@ -383,6 +395,29 @@ function creditLimit(maxCredits: number | null, budget: number | null, sel: Sele
   const leftOut = sel ? { leftOut: sel.leftOut.known } : {};
   if (maxCredits !== null && (budget === null || maxCredits <= budget)) return { credits: maxCredits, name: `--max-credits ${maxCredits}`, ...leftOut };
   return budget !== null ? { credits: budget, name: `the manifest budget of ${budget}`, ...leftOut } : null;
+}
+
+/**
+ * --uncertain resubmit-after: the uncertain jobs uncertain for at least `afterMs` (jobs.uncertain_at; no callback
+ * adopted a task for them meanwhile, or they would be submitted) go back to pending, with a warning that a charge
+ * may be doubled. Jobs no longer in the manifest stay uncertain.
+ */
+function resubmitAged(store: Store, afterMs: number, emit: (e: EngineEvent) => void): void {
+  const removed = store.removedInFlight();
+  const now = Date.now();
+  const aged = [...store.jobsIn('uncertain')].filter((r) => !removed?.has(r.id) && uncertainLongEnough(r.uncertain_at, afterMs, now));
+  for (const row of aged) {
+    store.transition(row.id, 'uncertain', 'pending', { last_error: `resubmitted (--uncertain resubmit-after): no sign of its task since ${row.uncertain_at}; after: ${row.last_error ?? 'unknown outcome'}`.slice(0, 2000) });
+    emit({ type: 'job', id: row.id, from: 'uncertain', to: 'pending' });
+    for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending' });
+  }
+  if (aged.length > 0) {
+    emit({ type: 'warning', message: `${aged.length} uncertain job(s) showed no sign of their task within ${formatAge(afterMs)} and are sent again (--uncertain resubmit-after): if their first task was created after all, it is charged too (a charge may be doubled): ${aged.slice(0, SUMMARY_IDS).map((r) => r.id).join(', ')}` });
+  }
+}
+
+function formatAge(ms: number): string {
+  return ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`;
 }
 
 /** How many failed (and expired) ids the end-of-run summary names. */

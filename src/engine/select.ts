@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { UsageError } from '../errors.js';
 import { findModel, inputFields } from '../models/index.js';
-import type { Store } from '../store/index.js';
+import type { JobRow, Store } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import type { StoredSpec } from './spec.js';
 
@@ -24,9 +24,12 @@ import type { StoredSpec } from './spec.js';
 
 /**
  * The states `--redo` takes: jobs that ended failed or expired, and done jobs whose current review mark is
- * rejected (`genbatch mark --reject`).
+ * rejected (`genbatch mark --reject`). `failed` passes over the jobs that failed permanently (the service
+ * refused their input, src/engine/permanent.ts) unless `--only` names their id exactly (not by a glob);
+ * `failed-permanent` takes those. `changed`: the done jobs whose spec changed are sent again whatever their number
+ * (the guard on mass re-sends, src/engine/changed.ts), also those kept by an earlier `--keep-changed`.
  */
-export const REDO_VALUES = ['failed', 'expired', 'rejected'] as const;
+export const REDO_VALUES = ['failed', 'failed-permanent', 'expired', 'rejected', 'changed'] as const;
 export type RedoState = (typeof REDO_VALUES)[number];
 
 /** `--redo failed,expired`: the states named (each once, in the order of REDO_VALUES); a usage error for an unknown one. */
@@ -86,17 +89,21 @@ export function onlyMatcher(store: Store, patterns: readonly string[]): (id: str
  * transaction. Emits the job events (the job, then the jobs of a graph brought back or skipped again).
  * Returns the ids sent again.
  */
-export function redoJobs(store: Store, states: readonly RedoState[], match: ((id: string) => boolean) | null, emit: (e: EngineEvent) => void): string[] {
+export function redoJobs(store: Store, states: readonly RedoState[], match: ((id: string) => boolean) | null, emit: (e: EngineEvent) => void, named: readonly string[] = []): string[] {
   const out: string[] = [];
-  for (const state of states) {
-    if (state === 'rejected') {
+  for (const redo of states) {
+    if (redo === 'changed') continue; // done jobs whose spec changed: the sync sends them (prepare.ts, changed.ts)
+    if (redo === 'rejected') {
       out.push(...redoRejected(store, match, emit));
       continue;
     }
+    const state = redo === 'expired' ? 'expired' : 'failed';
+    // Which failed jobs: --redo failed those a retry may fix (and permanent ones named by id), failed-permanent the others.
+    const takes = (r: JobRow) => state !== 'failed' || (redo === 'failed-permanent') === (r.permanent === 1) || (redo === 'failed' && named.includes(r.id));
     // Read first: the store is not read and written at once.
-    const rows = [...store.jobsIn(state)].filter((r) => match === null || match(r.id));
+    const rows = [...store.jobsIn(state)].filter((r) => (match === null || match(r.id)) && takes(r));
     for (const row of rows) {
-      store.redo(row.id, state, `sent again (--redo ${state}); it had ${state}${row.last_error ? `: ${row.last_error}` : ''}`.slice(0, 2000));
+      store.redo(row.id, state, `sent again (--redo ${redo}); it had ${state}${row.last_error ? `: ${row.last_error}` : ''}`.slice(0, 2000));
       out.push(row.id);
       emit({ type: 'job', id: row.id, from: state, to: 'pending', error: null });
       for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending', error: null });

@@ -20,6 +20,8 @@ export function jobRecord(job: ReportJob): Record<string, unknown> {
     state: job.state,
     attempts: job.attempts,
     error: job.error,
+    // Only on a permanent failure (the service refused the input), so other entries read as before.
+    ...(job.permanent ? { permanent: true } : {}),
     estimated_credits: job.estimated_credits,
     files: job.files.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256, type: f.type, content_type: f.contentType })),
     texts: job.texts,

@@ -33,6 +33,8 @@ export interface ReportJob {
   state: string;
   attempts: number;
   error: string | null;
+  /** Present (true) on a failed job that failed permanently: the service refused its input, a retry cannot help. */
+  permanent?: true;
   /** Known estimate for this job, null when the price is unknown. */
   estimated_credits: number | null;
   files: ReportFile[];
@@ -79,6 +81,10 @@ export interface ReportSummary {
   finished_at: string;
   wall_seconds: number;
   counts: Record<string, number>;
+  /** Of the failed jobs, those that failed permanently (the service refused their input; `permanent: true` on their entries). */
+  failed_permanent?: number;
+  /** Done jobs whose spec changed that kept their earlier results (`--keep-changed`); `run --redo changed` sends them. */
+  changed_not_sent?: string[];
   credits: {
     /** The sum of the known prices of the run's jobs (jobs of unknown price are not in it: see unknown_price_jobs). */
     estimated_known: number;

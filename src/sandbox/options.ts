@@ -39,6 +39,8 @@ export interface SandboxOptions {
   bannedWords?: string[];
   /** Words that make an accepted task fail later with a content-policy error_message (then refunded). Default ["unsafe-output"]. */
   policyWords?: string[];
+  /** Words that make an accepted task fail later with the plain failure-rate error_message (a retry may succeed; then refunded). Default ["fail-output"]. */
+  failWords?: string[];
   /** Delay of a `slow` fault in milliseconds (not scaled). Default 2000. */
   slowMs?: number;
   /** Retry-After seconds sent with a 429 fault. Default 1. */
@@ -90,6 +92,7 @@ export interface ResolvedOptions {
   allowLoopback: boolean;
   bannedWords: string[];
   policyWords: string[];
+  failWords: string[];
   slowMs: number;
   retryAfterS: number;
   imageEdge: number;
@@ -199,6 +202,7 @@ export function resolveOptions(o: SandboxOptions = {}): ResolvedOptions {
     allowLoopback: o.allowLoopback ?? false,
     bannedWords: (o.bannedWords ?? ['forbidden']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),
     policyWords: (o.policyWords ?? ['unsafe-output']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),
+    failWords: (o.failWords ?? ['fail-output']).map((w) => w.toLowerCase()).filter((w) => w.length > 0),
     slowMs: optional(o.slowMs, 2000, checkTimerMs, 'slowMs'),
     retryAfterS: optional(o.retryAfterS, 1, checkNonNegative, 'retryAfterS'),
     imageEdge: optional(o.imageEdge, 128, checkImageEdge, 'imageEdge'),

@@ -197,6 +197,16 @@ export abstract class StoreQueries {
     yield* reads.jobsIn(this.db, this.runId, state);
   }
 
+  /** A job's state and spec hash (the sync's guard on re-sends reads these before the sync changes them); undefined: no such job. */
+  stateAndHash(id: string): { state: JobState; spec_hash: string } | undefined {
+    return this.stmt('SELECT state, spec_hash FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, id) as { state: JobState; spec_hash: string } | undefined;
+  }
+
+  /** Ids of the jobs that failed permanently (the service refused their input), in manifest order. */
+  permanentFailedIds(): string[] {
+    return this.db.prepare(`SELECT id FROM jobs WHERE run_id = ? AND state = 'failed' AND permanent = 1 ORDER BY seq`).pluck().all(this.runId) as string[];
+  }
+
   /** Id and estimated credits of every pending job, in manifest order (iterated lazily). */
   *pendingCredits(): IterableIterator<[string, number | null]> {
     yield* reads.pendingCredits(this.db, this.runId);

@@ -17,7 +17,7 @@ export type Prepare = (sql: string) => Database.Statement;
  * `SELECT *` returned; jobRow is its object.
  */
 const JOB_COLUMNS =
-  'run_id, id, seq, model, kind, "where", spec_hash, spec, submitted_input, state, task_id, attempts, created_at, updated_at, submitted_at, finished_at, expires_at, last_error, result, estimated_credits, generation';
+  'run_id, id, seq, model, kind, "where", spec_hash, spec, submitted_input, state, task_id, attempts, created_at, updated_at, submitted_at, finished_at, expires_at, last_error, result, estimated_credits, generation, permanent, uncertain_at';
 
 type JobTuple = [
   number,
@@ -41,6 +41,8 @@ type JobTuple = [
   string | null,
   number | null,
   number,
+  number,
+  string | null,
 ];
 
 /** A jobs row as `SELECT *` gives it: JobRow and the run id and sync generation. */
@@ -69,12 +71,14 @@ export function jobRow(r: JobTuple): StoredJobRow {
     result: r[18],
     estimated_credits: r[19],
     generation: r[20],
+    permanent: r[21],
+    uncertain_at: r[22],
   };
 }
 
-const SUMMARY_COLUMNS = 'id, model, kind, "where", state, task_id, attempts, submitted_at, finished_at, last_error, estimated_credits';
+const SUMMARY_COLUMNS = 'id, model, kind, "where", state, task_id, attempts, submitted_at, finished_at, last_error, estimated_credits, permanent';
 
-type SummaryTuple = [string, string, string, string, JobState, string | null, number, string | null, string | null, string | null, number | null];
+type SummaryTuple = [string, string, string, string, JobState, string | null, number, string | null, string | null, string | null, number | null, number];
 
 function summaryRow(r: SummaryTuple): SummaryRow {
   return {
@@ -89,6 +93,7 @@ function summaryRow(r: SummaryTuple): SummaryRow {
     finished_at: r[8],
     last_error: r[9],
     estimated_credits: r[10],
+    permanent: r[11],
   };
 }
 

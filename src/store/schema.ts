@@ -62,6 +62,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   result TEXT,
   estimated_credits REAL,
   generation INTEGER NOT NULL,
+  permanent INTEGER NOT NULL DEFAULT 0,
+  uncertain_at TEXT,
   PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_by_seq ON jobs (run_id, seq);
@@ -137,6 +139,31 @@ export function ensureJobIndexes(db: Database.Database): boolean {
   return true;
 }
 
+/**
+ * Columns of `jobs` added after the first layout, with their definitions: a state file written before them gets
+ * them at its next open for writing (ALTER TABLE ... ADD COLUMN; the schema version stays 1, as an older genbatch
+ * reads the file as before and never sets them).
+ *
+ *   permanent     1 when the job failed because the service refused its input (src/engine/permanent.ts); read
+ *                 only while the state is `failed` (every move into `failed` writes it)
+ *   uncertain_at  when the job last became `uncertain` (ISO-8601; every move into `uncertain` writes it)
+ */
+export const ADDED_JOB_COLUMNS = [
+  ['permanent', 'INTEGER NOT NULL DEFAULT 0'],
+  ['uncertain_at', 'TEXT'],
+] as const;
+
+/** Add the columns of ADDED_JOB_COLUMNS that `jobs` lacks. True when something changed. */
+export function ensureJobColumns(db: Database.Database): boolean {
+  const have = new Set(db.prepare(`SELECT name FROM pragma_table_info('jobs')`).pluck().all() as string[]);
+  const missing = ADDED_JOB_COLUMNS.filter(([name]) => !have.has(name));
+  if (missing.length === 0) return false;
+  db.transaction(() => {
+    for (const [name, def] of missing) db.exec(`ALTER TABLE jobs ADD COLUMN ${name} ${def}`);
+  }).immediate();
+  return true;
+}
+
 export interface OpenOptions {
   /** Open an existing file only (status, report): never create it. */
   mustExist?: boolean;
@@ -168,6 +195,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Database.Dat
         throw new StateError(`state file ${path} has schema version ${row.value}; this genbatch reads version ${SCHEMA_VERSION}`);
       }
     }
+    if (!opts.readonly) ensureJobColumns(db);
   } catch (err) {
     db.close();
     if (err instanceof StateError) throw err;

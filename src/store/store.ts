@@ -11,7 +11,7 @@ import { ensureJobIndexes, openDatabase } from './schema.js';
 import { removedJobs, syncJob, type SyncHost } from './sync.js';
 import { WalSync } from './wal-sync.js';
 import { TRANSITIONS, type JobState } from './states.js';
-import { PATCH_COLUMNS, type JobInput, type JobPatch, type SyncResult } from './types.js';
+import { impliedPatch, PATCH_COLUMNS, type JobInput, type JobPatch, type SyncResult } from './types.js';
 
 export type { FileRow, InvocationRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult, TakenJob } from './types.js';
 export { nowIso } from './clock.js';
@@ -336,8 +336,9 @@ export class Store extends StoreQueries {
   }
 
   /** The guarded UPDATE of one job's state (no graph effects); the caller holds the transaction. */
-  private guardedMove(jobId: string, from: JobState, to: JobState, patch: JobPatch): void {
+  private guardedMove(jobId: string, from: JobState, to: JobState, given: JobPatch): void {
     if (!TRANSITIONS[from].includes(to)) throw new TransitionError(`job ${jobId}: ${from} -> ${to} is not an allowed state change`);
+    const patch = impliedPatch(to, given, nowIso);
     // The columns the patch names (`in`, so an explicit undefined sets NULL), in PATCH_COLUMNS order.
     let mask = 0;
     for (const key in patch) mask |= PATCH_BIT.get(key) ?? 0;

@@ -26,13 +26,17 @@ export interface JobRow {
   /** JSON: the service's Task as last read. */
   result: string | null;
   estimated_credits: number | null;
+  /** 1: failed because the service refused the input (read only while state is `failed`). */
+  permanent: number;
+  /** When the job last became uncertain (ISO-8601). */
+  uncertain_at: string | null;
 }
 
 /** What resuming a job already at the service needs (WorkStore.takeOver): not its large spec, input and result. */
 export type TakenJob = Pick<JobRow, 'id' | 'state' | 'task_id' | 'model' | 'submitted_at' | 'expires_at'>;
 
 /** The columns of a job that reports and status need (not the large spec, input and result). */
-export type SummaryRow = Pick<JobRow, 'id' | 'model' | 'kind' | 'where' | 'state' | 'task_id' | 'attempts' | 'submitted_at' | 'finished_at' | 'last_error' | 'estimated_credits'>;
+export type SummaryRow = Pick<JobRow, 'id' | 'model' | 'kind' | 'where' | 'state' | 'task_id' | 'attempts' | 'submitted_at' | 'finished_at' | 'last_error' | 'estimated_credits' | 'permanent'>;
 
 export interface FileRow {
   job_id: string;
@@ -103,10 +107,25 @@ export interface JobPatch {
   estimated_credits?: number | null;
   /** The sync generation that last (re)wrote the job. */
   generation?: number;
+  /** 1: the service refused the input (a move into `failed`; 0 when not given, see impliedPatch). */
+  permanent?: number;
+  /** When the job became uncertain (a move into `uncertain`: now when not given, see impliedPatch). */
+  uncertain_at?: string | null;
+}
+
+/**
+ * What every move into `to` writes besides its patch, on both stores: into `failed`, `permanent` (0 unless the
+ * patch says 1), and into `pending` (the way out of `failed`) 0, so the mark of an earlier failure never stays;
+ * into `uncertain`, `uncertain_at` (now).
+ */
+export function impliedPatch(to: string, patch: JobPatch, now: () => string): JobPatch {
+  if ((to === 'failed' || to === 'pending') && !('permanent' in patch)) return { ...patch, permanent: 0 };
+  if (to === 'uncertain' && !('uncertain_at' in patch)) return { ...patch, uncertain_at: now() };
+  return patch;
 }
 
 /** Columns a transition may set besides the state and attempts. */
-export const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'finished_at', 'expires_at', 'last_error', 'result', 'spec_hash', 'spec', 'model', 'kind', 'where', 'estimated_credits', 'generation'] as const;
+export const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'finished_at', 'expires_at', 'last_error', 'result', 'spec_hash', 'spec', 'model', 'kind', 'where', 'estimated_credits', 'generation', 'permanent', 'uncertain_at'] as const;
 
 /** What a sync needs to know about a job already in the store. */
 export interface KnownJob {

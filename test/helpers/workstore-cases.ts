@@ -188,6 +188,23 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
     expect((await store.getJob('x'))?.state).toBe('pending');
   });
 
+  it('a move into failed records permanent (1 only when the patch says so); a move into uncertain records when', async () => {
+    const b = await fresh([{ id: 'p' }, { id: 'f' }, { id: 'u' }]);
+    const { store } = b;
+    await store.claimPending(10);
+    for (const id of ['p', 'f', 'u']) await store.transition(id, 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    await store.transition('p', 'submitting', 'failed', { last_error: 'HTTP 400 content_moderation_error: flagged', permanent: 1 });
+    await store.transition('f', 'submitting', 'failed', { last_error: 'HTTP 400: no' });
+    const before = new Date(Date.now() - 60_000).toISOString();
+    await store.transition('u', 'submitting', 'uncertain', { last_error: 'the answer was lost' });
+    expect(await b.readElsewhere('p')).toMatchObject({ state: 'failed', permanent: 1 });
+    expect(await b.readElsewhere('f')).toMatchObject({ state: 'failed', permanent: 0 });
+    const u = await b.readElsewhere('u');
+    expect(u?.state).toBe('uncertain');
+    expect(u!.uncertain_at! >= before && u!.uncertain_at! <= new Date(Date.now() + 60_000).toISOString()).toBe(true);
+    expect((await b.readElsewhere('p'))?.uncertain_at).toBeNull();
+  });
+
   it('the intent is committed when its durable transition resolves: another connection sees it', async () => {
     const b = await fresh([{ id: 'a' }]);
     await b.store.claimPending(1);

@@ -28,7 +28,8 @@ export interface RunFlags {
   json?: boolean;
   baseUrl?: string;
   prices?: string;
-  uncertain: 'skip' | 'resubmit';
+  /** skip, resubmit or resubmit-after=DURATION (src/engine/uncertain.ts). */
+  uncertain: string;
   callbackUrl?: string;
   listen?: string;
   timeScale?: number;
@@ -39,6 +40,8 @@ export interface RunFlags {
   /** --only, each value as given (may be a comma list). */
   only?: string[];
   limit?: number;
+  maxChanged?: number;
+  keepChanged?: boolean;
   learnPrices?: boolean;
   /** --status-rate as typed: checked by the run (a number > 0). */
   statusRate?: string;

@@ -3,6 +3,7 @@ import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { formatBytes, formatCredits } from '../../report/index.js';
 import type { WorkerCount } from '../../store/pg/snapshot.js';
 import { capNote, runCredits } from '../../engine/report-data.js';
+import { keptChanged } from '../../engine/changed.js';
 import { openStateForRead } from './state-file.js';
 
 /** Jobs still in flight (sent, not finished) this long after their submit are listed as stuck, with their last error. */
@@ -53,11 +54,12 @@ export default async function status(manifest: string | undefined, opts: { state
       const cap = capped && { credits: capped.credits, name: capped.name, stopped: capped.stopped, charged: capped.charged ?? runCredits(store).charged };
       const workers = await state.workers(run.id);
       const marks = reviewCounts(store.marks().values());
+      const kept = Object.keys(keptChanged(store));
       const jobs = opts.jobs
         ? [...store.summaryRows()].map((j) => ({ id: j.id, model: j.model, state: j.state, task_id: j.task_id, attempts: j.attempts, error: j.last_error, where: j.where }))
         : undefined;
       if (opts.json) {
-        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, marks, estimated_credits: est.known, unknown_price_jobs: est.unknown, ...(cap ? { cap } : {}), stuck, ...(workers ? { workers } : {}), ...(jobs ? { jobs } : {}) });
+        out.push({ manifest: run.manifest, out_dir: run.out_dir, started_at: run.started_at, finished_at: run.finished_at, counts, marks, estimated_credits: est.known, unknown_price_jobs: est.unknown, ...(cap ? { cap } : {}), stuck, ...(kept.length > 0 ? { changed_not_sent: kept } : {}), ...(workers ? { workers } : {}), ...(jobs ? { jobs } : {}) });
         continue;
       }
       const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
@@ -72,6 +74,7 @@ export default async function status(manifest: string | undefined, opts: { state
         process.stdout.write(`  credit cap ${formatCredits(cap.credits)} (${cap.name}): ${charged}${cap.stopped ? '; stopped at the cap, jobs left pending (raise the cap to go on)' : ''}\n`);
       }
       if (workers) process.stdout.write(workersText(workers));
+      if (kept.length > 0) process.stdout.write(`  ${kept.length} changed-not-sent (done, spec changed, results kept by --keep-changed; run --redo changed sends them): ${kept.slice(0, 20).join(', ')}${kept.length > 20 ? ', ...' : ''}\n`);
       if (stuck.length > 0) process.stdout.write(`  ${stuck.length} stuck (sent more than 1 h ago, not finished):\n`);
       for (const j of stuck) process.stdout.write(`  ${j.id}\t${j.state} since ${j.since}\t${j.error ?? 'no error recorded'}\n`);
       if (jobs !== undefined && jobs.length > 0) process.stdout.write('  id\tstate\tmodel\ttask_id\tattempts\terror\n');

@@ -41,6 +41,7 @@ export function submitStyle(body: unknown): ErrorStyle {
 export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void {
   const banned = bannedMatcher(ctx.options.bannedWords);
   const policy = bannedMatcher(ctx.options.policyWords);
+  const failing = bannedMatcher(ctx.options.failWords);
 
   app.post('/api/generate/submit', { config: { endpoint: 'submit' }, bodyLimit: SUBMIT_BODY_LIMIT }, async (req, reply) => {
     const body: unknown = req.body;
@@ -79,7 +80,7 @@ export function generateRoutes(app: FastifyInstance, ctx: SandboxContext): void 
     if (!account.charge(credits, now)) {
       return sendError(reply, 402, `insufficient credits: this task costs ${credits} credits, the balance is ${account.balance(now)}`, style);
     }
-    const task = createTask(ctx, { account, spec, input, callbackUrl, credits, asked, now, policyHit: moderationHit(input, policy) !== null });
+    const task = createTask(ctx, { account, spec, input, callbackUrl, credits, asked, now, policyHit: moderationHit(input, policy) !== null, failHit: moderationHit(input, failing) !== null });
 
     const fault = faultOf(req);
     if (fault?.kind === '500-after') return sendError(reply, 500, 'internal error', style);
@@ -145,6 +146,8 @@ interface NewTask {
   now: number;
   /** The input holds a policy word: the task fails with POLICY_MESSAGE. */
   policyHit?: boolean;
+  /** The input holds a fail word: the task fails with FAILURE_MESSAGE (a failure a retry may fix). */
+  failHit?: boolean;
 }
 
 /** Create, store and (when asked) schedule callbacks for a charged task. */
@@ -165,7 +168,7 @@ export function createTask(ctx: SandboxContext, n: NewTask): TaskRecord {
     startAt: plan.startAt,
     endAt: plan.endAt,
     runEndAt: plan.runEndAt,
-    errorMessage: n.policyHit ? POLICY_MESSAGE : plan.fails ? FAILURE_MESSAGE : null,
+    errorMessage: n.policyHit ? POLICY_MESSAGE : n.failHit || plan.fails ? FAILURE_MESSAGE : null,
     seed,
     charged: n.credits,
     asked: n.asked,

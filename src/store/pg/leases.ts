@@ -34,7 +34,7 @@ export type TakenLeased = TakenJob & { seq: number; lease_epoch: number };
 
 /** The columns of a JobRow (alias j). */
 export const ROW_COLUMNS =
-  'j.id, j.seq, j.model, j.kind, j."where", j.spec_hash, j.spec, j.submitted_input, j.state, j.task_id, j.attempts, j.created_at, j.updated_at, j.submitted_at, j.finished_at, j.expires_at, j.last_error, j.result, j.estimated_credits';
+  'j.id, j.seq, j.model, j.kind, j."where", j.spec_hash, j.spec, j.submitted_input, j.state, j.task_id, j.attempts, j.created_at, j.updated_at, j.submitted_at, j.finished_at, j.expires_at, j.last_error, j.result, j.estimated_credits, j.permanent, j.uncertain_at';
 const JOB_COLUMNS = `${ROW_COLUMNS}, j.lease_epoch`;
 
 /** A pending job is ready when every parent it waits for (needs, inherited; not `child`) is done (as SQLite's nextPending). */
@@ -140,6 +140,9 @@ function moveSql(runId: number, jobId: string, from: JobState, to: JobState, pat
     if (adopt) sets.push('lease_owner = $4', 'lease_epoch = lease_epoch + 1');
   } else sets.push('lease_owner = NULL', 'lease_expires = NULL');
   for (const col of PATCH_COLUMNS) if (col in patch) sets.push(`"${col}" = ${p(patch[col] ?? null)}`);
+  // What every move into failed or uncertain writes (types.ts impliedPatch), uncertain_at from the database clock.
+  if ((to === 'failed' || to === 'pending') && !('permanent' in patch)) sets.push('permanent = 0');
+  if (to === 'uncertain' && !('uncertain_at' in patch)) sets.push(`uncertain_at = ${NOW_ISO}`);
   if (patch.attemptsInc) sets.push(`attempts = attempts + ${p(patch.attemptsInc)}`);
   // $4 must appear in the statement for its type to be known.
   const ownerUsed = guard.includes('$4') || (adopt && LEASED_STATES.includes(to)) ? '' : ' AND $4::text IS NOT NULL';
@@ -175,6 +178,7 @@ export async function takeOver(q: Queryable, runId: number, owner: string, lease
   const dead = await q.query<{ id: string; kind: string }>(
     `UPDATE jobs j SET state = CASE WHEN j.kind = 'chat' THEN 'pending' ELSE 'uncertain' END,
         last_error = CASE WHEN j.kind = 'chat' THEN $2 ELSE $3 END,
+        uncertain_at = CASE WHEN j.kind = 'chat' THEN j.uncertain_at ELSE ${NOW_ISO} END,
         updated_at = ${NOW_ISO}, lease_owner = NULL, lease_expires = NULL, lease_epoch = j.lease_epoch + 1
        FROM (SELECT f.run_id, f.id FROM jobs f WHERE f.run_id = $1 AND f.state = 'submitting' AND ${free('f')} FOR UPDATE SKIP LOCKED) c
       WHERE j.run_id = c.run_id AND j.id = c.id

@@ -10,6 +10,8 @@ import { inTx, type Pool } from './db.js';
  *   jobs.lease_owner, lease_expires, lease_epoch  the worker that holds the job, until when (database
  *       clock), and a counter raised at every claim: a state change is written only WHERE lease_owner and
  *       lease_epoch are still the writer's (src/store/pg/leases.ts)
+ *   jobs.permanent, uncertain_at  as in the SQLite file (src/store/schema.ts ADDED_JOB_COLUMNS), added by ALTER
+ *       TABLE to a database made before them
  *   jobs.reserved_credits  credits this job holds in its run's budget row: its expected price, reserved when it
  *       is sent under a cap, released once (by the first balance reading after it ended, or at once when it ended
  *       uncharged)
@@ -175,6 +177,8 @@ ALTER TABLE budget ADD COLUMN IF NOT EXISTS spent DOUBLE PRECISION NOT NULL DEFA
 ALTER TABLE budget ADD COLUMN IF NOT EXISTS balance DOUBLE PRECISION;
 ALTER TABLE budget ADD COLUMN IF NOT EXISTS name TEXT;
 ALTER TABLE budget ADD COLUMN IF NOT EXISTS stopped BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS permanent INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS uncertain_at TEXT;
 CREATE INDEX IF NOT EXISTS jobs_reserved ON jobs (run_id) WHERE reserved_credits IS NOT NULL;
 `;
 
