@@ -138,6 +138,8 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, as for status)")
     .option('--state <path|url>', STATE_HELP)
     .option('--out <dir>', 'where the reports go: a folder or s3://bucket/prefix (default: the run\'s output; a run to a bucket: name the manifest or --state)')
+    .option('--invocation <n>', 'print one invocation of the run instead (a number, or last): its balance readings, its charge (measured, reconstructed or unknown) and the jobs it last sent; the reports are not rewritten')
+    .option('--json', 'with --invocation: print it as one JSON object')
     .action(wrap(lazy('report')));
 
   program

@@ -158,12 +158,12 @@ table.mgrid{width:auto;border-collapse:collapse}.mgrid th,.mgrid td{border:1px s
 function creditsHtml(s: ReportSummary): string {
   const c = s.credits;
   const n = (v: number | null): string => (v === null ? 'unknown' : formatCredits(v));
-  let out = '';
+  let out = s.refused ? `<p class="note"><strong>The last invocation was refused before sending</strong> (exit ${s.refused.exit_code}): ${escapeHtml(s.refused.reason)}</p>\n` : '';
   if (c.invocations.length > 0) {
     out += '<ul class="note">';
     for (const inv of c.invocations) {
       const after = inv.charged_to === 'next-start' ? `not read (measured to the opening reading of invocation ${inv.n + 1})` : n(inv.balance_after);
-      out += `<li>invocation ${inv.n}, started ${timeHtml(inv.started_at)}: balance before ${n(inv.balance_before)}, after ${after}; charged ${n(inv.charged)}; ${inv.submits === null ? 'submits not recorded' : `${inv.submits} submit${inv.submits === 1 ? '' : 's'} started`}</li>`;
+      out += `<li>invocation ${inv.n}, started ${timeHtml(inv.started_at)}: balance before ${n(inv.balance_before)}, after ${after}; charged ${n(inv.charged)}; ${inv.submits === null ? 'submits not recorded' : `${inv.submits} submit${inv.submits === 1 ? '' : 's'} started`}${inv.jobs ? `; jobs it last sent: ${inv.jobs.sent}, done ${inv.jobs.done}, failed ${inv.jobs.failed}; charge ${inv.charged_source ?? 'unknown'}` : ''}</li>`;
     }
     out += '</ul>\n';
   }

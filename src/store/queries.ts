@@ -92,8 +92,12 @@ export abstract class StoreQueries {
 
   /** Record the start of an invocation of the run in use with its opening balance reading (null: not read); returns its number. */
   startInvocation(balance: number | null, readAt: string | null): number {
-    return invocationTable.startInvocation(this.db, this.cached, this.run(), balance, readAt);
+    this.sendingInvocation = invocationTable.startInvocation(this.db, this.cached, this.run(), balance, readAt);
+    return this.sendingInvocation;
   }
+
+  /** The invocation this process started (startInvocation): a job it sends records it (jobs.sent_by); null: none. */
+  protected sendingInvocation: number | null = null;
 
   /** Record the end of invocation `n` with its closing balance reading (null: not read) and the submit requests it sent. */
   finishInvocation(n: number, balance: number | null, readAt: string | null, submits: number): void {
@@ -103,6 +107,11 @@ export abstract class StoreQueries {
   /** The invocations of the run in use that read the balance, in order. */
   invocations(): InvocationRow[] {
     return invocationTable.invocations(this.db, this.run());
+  }
+
+  /** What became of the jobs each invocation of the run in use sent last, by invocation number. */
+  jobsByInvocation(): Map<number, invocationTable.InvocationJobs> {
+    return invocationTable.jobsByInvocation(this.db, this.runId);
   }
 
   /** Set last_error without changing the state (kept in the job's error history too). */

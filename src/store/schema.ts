@@ -81,6 +81,15 @@ CREATE TABLE IF NOT EXISTS files (
   state TEXT NOT NULL,
   PRIMARY KEY (run_id, job_id, idx)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS previous_files (
+  run_id INTEGER NOT NULL,
+  job_id TEXT NOT NULL,
+  dir TEXT NOT NULL,
+  path TEXT NOT NULL,
+  size INTEGER,
+  sha256 TEXT,
+  PRIMARY KEY (run_id, job_id, path)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS job_links (
   run_id INTEGER NOT NULL,
   job_id TEXT NOT NULL,
@@ -137,6 +146,27 @@ export function ensureJobIndexes(db: Database.Database): boolean {
   return true;
 }
 
+/**
+ * Columns added to `jobs` after schema version 1 was fixed (the version stays 1: an older genbatch ignores them):
+ *   sent_by            the invocation (invocations.n) that last sent the job; null: not sent since they exist
+ *   expected_credits   its expected price when that invocation sent it (the estimate, from the learned price of
+ *                      its class where one was known); null: unknown
+ * A state file without them gets them at its first writable open; a read-only open reads them as null.
+ */
+export const JOB_SEND_COLUMNS = ['sent_by', 'expected_credits'] as const;
+
+function addJobSendColumns(db: Database.Database): void {
+  const have = new Set(db.prepare(`SELECT name FROM pragma_table_info('jobs')`).pluck().all() as string[]);
+  if (have.size === 0) return; // no jobs table (a file opened mustExist that is not a state file: refused below)
+  if (!have.has('sent_by')) db.exec('ALTER TABLE jobs ADD COLUMN sent_by INTEGER');
+  if (!have.has('expected_credits')) db.exec('ALTER TABLE jobs ADD COLUMN expected_credits REAL');
+}
+
+/** True when the state file's `jobs` has the columns above (a file written before them, opened to read, has not). */
+export function hasJobSendColumns(db: Database.Database): boolean {
+  return (db.prepare(`SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name IN ('sent_by', 'expected_credits')`).pluck().get() as number) === 2;
+}
+
 export interface OpenOptions {
   /** Open an existing file only (status, report): never create it. */
   mustExist?: boolean;
@@ -160,6 +190,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Database.Dat
     const check = db.pragma('quick_check', { simple: true });
     if (check !== 'ok') throw new StateError(`state file ${path} failed its integrity check: ${String(check)}`);
     if (!opts.readonly && !opts.mustExist) db.exec(SCHEMA);
+    if (!opts.readonly) addJobSendColumns(db);
     {
       const row = db.prepare('SELECT value FROM meta WHERE key = ?').get('schema_version') as { value: string } | undefined;
       if (!row && opts.mustExist) throw new StateError(`${path} is not a genbatch state file`);
