@@ -143,6 +143,18 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .action(wrap(lazy('report')));
 
   program
+    .command('prune')
+    .description("remove earlier result generations (out/<job>/previous-<n>/) beyond the newest K per job, and with --removed the results of jobs no longer in the manifest; only files the state records, never through a link or outside the output folder")
+    .argument('<manifest>', 'the manifest of the run (its state and output folder are found as for run)')
+    .option('--state <path>', STATE_HELP)
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--keep <k>', 'previous-<n>/ generations kept per job, the newest (default 3)', int('--keep', 0))
+    .option('--removed', 'also remove the result files (and earlier generations) of jobs the manifest no longer names')
+    .option('--dry-run', 'list what would be removed; remove nothing')
+    .option('--json', 'print the outcome as one JSON object')
+    .action(wrap(lazy('prune')));
+
+  program
     .command('mark')
     .description('review marks, kept in the state file: approve or reject done jobs (ids or globs, as run --only), or clear their marks')
     .argument('[manifest]', "manifest whose default state file to use (default: the run of this folder, as for status)")

@@ -11,7 +11,8 @@ import { CreditCap, LocalLedger } from './cap.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
 import { checkSameOutput } from './same-output.js';
-import { moveAsidePrevious } from './previous.js';
+import { moveAsidePrevious, ownResultRecord } from './previous.js';
+import { RESULT_FILE } from './results.js';
 import { checkJobFolders } from './files.js';
 import { bucketJournal } from './fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
@@ -190,7 +191,11 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     for (const id of replaced) {
       try {
         const folder = o.download.sanitizeName(id);
-        const dir = o.download.bucket ? await o.download.bucket.moveAside(folder) : await moveAsidePrevious(o.outDir, folder);
+        const dir = o.download.bucket
+          ? await o.download.bucket.moveAside(folder)
+          : await moveAsidePrevious(o.outDir, folder, (target, names, root) =>
+              store.keepPrevious(id, folder, target, names, names.includes(RESULT_FILE) ? ownResultRecord(root, `${target}/${RESULT_FILE}`, id) : null),
+            );
         if (dir) emit({ type: 'previous', id, dir });
       } catch (err) {
         emit({ type: 'warning', message: `job ${id}: could not move the files of its earlier result aside: ${errorText(err)}` });

@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { StateError } from '../errors.js';
 import { ERRORS_TABLE } from './errors-log.js';
 import { MARKS_TABLE } from './marks.js';
+import { PREVIOUS_TABLES } from './previous.js';
 
 /**
  * Opening the state file. WAL journal; `synchronous=NORMAL` by default and
@@ -81,15 +82,7 @@ CREATE TABLE IF NOT EXISTS files (
   state TEXT NOT NULL,
   PRIMARY KEY (run_id, job_id, idx)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS previous_files (
-  run_id INTEGER NOT NULL,
-  job_id TEXT NOT NULL,
-  dir TEXT NOT NULL,
-  path TEXT NOT NULL,
-  size INTEGER,
-  sha256 TEXT,
-  PRIMARY KEY (run_id, job_id, path)
-) WITHOUT ROWID;
+${PREVIOUS_TABLES}
 CREATE TABLE IF NOT EXISTS job_links (
   run_id INTEGER NOT NULL,
   job_id TEXT NOT NULL,
