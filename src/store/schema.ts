@@ -144,7 +144,7 @@ export function ensureJobIndexes(db: Database.Database): boolean {
  *   sent_by            the invocation (invocations.n) that last sent the job; null: not sent since they exist
  *   expected_credits   its expected price when that invocation sent it (the estimate, from the learned price of
  *                      its class where one was known); null: unknown
- * A state file without them gets them at its first writable open; a read-only open reads them as null.
+ * A state file without them gets them when a writer opens it; a reader (status, report) reads them as null.
  */
 export const JOB_SEND_COLUMNS = ['sent_by', 'expected_credits'] as const;
 
@@ -183,7 +183,6 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Database.Dat
     const check = db.pragma('quick_check', { simple: true });
     if (check !== 'ok') throw new StateError(`state file ${path} failed its integrity check: ${String(check)}`);
     if (!opts.readonly && !opts.mustExist) db.exec(SCHEMA);
-    if (!opts.readonly) addJobSendColumns(db);
     {
       const row = db.prepare('SELECT value FROM meta WHERE key = ?').get('schema_version') as { value: string } | undefined;
       if (!row && opts.mustExist) throw new StateError(`${path} is not a genbatch state file`);
@@ -192,6 +191,8 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Database.Dat
         throw new StateError(`state file ${path} has schema version ${row.value}; this genbatch reads version ${SCHEMA_VERSION}`);
       }
     }
+    // Like the tables above, only a writer adds them (a reader copes without: hasJobSendColumns).
+    if (!opts.readonly && !opts.mustExist) addJobSendColumns(db);
   } catch (err) {
     db.close();
     if (err instanceof StateError) throw err;
