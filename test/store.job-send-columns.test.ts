@@ -38,11 +38,14 @@ describe('the invocation that sent a job', () => {
     store.syncJob(job('a', 2));
     store.syncJob(job('b', null));
     store.syncJob(job('c', 3));
+    store.syncJob(job('d', 3));
     // Sent without an invocation (none started in this process): nothing stamped.
     store.transition('c', 'pending', 'submitting', { attemptsInc: 1 });
     const n = store.startInvocation(100, new Date().toISOString());
     store.transition('a', 'pending', 'submitting', { attemptsInc: 1 });
     store.transition('b', 'pending', 'submitting', { attemptsInc: 1 });
+    // The pipeline's intent under a credit cap names the price observed for the class: it wins over the estimate.
+    store.transition('d', 'pending', 'submitting', { attemptsInc: 1, expected_credits: 1.5 });
     store.transition('a', 'submitting', 'submitted', { task_id: 't1' });
     store.transition('b', 'submitting', 'failed', { last_error: 'no' });
     store.finishInvocation(n, 98, new Date().toISOString(), 2);
@@ -51,8 +54,9 @@ describe('the invocation that sent a job', () => {
       ['a', 1, 2],
       ['b', 1, null],
       ['c', null, null],
+      ['d', 1, 1.5],
     ]);
-    expect(buildReportData(store).summary.credits.invocations[0]).toMatchObject({ n: 1, charged: 2, charged_source: 'measured', jobs: { sent: 2, done: 0, failed: 1 } });
+    expect(buildReportData(store).summary.credits.invocations[0]).toMatchObject({ n: 1, charged: 2, charged_source: 'measured', jobs: { sent: 3, done: 0, failed: 1 } });
     store.close();
 
     // An older state file: without the columns.
@@ -67,6 +71,7 @@ describe('the invocation that sent a job', () => {
       ['a', null, null],
       ['b', null, null],
       ['c', null, null],
+      ['d', null, null],
     ]);
     reader.close();
     expect(columns(path)).toEqual([]);

@@ -317,7 +317,8 @@ export class Store extends StoreQueries {
       this.guardedMove(jobId, from, to, patch);
       // The submit intent: the job records the invocation that sends it and its expected price then.
       if (from === 'pending' && to === 'submitting' && this.sendingInvocation !== null) {
-        this.stmt('UPDATE jobs SET sent_by = ?, expected_credits = estimated_credits WHERE run_id = ? AND id = ?').run(this.sendingInvocation, this.runId, jobId);
+        // The intent names its expected price (the pipeline's: a class price observed in this run); else the estimate.
+        this.stmt('UPDATE jobs SET sent_by = ?, expected_credits = COALESCE(?, estimated_credits) WHERE run_id = ? AND id = ?').run(this.sendingInvocation, patch.expected_credits ?? null, this.runId, jobId);
       }
       if (typeof patch.last_error === 'string') this.recordError(jobId, patch.last_error);
       also?.();

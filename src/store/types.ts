@@ -103,10 +103,12 @@ export interface JobPatch {
   estimated_credits?: number | null;
   /** The sync generation that last (re)wrote the job. */
   generation?: number;
+  /** Its expected price when sent (the submit intent): the price observed for its class in this run, else its estimate. */
+  expected_credits?: number | null;
 }
 
 /** Columns a transition may set besides the state and attempts. */
-export const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'finished_at', 'expires_at', 'last_error', 'result', 'spec_hash', 'spec', 'model', 'kind', 'where', 'estimated_credits', 'generation'] as const;
+export const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'finished_at', 'expires_at', 'last_error', 'result', 'spec_hash', 'spec', 'model', 'kind', 'where', 'estimated_credits', 'generation', 'expected_credits'] as const;
 
 /** What a sync needs to know about a job already in the store. */
 export interface KnownJob {
