@@ -98,7 +98,7 @@ function markdownText(s: ReportSummary, problems: Map<string, ProblemList>, file
   out.push(`- Service: ${codeSpan(redactUrl(s.base_url), 1000)}${s.sandbox ? ' (sandbox)' : ''}\n`);
   out.push(`- Started ${codeSpan(s.started_at, 40)}, finished ${codeSpan(s.finished_at, 40)}, wall time ${formatDuration(s.wall_seconds)}\n`);
   out.push(`- Files: ${files} (${formatBytes(bytes)})\n\n`);
-  if (s.refused) out.push(`**The last invocation was refused before sending** (exit ${s.refused.exit_code}, ${codeSpan(s.refused.at, 40)}): ${cellText(s.refused.reason)}. Its pending jobs are listed with this reason.\n\n`);
+  if (s.refused) out.push(`**The last invocation was refused before sending** (exit ${s.refused.exit_code}, ${codeSpan(s.refused.at, 40)}): ${cellText(s.refused.reason)}. It sent nothing; report.json gives each pending job this reason (\`pending_reason\`).\n\n`);
 
   out.push('## Jobs\n\n| State | Jobs |\n| --- | ---: |\n');
   for (const [state, n] of orderedCounts(s.counts)) out.push(`| ${cellText(state)} | ${n} |\n`);
