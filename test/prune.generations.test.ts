@@ -111,9 +111,15 @@ describe('genbatch prune', () => {
     expect(recorded(state)).toEqual([linked, ...inGen('previous-3')].sort());
     expect(res.kept).toBe(1);
 
+    const p2 = currentFiles(state, 'p-2');
+    // An invalid manifest names no jobs it can be trusted on: --removed removes nothing (exit 2).
+    writeFileSync(manifest, 'jobs:\n  - id: p-0\n    model: no-such-model\n    input: {}\n');
+    const invalid = await runCli(['prune', manifest, '--out', out, '--removed']);
+    expect(invalid.code).toBe(2);
+    for (const p of p2) expect(existsSync(join(out, p))).toBe(true);
+
     // --removed: p-2 left the manifest; its result files go, and its folder once empty; the others stay.
     writeManifest(manifest, 4, ['p-0', 'p-1']);
-    const p2 = currentFiles(state, 'p-2');
     expect(p2.length).toBeGreaterThan(0);
     const gone = await runCli(['prune', manifest, '--out', out, '--removed', '--json']);
     expect(gone.code, gone.stderr).toBe(0);
