@@ -27,6 +27,7 @@ const COMMANDS: Array<{ name: string; args: string[]; required: boolean }> = [
   { name: 'run', args: ['m.yaml'], required: true },
   { name: 'status', args: ['m.yaml'], required: false },
   { name: 'report', args: ['m.yaml'], required: false },
+  { name: 'prune', args: ['m.yaml'], required: true },
   { name: 'balance', args: [], required: false },
   { name: 'sandbox', args: [], required: false },
 ];

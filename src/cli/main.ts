@@ -145,7 +145,21 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, as for status)")
     .option('--state <path|url>', STATE_HELP)
     .option('--out <dir>', 'where the reports go: a folder or s3://bucket/prefix (default: the run\'s output; a run to a bucket: name the manifest or --state)')
+    .option('--invocation <n>', 'print one invocation of the run instead (a number, or last): its balance readings, its charge (measured, reconstructed or unknown) and the jobs it last sent; the reports are not rewritten')
+    .option('--json', 'with --invocation: print it as one JSON object')
     .action(wrap(lazy('report')));
+
+  program
+    .command('prune')
+    .description("remove earlier result generations (out/<job>/previous-<n>/) beyond the newest K per job, and with --removed the results of jobs no longer in the manifest; only files the state records, never through a link or outside the output folder")
+    .argument('<manifest>', 'the manifest of the run (its state and output folder are found as for run)')
+    .option('--state <path>', STATE_HELP)
+    .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db)')
+    .option('--keep <k>', 'previous-<n>/ generations kept per job, the newest (default 3)', int('--keep', 0))
+    .option('--removed', 'also remove the result files (and earlier generations) of jobs the manifest no longer names')
+    .option('--dry-run', 'list what would be removed; remove nothing')
+    .option('--json', 'print the outcome as one JSON object')
+    .action(wrap(lazy('prune')));
 
   program
     .command('mark')

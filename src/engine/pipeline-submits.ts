@@ -263,7 +263,9 @@ export class Submits {
     else if (spec.callback_url) body.callback_url = spec.callback_url;
     // The intent is durable before the POST: a crash after this point leaves `submitting`, which a rerun (or a live worker) turns into `uncertain`.
     this.sent(row.id);
-    const intent = { attemptsInc: 1, submitted_input: JSON.stringify(input), submitted_at: nowIso(), last_error: null };
+    // Its expected price as the credit cap sees it now (the price observed for its class in this run), else its estimate.
+    const expected = opts.cap ? opts.cap.expected([row]) : null;
+    const intent = { attemptsInc: 1, submitted_input: JSON.stringify(input), submitted_at: nowIso(), last_error: null, expected_credits: expected && expected.unknown === 0 ? expected.credits : row.estimated_credits };
     if (!(await this.c.move(row.id, 'pending', 'submitting', intent, { durable: true }))) return;
     opts.emit({ type: 'sending', id: row.id, estimated_credits: row.estimated_credits });
     let taskId: string;

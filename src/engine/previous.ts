@@ -1,4 +1,6 @@
 import { Root } from '../lib/root.js';
+import { createHash } from 'node:crypto';
+import { closeSync, readFileSync } from 'node:fs';
 import { PREVIOUS_DIR } from './results.js';
 
 /**
@@ -13,8 +15,9 @@ import { PREVIOUS_DIR } from './results.js';
  * crash between the state commit and the move leaves the files in place, and
  * the new download then takes numbered names beside them (never overwrites).
  * Returns the folder they went to (relative to the output folder), or null when there was nothing.
+ * `moved`: told where the entries went (the state records the result files among them: genbatch prune).
  */
-export async function moveAsidePrevious(outDir: string, jobFolder: string): Promise<string | null> {
+export async function moveAsidePrevious(outDir: string, jobFolder: string, moved?: (target: string, names: readonly string[], root: Root) => void): Promise<string | null> {
   let root: Root;
   try {
     root = Root.open(outDir);
@@ -28,6 +31,7 @@ export async function moveAsidePrevious(outDir: string, jobFolder: string): Prom
   const target = `${jobFolder}/previous-${nextNumber(names)}`;
   root.mkdirs(target);
   for (const n of move) root.rename(`${jobFolder}/${n}`, `${target}/${n}`);
+  moved?.(target, move, root);
   return target;
 }
 
@@ -43,4 +47,26 @@ function nextNumber(names: readonly string[]): number {
   let highest = 0;
   for (const n of names) if (PREVIOUS_DIR.test(n)) highest = Math.max(highest, Number(n.slice('previous-'.length)));
   return highest + 1;
+}
+
+/**
+ * The record of `name` (a result.json moved aside: genbatch writes it beside each result, the files table does not
+ * list it) when it is the job's own (its job_id is `jobId`): path, size and sha256; null otherwise (someone else's).
+ */
+export function ownResultRecord(root: Root, name: string, jobId: string): { path: string; size: number; sha256: string } | null {
+  let bytes: Buffer;
+  try {
+    const got = root.openRead(name);
+    if (got === null) return null;
+    try {
+      bytes = readFileSync(got.fd);
+    } finally {
+      closeSync(got.fd);
+    }
+    const parsed = JSON.parse(bytes.toString('utf8')) as unknown;
+    if (typeof parsed !== 'object' || parsed === null || (parsed as { job_id?: unknown }).job_id !== jobId) return null;
+  } catch {
+    return null;
+  }
+  return { path: name, size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') };
 }

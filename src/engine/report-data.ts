@@ -3,6 +3,7 @@ import type { ReportData, ReportFile, ReportInvocation, ReportJob } from '../rep
 import { promptOf, varsOf } from '../report/prompt.js';
 import { findModel } from '../models/index.js';
 import type { InvocationRow, Mark, Store, SummaryRow } from '../store/index.js';
+import { hasJobSendColumns } from '../store/schema.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
 import { keptChanged } from './changed.js';
@@ -20,7 +21,10 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
   const started = run.started_at ?? new Date().toISOString();
   const finished = run.finished_at ?? new Date().toISOString();
   const credits = runCredits(store);
+  const byInvocation = store.jobsByInvocation();
+  for (const inv of credits.invocations) inv.jobs = byInvocation.get(inv.n) ?? { sent: 0, done: 0, failed: 0 };
   const chat = chatSummary(store);
+  const refused = refusalNote(store);
   return {
     summary: {
       manifest: run.manifest,
@@ -43,9 +47,10 @@ export function buildReportData(store: Store, wallSeconds: number | null = null,
         invocations: credits.invocations,
         cap: capOf(store),
       },
+      refused,
       ...(chat ? { chat } : {}),
     },
-    jobs: keptJobs(store, keepRows, store.marks()),
+    jobs: keptJobs(store, keepRows, store.marks(), refused?.reason ?? null),
   };
 }
 
@@ -62,6 +67,25 @@ export interface CapNote {
   stopped: boolean;
   /** PostgreSQL: the run's charge as the budget row records it (every worker's readings), at the last worker's end. */
   charged?: number;
+}
+
+/** Meta key of a run's refusal note (runEngine): set when an invocation is refused before sending, cleared by one that is not. */
+export function refusalMetaKey(runId: number): string {
+  return `refused:${runId}`;
+}
+
+export type RefusalNote = NonNullable<ReportData['summary']['refused']>;
+
+export function refusalNote(store: Store): RefusalNote | null {
+  const raw = store.getMeta(refusalMetaKey(store.run().id));
+  if (raw === null) return null;
+  try {
+    const v = JSON.parse(raw) as Partial<RefusalNote>;
+    if (typeof v.reason !== 'string' || typeof v.code !== 'string' || typeof v.exit_code !== 'number' || typeof v.at !== 'string') return null;
+    return { reason: v.reason, code: v.code, exit_code: v.exit_code, at: v.at };
+  } catch {
+    return null;
+  }
 }
 
 export function capMetaKey(runId: number): string {
@@ -109,6 +133,7 @@ export function chargesOf(rows: readonly InvocationRow[]): { charged: number | n
       submits: r.submits,
       charged,
       charged_to: to,
+      charged_source: to === 'end' ? 'measured' : to === 'next-start' ? 'reconstructed' : null,
     };
   });
   return { charged: total === null ? null : round6(total), invocations };
@@ -120,14 +145,14 @@ export function chargesOf(rows: readonly InvocationRow[]): { charged: number | n
  */
 export const REPORT_ROWS_KEPT = 10_000;
 
-function keptJobs(store: Store, limit: number, marks: ReadonlyMap<string, Mark>): () => Iterable<ReportJob> {
-  if (limit <= 0) return () => streamed(store, marks);
+function keptJobs(store: Store, limit: number, marks: ReadonlyMap<string, Mark>, refused: string | null): () => Iterable<ReportJob> {
+  if (limit <= 0) return () => streamed(store, marks, refused);
   let kept: ReportJob[] | null = null;
   return () => kept ?? collect();
   function* collect(): Iterable<ReportJob> {
     let list: ReportJob[] | null = [];
     for (const row of store.summaryRows()) {
-      const job = reportJob(store, row, marks);
+      const job = reportJob(store, row, marks, refused);
       if (list) {
         if (list.length < limit) list.push(job);
         else list = null;
@@ -154,15 +179,20 @@ type FileTuple = [string, string, string | null, string, string | null, string, 
  * Each job's input as sent (submitted_input), else as the manifest gives it (the spec's input), in the order of
  * store.summaryRows(): read beside the rows, like the files, so the summary rows stay without the large columns.
  */
-const INPUTS_IN_JOB_ORDER = `SELECT id, COALESCE(submitted_input, json_extract(spec, '$.input')) FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`;
-const INPUT_OF = `SELECT COALESCE(submitted_input, json_extract(spec, '$.input')) FROM jobs WHERE run_id = ? AND id = ?`;
+const SENT_COLUMNS = (has: boolean): string => (has ? 'sent_by, expected_credits' : 'NULL, NULL');
+const inputsInJobOrder = (has: boolean): string =>
+  `SELECT id, COALESCE(submitted_input, json_extract(spec, '$.input')), ${SENT_COLUMNS(has)} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`;
+const inputOf = (has: boolean): string => `SELECT COALESCE(submitted_input, json_extract(spec, '$.input')), ${SENT_COLUMNS(has)} FROM jobs WHERE run_id = ? AND id = ?`;
 
-type InputTuple = [string, string | null];
+/** id, input, sent_by, expected_credits. */
+type InputTuple = [string, string | null, number | null, number | null];
+/** input, sent_by, expected_credits. */
+type JobExtra = [string | null, number | null, number | null];
 
-function* streamed(store: Store, marks: ReadonlyMap<string, Mark>): Iterable<ReportJob> {
+function* streamed(store: Store, marks: ReadonlyMap<string, Mark>, refused: string | null): Iterable<ReportJob> {
   const runId = store.run().id;
   const files = store.db.prepare(FILES_IN_JOB_ORDER).raw(true).iterate(runId) as IterableIterator<FileTuple>;
-  const inputs = store.db.prepare(INPUTS_IN_JOB_ORDER).raw(true).iterate(runId) as IterableIterator<InputTuple>;
+  const inputs = store.db.prepare(inputsInJobOrder(hasJobSendColumns(store.db))).raw(true).iterate(runId) as IterableIterator<InputTuple>;
   try {
     let head = files.next();
     for (const row of store.summaryRows()) {
@@ -173,8 +203,8 @@ function* streamed(store: Store, marks: ReadonlyMap<string, Mark>): Iterable<Rep
       }
       const input = inputs.next();
       // Same query order as the rows; should it ever differ, the job's input is read on its own.
-      const text = !input.done && input.value[0] === row.id ? input.value[1] : inputText(store, row.id);
-      yield reportJob(store, row, marks, list, text);
+      const extra: JobExtra = !input.done && input.value[0] === row.id ? [input.value[1], input.value[2], input.value[3]] : jobExtra(store, row.id);
+      yield reportJob(store, row, marks, refused, list, extra);
     }
     // Every file belongs to a row of the run, met in the same order: one left over means the two orders differ.
     if (!head.done) throw new Error(`report: the files of job ${head.value[0]} were not met in job order`);
@@ -187,11 +217,11 @@ function* streamed(store: Store, marks: ReadonlyMap<string, Mark>): Iterable<Rep
 /** The statement reading one job's input, prepared once per store (a reader keeping rows reads up to REPORT_ROWS_KEPT of them). */
 const inputStatements = new WeakMap<Store, Database.Statement<[number, string]>>();
 
-function inputText(store: Store, id: string): string | null {
+function jobExtra(store: Store, id: string): JobExtra {
   let stmt = inputStatements.get(store);
-  if (!stmt) inputStatements.set(store, (stmt = store.db.prepare(INPUT_OF).raw(true)));
-  const r = stmt.get(store.run().id, id) as [string | null] | undefined;
-  return r ? r[0] : null;
+  if (!stmt) inputStatements.set(store, (stmt = store.db.prepare(inputOf(hasJobSendColumns(store.db))).raw(true)));
+  const r = stmt.get(store.run().id, id) as JobExtra | undefined;
+  return r ?? [null, null, null];
 }
 
 function parseInput(text: string | null): Record<string, unknown> | null {
@@ -204,7 +234,8 @@ function parseInput(text: string | null): Record<string, unknown> | null {
   }
 }
 
-function reportJob(store: Store, row: SummaryRow, marks: ReadonlyMap<string, Mark>, tuples?: readonly FileTuple[], inputJson: string | null = inputText(store, row.id)): ReportJob {
+function reportJob(store: Store, row: SummaryRow, marks: ReadonlyMap<string, Mark>, refused: string | null, tuples?: readonly FileTuple[], extra: JobExtra = jobExtra(store, row.id)): ReportJob {
+  const [inputJson, sentBy, expected] = extra;
   const files: ReportFile[] = [];
   let texts: Record<string, string> = {};
   if (tuples) {
@@ -241,6 +272,9 @@ function reportJob(store: Store, row: SummaryRow, marks: ReadonlyMap<string, Mar
     ...(row.kind === 'chat' ? { usage } : {}),
     submitted_at: row.submitted_at,
     finished_at: row.finished_at,
+    sent_by: sentBy,
+    expected_credits: expected,
+    ...(refused !== null && row.state === 'pending' ? { pending_reason: refused } : {}),
     mark: marks.get(row.id) ?? null,
   };
 }
@@ -263,5 +297,6 @@ export function round6(n: number): number {
 /** The report jobs of these summary rows (each job's files and input read on its own): the view's live updates. */
 export function reportJobsOf(store: Store, rows: readonly SummaryRow[]): ReportJob[] {
   const marks = store.marks();
-  return rows.map((row) => reportJob(store, row, marks));
+  const refused = refusalNote(store)?.reason ?? null;
+  return rows.map((row) => reportJob(store, row, marks, refused));
 }

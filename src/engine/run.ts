@@ -1,6 +1,6 @@
 import { existsSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { EXIT, ManifestError } from '../errors.js';
+import { BudgetError, EXIT, ManifestError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import type { ObservedPrices } from '../pricing/index.js';
 import type { ReportData } from '../report/types.js';
@@ -11,12 +11,13 @@ import { CreditCap, LocalLedger } from './cap.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
 import { checkSameOutput } from './same-output.js';
-import { moveAsidePrevious } from './previous.js';
+import { moveAsidePrevious, ownResultRecord } from './previous.js';
+import { RESULT_FILE } from './results.js';
 import { checkJobFolders } from './files.js';
 import { bucketJournal } from './fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare.js';
-import { buildReportData, capMetaKey, round6, runCredits, type CapNote } from './report-data.js';
+import { buildReportData, capMetaKey, refusalMetaKey, round6, runCredits, type CapNote, type RefusalNote } from './report-data.js';
 import { withPermanent } from './permanent.js';
 import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './changed.js';
 import { uncertainLongEnough } from './uncertain.js';
@@ -198,7 +199,11 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     for (const id of replaced) {
       try {
         const folder = o.download.sanitizeName(id);
-        const dir = o.download.bucket ? await o.download.bucket.moveAside(folder) : await moveAsidePrevious(o.outDir, folder);
+        const dir = o.download.bucket
+          ? await o.download.bucket.moveAside(folder)
+          : await moveAsidePrevious(o.outDir, folder, (target, names, root) =>
+              store.keepPrevious(id, folder, target, names, names.includes(RESULT_FILE) ? ownResultRecord(root, `${target}/${RESULT_FILE}`, id) : null),
+            );
         if (dir) emit({ type: 'previous', id, dir });
       } catch (err) {
         emit({ type: 'warning', message: `job ${id}: could not move the files of its earlier result aside: ${errorText(err)}` });
@@ -236,7 +241,22 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       selection = selectPending(store, match, o.limit ?? null);
       emit({ type: 'selection', selected: selection.ids.size, needed: selection.needed, left_pending: selection.leftOut.jobs, only: o.only ? [...o.only] : null, limit: o.limit ?? null });
     }
-    checkLimits(store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes }, selection);
+    const refusalKey = refusalMetaKey(store.currentRunId);
+    const wasRefused = store.getMeta(refusalKey) !== null;
+    const refuse = async (err: unknown): Promise<never> => {
+      // Refused before sending (cap, balance, unknown prices): the reports show the jobs left pending and why,
+      // not what an earlier invocation left (issue #26 item 6).
+      if (err instanceof BudgetError) {
+        store.setMeta(refusalKey, JSON.stringify({ reason: err.message, code: err.code, exit_code: err.exitCode, at: nowIso() } satisfies RefusalNote));
+        await writeReportsOrWarn(o, store, t0, reportsKey);
+      }
+      throw err;
+    };
+    try {
+      checkLimits(store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes }, selection);
+    } catch (err) {
+      await refuse(err);
+    }
     // The balance is read only when this invocation has work that can move it: jobs to submit (then a failed read
     // stops the run: the balance check needs it), or tasks to wait for (charged on completion by some models,
     // refunded on failure; a failed read is a warning). Each such invocation keeps its readings in the state
@@ -245,7 +265,15 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const toSend = selection ? selection.ids.size : left.pending;
     const balance = toSend > 0 ? await o.service.balance() : left.submitted > 0 ? await balanceOrWarn(o.service, 'before the run', emit) : null;
     const balanceAt = balance === null ? null : nowIso();
-    checkBalance(store, balance, emit, selection);
+    try {
+      checkBalance(store, balance, emit, selection);
+    } catch (err) {
+      await refuse(err);
+    }
+    if (wasRefused) {
+      store.setMeta(refusalKey, null);
+      changes++;
+    }
     const invocation = toSend + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
     // The credit cap on what is charged (src/engine/cap.ts): it starts from what the run's earlier invocations were charged.
     const limit = creditLimit(o.maxCredits, manifest.budget, null);
@@ -442,6 +470,18 @@ export function exitCodeFor(counts: Record<JobState, number>, signal: AbortSigna
   if (left > 0 || stop !== null) return EXIT.incomplete;
   if (counts.failed > 0) return EXIT.jobsFailed;
   return EXIT.ok;
+}
+
+/** Write the four reports now (a refusal before sending); the stale mark is cleared once they are written. */
+async function writeReportsOrWarn(o: RunOptions, store: Store, t0: number, reportsKey: string | null): Promise<void> {
+  try {
+    store.setRunFields({ finished_at: nowIso() });
+    await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000), o.download.bucket ? bucketJournal(store) : undefined);
+    if (reportsKey !== null) store.setMeta(reportsKey, null);
+    o.events.emit({ type: 'reports', out_dir: o.outDir, written: true });
+  } catch (err) {
+    o.events.emit({ type: 'warning', message: `could not write the reports: ${errorText(err)}` });
+  }
 }
 
 /** Remove a state file and its WAL companions (tests and benches). */

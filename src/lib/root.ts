@@ -26,6 +26,7 @@ import {
   readdirSync,
   realpathSync,
   renameSync,
+  rmdirSync,
   unlinkSync,
   type Dirent,
   type ReadStream,
@@ -240,6 +241,15 @@ export class Root {
     if (st === null) return false;
     if (st.isDirectory()) throw new UnsafePathError(path, 'is a folder');
     unlinkSync(path);
+    return true;
+  }
+
+  /** Removes the empty folder `name` (never a link, never the root); false when it was not there. Throws when it is not empty. */
+  removeDir(name: string): boolean {
+    if (name === '') throw new UnsafePathError(this.dir, 'is the root itself');
+    const dir = this.checkDir(name);
+    if (dir === null) return false;
+    rmdirSync(dir);
     return true;
   }
 

@@ -177,9 +177,13 @@ export function invocationTail(inv: ReportInvocation): string {
 function creditsHtml(s: ReportSummary): string {
   const c = s.credits;
   let out = '<div id="gb-credits">';
+  if (s.refused) out += `<p class="note"><strong>The last invocation was refused before sending</strong> (exit ${s.refused.exit_code}): ${escapeHtml(s.refused.reason)}</p>\n`;
   if (c.invocations.length > 0) {
     out += '<ul class="note">';
-    for (const inv of c.invocations) out += `<li>invocation ${inv.n}, started ${timeHtml(inv.started_at)}${escapeHtml(invocationTail(inv))}</li>`;
+    for (const inv of c.invocations) {
+      const jobs = inv.jobs ? `; jobs it last sent: ${inv.jobs.sent}, done ${inv.jobs.done}, failed ${inv.jobs.failed}; charge ${inv.charged_source ?? 'unknown'}` : '';
+      out += `<li>invocation ${inv.n}, started ${timeHtml(inv.started_at)}${escapeHtml(invocationTail(inv) + jobs)}</li>`;
+    }
     out += '</ul>\n';
   }
   for (const note of creditsNotes(s)) out += `<p class="note">${escapeHtml(note)}</p>\n`;

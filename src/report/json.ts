@@ -29,6 +29,9 @@ export function jobRecord(job: ReportJob): Record<string, unknown> {
     submitted_at: job.submitted_at,
     finished_at: job.finished_at,
     mark: job.mark ?? null,
+    // Absent where the data has none (a reader that does not record them); always given by buildReportData.
+    ...(job.sent_by !== undefined ? { sent_by: job.sent_by, expected_credits: job.expected_credits ?? null } : {}),
+    ...(job.pending_reason !== undefined ? { pending_reason: job.pending_reason } : {}),
   };
 }
 

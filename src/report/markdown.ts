@@ -98,6 +98,7 @@ function markdownText(s: ReportSummary, problems: Map<string, ProblemList>, file
   out.push(`- Service: ${codeSpan(redactUrl(s.base_url), 1000)}${s.sandbox ? ' (sandbox)' : ''}\n`);
   out.push(`- Started ${codeSpan(s.started_at, 40)}, finished ${codeSpan(s.finished_at, 40)}, wall time ${formatDuration(s.wall_seconds)}\n`);
   out.push(`- Files: ${files} (${formatBytes(bytes)})\n\n`);
+  if (s.refused) out.push(`**The last invocation was refused before sending** (exit ${s.refused.exit_code}, ${codeSpan(s.refused.at, 40)}): ${cellText(s.refused.reason)}. It sent nothing; report.json gives each pending job this reason (\`pending_reason\`).\n\n`);
 
   out.push('## Jobs\n\n| State | Jobs |\n| --- | ---: |\n');
   for (const [state, n] of orderedCounts(s.counts)) out.push(`| ${cellText(state)} | ${n} |\n`);
@@ -116,6 +117,13 @@ function markdownText(s: ReportSummary, problems: Map<string, ProblemList>, file
     for (const inv of c.invocations) {
       const after = inv.charged_to === 'next-start' ? 'not read (next opening reading used)' : bal(inv.balance_after);
       out.push(`| ${inv.n} | ${cellText(inv.started_at)} | ${bal(inv.balance_before)} | ${after} | ${bal(inv.charged)} | ${inv.submits ?? 'not recorded'} |\n`);
+    }
+    if (c.invocations.some((inv) => inv.jobs)) {
+      out.push('\n| Invocation | Jobs sent (last sent by it) | Done | Failed | Charged | Charge |\n| ---: | ---: | ---: | ---: | ---: | --- |\n');
+      for (const inv of c.invocations) {
+        const j = inv.jobs ?? { sent: 0, done: 0, failed: 0 };
+        out.push(`| ${inv.n} | ${j.sent} | ${j.done} | ${j.failed} | ${bal(inv.charged)} | ${inv.charged_source ?? 'unknown'} |\n`);
+      }
     }
   }
   out.push('\n');

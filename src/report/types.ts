@@ -44,6 +44,12 @@ export interface ReportJob {
   usage?: { input_tokens: number; output_tokens: number } | null;
   submitted_at: string | null;
   finished_at: string | null;
+  /** The invocation (credits.invocations[].n) that last sent the job; null: not sent (or sent before genbatch recorded it). */
+  sent_by?: number | null;
+  /** The job's expected price when that invocation sent it (from the learned price of its class where known); null: unknown or not sent. */
+  expected_credits?: number | null;
+  /** Why a pending job was not sent: the refusal of the last invocation (cap, balance, unknown prices); absent otherwise. */
+  pending_reason?: string;
   /** The current review mark (`genbatch mark`), null when none; absent: not read (treated as none). */
   mark?: { state: 'approved' | 'rejected'; note: string | null; at: string } | null;
 }
@@ -70,6 +76,13 @@ export interface ReportInvocation {
   charged_to: 'end' | 'next-start' | null;
   /** True while it is still running (a reader saw its run hold the state file's lease): no closing reading yet, as expected. */
   running?: boolean;
+  /**
+   * How `charged` was found: "measured" (its own closing reading), "reconstructed" (it has none, e.g. it was
+   * killed: measured to the next invocation's opening reading), null when not measured (no reading exists).
+   */
+  charged_source: 'measured' | 'reconstructed' | null;
+  /** The jobs this invocation was the last to send, and how many of them are done and failed now (absent: not recorded). */
+  jobs?: { sent: number; done: number; failed: number };
 }
 
 export interface ReportSummary {
@@ -110,6 +123,11 @@ export interface ReportSummary {
      */
     cap?: { credits: number; name: string; stopped: boolean } | null;
   };
+  /**
+   * The last invocation was refused before it sent anything (cap, balance, unknown prices): why, its exit code and
+   * when; the reports were rewritten then, with the jobs it left pending. Null: the last invocation was not refused.
+   */
+  refused?: { reason: string; code: string; exit_code: number; at: string } | null;
   /** Chat jobs (absent when the run has none): calls repeated (attempts beyond the first) and tokens used. */
   chat?: { jobs: number; done: number; repeated_calls: number; input_tokens: number; output_tokens: number };
   /**

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { nowIso } from './clock.js';
+import { hasJobSendColumns } from './schema.js';
 import type { Prepare } from './reads.js';
 import type { InvocationRow, RunRow } from './types.js';
 
@@ -64,4 +65,25 @@ export function invocations(db: Database.Database, run: RunRow): InvocationRow[]
       submits: null,
     },
   ];
+}
+
+/** What became of the jobs each invocation sent last (jobs.sent_by): by invocation number, sent and how many of them are done or failed now. */
+export interface InvocationJobs {
+  sent: number;
+  done: number;
+  failed: number;
+}
+
+export function jobsByInvocation(db: Database.Database, runId: number): Map<number, InvocationJobs> {
+  const out = new Map<number, InvocationJobs>();
+  if (!hasJobSendColumns(db)) return out;
+  const rows = db.prepare('SELECT sent_by, state, COUNT(*) FROM jobs WHERE run_id = ? AND sent_by IS NOT NULL GROUP BY sent_by, state').raw(true).all(runId) as Array<[number, string, number]>;
+  for (const [n, state, count] of rows) {
+    const j = out.get(n) ?? { sent: 0, done: 0, failed: 0 };
+    j.sent += count;
+    if (state === 'done') j.done += count;
+    if (state === 'failed') j.failed += count;
+    out.set(n, j);
+  }
+  return out;
 }

@@ -3,6 +3,7 @@ import type Database from 'better-sqlite3';
 import { nowIso } from './clock.js';
 import * as files from './files.js';
 import * as invocationTable from './invocations.js';
+import * as previousTable from './previous.js';
 import * as errorsLog from './errors-log.js';
 import * as marks from './marks.js';
 import * as reads from './reads.js';
@@ -92,8 +93,12 @@ export abstract class StoreQueries {
 
   /** Record the start of an invocation of the run in use with its opening balance reading (null: not read); returns its number. */
   startInvocation(balance: number | null, readAt: string | null): number {
-    return invocationTable.startInvocation(this.db, this.cached, this.run(), balance, readAt);
+    this.sendingInvocation = invocationTable.startInvocation(this.db, this.cached, this.run(), balance, readAt);
+    return this.sendingInvocation;
   }
+
+  /** The invocation this process started (startInvocation): a job it sends records it (jobs.sent_by); null: none. */
+  protected sendingInvocation: number | null = null;
 
   /** Record the end of invocation `n` with its closing balance reading (null: not read) and the submit requests it sent. */
   finishInvocation(n: number, balance: number | null, readAt: string | null, submits: number): void {
@@ -103,6 +108,35 @@ export abstract class StoreQueries {
   /** The invocations of the run in use that read the balance, in order. */
   invocations(): InvocationRow[] {
     return invocationTable.invocations(this.db, this.run());
+  }
+
+  /** What became of the jobs each invocation of the run in use sent last, by invocation number. */
+  jobsByInvocation(): Map<number, invocationTable.InvocationJobs> {
+    return invocationTable.jobsByInvocation(this.db, this.runId);
+  }
+
+  // ---- earlier generations of result files (previous.ts) ----
+
+  /** The entries `names` of the job folder went to `target` (previous-<n>/): its retired files are recorded there. */
+  keepPrevious(jobId: string, folder: string, target: string, names: readonly string[], also: previousTable.KeptFile | null = null): number {
+    return this.db.transaction(() => previousTable.keepPrevious(this.cached, this.runId, jobId, folder, target, names, also))();
+  }
+
+  previousFiles(): previousTable.PreviousFile[] {
+    return previousTable.previousFiles(this.cached, this.runId);
+  }
+
+  /** The file at `path` (a previous generation of the job) is gone: its record goes too. */
+  dropPrevious(jobId: string, path: string): void {
+    previousTable.dropPrevious(this.cached, this.runId, jobId, path);
+  }
+
+  /** The job's current result file at `path` was removed (prune --removed): its record goes, without being kept as retired. */
+  dropFile(jobId: string, path: string): void {
+    this.db.transaction(() => {
+      this.cached('DELETE FROM files WHERE run_id = ? AND job_id = ? AND path = ?').run(this.runId, jobId, path);
+      this.cached('DELETE FROM retired_files WHERE run_id = ? AND job_id = ? AND path = ?').run(this.runId, jobId, path);
+    })();
   }
 
   /** Set last_error without changing the state (kept in the job's error history too). */

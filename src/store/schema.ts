@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { StateError } from '../errors.js';
 import { ERRORS_TABLE } from './errors-log.js';
 import { MARKS_TABLE } from './marks.js';
+import { PREVIOUS_TABLES } from './previous.js';
 
 /**
  * Opening the state file. WAL journal; `synchronous=NORMAL` by default and
@@ -83,6 +84,7 @@ CREATE TABLE IF NOT EXISTS files (
   state TEXT NOT NULL,
   PRIMARY KEY (run_id, job_id, idx)
 ) WITHOUT ROWID;
+${PREVIOUS_TABLES}
 CREATE TABLE IF NOT EXISTS job_links (
   run_id INTEGER NOT NULL,
   job_id TEXT NOT NULL,
@@ -142,26 +144,53 @@ export function ensureJobIndexes(db: Database.Database): boolean {
 /**
  * Columns of `jobs` added after the first layout, with their definitions: a state file written before them gets
  * them at its next open for writing (ALTER TABLE ... ADD COLUMN; the schema version stays 1, as an older genbatch
- * reads the file as before and never sets them).
+ * reads the file as before and never sets them). A reader of such a file sees them through a temporary view.
  *
- *   permanent     1 when the job failed because the service refused its input (src/engine/permanent.ts); read
- *                 only while the state is `failed` (every move into `failed` writes it)
- *   uncertain_at  when the job last became `uncertain` (ISO-8601; every move into `uncertain` writes it)
+ *   permanent          1 when the job failed because the service refused its input (src/engine/permanent.ts); read
+ *                      only while the state is `failed` (every move into `failed` writes it)
+ *   uncertain_at       when the job last became `uncertain` (ISO-8601; every move into `uncertain` writes it)
+ *   sent_by            the invocation (invocations.n) that last sent the job; null: not sent since they exist
+ *   expected_credits   its expected price when that invocation sent it (the estimate, from the learned price of
+ *                      its class where one was known); null: unknown
  */
 export const ADDED_JOB_COLUMNS = [
   ['permanent', 'INTEGER NOT NULL DEFAULT 0'],
   ['uncertain_at', 'TEXT'],
+  ['sent_by', 'INTEGER'],
+  ['expected_credits', 'REAL'],
 ] as const;
+
+/** The columns of ADDED_JOB_COLUMNS that `jobs` lacks (none when there is no jobs table). */
+function missingJobColumns(db: Database.Database): Array<(typeof ADDED_JOB_COLUMNS)[number]> {
+  const have = new Set(db.prepare(`SELECT name FROM pragma_table_info('jobs')`).pluck().all() as string[]);
+  if (have.size === 0) return []; // no jobs table (a file opened mustExist that is not a state file: refused below)
+  return ADDED_JOB_COLUMNS.filter(([name]) => !have.has(name));
+}
 
 /** Add the columns of ADDED_JOB_COLUMNS that `jobs` lacks. True when something changed. */
 export function ensureJobColumns(db: Database.Database): boolean {
-  const have = new Set(db.prepare(`SELECT name FROM pragma_table_info('jobs')`).pluck().all() as string[]);
-  const missing = ADDED_JOB_COLUMNS.filter(([name]) => !have.has(name));
+  const missing = missingJobColumns(db);
   if (missing.length === 0) return false;
   db.transaction(() => {
     for (const [name, def] of missing) db.exec(`ALTER TABLE jobs ADD COLUMN ${name} ${def}`);
   }).immediate();
   return true;
+}
+
+/**
+ * A reader of a file written before the added columns: a temporary view `jobs` (the temp schema is searched
+ * first) that shows them with their defaults, so every query reads one layout. The file is not changed.
+ */
+function viewJobColumns(db: Database.Database): void {
+  const missing = missingJobColumns(db);
+  if (missing.length === 0) return;
+  const extra = missing.map(([name, def]) => `${def.includes('DEFAULT 0') ? '0' : 'NULL'} AS ${name}`).join(', ');
+  db.exec(`CREATE TEMP VIEW jobs AS SELECT *, ${extra} FROM main.jobs`);
+}
+
+/** True when the state file's `jobs` has the columns sent_by and expected_credits (always, since viewJobColumns). */
+export function hasJobSendColumns(db: Database.Database): boolean {
+  return (db.prepare(`SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name IN ('sent_by', 'expected_credits')`).pluck().get() as number) === 2;
 }
 
 export interface OpenOptions {
@@ -195,7 +224,8 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Database.Dat
         throw new StateError(`state file ${path} has schema version ${row.value}; this genbatch reads version ${SCHEMA_VERSION}`);
       }
     }
-    if (!opts.readonly) ensureJobColumns(db);
+    if (opts.readonly) viewJobColumns(db);
+    else ensureJobColumns(db);
   } catch (err) {
     db.close();
     if (err instanceof StateError) throw err;

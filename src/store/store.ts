@@ -320,6 +320,11 @@ export class Store extends StoreQueries {
   transition(jobId: string, from: JobState, to: JobState, patch: JobPatch = {}, also?: () => void): void {
     const run = () => {
       this.guardedMove(jobId, from, to, patch);
+      // The submit intent: the job records the invocation that sends it and its expected price then.
+      if (from === 'pending' && to === 'submitting' && this.sendingInvocation !== null) {
+        // The intent names its expected price (the pipeline's: a class price observed in this run); else the estimate.
+        this.stmt('UPDATE jobs SET sent_by = ?, expected_credits = COALESCE(?, estimated_credits) WHERE run_id = ? AND id = ?').run(this.sendingInvocation, patch.expected_credits ?? null, this.runId, jobId);
+      }
       if (typeof patch.last_error === 'string') this.recordError(jobId, patch.last_error);
       also?.();
       if (to === 'done') this.clearMarkOnResult(jobId);

@@ -107,6 +107,8 @@ export interface JobPatch {
   estimated_credits?: number | null;
   /** The sync generation that last (re)wrote the job. */
   generation?: number;
+  /** Its expected price when sent (the submit intent): the price observed for its class in this run, else its estimate. */
+  expected_credits?: number | null;
   /** 1: the service refused the input (a move into `failed`; 0 when not given, see impliedPatch). */
   permanent?: number;
   /** When the job became uncertain (a move into `uncertain`: now when not given, see impliedPatch). */
@@ -125,7 +127,7 @@ export function impliedPatch(to: string, patch: JobPatch, now: () => string): Jo
 }
 
 /** Columns a transition may set besides the state and attempts. */
-export const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'finished_at', 'expires_at', 'last_error', 'result', 'spec_hash', 'spec', 'model', 'kind', 'where', 'estimated_credits', 'generation', 'permanent', 'uncertain_at'] as const;
+export const PATCH_COLUMNS = ['task_id', 'submitted_input', 'submitted_at', 'finished_at', 'expires_at', 'last_error', 'result', 'spec_hash', 'spec', 'model', 'kind', 'where', 'estimated_credits', 'generation', 'permanent', 'uncertain_at', 'expected_credits'] as const;
 
 /** What a sync needs to know about a job already in the store. */
 export interface KnownJob {

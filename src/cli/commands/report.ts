@@ -1,18 +1,29 @@
 import { buildReportData } from '../../engine/index.js';
+import { invocationText, invocationView } from '../../engine/invocation-view.js';
 import { writeReports } from '../../report/index.js';
 import { UsageError } from '../../errors.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { openStateForRead, outputOf } from './state-file.js';
 
 /**
+ * `genbatch report ... --invocation N|last [--json]`: one invocation's view to stdout (src/engine/invocation-view.ts).
  * `genbatch report [manifest|--state PATH] [--out DIR|s3://bucket/prefix]`: rewrite the four reports from the state file (found at
  * --state, else DIR/state.db, else the manifest's default; a run to a bucket: beside the manifest), into DIR or under the prefix.
  */
-export default async function report(manifest: string | undefined, opts: { state?: string; out?: string }): Promise<number> {
+export default async function report(manifest: string | undefined, opts: { state?: string; out?: string; invocation?: string; json?: boolean }): Promise<number> {
   ignoreBrokenPipe();
+  if (opts.json && opts.invocation === undefined) throw new UsageError('--json goes with --invocation (the four reports are files: report.json is the JSON one)');
   const state = await openStateForRead(manifest, opts.state, opts.out, 'report');
   const { store, runs } = state;
   try {
+    if (opts.invocation !== undefined) {
+      // One invocation's view, to stdout: of the one run the state holds (or the manifest named).
+      if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose invocation to show`);
+      store.useRun(runs[0]!);
+      const view = invocationView(store, opts.invocation);
+      process.stdout.write(opts.json ? `${JSON.stringify(view)}\n` : invocationText(view));
+      return 0;
+    }
     if (opts.out !== undefined && runs.length > 1) {
       // One folder holds one set of reports: each run would replace the one written before it.
       throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose reports go to --out ${opts.out}`);

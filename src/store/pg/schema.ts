@@ -15,6 +15,7 @@ import { inTx, type Pool } from './db.js';
  *   jobs.reserved_credits  credits this job holds in its run's budget row: its expected price, reserved when it
  *       is sent under a cap, released once (by the first balance reading after it ended, or at once when it ended
  *       uncharged)
+ *   jobs.sent_by, expected_credits  as on SQLite (src/store/schema.ts JOB_SEND_COLUMNS), added to older databases
  *   files.worker           the worker that wrote the file
  *   workers                one row per worker process: id (hostname:pid:random), hostname, pid, started_at,
  *                          last_seen (renewed by its heartbeat)
@@ -179,6 +180,8 @@ ALTER TABLE budget ADD COLUMN IF NOT EXISTS name TEXT;
 ALTER TABLE budget ADD COLUMN IF NOT EXISTS stopped BOOLEAN NOT NULL DEFAULT false;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS permanent INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS uncertain_at TEXT;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS sent_by INTEGER;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS expected_credits DOUBLE PRECISION;
 CREATE INDEX IF NOT EXISTS jobs_reserved ON jobs (run_id) WHERE reserved_credits IS NOT NULL;
 `;
 
