@@ -104,6 +104,11 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         synced = true;
         break;
       }
+      case 'held': {
+        const why = Object.entries(e.held).map(([reason, n]) => `${n} ${reason}`).join(', ');
+        say(err, `genbatch: ${e.over.join('; ')}: sending the ${e.sent} job(s) that fit (${formatCredits(e.sent_credits)} credits); the others stay pending (${why})\n`);
+        break;
+      }
       case 'redo':
         out.write(`genbatch: --redo ${e.states.join(',')}: ${e.jobs} job(s) sent again\n`);
         break;
@@ -249,6 +254,13 @@ function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, redo: string, ag
   }
   if (states.length > 0) lines.push(`to send the ${states.join(' and ')} jobs again: ${redo} --redo ${states.join(',')}`);
   if (leftPending > 0 && e.counts.pending > 0) lines.push(`${e.counts.pending} job(s) left pending (--only, --limit): ${again} sends them`);
+  // Jobs held by a cap or the balance: the command that goes on, and what it needs first.
+  for (const [reason, g] of Object.entries(e.not_done ?? {})) {
+    if (!reason.startsWith('pending: over ')) continue;
+    const bound = reason.slice('pending: over '.length);
+    const when = bound.includes('per-invocation') || bound.includes('per_invocation') ? 'the next time' : bound.startsWith('the balance') ? 'once the balance is topped up' : 'once the cap is raised';
+    lines.push(`${g.count} job(s) left pending (over ${bound}): ${again} sends what fits ${when}`);
+  }
   return lines;
 }
 
