@@ -81,7 +81,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
       8,
     )
     .option('--yes', 'proceed although some prices are unknown')
-    .option('--max-credits <n>', 'cap on what is charged: refuse when the known estimate exceeds it; send no job that would take the charge past it (exit 5, jobs left pending)', num('--max-credits'))
+    .option('--max-credits <n>', 'cap on what the run is charged over its invocations: only the pending jobs whose known estimate fits are sent, in manifest order; no job is sent that would take the charge past it (exit 5, jobs left pending)', num('--max-credits'))
     .option('--max-credits-per-invocation <n>', "cap on what this invocation is charged (the manifest's budget_per_invocation): only the jobs it sends count; the pending jobs that fit are sent in manifest order, the rest stay pending (exit 5)", num('--max-credits-per-invocation'))
     .option('--json', 'write NDJSON events to stdout; the last line is the summary object (README "The --json summary")')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
@@ -100,7 +100,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--redo <states>', 'send again the jobs that ended in these states: failed, expired, rejected (done jobs marked rejected by genbatch mark; a new seed when the model has one and the manifest gives none) as a comma list; other done jobs are untouched, earlier files go to <job>/previous-<n>/')
     .option('--only <ids>', 'send only the pending jobs whose id matches (globs with * and ?; repeatable, comma separated); a chosen job takes the pending jobs it needs along', collect)
     .option('--limit <n>', 'send at most N pending jobs, in manifest order', int('--limit', 1))
-    .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 4\n(incomplete).')
+    .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 7\n(left pending).')
     .option('--confine', CONFINE_HELP)
     .option('--notify <url>', 'when the run ends, whichever way, POST a JSON summary there (a `text` line for chat webhooks, the counts as fields); a failed POST is a warning')
     .action(wrap(lazy('run')));

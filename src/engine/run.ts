@@ -322,7 +322,10 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     store.setRunFields({ finished_at: nowIso() });
     const credits = runCredits(store);
     const counts = store.counts();
-    const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason, { held: heldBy });
+    // for_each jobs whose children would go over the run's cap stay pending for it, as jobs held before sending.
+    const fanLimit = creditLimit(o.maxCredits, manifest.budget, selection);
+    for (const id of pipeline.heldByLimit) held.set(id, `over ${fanLimit?.name ?? 'the credit limit'} (its for_each children)`);
+    const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason, { held: { balance: heldBy.balance, cap: heldBy.cap + pipeline.heldByLimit.size } });
     const capStop = cap !== null && pipeline.stopReason === 'credit-cap' && !o.signal.aborted;
     const runCapStopped = (capStop && capIsRun) || (limit !== null && held.size > 0 && [...held.values()].includes(`over ${limit.name}`));
     if (limit !== null) store.setMeta(capMetaKey(store.currentRunId), JSON.stringify({ credits: limit.credits, name: limit.name, stopped: runCapStopped } satisfies CapNote));
