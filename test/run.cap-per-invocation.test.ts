@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -141,8 +141,12 @@ describe('--max-credits-per-invocation', () => {
     // The run's own flags: where it is, how it runs, its caps.
     expect(command).toBe(`genbatch run ${manifest} --out '${out}' --base-url ${sb.url} --max-credits 100 --time-scale ${SCALE}`);
     for (let night = 0; night < 2; night++) {
-      const again = spawnSync('sh', ['-c', command.replace(/^genbatch /, `'${process.execPath}' '${BIN}' `)], { env: cliEnv({ GENBATCH_API_KEY: keys.yaml }), encoding: 'utf8' });
-      expect(again.status, again.stderr).toBe(night === 0 ? EXIT.capReached : EXIT.ok);
+      // Through a shell, as pasted (not spawnSync: the sandbox answers from this process's event loop).
+      const child = spawn('sh', ['-c', command.replace(/^genbatch /, `'${process.execPath}' '${BIN}' `)], { env: cliEnv({ GENBATCH_API_KEY: keys.yaml }), stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      const status = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      expect(status, stderr).toBe(night === 0 ? EXIT.capReached : EXIT.ok);
     }
     expect(readJobs(join(out, 'state.db')).every((j) => j.state === 'done')).toBe(true);
   }, 120_000);
