@@ -53,7 +53,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--json', 'print one JSON object')
     .option('--offline', 'do not read the balance')
-    .option('--max-credits <n>', 'the cap a run would have: shown with the estimate (exit 3 when the estimate exceeds it)', num('--max-credits'))
+    .option('--max-credits <n>', 'the cap a run would have: shown with the estimate (exit 5 when the estimate exceeds it, as run; 3 when the balance does)', num('--max-credits'))
     .option('--prices <file>', 'user-supplied prices (YAML or JSON: model id -> credits), or a price book of observed prices (default book: $GENBATCH_PRICE_BOOK, else ~/.config/genbatch/prices.json)')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
     .option('--confine', CONFINE_HELP)

@@ -16,7 +16,7 @@ import type { JobState } from '../store/index.js';
 
 export interface RunEnd {
   manifest: string;
-  /** done | failed | interrupted | incomplete | refused | error: from the exit code. */
+  /** From the exit code: done | failed | refused | balance | incomplete | cap-reached | failed-permanent | left-pending | interrupted | error. */
   outcome: string;
   exit_code: number;
   wall_seconds: number | null;

@@ -223,7 +223,7 @@ function toSend(store: Store, sel: Selection | null): { jobs: number; pending: {
 }
 
 /**
- * Refuse (BudgetError, exit 3) before anything is spent when the known
+ * Refuse (BudgetError: exit 5 over a cap, 3 for unknown prices) before anything is spent when the known
  * estimate of the manifest exceeds --max-credits or the manifest budget, or
  * when jobs left to run have no known price and --yes was not given. With a
  * selection (--only, --limit), the pending jobs it leaves for a later run are

@@ -357,7 +357,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
         ? { cap: { credits: cap.credits, name: cap.name, stopped: capStop, charged: capIsRun ? (credits.charged ?? cap.totals.spent) : cap.totals.spent, left_pending: counts.pending, left_credits: capStop ? cap.expected(store.jobsIn('pending')) : null } }
         : {}),
       caps: { max_credits: limit ? { credits: limit.credits, name: limit.name } : null, per_invocation: caps.invocation },
-      not_done: notDone(store.summaryRows(), held, pipeline.stopReason, o.signal.aborted),
+      not_done: notDone(store.summaryRows(), held, pipeline.stopReason, o.signal.aborted, selection?.ids ?? null),
       failed_ids: firstIds(store, 'failed', SUMMARY_IDS),
       expired_ids: firstIds(store, 'expired', SUMMARY_IDS),
       ...(callbackUrlFor ? { callbacks_ignored: pipeline.callbacksIgnored } : {}),
