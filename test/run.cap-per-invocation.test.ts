@@ -152,6 +152,24 @@ describe('--max-credits-per-invocation', () => {
   }, 120_000);
 });
 
+describe('a PostgreSQL state', () => {
+  it('refuses the per-invocation cap, from the flag or the manifest, as a usage error before connecting (exit 2, nothing sent)', async () => {
+    const manifest = imageManifest(join(tmp.dir, 'pg.yaml'), 2, 'pg');
+    const t0 = sb.stats().tasks_total;
+    // Nothing listens on port 1: the refusal comes before any connection.
+    const state = ['--state', 'postgres://u:secret@127.0.0.1:1/db'];
+    const flag = await run(sb, keys.yaml, manifest, join(tmp.dir, 'out-pg'), [...state, '--max-credits-per-invocation', '5']);
+    expect(flag.code).toBe(EXIT.usage);
+    expect(flag.stderr).toContain('--max-credits-per-invocation with a PostgreSQL state');
+    writeFileSync(manifest, `budget_per_invocation: 5\n${(await import('node:fs')).readFileSync(manifest, 'utf8')}`);
+    const key = await run(sb, keys.yaml, manifest, join(tmp.dir, 'out-pg'), state);
+    expect(key.code).toBe(EXIT.usage);
+    expect(key.stderr).toContain('budget_per_invocation');
+    expect(key.stderr).toContain('with a PostgreSQL state is not built yet');
+    expect(sb.stats().tasks_total).toBe(t0);
+  }, 60_000);
+});
+
 describe('exit codes of the table from real runs', () => {
   it('SIGTERM stops the run cleanly with exit 143 (130 stays SIGINT), and the --json summary line says interrupted', async () => {
     const manifest = imageManifest(join(tmp.dir, 'term.yaml'), 60, 'term');
