@@ -121,6 +121,8 @@ describe('--max-credits-per-invocation', () => {
       expect(charged).toBeGreaterThan(0);
       expect(charged).toBeLessThanOrEqual(30 + 6);
       expect(r.stdout).toContain('stopped at --max-credits-per-invocation 30');
+      // The follow-up command, with the run's own flags.
+      expect(r.stdout).toMatch(/\ngenbatch: \d+ job\(s\) left pending \(the credit cap stopped the sending\): genbatch run \S+ --out \S+ --base-url \S+ --max-credits-per-invocation 30 --time-scale 0\.005 sends what fits the next time\n/);
     }
     // 2 x (at most 36 / 6) of the 20 jobs: the run's total is not what the per-invocation cap bounds.
     const done = readJobs(join(out, 'state.db')).filter((j) => j.state === 'done').length;

@@ -254,12 +254,17 @@ function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, redo: string, ag
   }
   if (states.length > 0) lines.push(`to send the ${states.join(' and ')} jobs again: ${redo} --redo ${states.join(',')}`);
   if (leftPending > 0 && e.counts.pending > 0) lines.push(`${e.counts.pending} job(s) left pending (--only, --limit): ${again} sends them`);
-  // Jobs held by a cap or the balance: the command that goes on, and what it needs first.
+  // Jobs held by a cap or the balance, before sending or by a stop: the command that goes on, and what it needs first.
+  const perNight = (s: string) => s.includes('per-invocation') || s.includes('per_invocation');
   for (const [reason, g] of Object.entries(e.not_done ?? {})) {
-    if (!reason.startsWith('pending: over ')) continue;
-    const bound = reason.slice('pending: over '.length);
-    const when = bound.includes('per-invocation') || bound.includes('per_invocation') ? 'the next time' : bound.startsWith('the balance') ? 'once the balance is topped up' : 'once the cap is raised';
-    lines.push(`${g.count} job(s) left pending (over ${bound}): ${again} sends what fits ${when}`);
+    let when: string;
+    if (reason.startsWith('pending: over ')) {
+      const bound = reason.slice('pending: over '.length);
+      when = perNight(bound) ? 'the next time' : bound.startsWith('the balance') ? 'once the balance is topped up' : 'once the cap is raised';
+    } else if (reason === 'pending: the credit cap stopped the sending') when = perNight(e.cap?.name ?? '') ? 'the next time' : 'once the cap is raised';
+    else if (reason === 'pending: the balance ran out (402)') when = 'once the balance is topped up';
+    else continue;
+    lines.push(`${g.count} job(s) left pending (${reason.slice('pending: '.length)}): ${again} sends what fits ${when}`);
   }
   return lines;
 }
