@@ -94,10 +94,10 @@ export class UnknownModelError extends GenbatchError {
   }
 }
 
-/** The known estimate exceeds the balance, --max-credits or the manifest budget. */
+/** The known estimate exceeds the balance (exit 3), --max-credits or the manifest budget (exit 5: EXIT.capReached). */
 export class BudgetError extends GenbatchError {
-  constructor(message: string) {
-    super('GB_BUDGET', message, EXIT.budget);
+  constructor(message: string, exitCode: number = EXIT.budget) {
+    super('GB_BUDGET', message, exitCode);
   }
 }
 

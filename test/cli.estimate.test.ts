@@ -60,13 +60,13 @@ describe('genbatch estimate --offline', () => {
     expect(json.jobs.every((j) => j.source === 'user' && j.basis.startsWith('user-supplied'))).toBe(true);
   });
 
-  it('exits 3 when the known total exceeds the manifest budget', async () => {
+  it('exits 5 (the cap code of run) when the known total exceeds the manifest budget', async () => {
     const p = write('budget.yaml', 'budget: 20\njobs:\n  - {id: a, model: alpha-image-2, input: {prompt: x, quality: high}}\n  - {id: b, model: alpha-image-2, input: {prompt: y, quality: high}}\n');
     const r = await genbatch(['estimate', '--offline', p]);
-    expect(r.code).toBe(3);
+    expect(r.code).toBe(5);
     expect(r.stdout).toContain('budget: 20 credits: OVER budget by 4 credits');
     const json = await genbatch(['estimate', '--offline', '--json', p]);
-    expect(json.code).toBe(3);
+    expect(json.code).toBe(5);
     expect(JSON.parse(json.stdout)).toMatchObject({ total_credits: 24, budget: 20, within_budget: false });
   });
 

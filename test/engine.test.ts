@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { EXIT } from '../src/errors.js';
 import { canonicalJson, exitCodeFor, extractResults, setAtPath } from '../src/engine/index.js';
 import { MinHeap } from '../src/lib/heap.js';
 import { UnsafeResultError } from '../src/errors.js';
@@ -63,19 +64,36 @@ describe('engine pieces', () => {
     expect(canonicalJson({ b: 1, a: { d: 2, c: 3 } })).toBe(canonicalJson({ a: { c: 3, d: 2 }, b: 1 }));
   });
 
-  it('maps final counts to exit codes', () => {
+  it('maps final counts to the exit-code table of src/errors.ts, the first that applies in its precedence order', () => {
     const live = new AbortController().signal;
-    expect(exitCodeFor(counts({ done: 3 }), live, null)).toBe(0);
-    expect(exitCodeFor(counts({ done: 3, failed: 1 }), live, null)).toBe(1);
-    expect(exitCodeFor(counts({ done: 3, uncertain: 1 }), live, null)).toBe(4);
-    expect(exitCodeFor(counts({ done: 3, pending: 2 }), live, 'insufficient-credits')).toBe(4);
-    expect(exitCodeFor(counts({ done: 3, skipped: 2 }), live, null)).toBe(0);
+    expect(exitCodeFor(counts({ done: 3 }), live, null)).toBe(EXIT.ok);
+    expect(exitCodeFor(counts({ done: 3, failed: 1 }), live, null)).toBe(EXIT.jobsFailed);
+    expect(exitCodeFor(counts({ done: 3, uncertain: 1 }), live, null)).toBe(EXIT.incomplete);
+    expect(exitCodeFor(counts({ done: 3, expired: 1 }), live, null)).toBe(EXIT.incomplete);
+    // A 402 mid-run, or jobs held for the balance before sending: 3.
+    expect(exitCodeFor(counts({ done: 3, pending: 2 }), live, 'insufficient-credits')).toBe(EXIT.budget);
+    expect(exitCodeFor(counts({ done: 3, pending: 2 }), live, null, { held: { balance: 2, cap: 0 } })).toBe(EXIT.budget);
+    // A cap: held before sending, or the measured cap stopped the sending: 5.
+    expect(exitCodeFor(counts({ done: 3, pending: 2 }), live, null, { held: { balance: 0, cap: 2 } })).toBe(EXIT.capReached);
+    expect(exitCodeFor(counts({ done: 3, pending: 2 }), live, 'credit-cap')).toBe(EXIT.capReached);
+    // Other work left: --only/--limit, a lost lease: 7.
+    expect(exitCodeFor(counts({ done: 3, pending: 2 }), live, null)).toBe(EXIT.leftPending);
+    expect(exitCodeFor(counts({ done: 3, submitted: 1 }), live, 'lease-lost')).toBe(EXIT.leftPending);
+    expect(exitCodeFor(counts({ done: 3, skipped: 2 }), live, null)).toBe(EXIT.ok);
+    // Only permanent failures: 6; a failure a retry may fix beside them: 1.
+    expect(exitCodeFor(counts({ done: 3, failed: 2 }), live, null, { permanentFailed: 2 })).toBe(EXIT.failedPermanent);
+    expect(exitCodeFor(counts({ done: 3, failed: 3 }), live, null, { permanentFailed: 2 })).toBe(EXIT.jobsFailed);
+    expect(exitCodeFor(counts({ done: 3, failed: 2, pending: 1 }), live, null, { permanentFailed: 2, held: { balance: 0, cap: 1 } })).toBe(EXIT.capReached);
+    // Precedence: decision (4) > failed (1) > balance (3) > cap (5) > left pending (7).
+    expect(exitCodeFor(counts({ uncertain: 1, failed: 1, pending: 1 }), live, 'insufficient-credits')).toBe(EXIT.incomplete);
+    expect(exitCodeFor(counts({ failed: 1, pending: 1 }), live, 'insufficient-credits')).toBe(EXIT.jobsFailed);
+    expect(exitCodeFor(counts({ pending: 2 }), live, 'credit-cap', { held: { balance: 1, cap: 1 } })).toBe(EXIT.budget);
     const c = new AbortController();
     c.abort('SIGINT');
-    expect(exitCodeFor(counts({ done: 3 }), c.signal, 'signal')).toBe(130);
+    expect(exitCodeFor(counts({ done: 3, uncertain: 1 }), c.signal, 'signal')).toBe(EXIT.sigint);
     const t = new AbortController();
     t.abort('SIGTERM');
-    expect(exitCodeFor(counts({ done: 3 }), t.signal, 'signal')).toBe(4);
+    expect(exitCodeFor(counts({ done: 3 }), t.signal, 'signal')).toBe(EXIT.sigterm);
   });
 
   it('pops the heap in time order', () => {

@@ -260,7 +260,7 @@ describe('manifest-level problems', () => {
     const p = write('m.yaml', 'budjet: 5\njobs:\n  - id: a\n    model: alpha-image-2\n    inptu: {prompt: x}\n  - id: b\n    for_each: [1]\n    model: alpha-image-2\n    input: {prompt: y}\n  - model: 7\n    input: {prompt: y}\n');
     const r = await validateManifest(p);
     expect(r.problems.map(formatProblem)).toEqual([
-      `${p}:1 budjet: unknown key "budjet" (did you mean "budget"?); allowed keys: budget, pricing, defaults, jobs`,
+      `${p}:1 budjet: unknown key "budjet" (did you mean "budget"?); allowed keys: budget, budget_per_invocation, pricing, defaults, jobs`,
       `job a (${p}:5) inptu: unknown key "inptu" (did you mean "input"?); allowed keys: id, model, input, callback_url, protocol, rehost, needs, for_each, rows, glob, matrix`,
       `job a (${p}:3) input.prompt: is required`,
       `job b (${p}:7) for_each: must be one reference to a list, e.g. \${{ jobs.song.audio }}`,

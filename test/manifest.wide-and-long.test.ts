@@ -91,8 +91,8 @@ describe('a mapping of 20,000 keys', () => {
     expect(r.code).toBe(2);
     const lines = r.stderr.trimEnd().split('\n');
     expect(lines).toHaveLength(KEYS);
-    expect(lines[0]).toBe(`${file}:1 k0: unknown key "k0"; allowed keys: budget, pricing, defaults, jobs`);
-    expect(lines[KEYS - 1]).toBe(`${file}:${KEYS} k${KEYS - 1}: unknown key "k${KEYS - 1}"; allowed keys: budget, pricing, defaults, jobs`);
+    expect(lines[0]).toBe(`${file}:1 k0: unknown key "k0"; allowed keys: budget, budget_per_invocation, pricing, defaults, jobs`);
+    expect(lines[KEYS - 1]).toBe(`${file}:${KEYS} k${KEYS - 1}: unknown key "k${KEYS - 1}"; allowed keys: budget, budget_per_invocation, pricing, defaults, jobs`);
     writeFileSync(file, `${keys('')}${job}k19999: again\n`);
     const d = await genbatch(['validate', file]);
     expect(d.code).toBe(2);

@@ -157,6 +157,18 @@ describe('genbatch prices probe against the sandbox', () => {
   }, 240_000);
 });
 
+describe('genbatch prices probe --max-credits', () => {
+  it('stopped by --max-credits with classes not probed exits 5, the cap code of run', async () => {
+    const manifest = join(t.dir, 'capped.yaml');
+    writeFileSync(manifest, ['jobs:', ...familyJobs()].join('\n') + '\n');
+    const before = (await sandboxTasks()).length;
+    const r = await runCli(['prices', 'probe', manifest, '--yes', '--max-credits', '0', '--time-scale', SCALE], env(join(t.dir, 'book-capped.json')));
+    expect(r.code, r.stderr).toBe(5);
+    expect(r.stderr).toMatch(/stopped: 0 credits spent reaches --max-credits 0; \d+ class\(es\) not probed/);
+    expect((await sandboxTasks()).length).toBe(before);
+  }, 60_000);
+});
+
 describe('genbatch run --learn-prices', () => {
   it('sends one job of each unknown class alone first and keeps its charge: no extra task, the prices equal the sandbox charges, estimate then knows them', async () => {
     const manifest = join(t.dir, 'learn.yaml');

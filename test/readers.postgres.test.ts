@@ -34,7 +34,7 @@ beforeAll(async () => {
   manifest = imageManifest(join(t.dir, 'cats.yaml'), 3, 'cat');
   // Two jobs sent (done), one left pending.
   const r = await runCli(['run', manifest, '--sandbox', '--time-scale', '0.002', '--limit', '2']);
-  expect(r.code, r.stderr).toBe(4);
+  expect(r.code, r.stderr).toBe(7);
   out = join(t.dir, 'genbatch-out', 'cats');
   await copyToPostgres(join(out, 'state.db'), pool);
   rmSync(join(out, 'state.db'));

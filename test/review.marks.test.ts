@@ -121,7 +121,7 @@ describe('genbatch mark', () => {
   it('an id that is not a job of the run, a glob that matches none, or a job that is not done: exit 2 naming it, nothing written', async () => {
     const w = work();
     const m = manifest(w.dir, ['c-1', 'c-2']);
-    expect((await run(m, w.out, '--only', 'c-1')).code).toBe(4);
+    expect((await run(m, w.out, '--only', 'c-1')).code).toBe(7);
 
     const unknown = await runCli(['mark', m, '--out', w.out, '--reject', 'c-1,nope'], env);
     expect(unknown.code).toBe(2);

@@ -123,7 +123,7 @@ describe('--max-credits bounds what is charged', () => {
     expect(jobs.filter((j) => j.state === 'done').length).toBe(spent2 / FLASH_CHARGE);
   }, 120_000);
 
-  it('estimate shows the cap, the estimate and how many jobs have no confirmed price; over the cap it exits 3', async () => {
+  it('estimate shows the cap, the estimate and how many jobs have no confirmed price; over the cap it exits 5 (as run)', async () => {
     const manifest = imageManifest(join(tmp.dir, 'est.yaml'), 80, 'est');
     const r = await runCli(['estimate', manifest, '--offline', '--max-credits', '200'], { GENBATCH_PRICE_BOOK: join(tmp.dir, 'book-est.json') });
     expect(r.code, r.stderr).toBe(0);
@@ -131,7 +131,7 @@ describe('--max-credits bounds what is charged', () => {
     expect(r.stdout).toContain('cap: 200 credits (--max-credits 200): a run is charged at most that plus one task per process, measured by the balance');
     expect(r.stdout).toContain('80 jobs have no price confirmed by a charge on this account');
     const json = await runCli(['estimate', manifest, '--offline', '--max-credits', '100', '--json'], { GENBATCH_PRICE_BOOK: join(tmp.dir, 'book-est.json') });
-    expect(json.code).toBe(EXIT.budget);
+    expect(json.code).toBe(EXIT.capReached);
     expect(JSON.parse(json.stdout)).toMatchObject({ total_credits: 160, cap: { credits: 100, name: '--max-credits 100' }, unconfirmed_price_jobs: 80 });
   }, 60_000);
 

@@ -69,7 +69,7 @@ describe('result file names', () => {
     // 40 failed fetches: the job is left downloading, its file recorded but not on disk.
     sb.script('file', Array.from({ length: 40 }, () => '500'));
     const first = await run(m, out);
-    expect(first.code).toBe(4);
+    expect(first.code).toBe(7); // left downloading for the next run
     expect(readJobs(join(out, 'state.db')).map((j) => j.state)).toEqual(['downloading']);
     // What a state written before the new naming holds: the server's name.
     const db = new Database(join(out, 'state.db'));

@@ -50,9 +50,9 @@ async function runWith(name: string, budget: string, extra: string[]) {
 }
 
 describe('credit limits after a fan-out', () => {
-  it('--max-credits 5: the 3 children (6 credits) are not made; the for_each job stays pending; exit 4 with the reason', async () => {
+  it('--max-credits 5: the 3 children (6 credits) are not made; the for_each job stays pending; exit 5 (the cap) with the reason', async () => {
     const { r, jobs, tasks } = await runWith('max', '', ['--max-credits', '5']);
-    expect(r.code, r.stderr).toBe(4);
+    expect(r.code, r.stderr).toBe(5);
     expect(r.stderr).toContain('pics: its 3 job(s) from ${{ jobs.ideas.lines }} (6 credits) would bring the known estimate to 6.05 credits, over --max-credits 5; they were not made or sent');
     expect(jobs.map((j) => `${j.id} ${j.state}`)).toEqual(['ideas done', 'pics pending']);
     expect(tasks).toBe(0);
@@ -60,7 +60,7 @@ describe('credit limits after a fan-out', () => {
 
   it('the manifest budget is checked the same way; within the limit every child runs', async () => {
     const over = await runWith('budget', 'budget: 4\n', []);
-    expect(over.r.code, over.r.stderr).toBe(4);
+    expect(over.r.code, over.r.stderr).toBe(5);
     expect(over.r.stderr).toContain('over the manifest budget of 4');
     expect(over.tasks).toBe(0);
     const within = await runWith('within', 'budget: 7\n', ['--max-credits', '6.05']);

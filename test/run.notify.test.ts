@@ -104,16 +104,15 @@ describe('run --notify and $GITHUB_STEP_SUMMARY', () => {
     expect(got[0]!.body.pending as number).toBeGreaterThan(0);
   }, 120_000);
 
-  it('a run refused before it sends anything (over --max-credits, exit 3) notifies with the reason', async () => {
+  it('a run where no job fits --max-credits sends nothing (exit 5, the jobs pending) and notifies', async () => {
     got.length = 0;
     const summaryFile = join(tmp.dir, 'refused.md');
     const r = await runCli(args(manifest('costly', 4), '--max-credits', '1', '--notify', receiverUrl), { GENBATCH_API_KEY: KEY, GITHUB_STEP_SUMMARY: summaryFile });
-    expect(r.code).toBe(3);
+    expect(r.code).toBe(5);
     expect(got).toHaveLength(1);
-    expect(got[0]!.body).toMatchObject({ outcome: 'refused', exit_code: 3, max_credits: 1 });
-    expect(got[0]!.body.error).toMatch(/max-credits/);
-    expect(got[0]!.body.text).toMatch(/^genbatch run costly\.yaml: refused \(exit 3\)/);
-    expect(readFileSync(summaryFile, 'utf8')).toMatch(/^### genbatch run `costly\.yaml`: refused \(exit 3\)\n\nEnded before its summary: .*max-credits/);
+    expect(got[0]!.body).toMatchObject({ outcome: 'cap-reached', exit_code: 5, max_credits: 1, pending: 4, error: null });
+    expect(got[0]!.body.text).toMatch(/^genbatch run costly\.yaml: cap-reached \(exit 5\)/);
+    expect(readFileSync(summaryFile, 'utf8')).toMatch(/^### genbatch run `costly\.yaml`: cap-reached \(exit 5\)\n\n\| state \| jobs \|/);
   }, 120_000);
 
   it('a notify that fails (HTTP 500, nothing listening) is a warning naming only the origin; the exit code is the run\'s', async () => {

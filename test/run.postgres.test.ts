@@ -40,10 +40,10 @@ describe('genbatch run on a PostgreSQL state', () => {
     expect((await f.sandbox.stats()).tasks_total - before).toBe(10);
   });
 
-  it('a run refused by --max-credits writes nothing to the database (exit 3)', async () => {
+  it('a run refused by --max-credits writes nothing to the database (exit 5, the cap)', async () => {
     const manifest = imageManifest(join(f.dir, 'dear.yaml'), 3, 'dear');
     const r = await runCli(['run', manifest, '--state', f.db.url, '--max-credits', '1'], { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: f.sandbox.url });
-    expect(r.code).toBe(3);
+    expect(r.code).toBe(5);
     expect((await f.pool.query('SELECT 1 FROM runs WHERE manifest = $1', [manifest])).rowCount).toBe(0);
   });
 

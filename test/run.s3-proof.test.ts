@@ -101,14 +101,14 @@ describe('run to a bucket: proved writes, inert objects', () => {
     }
   });
 
-  it('an endpoint that keeps only the probe: the job is not done, the reason recorded, exit 4, nothing in the bucket', async () => {
+  it('an endpoint that keeps only the probe: the job is not done, the reason recorded, exit 7, nothing in the bucket', async () => {
     const liar = await startLyingS3(s3.port, 'drop');
     liar.lies = (w) => !w.key.includes('.genbatch-partial/probe-');
     try {
       const state = join(t.dir, 'liar.db');
       const r = await run(s3.url('liar'), state, { ...s3.env, AWS_ENDPOINT_URL_S3: liar.url });
-      // Exit 4: a job left for the next run (as any download that failed for good in this run).
-      expect(r.code, r.stderr).toBe(4);
+      // Exit 7: a job left for the next run (as any download that failed for good in this run).
+      expect(r.code, r.stderr).toBe(7);
       expect(r.stderr).toContain('job pic: download failed (s3://bucket/liar/pic/image-1.html: PUT not held by the bucket');
       const [job] = readJobs(state);
       expect(job!.state).not.toBe('done');

@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EXIT } from '../src/errors.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
@@ -52,15 +53,18 @@ describe('genbatch run --only / --limit', () => {
   it('--limit 2 sends the first two pending jobs, the estimate and --max-credits cover only them; --only sends the jobs it names; a plain run then sends the rest', async () => {
     const w = work();
     const m = imageManifest(join(w.dir, 'm.yaml'), 6, 'img');
-    // The whole manifest (12 credits) is over --max-credits 4: refused, nothing sent.
+    // The whole manifest (12 credits) is over --max-credits 4: the 2 jobs that fit are sent (exit 5), the rest stay pending.
+    const w0 = work();
     let t0 = tasksTotal();
-    const refused = await runCli(args(m, w.out, '--max-credits', '4'), env);
-    expect(refused.code).toBe(3);
-    expect(tasksTotal()).toBe(t0);
+    const capped = await runCli(args(m, w0.out, '--max-credits', '4'), env);
+    expect(capped.code).toBe(EXIT.capReached);
+    expect(tasksTotal() - t0).toBe(2);
+    expect(states(w0.state)).toEqual(['img-0000:done', 'img-0001:done', 'img-0002:pending', 'img-0003:pending', 'img-0004:pending', 'img-0005:pending']);
 
+    t0 = tasksTotal();
     const first = await runCli(args(m, w.out, '--max-credits', '4', '--limit', '2'), env);
     expect(first.stderr).toBe('');
-    expect(first.code).toBe(4); // jobs left pending
+    expect(first.code).toBe(EXIT.leftPending); // jobs left pending by --limit
     expect(tasksTotal() - t0).toBe(2);
     const ev = events(first.stdout);
     expect(ev.find((e) => e.type === 'selection')).toMatchObject({ selected: 2, needed: 0, left_pending: 4 });
@@ -70,7 +74,7 @@ describe('genbatch run --only / --limit', () => {
     // Repeatable and comma separated, ids and globs.
     t0 = tasksTotal();
     const second = await runCli(args(m, w.out, '--only', 'img-0003', '--only', 'img-00?5,img-0000'), env);
-    expect(second.code).toBe(4);
+    expect(second.code).toBe(EXIT.leftPending);
     expect(tasksTotal() - t0).toBe(2); // img-0000 is done: not sent again
     expect(events(second.stdout).find((e) => e.type === 'estimate')).toMatchObject({ pending_credits: 4 });
     expect(states(w.state)).toEqual(['img-0000:done', 'img-0001:done', 'img-0002:pending', 'img-0003:done', 'img-0004:pending', 'img-0005:done']);
@@ -86,7 +90,7 @@ describe('genbatch run --only / --limit', () => {
     const w = work();
     const m = imageManifest(join(w.dir, 'm.yaml'), 3, 'few');
     const r = await runCli(['run', m, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--only', 'few-*1'], env);
-    expect(r.code).toBe(4);
+    expect(r.code).toBe(EXIT.leftPending);
     expect(r.stdout).toContain('genbatch: --only few-*1: sending 1 of 3 pending job(s); 2 stay pending for a later run\n');
     expect(r.stdout).toContain(`genbatch: 2 job(s) left pending (--only, --limit): genbatch run ${m} --out ${w.out} --base-url ${sb.url} --time-scale 0.005 sends them\n`);
   }, 30_000);
@@ -118,14 +122,14 @@ describe('genbatch run --only / --limit', () => {
     // --limit 2 in manifest order: other, then child (with parent: 3 jobs) does not fit, parent does.
     let t0 = tasksTotal();
     const limited = await runCli(args(m, w.out, '--limit', '2'), env);
-    expect(limited.code).toBe(4);
+    expect(limited.code).toBe(EXIT.leftPending);
     expect(tasksTotal() - t0).toBe(2);
     expect(states(w.state)).toEqual(['other:done', 'child:pending', 'parent:done']);
 
     const w2 = work();
     t0 = tasksTotal();
     const only = await runCli(args(m, w2.out, '--only', 'child'), env);
-    expect(only.code).toBe(4);
+    expect(only.code).toBe(EXIT.leftPending);
     expect(tasksTotal() - t0).toBe(2);
     expect(events(only.stdout).find((e) => e.type === 'selection')).toMatchObject({ selected: 2, needed: 1, left_pending: 1 });
     expect(events(only.stdout).find((e) => e.type === 'estimate')).toMatchObject({ pending_credits: 4 });
@@ -151,7 +155,7 @@ describe('genbatch run --only / --limit', () => {
       ].join('\n'),
     );
     const r = await runCli(args(m, w.out, '--only', 'stems', '--yes'), env);
-    expect(r.code).toBe(4);
+    expect(r.code).toBe(EXIT.leftPending);
     const s = states(w.state);
     expect(s[0]).toBe('other:pending');
     expect(s.slice(1)).toEqual(['song:done', 'stems:done', ...s.slice(3).map((x) => x.replace(/:.*/, ':done'))]);

@@ -41,13 +41,13 @@ afterAll(async () => {
 });
 
 describe('status answers that are never the service shape', () => {
-  it('the job is left submitted after 5 failed reads (exit 4); the next run finishes it', async () => {
+  it('the job is left submitted after 5 failed reads (exit 7: work left for the next run); the next run finishes it', async () => {
     const manifest = join(t.dir, 'pic.yaml');
     writeFileSync(manifest, ['jobs:', '  - id: pic', '    model: alpha-image-2', '    input:', '      prompt: "a quiet harbour"'].join('\n') + '\n');
     const out = join(t.dir, 'out');
     const args = ['run', manifest, '--base-url', base, '--time-scale', '0.001', '--out', out, '--yes'];
     const first = await runCli(args, { GENBATCH_API_KEY: KEY }, undefined, 15_000);
-    expect(first.code, first.stderr).toBe(4);
+    expect(first.code, first.stderr).toBe(7);
     expect(statusReads).toBe(5);
     expect(first.stderr).toMatch(/job pic: status read failed 5 times in a row/);
     const [job] = readJobs(join(out, 'state.db'));

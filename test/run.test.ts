@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EXIT } from '../src/errors.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { findModel } from '../src/models/index.js';
 import { Store } from '../src/store/index.js';
@@ -126,17 +127,21 @@ describe('genbatch run against the sandbox', () => {
     expect(readJobs(w.state).every((j) => j.state === 'done')).toBe(true);
   });
 
-  it('refuses with exit 3 when the known estimate exceeds the balance, before spending anything', async () => {
+  it('an account with 10 credits for 16 credits of work sends the 5 jobs 10 credits buy, in manifest order, says so, and exits 3 with the rest pending for the balance', async () => {
     const w = work();
     const manifest = imageManifest(join(w.dir, 'p.yaml'), 8, 'poor');
     const total0 = sb.stats().tasks_total;
-    const refused = await run(manifest, w.out, [], 'sk-poor-key'); // 16 credits estimated, 10 in the account
-    expect(refused.code).toBe(3);
-    expect(refused.stderr).toContain('exceeds the balance');
-    expect(sb.stats().tasks_total).toBe(total0);
+    const r = await run(manifest, w.out, ['--json'], 'sk-poor-key'); // 16 credits estimated, 10 in the account
+    expect(r.code, r.stderr).toBe(EXIT.budget);
+    expect(r.stdout).toContain('"type":"held","over":["the known estimate of 16 credits for the jobs left to run exceeds the balance of 10 credits"],"sent":5,"sent_credits":10');
+    expect(sb.stats().tasks_total - total0).toBe(5);
+    const jobs = readJobs(w.state);
+    expect(jobs.filter((j) => j.state === 'done').map((j) => j.id)).toEqual(['poor-0000', 'poor-0001', 'poor-0002', 'poor-0003', 'poor-0004']);
+    const last = JSON.parse(r.stdout.trim().split('\n').pop()!) as { type: string; exit_code: number; not_done: Record<string, { count: number; ids: string[] }> };
+    expect(last).toMatchObject({ type: 'summary', exit_code: EXIT.budget, not_done: { 'pending: over the balance of 10 credits': { count: 3, ids: ['poor-0005', 'poor-0006', 'poor-0007'] } } });
   });
 
-  it('402 insufficient credits stops new submissions cleanly: the rest stay pending, exit 4', async () => {
+  it('402 insufficient credits stops new submissions cleanly: the rest stay pending, exit 3 (the balance)', async () => {
     const w = work();
     // kontext-pro has no contract price, so the estimate cannot refuse; the sandbox charges per image.
     const lines = ['jobs:'];
@@ -145,7 +150,7 @@ describe('genbatch run against the sandbox', () => {
     writeFileSync(manifest, lines.join('\n') + '\n');
     const total0 = sb.stats().tasks_total;
     const r = await run(manifest, w.out, ['--concurrency', '1'], 'sk-402-key');
-    expect(r.code).toBe(4);
+    expect(r.code).toBe(EXIT.budget);
     expect(r.stderr).toContain('402');
     const jobs = readJobs(w.state);
     const withTask = jobs.filter((j) => j.task_id !== null);
@@ -253,14 +258,15 @@ describe('genbatch run against the sandbox', () => {
     }
   });
 
-  it('--max-credits refuses with exit 3; status and report read the state file', async () => {
+  it('--max-credits 5 for 8 credits of work sends the 2 jobs that fit (exit 5, the rest pending); --max-credits 8 sends the rest; status and report read the state file', async () => {
     const w = work();
     const manifest = imageManifest(join(w.dir, 'mc.yaml'), 4, 'mc');
     const total0 = sb.stats().tasks_total;
-    const refused = await run(manifest, w.out, ['--max-credits', '5']); // 4 jobs x 2 credits
-    expect(refused.code).toBe(3);
-    expect(refused.stderr).toContain('--max-credits');
-    expect(sb.stats().tasks_total).toBe(total0);
+    const capped = await run(manifest, w.out, ['--max-credits', '5']); // 4 jobs x 2 credits
+    expect(capped.code, capped.stderr).toBe(EXIT.capReached);
+    expect(capped.stderr).toContain('the known estimate of 8 credits exceeds --max-credits 5: sending the 2 job(s) that fit (4 credits)');
+    expect(sb.stats().tasks_total - total0).toBe(2);
+    expect(readJobs(w.state).filter((j) => j.state === 'pending').map((j) => j.id)).toEqual(['mc-0002', 'mc-0003']);
     const ok = await run(manifest, w.out, ['--max-credits', '8']);
     expect(ok.code).toBe(0);
     const status = await runCli(['status', '--state', w.state, '--json', '--jobs']);

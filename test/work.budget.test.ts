@@ -19,9 +19,9 @@ const f = pgSandbox({ prefix: 'genbatch-work-budget-', key: KEY, sandbox: { allo
 beforeAll(async () => {
   const { pool, sandbox } = f;
   const manifest = imageManifest(join(f.dir, 'cats.yaml'), JOBS, 'cat');
-  // The run's jobs, synced and left pending (refused by --max-credits after the sync), then copied to PostgreSQL.
+  // The run's jobs, synced and left pending (none fits --max-credits 1: exit 5), then copied to PostgreSQL.
   const made = await runCli(['run', manifest, '--sandbox', '--max-credits', '1']);
-  expect(made.code, made.stderr).toBe(3);
+  expect(made.code, made.stderr).toBe(5);
   const out = join(f.dir, 'genbatch-out', 'cats');
   await copyToPostgres(join(out, 'state.db'), pool);
   rmSync(join(out, 'state.db'));

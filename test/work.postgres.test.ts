@@ -19,9 +19,9 @@ let out: string;
 
 beforeAll(async () => {
   const manifest = imageManifest(join(f.dir, 'cats.yaml'), JOBS, 'cat');
-  // The run's jobs, synced and left pending: refused by --max-credits after the sync.
+  // The run's jobs, synced and left pending: none fits --max-credits 1 (exit 5).
   const made = await runCli(['run', manifest, '--sandbox', '--max-credits', '1']);
-  expect(made.code, made.stderr).toBe(3);
+  expect(made.code, made.stderr).toBe(5);
   out = join(f.dir, 'genbatch-out', 'cats');
   await copyToPostgres(join(out, 'state.db'), f.pool);
   rmSync(join(out, 'state.db'));
@@ -89,7 +89,7 @@ describe('genbatch work on PostgreSQL', () => {
     expect((await f.pool.query(`SELECT value FROM meta WHERE key = 'callback_token'`)).rowCount).toBe(1);
   });
 
-  it('without --until-empty a worker waits for more work until stopped: SIGTERM ends it at once (exit 4, as a stopped run)', async () => {
+  it('without --until-empty a worker waits for more work until stopped: SIGTERM ends it at once (exit 143, as a run stopped by SIGTERM)', async () => {
     const child = spawnCli(['work', '--time-scale', '0.01', '--json'], { GENBATCH_API_KEY: KEY, GENBATCH_STATE: f.db.url });
     let out = '';
     const started = new Promise<void>((r) => child.stdout!.on('data', (d: Buffer) => ((out += d.toString()), out.includes('"type":"synced"') && r())));
@@ -100,7 +100,7 @@ describe('genbatch work on PostgreSQL', () => {
     expect(child.exitCode).toBeNull();
     const t0 = Date.now();
     child.kill('SIGTERM');
-    expect(await exited).toBe(4);
+    expect(await exited).toBe(143);
     expect(Date.now() - t0).toBeLessThan(10_000);
     expect(out).toContain('"type":"finish"');
   });

@@ -57,6 +57,12 @@ export interface RunOptions {
    * at most this plus one task per process; then it stops sending (exit code 5, outcome `incomplete`).
    */
   maxCredits?: number;
+  /**
+   * A cap on what this invocation is charged, measured as maxCredits is (at most this plus one task): only the jobs
+   * this invocation sends count. When tonight's work does not fit, the pending jobs that fit are sent in manifest
+   * order and the rest stay pending (exit code 5). SQLite state only (a UsageError with PostgreSQL).
+   */
+  maxCreditsPerInvocation?: number;
   /** Service base URL; default $GENBATCH_BASE_URL. Ignored with `sandbox`. */
   baseUrl?: string;
   /** API key; default $GENBATCH_API_KEY. Ignored with `sandbox`. */
@@ -101,7 +107,7 @@ export type RunOutcomeName = 'done' | 'failed' | 'incomplete' | 'interrupted';
 
 export interface RunSummary {
   outcome: RunOutcomeName;
-  /** The exit code `genbatch run` gives this outcome (0, 1, 4, 5 when the credit cap stopped it, or 130 for a signal aborted with reason 'SIGINT'). */
+  /** The exit code `genbatch run` gives this outcome (src/errors.ts EXIT: 0, 1, 3, 4, 5, 6, 7; 130 for a signal aborted with reason 'SIGINT', 143 for 'SIGTERM'). */
   exitCode: number;
   /** Jobs by state at the end. */
   counts: Record<JobState, number>;
@@ -168,7 +174,7 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
   const location = parseStateLocation(o.state ?? (bucketUrl !== null ? defaultStateBeside(manifest) : join(outDir, 'state.db')));
   const pg = location.kind === 'postgres' ? { url: location.url, display: location.display } : null;
   if (pg) {
-    const unbuilt = [o.only !== undefined && o.only.length > 0 && '--only', o.limit !== undefined && '--limit', o.learnPrices && '--learn-prices'].filter(Boolean);
+    const unbuilt = [o.only !== undefined && o.only.length > 0 && '--only', o.limit !== undefined && '--limit', o.learnPrices && '--learn-prices', o.maxCreditsPerInvocation !== undefined && '--max-credits-per-invocation'].filter(Boolean);
     if (unbuilt.length > 0) throw new UsageError(`${unbuilt.join(', ')} with a PostgreSQL state (${pg.display}) is not built yet`);
   }
   const statePath = location.kind === 'postgres' ? location.display : location.path;
@@ -320,7 +326,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       const { workIdleMs, workLeaseMs } = await import('./work.js');
       outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, redo: s.redo, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
     } else {
-      outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null, changed: { max: o.maxChanged ?? null, keep: o.keepChanged === true }, uncertainAfterMs: parseUncertain(o.uncertain).afterMs });
+      outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null, changed: { max: o.maxChanged ?? null, keep: o.keepChanged === true }, uncertainAfterMs: parseUncertain(o.uncertain).afterMs, maxCreditsPerInvocation: o.maxCreditsPerInvocation ?? null });
     }
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, outDir, statePath };
   } finally {
@@ -343,8 +349,9 @@ export function followSignal(outer: AbortSignal | undefined): { signal: AbortSig
 }
 
 export function outcomeName(exitCode: number, aborted: boolean): RunOutcomeName {
-  if (aborted) return 'interrupted';
+  if (aborted || exitCode === EXIT.sigint || exitCode === EXIT.sigterm) return 'interrupted';
   if (exitCode === EXIT.ok) return 'done';
-  if (exitCode === EXIT.jobsFailed) return 'failed';
+  // 6: done apart from jobs the service refused for their input.
+  if (exitCode === EXIT.jobsFailed || exitCode === EXIT.failedPermanent) return 'failed';
   return 'incomplete';
 }

@@ -54,7 +54,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--json', 'print one JSON object')
     .option('--offline', 'do not read the balance')
-    .option('--max-credits <n>', 'the cap a run would have: shown with the estimate (exit 3 when the estimate exceeds it)', num('--max-credits'))
+    .option('--max-credits <n>', 'the cap a run would have: shown with the estimate (exit 5 when the estimate exceeds it, as run; 3 when the balance does)', num('--max-credits'))
     .option('--prices <file>', 'user-supplied prices (YAML or JSON: model id -> credits), or a price book of observed prices (default book: $GENBATCH_PRICE_BOOK, else ~/.config/genbatch/prices.json)')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
     .option('--confine', CONFINE_HELP)
@@ -82,8 +82,9 @@ export function buildProgram(setCode: (code: number) => void): Command {
       8,
     )
     .option('--yes', 'proceed although some prices are unknown')
-    .option('--max-credits <n>', 'cap on what is charged: refuse when the known estimate exceeds it; send no job that would take the charge past it (exit 5, jobs left pending)', num('--max-credits'))
-    .option('--json', 'write NDJSON events to stdout')
+    .option('--max-credits <n>', 'cap on what the run is charged over its invocations: only the pending jobs whose known estimate fits are sent, in manifest order; no job is sent that would take the charge past it (exit 5, jobs left pending)', num('--max-credits'))
+    .option('--max-credits-per-invocation <n>', "cap on what this invocation is charged (the manifest's budget_per_invocation): only the jobs it sends count; the pending jobs that fit are sent in manifest order, the rest stay pending (exit 5)", num('--max-credits-per-invocation'))
+    .option('--json', 'write NDJSON events to stdout; the last line is the summary object (README "The --json summary")')
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
     .option('--prices <file>', 'user-supplied prices (model id -> credits), or a price book (see estimate --help)')
     .addOption(
@@ -106,7 +107,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--limit <n>', 'send at most N pending jobs, in manifest order', int('--limit', 1))
     .option('--max-changed <n>', 'stop before sending when a manifest edit would send more than N done jobs again (default 10; --redo changed or --yes goes on)', int('--max-changed', 0))
     .option('--keep-changed', 'done jobs whose spec changed keep their results, marked changed-not-sent (--redo changed sends them later)')
-    .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 4\n(incomplete).')
+    .addHelpText('after', '\nWith --only or --limit, the other pending jobs stay pending for a later run (the same\ncommand without them sends them); the estimate and the --max-credits, budget and\nbalance checks cover only the jobs sent; jobs left pending make the exit code 7\n(left pending).')
     .option('--confine', CONFINE_HELP)
     .option('--notify <url>', 'when the run ends, whichever way, POST a JSON summary there (a `text` line for chat webhooks, the counts as fields); a failed POST is a warning')
     .action(wrap(lazy('run')));

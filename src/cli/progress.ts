@@ -104,6 +104,11 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         synced = true;
         break;
       }
+      case 'held': {
+        const why = Object.entries(e.held).map(([reason, n]) => `${n} ${reason}`).join(', ');
+        say(err, `genbatch: ${e.over.join('; ')}: sending the ${e.sent} job(s) that fit (${formatCredits(e.sent_credits)} credits); the others stay pending (${why})\n`);
+        break;
+      }
       case 'redo':
         out.write(`genbatch: --redo ${e.states.join(',')}: ${e.jobs} job(s) sent again\n`);
         break;
@@ -259,6 +264,18 @@ function redoLines(e: Extract<EngineEvent, { type: 'finish' }>, redo: string, ag
     lines.push(`to send them anyway (or change their spec): ${redo} --redo failed-permanent`);
   }
   if (leftPending > 0 && e.counts.pending > 0) lines.push(`${e.counts.pending} job(s) left pending (--only, --limit): ${again} sends them`);
+  // Jobs held by a cap or the balance, before sending or by a stop: the command that goes on, and what it needs first.
+  const perNight = (s: string) => s.includes('per-invocation') || s.includes('per_invocation');
+  for (const [reason, g] of Object.entries(e.not_done ?? {})) {
+    let when: string;
+    if (reason.startsWith('pending: over ')) {
+      const bound = reason.slice('pending: over '.length);
+      when = perNight(bound) ? 'the next time' : bound.startsWith('the balance') ? 'once the balance is topped up' : 'once the cap is raised';
+    } else if (reason === 'pending: the credit cap stopped the sending') when = perNight(e.cap?.name ?? '') ? 'the next time' : 'once the cap is raised';
+    else if (reason === 'pending: the balance ran out (402)') when = 'once the balance is topped up';
+    else continue;
+    lines.push(`${g.count} job(s) left pending (${reason.slice('pending: '.length)}): ${again} sends what fits ${when}`);
+  }
   return lines;
 }
 

@@ -16,7 +16,7 @@ import type { JobState } from '../store/index.js';
 
 export interface RunEnd {
   manifest: string;
-  /** done | failed | interrupted | incomplete | refused | error: from the exit code. */
+  /** From the exit code: done | failed | refused | balance | incomplete | cap-reached | failed-permanent | left-pending | interrupted | error. */
   outcome: string;
   exit_code: number;
   wall_seconds: number | null;
@@ -46,7 +46,7 @@ export class RunEndWatch {
     const f = this.finish;
     return {
       manifest: basename(this.manifest),
-      outcome: outcomeOf(exitCode),
+      outcome: outcomeOf(exitCode, err !== undefined),
       exit_code: exitCode,
       wall_seconds: f ? f.wall_seconds : (Date.now() - this.started) / 1000,
       counts: f ? { ...f.counts } : null,
@@ -58,16 +58,27 @@ export class RunEndWatch {
       error: err === undefined ? null : err instanceof Error ? err.message : String(err),
     };
   }
+  /** The `run --json` summary line (the last one), from the finish event when the run got that far. */
+  summary(exitCode: number, err: unknown): Extract<EngineEvent, { type: 'summary' }> {
+    const r = this.end(exitCode, err);
+    const f = this.finish;
+    return { type: 'summary', outcome: r.outcome, exit_code: exitCode, counts: r.counts, not_done: f?.not_done ?? null, charged: r.charged, charged_now: r.charged_now, caps: f?.caps ?? null, error: r.error };
+  }
 }
 
-function outcomeOf(code: number): string {
+/** The outcome's name for each exit code of the table (src/errors.ts EXIT); `refused`: 2 or 3 by an error before anything was sent. */
+function outcomeOf(code: number, refused: boolean): string {
   switch (code) {
     case EXIT.ok: return 'done';
     case EXIT.jobsFailed: return 'failed';
+    case EXIT.usage: return 'refused';
+    case EXIT.budget: return refused ? 'refused' : 'balance';
     case EXIT.incomplete: return 'incomplete';
-    case EXIT.sigint: return 'interrupted';
-    case EXIT.usage:
-    case EXIT.budget: return 'refused';
+    case EXIT.capReached: return 'cap-reached';
+    case EXIT.failedPermanent: return 'failed-permanent';
+    case EXIT.leftPending: return 'left-pending';
+    case EXIT.sigint:
+    case EXIT.sigterm: return 'interrupted';
     default: return 'error';
   }
 }

@@ -1,4 +1,5 @@
 import type { JobState } from '../store/states.js';
+import type { NotDone } from './summary.js';
 
 /**
  * Everything the engine reports, as one union. Progress bars, plain progress
@@ -29,6 +30,11 @@ export type EngineEvent =
    * job needs them) and leaves `left_pending` for a later run.
    */
   | { type: 'selection'; selected: number; needed: number; left_pending: number; only: string[] | null; limit: number | null }
+  /**
+   * Tonight's work did not fit a credit cap or the balance by its known estimate (`over`: each bound broken, in the
+   * words of the old refusal): `sent` jobs that fit go (`sent_credits` by their estimate); `held`: jobs left pending, by reason.
+   */
+  | { type: 'held'; over: string[]; sent: number; sent_credits: number; held: Record<string, number> }
   /** --redo: jobs that had ended in these states went back to pending to be sent again. */
   | { type: 'redo'; states: string[]; jobs: number }
   | { type: 'upload'; file: string; sha256: string; url: string; reused: boolean }
@@ -82,6 +88,26 @@ export type EngineEvent =
       callbacks_ignored?: number;
       /** Under a credit cap: the cap, what the run was charged, whether the cap stopped the sending, and the jobs left (their credits at the prices seen). */
       cap?: { credits: number; name: string; stopped: boolean; charged: number; left_pending: number; left_credits: { credits: number; unknown: number } | null };
+      /** The caps this invocation ran under (null: none): the run's (--max-credits or the budget) and the per-invocation one. */
+      caps?: { max_credits: { credits: number; name: string } | null; per_invocation: { credits: number; name: string } | null };
+      /** Every job not done, grouped by reason (src/engine/summary.ts). */
+      not_done?: Record<string, NotDone>;
+    }
+  /**
+   * `run --json`'s last line, whichever way the run ended (README "The --json summary"): the outcome and exit code,
+   * the jobs by state (null: refused before the sync), every job not done grouped by reason, what was charged over
+   * the run and in this invocation, the caps, and the error that ended it early (null: none).
+   */
+  | {
+      type: 'summary';
+      outcome: string;
+      exit_code: number;
+      counts: Record<JobState, number> | null;
+      not_done: Record<string, NotDone> | null;
+      charged: number | null;
+      charged_now: number | null;
+      caps: { max_credits: { credits: number; name: string } | null; per_invocation: { credits: number; name: string } | null } | null;
+      error: string | null;
     }
   /**
    * Under a credit cap (before the pipeline): the cap, what the run's earlier invocations were charged, the expected

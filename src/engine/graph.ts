@@ -142,7 +142,7 @@ export async function expandForEach(
     };
   });
   // Children counted only now (e.g. lines of a chat answer) are checked against the limit before they exist:
-  // over it, none is made and the for_each job stays pending (the run ends incomplete, exit 4).
+  // over it, none is made and the for_each job stays pending (the run ends with the cap's code, exit 5).
   if (limit && fe.childCredits !== null && children.length > 0) {
     const added = children.length * fe.childCredits;
     const total = round6((await store.estimate()).known - (limit.leftOut ?? 0) - (row.estimated_credits ?? 0) + added);

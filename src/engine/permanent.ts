@@ -1,4 +1,4 @@
-import { ApiError, EXIT } from '../errors.js';
+import { ApiError } from '../errors.js';
 
 /**
  * Permanent failures: the service refused the job's input (issue #26 item 3), so sending the same spec again
@@ -28,10 +28,3 @@ export function isRefusedTask(message: string | null | undefined): boolean {
   return typeof message === 'string' && REFUSAL_TEXT.test(message);
 }
 
-/**
- * The exit code once permanent failures are known: EXIT.failedPermanent (6) where `code` says some jobs failed
- * (EXIT.jobsFailed) and every failed job failed permanently; any other code as it is.
- */
-export function withPermanent(code: number, failed: number, permanent: number): number {
-  return code === EXIT.jobsFailed && failed > 0 && permanent === failed ? EXIT.failedPermanent : code;
-}

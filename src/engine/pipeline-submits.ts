@@ -52,7 +52,7 @@ export class Submits {
   /** Jobs sent back to the queue in this run after a transient upload failure, and how often. */
   private readonly uploadRetries = new Map<string, number>();
   /** for_each jobs whose children would go over the credit limit: left pending, not tried again in this run. */
-  private readonly heldByLimit = new Set<string>();
+  readonly heldByLimit = new Set<string>();
   private overBudgetSaid = false;
   /** The last claim found pending jobs and took none: each would go over the credit limit. */
   heldByBudget = false;

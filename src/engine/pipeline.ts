@@ -65,6 +65,11 @@ export class Pipeline {
   }
 
   /** POSTs sent in this run (the balance is read again afterwards only when > 0). */
+  /** for_each jobs left pending because their children would go over the credit limit (exit 5, like a cap). */
+  get heldByLimit(): ReadonlySet<string> {
+    return this.submits.heldByLimit;
+  }
+
   /** The last claim took no pending job because each would go over the credit limit (--max-credits, the budget). */
   get heldByBudget(): boolean {
     return this.submits.heldByBudget;

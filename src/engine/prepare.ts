@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { BudgetError, ManifestError, type Problem } from '../errors.js';
+import { BudgetError, EXIT, ManifestError, type Problem } from '../errors.js';
 import { localImageRefs, type Manifest, type ManifestJob } from '../manifest/index.js';
 import { valuesAt } from '../manifest/job.js';
 import { findModel } from '../models/index.js';
@@ -8,7 +8,7 @@ import { priceJob, type ObservedPrices } from '../pricing/index.js';
 import type { JobInput, Store } from '../store/index.js';
 import { changedKey, changedRefusal, keptChanged, type ChangedGuard, type ChangedJob } from './changed.js';
 import type { EngineEvent } from './events.js';
-import type { Selection } from './select.js';
+import type { Room, Selection } from './select.js';
 import { canonicalJson, sha256Hex } from './results.js';
 import { clearKey, manifestPrint, matchingKey, pricesHash, saveKey } from './sync-key.js';
 import type { StoredSpec } from './spec.js';
@@ -212,6 +212,44 @@ export interface BudgetLimits {
   yes: boolean;
 }
 
+/** The caps of one invocation, each with the name the messages give it. */
+export interface InvocationCaps {
+  /** The run's cap (the tighter of --max-credits and the manifest budget), or null. */
+  run: { credits: number; name: string } | null;
+  /** --max-credits-per-invocation (or the manifest's budget_per_invocation), or null. */
+  invocation: { credits: number; name: string } | null;
+}
+
+/**
+ * The rooms the jobs this invocation sends must fit in, by their known estimate (selectPending): the run's cap
+ * less the estimate of the manifest's jobs not pending (done, in flight: the run's total stays under it), the
+ * per-invocation cap (only the jobs sent now count), and the balance. Emits a `held` event naming each bound
+ * the whole of tonight's work breaks, in the words of the old refusal plus what is sent instead.
+ */
+export function invocationRooms(store: Store, caps: InvocationCaps, balance: number | null, sel: Selection | null): Room[] {
+  const { pending, total } = toSend(store, sel);
+  const rooms: Room[] = [];
+  if (caps.run) rooms.push({ credits: round6(caps.run.credits - (total - pending.known)), kind: 'cap', reason: `over ${caps.run.name}` });
+  if (caps.invocation) rooms.push({ credits: caps.invocation.credits, kind: 'cap', reason: `over ${caps.invocation.name}` });
+  if (balance !== null) rooms.push({ credits: balance, kind: 'balance', reason: `over the balance of ${fmt(balance)} credits` });
+  return rooms;
+}
+
+/** Why tonight's work does not fit, in the words the refusal used: `the known estimate of 160 credits exceeds --max-credits 100`. */
+export function overText(store: Store, caps: InvocationCaps, balance: number | null, sel: Selection | null): string[] {
+  const { pending, total } = toSend(store, sel);
+  const out: string[] = [];
+  if (caps.run && total > caps.run.credits + 1e-9) out.push(`the known estimate of ${fmt(round6(total))} credits exceeds ${caps.run.name}`);
+  if (caps.invocation && pending.known > caps.invocation.credits + 1e-9) out.push(`the known estimate of ${fmt(round6(pending.known))} credits for the jobs of this invocation exceeds ${caps.invocation.name}`);
+  if (balance !== null && pending.known > balance + 1e-9) out.push(`the known estimate of ${fmt(round6(pending.known))} credits for the jobs left to run exceeds the balance of ${fmt(balance)} credits`);
+  return out;
+}
+
+/** The unknown-price part of checkLimits alone: jobs to send with no known price need --yes (BudgetError, exit 3). */
+export function checkPrices(store: Store, yes: boolean, sel: Selection | null = null): void {
+  checkLimits(store, { maxCredits: null, budget: null, yes }, sel);
+}
+
 /**
  * The known estimate of the jobs this run sends (pending: all of them, or those --only/--limit chose),
  * and of the manifest without the pending jobs this run leaves for a later one.
@@ -222,7 +260,7 @@ function toSend(store: Store, sel: Selection | null): { jobs: number; pending: {
 }
 
 /**
- * Refuse (BudgetError, exit 3) before anything is spent when the known
+ * Refuse (BudgetError: exit 5 over a cap, 3 for unknown prices) before anything is spent when the known
  * estimate of the manifest exceeds --max-credits or the manifest budget, or
  * when jobs left to run have no known price and --yes was not given. With a
  * selection (--only, --limit), the pending jobs it leaves for a later run are
@@ -234,10 +272,10 @@ export function checkLimits(store: Store, c: BudgetLimits, sel: Selection | null
   if (jobs === 0) return; // nothing will be spent
   const total = { known };
   if (c.maxCredits !== null && total.known > c.maxCredits) {
-    throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds --max-credits ${fmt(c.maxCredits)}`);
+    throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds --max-credits ${fmt(c.maxCredits)}`, EXIT.capReached);
   }
   if (c.budget !== null && total.known > c.budget) {
-    throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds the manifest budget of ${fmt(c.budget)}`);
+    throw new BudgetError(`the known estimate of ${fmt(total.known)} credits exceeds the manifest budget of ${fmt(c.budget)}`, EXIT.capReached);
   }
   if (pending.unknown > 0 && !c.yes) {
     const u = unknownJobs(store, 10, sel);
@@ -251,13 +289,19 @@ export function checkLimits(store: Store, c: BudgetLimits, sel: Selection | null
 
 /** Refuse when the known estimate of the jobs left to run exceeds the balance; emits the estimate event. */
 export function checkBalance(store: Store, balance: number | null, emit: (e: EngineEvent) => void, sel: Selection | null = null): void {
-  const { pending, total } = toSend(store, sel);
-  // The pending rows are read only when some have no estimate (pendingEstimate counts exactly those).
-  const u = pending.unknown > 0 ? unknownJobs(store, 1000, sel) : { price: [], count: [] };
-  emit({ type: 'estimate', pending_credits: round6(pending.known), total_credits: round6(total), unknown_price_jobs: u.price, unknown_count_jobs: u.count, balance });
+  const { pending } = emitEstimate(store, balance, emit, sel);
   if (balance !== null && pending.known > balance) {
     throw new BudgetError(`the known estimate of ${fmt(pending.known)} credits for the jobs left to run exceeds the balance of ${fmt(balance)} credits`);
   }
+}
+
+/** The estimate event of the jobs this invocation sends (all pending jobs, or the selection). */
+export function emitEstimate(store: Store, balance: number | null, emit: (e: EngineEvent) => void, sel: Selection | null = null): ReturnType<typeof toSend> {
+  const t = toSend(store, sel);
+  // The pending rows are read only when some have no estimate (pendingEstimate counts exactly those).
+  const u = t.pending.unknown > 0 ? unknownJobs(store, 1000, sel) : { price: [], count: [] };
+  emit({ type: 'estimate', pending_credits: round6(t.pending.known), total_credits: round6(t.total), unknown_price_jobs: u.price, unknown_count_jobs: u.count, balance });
+  return t;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { ManifestError, StateError } from '../errors.js';
+import { ManifestError, StateError, UsageError } from '../errors.js';
 import { openManifest } from '../manifest/index.js';
 import type { ObservedPrices } from '../pricing/index.js';
 import type { ReportData } from '../report/types.js';
@@ -62,6 +62,8 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
   const abs = resolve(o.manifestPath);
   if (!existsSync(abs)) throw new ManifestError([{ job: null, where: o.manifestPath, path: '', message: 'manifest file not found' }]);
   const manifest = await openManifest(abs, { confine: o.confine === true });
+  // A per-invocation cap needs a budget row per invocation, shared by the workers that join it (genbatch work): not built yet.
+  if (manifest.budgetPerInvocation !== null) throw new UsageError(`budget_per_invocation (${abs}) with a PostgreSQL state is not built yet: use a SQLite state file, or --max-credits / budget`);
   const pg = await import('../store/pg/index.js');
   const pool = pg.openPool(o.stateUrl, { max: Math.max(10, o.concurrency * 2), idleInTransactionMs: pg.idleInTransactionMs(o.leaseMs) });
   const failure = (err: unknown) => new StateError(`PostgreSQL state ${o.stateDisplay}: ${err instanceof Error ? err.message : String(err)}`);

@@ -16,9 +16,9 @@ import { RESULT_FILE } from './results.js';
 import { checkJobFolders } from './files.js';
 import { bucketJournal } from './fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
-import { checkBalance, checkLimits, prepare } from './prepare.js';
+import { checkPrices, emitEstimate, invocationRooms, overText, prepare, type InvocationCaps } from './prepare.js';
+import { notDone } from './summary.js';
 import { buildReportData, capMetaKey, refusalMetaKey, round6, runCredits, type CapNote, type RefusalNote } from './report-data.js';
-import { withPermanent } from './permanent.js';
 import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './changed.js';
 import { uncertainLongEnough } from './uncertain.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
@@ -43,6 +43,8 @@ export interface RunOptions {
   maxActive?: number;
   yes: boolean;
   maxCredits: number | null;
+  /** --max-credits-per-invocation: what this invocation may be charged (beside the run's cap); null or absent: no such cap. */
+  maxCreditsPerInvocation?: number | null;
   uncertain: 'skip' | 'resubmit';
   /** --uncertain resubmit-after=DURATION: an uncertain job is sent again once uncertain this long (ms); null or absent: never by age. */
   uncertainAfterMs?: number | null;
@@ -243,47 +245,61 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     }
     const refusalKey = refusalMetaKey(store.currentRunId);
     const wasRefused = store.getMeta(refusalKey) !== null;
-    const refuse = async (err: unknown): Promise<never> => {
-      // Refused before sending (cap, balance, unknown prices): the reports show the jobs left pending and why,
-      // not what an earlier invocation left (issue #26 item 6).
+    try {
+      checkPrices(store, o.yes, selection);
+    } catch (err) {
+      // Refused before sending (unknown prices without --yes): the reports show the jobs left pending and why,
+      // not what an earlier invocation left (issue #26 item 6). Caps and the balance no longer refuse: the jobs
+      // that fit are sent and the rest are held, pending with the reason.
       if (err instanceof BudgetError) {
         store.setMeta(refusalKey, JSON.stringify({ reason: err.message, code: err.code, exit_code: err.exitCode, at: nowIso() } satisfies RefusalNote));
         await writeReportsOrWarn(o, store, t0, reportsKey);
       }
       throw err;
-    };
-    try {
-      checkLimits(store, { maxCredits: o.maxCredits, budget: manifest.budget, yes: o.yes }, selection);
-    } catch (err) {
-      await refuse(err);
+    }
+    if (wasRefused) {
+      store.setMeta(refusalKey, null);
+      changes++;
     }
     // The balance is read only when this invocation has work that can move it: jobs to submit (then a failed read
     // stops the run: the balance check needs it), or tasks to wait for (charged on completion by some models,
     // refunded on failure; a failed read is a warning). Each such invocation keeps its readings in the state
     // file: the run's charge is the sum over its invocations (report-data.ts).
     const left = store.counts();
-    const toSend = selection ? selection.ids.size : left.pending;
+    let toSend = selection ? selection.ids.size : left.pending;
     const balance = toSend > 0 ? await o.service.balance() : left.submitted > 0 ? await balanceOrWarn(o.service, 'before the run', emit) : null;
     const balanceAt = balance === null ? null : nowIso();
-    try {
-      checkBalance(store, balance, emit, selection);
-    } catch (err) {
-      await refuse(err);
-    }
-    if (wasRefused) {
-      store.setMeta(refusalKey, null);
-      changes++;
-    }
-    const invocation = toSend + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
-    // The credit cap on what is charged (src/engine/cap.ts): it starts from what the run's earlier invocations were charged.
+    // The caps and the balance, by the known estimate of the jobs this invocation sends: when tonight's work does
+    // not fit, the jobs that fit are sent (in manifest order) and the rest stay pending with the reason (exit 3 for
+    // the balance, 5 for a cap), instead of refusing the whole night.
     const limit = creditLimit(o.maxCredits, manifest.budget, null);
+    const caps: InvocationCaps = { run: limit, invocation: invocationCap(o.maxCreditsPerInvocation ?? null, manifest.budgetPerInvocation) };
+    const held = new Map<string, string>();
+    const heldBy = { balance: 0, cap: 0 };
+    const over = toSend > 0 ? overText(store, caps, balance, selection) : [];
+    if (over.length > 0) {
+      const fitted = selectPending(store, match, o.limit ?? null, invocationRooms(store, caps, balance, selection));
+      for (const [reason, ids] of fitted.held) for (const id of ids) held.set(id, reason);
+      Object.assign(heldBy, fitted.heldBy);
+      selection = fitted;
+      toSend = fitted.ids.size;
+      emit({ type: 'held', over, sent: toSend, sent_credits: round6(fitted.estimate.known), held: Object.fromEntries([...fitted.held].map(([r, ids]) => [r, ids.length])) });
+    }
+    emitEstimate(store, balance, emit, selection);
+    const invocation = toSend + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
+    // The credit cap on what is charged (src/engine/cap.ts): it starts from what the run's earlier invocations were
+    // charged. With a per-invocation cap too, the tighter of the two measures this invocation (both move with the
+    // same readings, so the tighter at the start stays the tighter).
     let cap: CreditCap | null = null;
-    if (limit !== null && toSend > 0 && balance !== null) {
+    let capIsRun = false;
+    if ((limit !== null || caps.invocation !== null) && toSend > 0 && balance !== null) {
       const earlier = runCredits(store).invocations.slice(0, -1);
-      const spent = earlier.reduce((a, inv) => a + (inv.charged ?? 0), 0);
-      if (earlier.some((inv) => inv.charged === null)) emit({ type: 'warning', message: `an earlier invocation of this run has no measured charge: the credit cap counts it as 0` });
-      cap = new CreditCap({ credits: limit.credits, name: limit.name, ledger: new LocalLedger(limit.credits, round6(spent), balance), balance: () => o.service.balance(), timeScale: o.timeScale, emit });
-      emit({ type: 'cap', credits: limit.credits, name: limit.name, charged: round6(spent), pending_credits: cap.expected(store.jobsIn('pending')).credits, unconfirmed_jobs: toSend });
+      const spent = round6(earlier.reduce((a, inv) => a + (inv.charged ?? 0), 0));
+      capIsRun = limit !== null && (caps.invocation === null || limit.credits - spent < caps.invocation.credits);
+      const c = capIsRun ? { ...limit!, spent } : { ...caps.invocation!, spent: 0 };
+      if (capIsRun && earlier.some((inv) => inv.charged === null)) emit({ type: 'warning', message: `an earlier invocation of this run has no measured charge: the credit cap counts it as 0` });
+      cap = new CreditCap({ credits: c.credits, name: c.name, ledger: new LocalLedger(c.credits, c.spent, balance), balance: () => o.service.balance(), timeScale: o.timeScale, emit });
+      emit({ type: 'cap', credits: c.credits, name: c.name, charged: c.spent, pending_credits: cap.expected(store.jobsIn('pending')).credits, unconfirmed_jobs: toSend });
     }
     if (limit !== null) store.setMeta(capMetaKey(store.currentRunId), JSON.stringify({ credits: limit.credits, name: limit.name, stopped: false } satisfies CapNote));
 
@@ -336,10 +352,14 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     store.setRunFields({ finished_at: nowIso() });
     const credits = runCredits(store);
     const counts = store.counts();
+    // for_each jobs whose children would go over the run's cap stay pending for it, as jobs held before sending.
+    const fanLimit = creditLimit(o.maxCredits, manifest.budget, selection);
+    for (const id of pipeline.heldByLimit) held.set(id, `over ${fanLimit?.name ?? 'the credit limit'} (its for_each children)`);
     const permanentIds = store.permanentFailedIds();
-    const exitCode = withPermanent(exitCodeFor(counts, o.signal, pipeline.stopReason), counts.failed, permanentIds.length);
+    const exitCode = exitCodeFor(counts, o.signal, pipeline.stopReason, { held: { balance: heldBy.balance, cap: heldBy.cap + pipeline.heldByLimit.size }, permanentFailed: permanentIds.length });
     const capStop = cap !== null && pipeline.stopReason === 'credit-cap' && !o.signal.aborted;
-    if (limit !== null) store.setMeta(capMetaKey(store.currentRunId), JSON.stringify({ credits: limit.credits, name: limit.name, stopped: capStop } satisfies CapNote));
+    const runCapStopped = (capStop && capIsRun) || (limit !== null && held.size > 0 && [...held.values()].includes(`over ${limit.name}`));
+    if (limit !== null) store.setMeta(capMetaKey(store.currentRunId), JSON.stringify({ credits: limit.credits, name: limit.name, stopped: runCapStopped } satisfies CapNote));
     offChanges();
     const reportFiles = ['report.json', 'report.csv', 'report.md', 'report.html'].map((f) => join(o.outDir, f));
     if (changes === 0 && !reportsStale && !o.download.bucket && reportFiles.every((f) => existsSync(f))) {
@@ -365,8 +385,10 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       charged,
       run_charged: credits.charged,
       ...(cap !== null
-        ? { cap: { credits: cap.credits, name: cap.name, stopped: capStop, charged: credits.charged ?? cap.totals.spent, left_pending: counts.pending, left_credits: capStop ? cap.expected(store.jobsIn('pending')) : null } }
+        ? { cap: { credits: cap.credits, name: cap.name, stopped: capStop, charged: capIsRun ? (credits.charged ?? cap.totals.spent) : cap.totals.spent, left_pending: counts.pending, left_credits: capStop ? cap.expected(store.jobsIn('pending')) : null } }
         : {}),
+      caps: { max_credits: limit ? { credits: limit.credits, name: limit.name } : null, per_invocation: caps.invocation },
+      not_done: notDone(store.summaryRows(), held, pipeline.stopReason, o.signal.aborted, selection?.ids ?? null),
       failed_ids: firstIds(store, 'failed', SUMMARY_IDS),
       expired_ids: firstIds(store, 'expired', SUMMARY_IDS),
       permanent: { count: permanentIds.length, ids: permanentIds.slice(0, SUMMARY_IDS) },
@@ -425,6 +447,12 @@ function creditLimit(maxCredits: number | null, budget: number | null, sel: Sele
   return budget !== null ? { credits: budget, name: `the manifest budget of ${budget}`, ...leftOut } : null;
 }
 
+/** --max-credits-per-invocation, else the manifest's budget_per_invocation (the flag wins, as --max-credits over budget when tighter or not). */
+function invocationCap(flag: number | null, manifest: number | null): { credits: number; name: string } | null {
+  if (flag !== null && (manifest === null || flag <= manifest)) return { credits: flag, name: `--max-credits-per-invocation ${flag}` };
+  return manifest !== null ? { credits: manifest, name: `the manifest budget_per_invocation of ${manifest}` } : null;
+}
+
 /**
  * --uncertain resubmit-after: the uncertain jobs uncertain for at least `afterMs` (jobs.uncertain_at; no callback
  * adopted a task for them meanwhile, or they would be submitted) go back to pending, with a warning that a charge
@@ -462,13 +490,31 @@ function firstIds(store: Store, state: JobState, max: number): string[] {
   return out;
 }
 
-/** 130 after SIGINT (4 after SIGTERM); 5 when the credit cap stopped the sending; 4 when work is left; 1 when some failed; else 0. */
-export function exitCodeFor(counts: Record<JobState, number>, signal: AbortSignal, stop: string | null): number {
-  if (signal.aborted) return signal.reason === 'SIGINT' ? EXIT.sigint : EXIT.incomplete;
-  if (stop === 'credit-cap') return EXIT.capReached;
-  const left = counts.pending + counts.submitting + counts.submitted + counts.downloading + counts.uncertain + counts.expired;
-  if (left > 0 || stop !== null) return EXIT.incomplete;
-  if (counts.failed > 0) return EXIT.jobsFailed;
+/** What decides the exit code beside the counts: jobs held before sending (balance, cap), jobs that failed permanently. */
+export interface ExitFacts {
+  /** Pending jobs this invocation left because their estimate did not fit the balance, or a credit cap. */
+  held?: { balance: number; cap: number };
+  /** Failed jobs the service refused for their input (a retry cannot help): exit 6 when nothing else is left. */
+  permanentFailed?: number;
+}
+
+/**
+ * The exit code (src/errors.ts EXIT, README "Exit codes"), the first that applies: 130 after SIGINT, 143 after
+ * SIGTERM; 4 when jobs need a decision (uncertain, expired); 1 when jobs failed that a retry may fix; 3 when work
+ * was left for the balance (held before sending, or a 402 mid-run); 5 when a credit cap left work (held before
+ * sending, or the measured cap stopped the sending); 7 when other work is left (--only/--limit, a lost lease,
+ * tasks still running); 6 when the only jobs not done failed permanently; else 0.
+ */
+export function exitCodeFor(counts: Record<JobState, number>, signal: AbortSignal, stop: string | null, facts: ExitFacts = {}): number {
+  if (signal.aborted) return signal.reason === 'SIGTERM' ? EXIT.sigterm : EXIT.sigint;
+  if (counts.uncertain + counts.expired > 0) return EXIT.incomplete;
+  const permanent = Math.min(facts.permanentFailed ?? 0, counts.failed);
+  if (counts.failed > permanent) return EXIT.jobsFailed;
+  const left = counts.pending + counts.submitting + counts.submitted + counts.downloading;
+  if (stop === 'insufficient-credits' || (left > 0 && (facts.held?.balance ?? 0) > 0)) return EXIT.budget;
+  if (stop === 'credit-cap' || (left > 0 && (facts.held?.cap ?? 0) > 0)) return EXIT.capReached;
+  if (left > 0 || stop !== null) return EXIT.leftPending;
+  if (permanent > 0) return EXIT.failedPermanent;
   return EXIT.ok;
 }
 

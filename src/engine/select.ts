@@ -160,27 +160,57 @@ export interface Selection {
   leftOut: { jobs: number; known: number; unknown: number };
   /** Known credits and count of unknown price of the jobs chosen. */
   estimate: { known: number; unknown: number };
+  /** Pending jobs that match but were left pending because their estimate did not fit a room (fitPending): reason -> ids, in manifest order. */
+  held: Map<string, string[]>;
+  /** How many jobs were held for the balance, and for a credit cap. */
+  heldBy: { balance: number; cap: number };
+}
+
+/**
+ * Credits this invocation may still spend, by the known estimate: what the balance buys, what a credit cap leaves
+ * (`--max-credits` less the estimate of the jobs not pending, `--max-credits-per-invocation`). `reason`: why a job
+ * that does not fit stays pending, as the summary shows it.
+ */
+export interface Room {
+  credits: number;
+  kind: 'balance' | 'cap';
+  reason: string;
 }
 
 /**
  * Choose the pending jobs to send: those `match` names (all when null), in manifest order, each with the
  * pending jobs it needs (its pending parents, theirs, ...), at most `limit` in all (a job whose needs do
- * not fit is passed over). Call after the sync, --redo and the graph's settle.
+ * not fit is passed over). With `rooms` (fitPending), a job is taken only when its known estimate, with its
+ * needs', fits in every room beside the jobs taken before it; one that does not stays pending, held with the
+ * reason of the smallest room it breaks (the balance before a cap of the same size), and later, cheaper jobs
+ * may still be taken. A job of unknown price costs 0 here (--yes sent it; the credit cap measures it).
+ * Call after the sync, --redo and the graph's settle.
  */
-export function selectPending(store: Store, match: ((id: string) => boolean) | null, limit: number | null): Selection {
+export function selectPending(store: Store, match: ((id: string) => boolean) | null, limit: number | null, rooms: readonly Room[] = []): Selection {
   const ids = new Set<string>();
   const estimate = { known: 0, unknown: 0 };
+  const held = new Map<string, string[]>();
+  const heldBy = { balance: 0, cap: 0 };
   const take = (id: string, credits: number | null) => {
     ids.add(id);
     if (credits === null) estimate.unknown++;
     else estimate.known += credits;
+  };
+  /** Whether `cost` more fits every room; else the job is held for the room it breaks. */
+  const fits = (id: string, cost: number): boolean => {
+    const broken = rooms.filter((r) => estimate.known + cost > r.credits + 1e-9);
+    if (broken.length === 0) return true;
+    const room = broken.reduce((a, b) => (b.credits < a.credits || (b.credits === a.credits && b.kind === 'balance') ? b : a));
+    held.set(room.reason, [...(held.get(room.reason) ?? []), id]);
+    heldBy[room.kind]++;
+    return false;
   };
   let needed = 0;
   if (!store.graph.any()) {
     // No job graph: one pass in manifest order, ended as soon as the limit is reached.
     for (const [id, credits] of store.pendingCredits()) {
       if (limit !== null && ids.size >= limit) break;
-      if (match === null || match(id)) take(id, credits);
+      if ((match === null || match(id)) && fits(id, credits ?? 0)) take(id, credits);
     }
   } else {
     // Read first: the parents are read from the store while choosing.
@@ -190,14 +220,23 @@ export function selectPending(store: Store, match: ((id: string) => boolean) | n
       if (ids.has(id) || (match !== null && !match(id))) continue;
       const need = pendingAncestors(store, id, pending, ids);
       if (limit !== null && ids.size + need.length + 1 > limit) continue;
+      if (!fits(id, need.reduce((a, n) => a + (pending.get(n) ?? 0), credits ?? 0))) continue;
       for (const a of need) take(a, pending.get(a) ?? null);
       needed += need.filter((a) => match === null || !match(a)).length;
       take(id, credits);
     }
   }
+  // A held job taken later as the need of a job that fits (job graphs) is not held.
+  for (const [reason, list] of held) {
+    const still = list.filter((id) => !ids.has(id));
+    const kind = rooms.find((r) => r.reason === reason)!.kind;
+    heldBy[kind] -= list.length - still.length;
+    if (still.length > 0) held.set(reason, still);
+    else held.delete(reason);
+  }
   const all = store.pendingEstimate();
   const leftOut = { jobs: store.counts().pending - ids.size, known: all.known - estimate.known, unknown: all.unknown - estimate.unknown };
-  return { ids, needed, leftOut, estimate };
+  return { ids, needed, leftOut, estimate, held, heldBy };
 }
 
 /** The pending ancestors of `id` not chosen yet (a job runs only once its parents are done). */

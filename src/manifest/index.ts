@@ -30,6 +30,8 @@ export interface Manifest {
   dir: string;
   /** `budget:` of a YAML manifest (max credits), or null. */
   budget: number | null;
+  /** `budget_per_invocation:` of a YAML manifest (max credits one invocation may be charged), or null. */
+  budgetPerInvocation: number | null;
   /** `pricing:` of a YAML manifest (model id -> credits), or null. */
   pricing: Record<string, number> | null;
   /**
@@ -83,6 +85,7 @@ export async function openManifest(path: string, options: OpenOptions = {}): Pro
     path,
     dir,
     budget: null,
+    budgetPerInvocation: null,
     pricing: null,
     get problems() {
       return sourceProblems;
@@ -117,6 +120,7 @@ export async function openManifest(path: string, options: OpenOptions = {}): Pro
     path,
     dir,
     budget: yaml?.budget ?? null,
+    budgetPerInvocation: yaml?.budgetPerInvocation ?? null,
     pricing: yaml?.pricing ?? null,
     get problems() {
       return sourceProblems;

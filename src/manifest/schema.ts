@@ -86,7 +86,12 @@ export const jobSchema = z
 export const manifestSchema = z
   .strictObject(
     {
-      budget: z.number({ error: 'must be a number of credits' }).min(0, { error: 'must be at least 0' }).optional().describe('Maximum credits: estimate and run refuse when the known total exceeds it'),
+      budget: z.number({ error: 'must be a number of credits' }).min(0, { error: 'must be at least 0' }).optional().describe('Maximum credits the run is charged: run sends only the pending jobs whose known estimate fits (exit 5), estimate exits 5 when the known total exceeds it'),
+      budget_per_invocation: z
+        .number({ error: 'must be a number of credits' })
+        .min(0, { error: 'must be at least 0' })
+        .optional()
+        .describe('Maximum credits one invocation of run is charged (like --max-credits-per-invocation): it sends the pending jobs that fit, in manifest order, and leaves the rest pending (exit 5)'),
       pricing: z
         .record(
           z.string(),

@@ -20,7 +20,7 @@ import { issueProblems, nodeAt, parseYaml, syntaxProblems, toJs, type Loc, type 
  */
 
 export const KEYS = {
-  manifest: ['budget', 'pricing', 'defaults', 'jobs'],
+  manifest: ['budget', 'budget_per_invocation', 'pricing', 'defaults', 'jobs'],
   defaults: ['model', 'input', 'callback_url', 'protocol', 'rehost'],
   job: ['id', 'model', 'input', 'callback_url', 'protocol', 'rehost', 'needs', 'for_each', 'rows', 'glob', 'matrix'],
   rows: ['file', 'limit'],
@@ -28,6 +28,7 @@ export const KEYS = {
 
 export interface YamlManifest {
   budget: number | null;
+  budgetPerInvocation: number | null;
   pricing: Record<string, number> | null;
   /** Problems found while reading the file (syntax, manifest keys). */
   problems: Problem[];
@@ -60,7 +61,7 @@ export function readYaml(source: string | SplitYaml<Iterable<Item> | AsyncIterab
     const line = lc.linePos(offset).line;
     return `${name}:${split && gap > 0 && line > split.blankFrom ? line + gap : line}`;
   };
-  const empty: YamlManifest = { budget: null, pricing: null, problems, jobs: async function* () {} };
+  const empty: YamlManifest = { budget: null, budgetPerInvocation: null, pricing: null, problems, jobs: async function* () {} };
   for (const p of syntaxProblems(doc, lineAt)) problems.push(p);
   if (problems.length > 0) return empty;
   const js = toJs(doc, name, problems);
@@ -155,10 +156,12 @@ export async function* entryJobs(value: unknown, loc: Loc, prefix: Path, c: Entr
   yield* expandEntry({ entry: entry as Entry, loc, defaults: c.defaults, defaultsLoc: c.defaultsLoc, name: c.name, dir: c.dir, builder: c.builder, problems: c.problems });
 }
 
-function priced(root: Entry, problems: Problem[]): { budget: number | null; pricing: Record<string, number> | null } {
+function priced(root: Entry, problems: Problem[]): { budget: number | null; budgetPerInvocation: number | null; pricing: Record<string, number> | null } {
   const budget = typeof root.budget === 'number' && root.budget >= 0 ? root.budget : null;
+  const perInvocation = root.budget_per_invocation;
+  const budgetPerInvocation = typeof perInvocation === 'number' && perInvocation >= 0 ? perInvocation : null;
   const pricing = isPlainObject(root.pricing) && !problems.some((p) => p.path.startsWith('pricing')) ? (root.pricing as Record<string, number>) : null;
-  return { budget, pricing };
+  return { budget, budgetPerInvocation, pricing };
 }
 
 const STRING_FIELDS: ReadonlySet<string> = new Set(['id', 'model', 'callback_url', 'protocol']);

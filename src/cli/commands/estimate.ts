@@ -51,7 +51,9 @@ export default async function estimateCommand(manifestPath: string, opts: Option
   if (opts.json) await write(process.stdout, JSON.stringify(est) + '\n');
   else await write(process.stdout, humanReport(manifestPath, est, shown));
   const overCap = est.cap !== null && est.total_credits > est.cap.credits;
-  return est.affordable === false || est.within_budget === false || overCap ? EXIT.budget : EXIT.ok;
+  // The run's codes (README "Exit codes"): over the balance 3, else over a cap (--max-credits, the budget) 5.
+  if (est.affordable === false) return EXIT.budget;
+  return est.within_budget === false || overCap ? EXIT.capReached : EXIT.ok;
 }
 
 function humanReport(path: string, est: EstimateResult, shown: JobEstimate[]): string {

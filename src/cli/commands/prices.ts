@@ -109,8 +109,9 @@ export async function probeCommand(manifestPath: string, flags: ProbeFlags): Pro
   }
   if (flags.json) await write(process.stdout, JSON.stringify({ book: book.path, service: serviceName(config.baseUrl), measured, unmeasured, spent: Math.round(spent * 1e6) / 1e6, probes: results }) + '\n');
   await write(process.stderr, `probed ${measured + unmeasured} class(es): ${measured} measured and kept in ${book.path}${unmeasured > 0 ? `, ${unmeasured} not recorded` : ''}\n`);
-  if (results.length < plan.classes.length) return EXIT.incomplete;
-  return unmeasured > 0 ? EXIT.jobsFailed : EXIT.ok;
+  if (unmeasured > 0) return EXIT.jobsFailed;
+  // Stopped by --max-credits with classes not probed: the cap's code.
+  return results.length < plan.classes.length ? EXIT.capReached : EXIT.ok;
 }
 
 /** One probe in `--json`: outcome measured, failed, unreliable, refused (a reading or charge that cannot be true), or unmoved (0 credits, the balance never moved). */

@@ -25,6 +25,7 @@ export interface RunFlags {
   concurrency: number;
   yes?: boolean;
   maxCredits?: number;
+  maxCreditsPerInvocation?: number;
   json?: boolean;
   baseUrl?: string;
   prices?: string;
@@ -67,6 +68,7 @@ function againCommand(manifest: string, flags: RunFlags): string {
   add('--state', flags.state === undefined ? undefined : displayUrl(flags.state));
   add('--base-url', flags.baseUrl);
   add('--max-credits', flags.maxCredits);
+  add('--max-credits-per-invocation', flags.maxCreditsPerInvocation);
   add('--time-scale', flags.timeScale);
   if (flags.concurrency !== 8) add('--concurrency', flags.concurrency);
   add('--prices', flags.prices);
@@ -120,6 +122,8 @@ export default async function run(manifest: string, flags: RunFlags): Promise<nu
       code = err instanceof GenbatchError ? err.exitCode : EXIT.internal;
       throw err;
     } finally {
+      // --json: the last line is the summary object, whichever way the run ended.
+      if (json === true) onEvent(watch.summary(code, error));
       // $GITHUB_STEP_SUMMARY and --notify hear of every ending, a refusal or an error too; neither changes it.
       await reportRunEnd(watch.end(code, error), { notify: notifyTo, stepSummary: process.env.GITHUB_STEP_SUMMARY, warn: (m) => process.stderr.write(`genbatch: warning: ${m}\n`) });
     }

@@ -35,7 +35,20 @@ function againCommand(flags: WorkFlags): string {
   if (flags.run !== undefined) parts.push('--run', q(flags.run));
   if (flags.out !== undefined) parts.push('--out', q(flags.out));
   if (flags.baseUrl !== undefined) parts.push('--base-url', q(flags.baseUrl));
-  return parts.join(' ');
+  if (flags.untilEmpty) parts.push('--until-empty');
+  if (flags.concurrency !== 8) parts.push('--concurrency', String(flags.concurrency));
+  if (flags.callbackUrl !== undefined) parts.push('--callback-url', q(flags.callbackUrl));
+  if (flags.listen !== undefined) parts.push('--listen', q(flags.listen));
+  return [...parts, ...paceFlags(flags)].join(' ');
+}
+
+/** The flags that set how fast the worker goes (a sandbox's time scale, the status rate, the request deadline): repeated by every printed command. */
+function paceFlags(flags: WorkFlags): string[] {
+  const parts: string[] = [];
+  if (flags.timeScale !== undefined) parts.push('--time-scale', String(flags.timeScale));
+  if (flags.statusRate !== undefined) parts.push('--status-rate', q(flags.statusRate));
+  if (flags.requestTimeout !== undefined) parts.push('--request-timeout', q(String(flags.requestTimeout)));
+  return parts;
 }
 
 /**
@@ -47,7 +60,7 @@ function redoCommand(flags: WorkFlags): (start: { manifest: string; out_dir: str
     const parts = ['genbatch run', q(start.manifest), '--out', q(start.out_dir)];
     if (flags.state !== undefined) parts.push('--state', q(displayUrl(flags.state)));
     parts.push('--base-url', q(start.base_url));
-    return parts.join(' ');
+    return [...parts, ...paceFlags(flags)].join(' ');
   };
 }
 
