@@ -37,6 +37,11 @@ export class Account {
     return true;
   }
 
+  /** Add `amount` now (a top-up; negative: spent elsewhere). */
+  add(amount: number): void {
+    this.credits += amount;
+  }
+
   /** Give `amount` back at virtual time `at`. */
   refundAt(at: number, amount: number): void {
     if (amount > 0) this.refunds.push({ at, amount });

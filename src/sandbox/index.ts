@@ -41,6 +41,8 @@ export interface Sandbox {
   requestLog(): RequestLogEntry[];
   /** Script the next outcomes of an endpoint, e.g. script('submit', ['500-after', 'ok']). */
   script(endpoint: FaultEndpoint | '*', steps: ScriptStep[]): void;
+  /** Add credits to a key's balance (a top-up; negative spends them) and return the new balance; throws for an unknown key. */
+  topUp(key: string, credits: number): number;
   /** Stop serving, stop callbacks. */
   close(): Promise<void>;
 }
@@ -116,6 +118,12 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     stats: () => statsSnapshot(ctx),
     requestLog: () => ctx.stats.requestLog(),
     script: (endpoint, steps) => ctx.faults.script(endpoint, steps),
+    topUp: (key, credits) => {
+      const account = ctx.accounts.get(key);
+      if (!account) throw new Error('topUp: not a key of this sandbox');
+      account.add(credits);
+      return account.balance(ctx.now());
+    },
     close: () => {
       closed ??= (async () => {
         ctx.close();
