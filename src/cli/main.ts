@@ -72,7 +72,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('validate, estimate, upload, submit, wait, download and report, checkpointed in SQLite')
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
-    .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>), or s3://bucket/prefix: results and reports in an S3-compatible bucket (AWS_* environment and profiles; path-style with a custom endpoint unless GENBATCH_S3_VIRTUAL_HOSTS=1)')
+    .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>, or <manifest name>.sandbox with --sandbox), or s3://bucket/prefix: results and reports in an S3-compatible bucket (AWS_* environment and profiles; path-style with a custom endpoint unless GENBATCH_S3_VIRTUAL_HOSTS=1)')
     .option('--state <path|url>', 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE, else <out>/state.db; with --out s3://...: <manifest dir>/genbatch-state/<manifest name>.db)' + PASSWORD_HELP)
     .option(
       '--concurrency <n>',

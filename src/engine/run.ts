@@ -11,6 +11,7 @@ import { CreditCap, LocalLedger } from './cap.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
 import { checkSameOutput } from './same-output.js';
+import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './same-service.js';
 import { moveAsidePrevious } from './previous.js';
 import { checkJobFolders } from './files.js';
 import { bucketJournal } from './fetch-bucket.js';
@@ -33,6 +34,8 @@ export interface RunOptions {
   download: DownloadPort;
   baseUrl: string;
   sandbox: boolean;
+  /** The service and key fingerprint this run is against (src/engine/same-service.ts): a state made against another is refused. */
+  serviceMark?: ServiceMark;
   /** Submits in flight at once (downloads: twice as many). */
   concurrency: number;
   /** Tasks waited on at once (default 50 x concurrency, at least 500). */
@@ -109,7 +112,10 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const hasUserPrices = Object.keys(userPrices).length > 0;
     const previous = store.findRun(o.manifestPath);
     checkSameOutput({ manifest: resolve(o.manifestPath), recorded: previous?.out_dir, given: o.outDir, state: o.statePath, stateFile: resolve(o.statePath) });
+    if (o.serviceMark && previous) checkSameService(parseServiceMark(store.getMeta(serviceMetaKey(previous.id))), o.serviceMark, o.statePath);
     store.openRun(o.manifestPath, o.outDir, o.baseUrl, o.sandbox, hasUserPrices);
+    // Recorded (or adopted, by a state made before services were) once the run is open.
+    if (o.serviceMark) store.setMeta(serviceMetaKey(store.currentRunId), JSON.stringify(o.serviceMark));
     // Marked before anything can change and cleared once the reports are written (or found current): a run that
     // ended without writing them (SIGKILL, a failed write) leaves the mark, and the next run writes them even if
     // it changes nothing itself.

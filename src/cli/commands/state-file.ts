@@ -38,11 +38,14 @@ function stateOfBucketRun(manifest: string | undefined, outDir: string, command:
   return defaultStateBeside(manifest);
 }
 
-/** A manifest's default state: `<out>/state.db` in its default output folder, else (a run to a bucket) the one beside it. */
+/**
+ * A manifest's default state: `<out>/state.db` in its default output folder, else (a run to a bucket) the one
+ * beside it; else the same two of a `--sandbox` run (`<name>.sandbox`): a real run's first when both exist.
+ */
 function manifestState(manifest: string): string {
   const inOut = join(defaultOutDir(manifest), 'state.db');
-  const beside = defaultStateBeside(manifest);
-  return !existsSync(inOut) && existsSync(beside) ? beside : inOut;
+  const places = [inOut, defaultStateBeside(manifest), join(defaultOutDir(manifest, true), 'state.db'), defaultStateBeside(manifest, true)];
+  return places.find((p) => existsSync(p)) ?? inOut;
 }
 
 /** The output a command writes to or reads from: `s3://bucket/prefix` as given (normalised), else the absolute folder. */
