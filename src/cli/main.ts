@@ -130,6 +130,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
     .option('--jobs', 'list every job: id, state, model, task_id, attempts, error (tab-separated, with a header row)')
     .option('--json', 'print JSON')
+    .option('--include-removed', 'also the jobs no longer in the manifest (kept in the state; left out by default)')
     .action(wrap(lazy('status')));
 
   program
@@ -138,6 +139,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .argument('[manifest]', "manifest whose default state file to read (default: the run of this folder, as for status)")
     .option('--state <path|url>', STATE_HELP)
     .option('--out <dir>', 'where the reports go: a folder or s3://bucket/prefix (default: the run\'s output; a run to a bucket: name the manifest or --state)')
+    .option('--include-removed', 'also the jobs no longer in the manifest (kept in the state; left out by default)')
     .action(wrap(lazy('report')));
 
   program
@@ -161,6 +163,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--to <dir>', 'the folder, or s3://bucket/prefix, to export into (files at <job id>/<file name>; bucket to bucket: copied server-side)')
     .option('--only <which>', 'approved: the approved results only; done: every done result, rejected ones too (default: every done result not marked rejected)')
     .option('--format <format>', 'imagefolder (metadata.jsonl), jsonl (export.jsonl) or csv (export.csv)', 'imagefolder')
+    .option('--include-removed', 'also the jobs no longer in the manifest (kept in the state; left out by default)')
     .action(wrap(lazy('export')));
 
   program
@@ -172,6 +175,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--port <n>', 'port to listen on (0: any free port)', int('--port', 0, 65535), 8788)
     .option('--host <address>', 'address to bind (another than 127.0.0.1 lets other machines reach the view; they still need the token to change anything)', '127.0.0.1')
     .option('--open', 'open the URL in the default browser')
+    .option('--include-removed', 'also the jobs no longer in the manifest (kept in the state; left out by default)')
     .action(wrap(lazy('view')));
 
   program

@@ -101,6 +101,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
           // A worker joining a run (genbatch work, or run after its sync on PostgreSQL): the run as found, once.
           if (!synced) out.write(`genbatch: joined a run of ${e.jobs} jobs (${stateCounts(e.counts)})\n`);
         } else out.write(`genbatch: ${e.jobs} jobs (${e.new} new, ${e.changed} changed, ${e.unchanged} unchanged${e.skipped ? `, ${e.skipped} removed from the manifest` : ''})\n`);
+        if (!e.joined && e.removed) out.write(`genbatch: ${e.removed} jobs no longer in the manifest (kept in the state, left out of the reports)\n`);
         synced = true;
         break;
       }

@@ -10,7 +10,7 @@ export type EngineEvent =
   | { type: 'lease-takeover'; from: string }
   /** counts: jobs by state over the whole run (earlier invocations included); files: result files already on disk. */
   /** `joined`: a worker joining a run kept in PostgreSQL (nothing synced: the counts are the run's as found). */
-  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number>; files: number; joined?: boolean }
+  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number>; files: number; joined?: boolean; /** Jobs of the run no longer in the manifest (any state): kept in the state, left out of the reports. */ removed?: number }
   | { type: 'recovered'; uncertain: string[] }
   | { type: 'listening'; address: string; public_url: string }
   | {

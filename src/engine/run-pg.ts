@@ -193,6 +193,7 @@ async function writeReportsFromCopy(o: PgRunOptions, runId: number, budget: impo
     const store = Store.openForRead(snap.path);
     try {
       store.useRun(store.runs()[0]!);
+      store.leaveOutRemoved();
       const data = buildReportData(store);
       data.summary.workers = await reader.workers(runId);
       if (budget) {

@@ -149,6 +149,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // Uncertain jobs resubmitted, or in-flight ones sent again to a new sandbox: only those the manifest still
     // names, so the sync must say which (no sync-key shortcut).
     const before = store.counts();
+    // Which jobs are no longer in the manifest, before the sync: a change of it is a change of the reports.
+    const removedBefore = [...store.removedIds()].join('\n');
     const fullSync =
       (o.uncertain === 'resubmit' && before.uncertain + before.submitting > 0) ||
       (sandboxGone && before.submitting + before.submitted + before.downloading + before.uncertain > 0);
@@ -204,6 +206,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     }
     // Count state changes made by this run: a run that changed nothing leaves the reports as they are.
     let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length + redone.length;
+    if ([...store.removedIds()].join('\n') !== removedBefore) changes++;
     const offChanges = o.events.on((e) => {
       if (e.type === 'job') changes++;
     });
@@ -315,7 +318,10 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       emit({ type: 'reports', out_dir: o.outDir, written: false });
     } else {
       try {
-        await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000, 0, counts), o.download.bucket ? bucketJournal(store) : undefined);
+        // The reports leave out the jobs no longer in the manifest (the exit code above counted every job).
+        store.leaveOutRemoved();
+        const data = buildReportData(store, (Date.now() - t0) / 1000, 0, store.removedIds().size > 0 ? store.counts() : counts);
+        await o.writeReports(o.outDir, data, o.download.bucket ? bucketJournal(store) : undefined);
         store.setMeta(reportsKey, null);
         emit({ type: 'reports', out_dir: o.outDir, written: true });
       } catch (err) {

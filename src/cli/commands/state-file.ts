@@ -88,8 +88,17 @@ export function readLocation(manifest: string | undefined, statePath: string | u
   return { kind: 'sqlite', path: resolve(path) };
 }
 
-/** Open the run's state (see readLocation) and pick its run: the manifest's, else every run it holds. */
-export async function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status'): Promise<StateForRead> {
+/**
+ * Open the run's state (see readLocation) and pick its run: the manifest's, else every run it holds. Jobs no
+ * longer in the manifest are left out of what the store reads (Store.leaveOutRemoved) unless `includeRemoved`.
+ */
+export async function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status', includeRemoved = false): Promise<StateForRead> {
+  const state = await openAnyForRead(manifest, statePath, outDir, command);
+  state.store.leaveOutRemoved(!includeRemoved);
+  return state;
+}
+
+async function openAnyForRead(manifest: string | undefined, statePath: string | undefined, outDir: string | undefined, command: string): Promise<StateForRead> {
   const location = readLocation(manifest, statePath, outDir, command);
   if (location.kind === 'postgres') return openPostgresForRead(location, manifest, outDir, command);
   const path = location.path;
