@@ -119,6 +119,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         reportsLine = e.written ? `reports: ${e.out_dir}/report.{json,csv,md,html}` : 'nothing changed: the reports are as they were (genbatch report rewrites them)';
         break;
       case 'listening':
+        tally.callbacks = true;
         say(out, `genbatch: callback receiver on ${e.address}; the service calls ${e.public_url} (plus a secret path); a slow poll stays as the fallback\n`);
         break;
       case 'recovered':
@@ -168,7 +169,9 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         }
         break;
       case 'wait':
-        tally.wait = e.queued > 0 ? { text: `waiting for the upload window: ${e.rule}`, until: e.next_in_ms === null ? null : Date.now() + e.next_in_ms } : null;
+        if (e.queued === 0) tally.waits.delete(e.what);
+        else if (e.what === 'credit-cap') tally.waits.set(e.what, { text: `waiting for the credit cap: ${e.rule}`, until: null, timed: false });
+        else tally.waits.set(e.what, { text: `waiting for the upload window: ${e.rule}`, until: e.next_in_ms === null ? null : Date.now() + e.next_in_ms, timed: true });
         break;
       case 'warning':
         say(err, `genbatch: warning: ${e.message}\n`);
