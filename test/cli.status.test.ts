@@ -31,7 +31,7 @@ describe('genbatch status with no argument', () => {
       ['  cat-0001', 'done', 'alpha-image-2'],
     ]);
     // From inside the output folder: its state.db.
-    const inside = await runCli(['status', '--json'], {}, join(dir, 'genbatch-out', 'cats'));
+    const inside = await runCli(['status', '--json'], {}, join(dir, 'genbatch-out', 'cats.sandbox'));
     expect(JSON.parse(inside.stdout)).toMatchObject({ manifest: join(dir, 'cats.yaml'), counts: { done: 2 } });
   });
 
@@ -52,7 +52,7 @@ describe('genbatch status with no argument', () => {
     const several = await runCli(['status'], {}, two);
     expect(several.code).toBe(2);
     expect(several.stderr).toBe(
-      `genbatch: 2 runs found in this folder (${join('genbatch-out', 'a', 'state.db')}, ${join('genbatch-out', 'b', 'state.db')}); name one: genbatch status <manifest>, --out DIR or --state PATH\n`,
+      `genbatch: 2 runs found in this folder (${join('genbatch-out', 'a.sandbox', 'state.db')}, ${join('genbatch-out', 'b.sandbox', 'state.db')}); name one: genbatch status <manifest>, --out DIR or --state PATH\n`,
     );
     expect((await runCli(['status', 'b.yaml'], {}, two)).stdout).toContain('1 jobs: 1 done');
     const report = await runCli(['report'], {}, two);

@@ -139,3 +139,51 @@ describe('estimate and the upload window', () => {
     expect(five.stdout).not.toContain('uploads:');
   }, 120_000);
 });
+
+describe('the credit cap and callbacks as waits', () => {
+  it('the plain line names the credit cap while it holds the next submit, and drops it once it is over', async () => {
+    const bus = new EventBus();
+    const out = new Sink(false);
+    const stop = attachProgress(bus, { json: false, tty: false, out, err: new Sink(false), everyS: 0.01 });
+    bus.emit({ type: 'synced', jobs: 10, new: 10, changed: 0, unchanged: 0, skipped: 0, counts: { ...zero(), pending: 9, submitted: 1 }, files: 0 });
+    bus.emit({ type: 'estimate', pending_credits: 30, total_credits: 30, unknown_price_jobs: [], balance: null });
+    bus.emit({ type: 'wait', what: 'credit-cap', rule: "job c-1 sent alone to learn its class's price", queued: 1, next_in_ms: null });
+    await sleep(60);
+    expect(out.text).toMatch(/^genbatch: 0\/10 done, .*, waiting for the credit cap: job c-1 sent alone to learn its class's price$/m);
+    bus.emit({ type: 'wait', what: 'credit-cap', rule: "job c-1 sent alone to learn its class's price", queued: 0, next_in_ms: null });
+    const mark = out.text.length;
+    await sleep(60);
+    stop();
+    expect(out.text.slice(mark)).not.toContain('waiting');
+  });
+
+  it('with --listen, once nothing is left to send, the line says how many callbacks are outstanding', async () => {
+    const bus = new EventBus();
+    const out = new Sink(false);
+    const stop = attachProgress(bus, { json: false, tty: false, out, err: new Sink(false), everyS: 0.01 });
+    bus.emit({ type: 'listening', address: '127.0.0.1:9999', public_url: 'http://127.0.0.1:9999/' });
+    bus.emit({ type: 'synced', jobs: 12, new: 12, changed: 0, unchanged: 0, skipped: 0, counts: { ...zero(), pending: 2, submitted: 10 }, files: 0 });
+    bus.emit({ type: 'estimate', pending_credits: 4, total_credits: 24, unknown_price_jobs: [], balance: null });
+    await sleep(60);
+    expect(out.text).not.toContain('waiting for callbacks');
+    bus.emit({ type: 'job', id: 'a', from: 'pending', to: 'submitted', task_id: 't-a', error: null });
+    bus.emit({ type: 'job', id: 'b', from: 'pending', to: 'submitted', task_id: 't-b', error: null });
+    await sleep(60);
+    stop();
+    expect(out.text).toMatch(/^genbatch: 0\/12 done, .*, waiting for callbacks: 12 outstanding$/m);
+  });
+
+  it('a capped run that learns a price class says so in a wait event (--json), and the wait ends', async () => {
+    const lines = ['jobs:'];
+    for (let i = 0; i < 4; i++) lines.push(`  - id: c-${i}`, '    model: alpha-image-2', '    input:', `      prompt: "capped ${i}"`);
+    const m = join(tmp.dir, 'capped.yaml');
+    writeFileSync(m, lines.join('\n') + '\n');
+    const r = await runCli(['run', m, '--base-url', sb.url, '--time-scale', SCALE, '--out', join(tmp.dir, 'capped'), '--max-credits', '1000', '--yes', '--json'], { GENBATCH_API_KEY: KEY, HOME: tmp.dir, XDG_CONFIG_HOME: tmp.dir });
+    expect(r.code, r.stderr).toBe(0);
+    const waits = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; what?: string; rule?: string; queued?: number }).filter((e) => e.type === 'wait' && e.what === 'credit-cap');
+    expect(waits.length).toBeGreaterThanOrEqual(2);
+    expect(waits[0]).toMatchObject({ queued: 1 });
+    expect(waits.map((w) => w.rule)).toContain("job c-0 sent alone to learn its class's price");
+    expect(waits.at(-1)!.queued).toBe(0);
+  }, 120_000);
+});

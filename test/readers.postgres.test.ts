@@ -35,7 +35,7 @@ beforeAll(async () => {
   // Two jobs sent (done), one left pending.
   const r = await runCli(['run', manifest, '--sandbox', '--time-scale', '0.002', '--limit', '2']);
   expect(r.code, r.stderr).toBe(7);
-  out = join(t.dir, 'genbatch-out', 'cats');
+  out = join(t.dir, 'genbatch-out', 'cats.sandbox');
   await copyToPostgres(join(out, 'state.db'), pool);
   rmSync(join(out, 'state.db'));
   // Worker A wrote cat-0000's files (a done job is held by no one); worker B holds cat-0001, at the service again.

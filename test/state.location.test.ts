@@ -55,7 +55,7 @@ describe('--state and GENBATCH_STATE on the command line', () => {
     const r = await runCli(['run', manifest, '--sandbox', '--time-scale', '0.002'], { GENBATCH_STATE: state });
     expect(r.code).toBe(0);
     expect(existsSync(state)).toBe(true);
-    expect(existsSync(join(t.dir, 'genbatch-out', 'env', 'state.db'))).toBe(false);
+    expect(existsSync(join(t.dir, 'genbatch-out', 'env.sandbox', 'state.db'))).toBe(false);
     const st = await runCli(['status', '--json'], { GENBATCH_STATE: state });
     expect(st.stderr).toBe('');
     expect(JSON.parse(st.stdout)).toMatchObject({ manifest, counts: { done: 2 } });

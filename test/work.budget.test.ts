@@ -22,10 +22,12 @@ beforeAll(async () => {
   // The run's jobs, synced and left pending (none fits --max-credits 1: exit 5), then copied to PostgreSQL.
   const made = await runCli(['run', manifest, '--sandbox', '--max-credits', '1']);
   expect(made.code, made.stderr).toBe(5);
-  const out = join(f.dir, 'genbatch-out', 'cats');
+  const out = join(f.dir, 'genbatch-out', 'cats.sandbox');
   await copyToPostgres(join(out, 'state.db'), pool);
   rmSync(join(out, 'state.db'));
+  // As if made against this sandbox before services were recorded: the worker's service is adopted.
   await pool.query('UPDATE runs SET base_url = $1, sandbox = 0', [sandbox.url]);
+  await pool.query("DELETE FROM meta WHERE key LIKE 'service:%'");
 }, 180_000);
 
 it('work --until-empty exits (5) once the next job would go over the credit cap and nothing is in flight', async () => {

@@ -22,11 +22,13 @@ beforeAll(async () => {
   // The run's jobs, synced and left pending: none fits --max-credits 1 (exit 5).
   const made = await runCli(['run', manifest, '--sandbox', '--max-credits', '1']);
   expect(made.code, made.stderr).toBe(5);
-  out = join(f.dir, 'genbatch-out', 'cats');
+  out = join(f.dir, 'genbatch-out', 'cats.sandbox');
   await copyToPostgres(join(out, 'state.db'), f.pool);
   rmSync(join(out, 'state.db'));
   // As if the run had been made against this sandbox: work uses the run's service by default.
+  // (and made before services were recorded: the first worker's service is adopted).
   await f.pool.query('UPDATE runs SET base_url = $1, sandbox = 0', [f.sandbox.url]);
+  await f.pool.query("DELETE FROM meta WHERE key LIKE 'service:%'");
 }, 180_000);
 
 describe('genbatch work on PostgreSQL', () => {

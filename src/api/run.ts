@@ -17,6 +17,7 @@ import { defaultOutDir, defaultStateBeside } from './paths.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
 import type { ObjectOut } from '../storage/object-out.js';
 import { parseStateLocation } from '../store/location.js';
+import { serviceMark } from '../engine/same-service.js';
 import type { JobState } from '../store/states.js';
 
 /**
@@ -34,7 +35,7 @@ export interface RunOptions {
   /** Start the sandbox in this process with a fresh key and run against it (no key or base URL needed). */
   sandbox?: boolean;
   /**
-   * Output folder; default `<manifest dir>/genbatch-out/<manifest name>`. Or `s3://bucket/prefix`: results
+   * Output folder; default `<manifest dir>/genbatch-out/<manifest name>` (with `sandbox`: `<manifest name>.sandbox`). Or `s3://bucket/prefix`: results
    * and reports in that bucket (credentials, region and endpoint from the standard AWS environment).
    */
   out?: string;
@@ -169,9 +170,11 @@ export async function checkServiceOptions(o: ServiceOptions): Promise<{ concurre
 export async function run(manifest: string, o: RunOptions = {}): Promise<RunSummary> {
   const { concurrency, timeScale, requestMs, statusRate } = await checkServiceOptions(o);
   const bucketUrl = o.out !== undefined && isS3Url(o.out) ? o.out : null;
-  const outDir = bucketUrl !== null ? s3UrlOf(parseS3Url(bucketUrl)) : resolve(o.out ?? defaultOutDir(manifest));
+  // A --sandbox run's default output (and state) is its own: sandbox results never land where a real run's go.
+  const sandboxed = o.sandbox === true;
+  const outDir = bucketUrl !== null ? s3UrlOf(parseS3Url(bucketUrl)) : resolve(o.out ?? defaultOutDir(manifest, sandboxed));
   // The state of a run to a bucket stays on this machine (or in PostgreSQL): never a SQLite file in the bucket.
-  const location = parseStateLocation(o.state ?? (bucketUrl !== null ? defaultStateBeside(manifest) : join(outDir, 'state.db')));
+  const location = parseStateLocation(o.state ?? (bucketUrl !== null ? defaultStateBeside(manifest, sandboxed) : join(outDir, 'state.db')));
   const pg = location.kind === 'postgres' ? { url: location.url, display: location.display } : null;
   if (pg) {
     const unbuilt = [o.only !== undefined && o.only.length > 0 && '--only', o.limit !== undefined && '--limit', o.learnPrices && '--learn-prices', o.maxCreditsPerInvocation !== undefined && '--max-credits-per-invocation'].filter(Boolean);
@@ -306,6 +309,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
       download,
       baseUrl,
       sandbox: s.sandbox,
+      serviceMark: serviceMark(baseUrl, apiKey, s.sandbox),
       concurrency,
       yes: o.yes === true,
       maxCredits: o.maxCredits ?? null,

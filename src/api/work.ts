@@ -5,6 +5,7 @@ import { EventBus } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
 import { callbackToken, countsOf, firstIdsOf } from '../engine/run-pg.js';
 import { workEngine } from '../engine/work.js';
+import { checkSameService, parseServiceMark, serviceMark, serviceMetaKey, type ServiceMark } from '../engine/same-service.js';
 import { UsageError } from '../errors.js';
 import type { JobState, RunRow } from '../store/index.js';
 import { parseStateLocation } from '../store/location.js';
@@ -71,6 +72,13 @@ export function workOutDir(run: Pick<RunRow, 'manifest' | 'out_dir'>, out: strin
   return run.out_dir;
 }
 
+/** A worker against another service or key than the run was made against: refused (exit 2); none recorded: this one adopted. */
+async function checkWorkService(pool: import('pg').Pool, runId: number, mark: ServiceMark, state: string): Promise<void> {
+  const raw = (await pool.query<{ value: string }>('SELECT value FROM meta WHERE key = $1', [serviceMetaKey(runId)])).rows[0]?.value ?? null;
+  checkSameService(parseServiceMark(raw), mark, state, 'work');
+  if (raw === null) await pool.query('INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING', [serviceMetaKey(runId), JSON.stringify(mark)]);
+}
+
 export async function work(o: WorkOptions): Promise<WorkSummary> {
   if (o.state === undefined) throw new UsageError('work expects --state postgres://USER:PASSWORD@HOST:PORT/DATABASE (or GENBATCH_STATE): the database that holds the run');
   const location = parseStateLocation(o.state);
@@ -102,6 +110,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
   const ports = servicePorts({ baseUrl, apiKey, timeScale, requestMs, statusRate, bucket }, bus);
   const controller = followSignal(o.signal);
   try {
+    await checkWorkService(pool, run.id, serviceMark(baseUrl, apiKey, false), location.display).catch((err: unknown) => Promise.reject(err instanceof UsageError ? err : reader.failure(err)));
     const store = await PgWorkStore.open({
       pool,
       runId: run.id,

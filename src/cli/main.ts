@@ -73,7 +73,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .description('validate, estimate, upload, submit, wait, download and report, checkpointed in SQLite')
     .argument('<manifest>', 'YAML, CSV, TSV or JSONL manifest')
     .option('--sandbox', 'start the sandbox in-process with a fresh key and run against it')
-    .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>), or s3://bucket/prefix: results and reports in an S3-compatible bucket (AWS_* environment and profiles; path-style with a custom endpoint unless GENBATCH_S3_VIRTUAL_HOSTS=1)')
+    .option('--out <dir>', 'output folder (default: <manifest dir>/genbatch-out/<manifest name>, or <manifest name>.sandbox with --sandbox), or s3://bucket/prefix: results and reports in an S3-compatible bucket (AWS_* environment and profiles; path-style with a custom endpoint unless GENBATCH_S3_VIRTUAL_HOSTS=1)')
     .option('--state <path|url>', 'state file, or a PostgreSQL database: postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: $GENBATCH_STATE, else <out>/state.db; with --out s3://...: <manifest dir>/genbatch-state/<manifest name>.db)' + PASSWORD_HELP)
     .option(
       '--concurrency <n>',
@@ -138,6 +138,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--out <dir>', 'output folder of the run (its state file is <dir>/state.db), or s3://bucket/prefix (its state file: beside the manifest)')
     .option('--jobs', 'list every job: id, state, model, task_id, attempts, error (tab-separated, with a header row)')
     .option('--json', 'print JSON')
+    .option('--include-removed', 'also the jobs no longer in the manifest (kept in the state; left out by default)')
     .action(wrap(lazy('status')));
 
   program
@@ -148,6 +149,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--out <dir>', 'where the reports go: a folder or s3://bucket/prefix (default: the run\'s output; a run to a bucket: name the manifest or --state)')
     .option('--invocation <n>', 'print one invocation of the run instead (a number, or last): its balance readings, its charge (measured, reconstructed or unknown) and the jobs it last sent; the reports are not rewritten')
     .option('--json', 'with --invocation: print it as one JSON object')
+    .option('--include-removed', 'also the jobs no longer in the manifest (kept in the state; left out by default)')
     .action(wrap(lazy('report')));
 
   program
@@ -183,6 +185,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--to <dir>', 'the folder, or s3://bucket/prefix, to export into (files at <job id>/<file name>; bucket to bucket: copied server-side)')
     .option('--only <which>', 'approved: the approved results only; done: every done result, rejected ones too (default: every done result not marked rejected)')
     .option('--format <format>', 'imagefolder (metadata.jsonl), jsonl (export.jsonl) or csv (export.csv)', 'imagefolder')
+    .option('--include-removed', 'also the jobs no longer in the manifest (kept in the state; left out by default)')
     .action(wrap(lazy('export')));
 
   program
@@ -194,6 +197,7 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--port <n>', 'port to listen on (0: any free port)', int('--port', 0, 65535), 8788)
     .option('--host <address>', 'address to bind (another than 127.0.0.1 lets other machines reach the view; they still need the token to change anything)', '127.0.0.1')
     .option('--open', 'open the URL in the default browser')
+    .option('--include-removed', 'also the jobs no longer in the manifest (kept in the state; left out by default)')
     .action(wrap(lazy('view')));
 
   program

@@ -21,8 +21,13 @@ export class Tally {
   creditsSent = 0;
   balance: number | null = null;
   stopping = false;
-  /** What holds the run now (the `wait` event): `waiting for the upload window: 5 a minute`, and when the next slot frees (ms epoch; null: unknown). */
-  wait: { text: string; until: number | null } | null = null;
+  /**
+   * What holds the run now (the `wait` events), by what: `waiting for the upload window: 5 a minute` and when the
+   * next slot frees (ms epoch; null: when an upload in flight ends), `waiting for the credit cap: ...` (no time).
+   */
+  readonly waits = new Map<string, { text: string; until: number | null; timed: boolean }>();
+  /** Results come by callbacks (`--listen`): with nothing left to send, the run waits for them. */
+  callbacks = false;
   readonly rate = new Rate();
 
   /** Jobs in a final state (what the rate counts). */
@@ -37,11 +42,17 @@ export class Tally {
     return [formatRate(perS), this.stopping ? 'stopping' : formatEta(this.total - this.finished(), perS)];
   }
 
-  /** `waiting for the upload window: 5 a minute, next in 41 s`, or null when nothing holds the run. */
+  /**
+   * `waiting for the upload window: 5 a minute, next in 41 s` (and any other wait, `; ` between), `waiting for
+   * callbacks: 12 outstanding` once nothing is left to send, or null when nothing holds the run.
+   */
   waitText(now = Date.now()): string | null {
-    const w = this.wait;
-    if (!w) return null;
-    return `${w.text}, ${w.until === null ? 'next when an upload in flight ends' : `next in ${Math.max(0, Math.ceil((w.until - now) / 1000))} s`}`;
+    const texts = [...this.waits.values()].map((w) =>
+      !w.timed ? w.text : `${w.text}, ${w.until === null ? 'next when an upload in flight ends' : `next in ${Math.max(0, Math.ceil((w.until - now) / 1000))} s`}`,
+    );
+    const c = this.counts;
+    if (this.callbacks && c && c.pending + c.submitting === 0 && c.submitted > 0) texts.push(`waiting for callbacks: ${c.submitted} outstanding`);
+    return texts.length > 0 ? texts.join('; ') : null;
   }
 
   /** The bar rows, each fitted to `width`, at most `height` of them (the least useful dropped first). */

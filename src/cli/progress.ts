@@ -101,6 +101,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
           // A worker joining a run (genbatch work, or run after its sync on PostgreSQL): the run as found, once.
           if (!synced) out.write(`genbatch: joined a run of ${e.jobs} jobs (${stateCounts(e.counts)})\n`);
         } else out.write(`genbatch: ${e.jobs} jobs (${e.new} new, ${e.changed} changed, ${e.unchanged} unchanged${e.skipped ? `, ${e.skipped} removed from the manifest` : ''})\n`);
+        if (!e.joined && e.removed) out.write(`genbatch: ${e.removed} jobs no longer in the manifest (kept in the state, left out of the reports)\n`);
         synced = true;
         break;
       }
@@ -123,6 +124,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         reportsLine = e.written ? `reports: ${e.out_dir}/report.{json,csv,md,html}` : 'nothing changed: the reports are as they were (genbatch report rewrites them)';
         break;
       case 'listening':
+        tally.callbacks = true;
         say(out, `genbatch: callback receiver on ${e.address}; the service calls ${e.public_url} (plus a secret path); a slow poll stays as the fallback\n`);
         break;
       case 'recovered':
@@ -172,7 +174,9 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         }
         break;
       case 'wait':
-        tally.wait = e.queued > 0 ? { text: `waiting for the upload window: ${e.rule}`, until: e.next_in_ms === null ? null : Date.now() + e.next_in_ms } : null;
+        if (e.queued === 0) tally.waits.delete(e.what);
+        else if (e.what === 'credit-cap') tally.waits.set(e.what, { text: `waiting for the credit cap: ${e.rule}`, until: null, timed: false });
+        else tally.waits.set(e.what, { text: `waiting for the upload window: ${e.rule}`, until: e.next_in_ms === null ? null : Date.now() + e.next_in_ms, timed: true });
         break;
       case 'warning':
         say(err, `genbatch: warning: ${e.message}\n`);

@@ -115,6 +115,13 @@ export class CreditCap {
     return this.own.size > 0 || r.reserved > 0 ? 'wait' : 'stop';
   }
 
+  /** Why admit() said 'wait', in words (the progress line's `waiting for the credit cap: ...`). */
+  waitReason(row: JobRow): string {
+    if (this.alone) return `job ${this.alone.id} sent alone to learn its class's price`;
+    if (this.prices.get(classOf(row)) !== undefined) return `jobs in flight to be charged before ${row.id} fits`;
+    return this.own.size > 0 ? `jobs in flight to end before ${row.id} (a new price class) goes alone` : `a balance reading before ${row.id} goes alone`;
+  }
+
   /** A job of this process changed state (StageContext.move). */
   moved(id: string, from: JobState, to: JobState): void {
     const h = this.own.get(id);

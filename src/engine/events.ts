@@ -11,7 +11,7 @@ export type EngineEvent =
   | { type: 'lease-takeover'; from: string }
   /** counts: jobs by state over the whole run (earlier invocations included); files: result files already on disk. */
   /** `joined`: a worker joining a run kept in PostgreSQL (nothing synced: the counts are the run's as found). */
-  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number>; files: number; joined?: boolean }
+  | { type: 'synced'; jobs: number; new: number; changed: number; unchanged: number; skipped: number; counts: Record<JobState, number>; files: number; joined?: boolean; /** Jobs of the run no longer in the manifest (any state): kept in the state, left out of the reports. */ removed?: number }
   | { type: 'recovered'; uncertain: string[] }
   | { type: 'listening'; address: string; public_url: string }
   | {
@@ -54,7 +54,11 @@ export type EngineEvent =
    * What holds the run: `queued` requests wait for the upload window (`rule`: its limit, `5 a minute`); the
    * next slot frees in `next_in_ms` (null: when a request in flight ends). queued 0: the wait is over.
    */
-  | { type: 'wait'; what: 'upload-window'; rule: string; queued: number; next_in_ms: number | null }
+  /**
+   * What holds the run: the upload window (`rule`: 5 a minute; `queued` uploads wait), or the credit cap (`rule`: why;
+   * `queued` 1 while it holds the next submit). `queued` 0: that wait is over.
+   */
+  | { type: 'wait'; what: 'upload-window' | 'credit-cap'; rule: string; queued: number; next_in_ms: number | null }
   /** run --learn-prices: the charge of a job of a price class sent alone (credits null: not learned, and why). */
   | { type: 'price-learned'; id: string; class: string; credits: number | null; why: string | null }
   | { type: 'stopping'; reason: StopReason }

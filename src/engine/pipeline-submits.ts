@@ -41,6 +41,8 @@ export class Submits {
   /** A job became done: jobs waiting for it may be ready, so the next claim starts from the first of them. */
   private rescan = false;
   private inFlight = 0;
+  /** Why the credit cap holds the next submit now (told as a wait event), or null. */
+  private capWait: string | null = null;
   /** Jobs handed to submit() and not finished with it (a later claim must not hand them out again). */
   private readonly inHand = new Set<string>();
   /** Jobs claimed in this run and still pending in its hands (given back to the store at the end). */
@@ -110,6 +112,12 @@ export class Submits {
       if (opts.cap) {
         // Under a credit cap: sent only when its expected price fits (else it waits for readings, or the run stops sending).
         const admit = await opts.cap.admit(row);
+        // A wait for the cap is said once as it begins and once as it ends (the progress line names it).
+        const reason = admit === 'wait' ? opts.cap.waitReason(row) : null;
+        if (reason !== this.capWait) {
+          opts.emit({ type: 'wait', what: 'credit-cap', rule: reason ?? this.capWait!, queued: reason === null ? 0 : 1, next_in_ms: null });
+          this.capWait = reason;
+        }
         if (admit !== 'go') {
           this.buffer.unshift(row);
           if (admit === 'stop') this.c.stop('credit-cap');

@@ -76,7 +76,7 @@ export async function prepare(store: Store, manifest: Manifest, userPrices: Reco
     emit({ type: 'warning', message: `${out.keptChanged} done job(s) whose spec changed keep their earlier results (--keep-changed: changed-not-sent); --redo changed sends them` });
   if (out.rerunLater)
     emit({ type: 'warning', message: `${out.rerunLater} job(s) made from the results of a changed job are in flight (or their for_each jobs are): they finish what they were sent with, and the next run makes them again` });
-  emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped, counts: store.counts(), files: store.filesDone() });
+  emit({ type: 'synced', jobs: out.jobs, new: out.new, changed: out.changed, unchanged: out.unchanged, skipped: out.skipped, counts: store.counts(), files: store.filesDone(), removed: store.removedIds().size });
   if (out.recoveredUncertain.length > 0) emit({ type: 'recovered', uncertain: out.recoveredUncertain });
   return out;
 }

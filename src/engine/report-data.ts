@@ -193,19 +193,24 @@ function* streamed(store: Store, marks: ReadonlyMap<string, Mark>, refused: stri
   const runId = store.run().id;
   const files = store.db.prepare(FILES_IN_JOB_ORDER).raw(true).iterate(runId) as IterableIterator<FileTuple>;
   const inputs = store.db.prepare(inputsInJobOrder(hasJobSendColumns(store.db))).raw(true).iterate(runId) as IterableIterator<InputTuple>;
+  // Jobs no longer in the manifest, when left out: their files and inputs are passed over with them.
+  const out = store.leftOutIds();
   try {
     let head = files.next();
     for (const row of store.summaryRows()) {
       const list: FileTuple[] = [];
+      while (!head.done && head.value[0] !== row.id && out.has(head.value[0])) head = files.next();
       while (!head.done && head.value[0] === row.id) {
         list.push(head.value);
         head = files.next();
       }
-      const input = inputs.next();
+      let input = inputs.next();
+      while (!input.done && input.value[0] !== row.id && out.has(input.value[0])) input = inputs.next();
       // Same query order as the rows; should it ever differ, the job's input is read on its own.
       const extra: JobExtra = !input.done && input.value[0] === row.id ? [input.value[1], input.value[2], input.value[3]] : jobExtra(store, row.id);
       yield reportJob(store, row, marks, refused, list, extra);
     }
+    while (!head.done && out.has(head.value[0])) head = files.next();
     // Every file belongs to a row of the run, met in the same order: one left over means the two orders differ.
     if (!head.done) throw new Error(`report: the files of job ${head.value[0]} were not met in job order`);
   } finally {

@@ -13,6 +13,7 @@ import { buildReportData } from './report-data.js';
 import type { RunOutcome } from './run.js';
 import { moveAsidePrevious } from './previous.js';
 import { checkSameOutput } from './same-output.js';
+import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './same-service.js';
 import { redoJobs, type RedoState } from './select.js';
 import { manifestPrint, pricesHash } from './sync-key.js';
 import { workEngine } from './work.js';
@@ -37,6 +38,8 @@ export interface PgRunOptions {
   baseUrl: string;
   apiKey: string;
   sandbox: boolean;
+  /** The service and key fingerprint this run is against (src/engine/same-service.ts): a state made against another is refused. */
+  serviceMark?: ServiceMark;
   concurrency: number;
   yes: boolean;
   maxCredits: number | null;
@@ -70,15 +73,24 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
   try {
     let runId: number;
     let recorded: string | undefined;
+    let recordedService: string | null = null;
     try {
       await pg.migrate(pool);
       runId = await pg.ensureRun(pool, abs, o.outDir);
       recorded = (await pool.query<{ out_dir: string }>('SELECT out_dir FROM runs WHERE id = $1', [runId])).rows[0]?.out_dir;
+      recordedService = (await pool.query<{ value: string }>('SELECT value FROM meta WHERE key = $1', [serviceMetaKey(runId)])).rows[0]?.value ?? null;
     } catch (err) {
       throw failure(err);
     }
     // A run made earlier (or at the same moment by another process) into another output: refused.
     checkSameOutput({ manifest: abs, recorded, given: o.outDir, state: o.stateDisplay, stateFile: null });
+    // Made against another service or key: refused; none recorded (a new run, or one made before): this one adopted.
+    if (o.serviceMark) {
+      checkSameService(parseServiceMark(recordedService), o.serviceMark, o.stateDisplay);
+      await pool
+        .query('INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value', [serviceMetaKey(runId), JSON.stringify(o.serviceMark)])
+        .catch((err: unknown) => Promise.reject(failure(err)));
+    }
     emit({ type: 'start', manifest: abs, out_dir: o.outDir, state: o.stateDisplay, base_url: o.baseUrl, sandbox: o.sandbox });
     const userPrices = { ...(manifest.pricing ?? {}), ...(o.userPrices ?? {}) };
     const hasUserPrices = Object.keys(userPrices).length > 0;
@@ -183,6 +195,7 @@ async function writeReportsFromCopy(o: PgRunOptions, runId: number, budget: impo
     const store = Store.openForRead(snap.path);
     try {
       store.useRun(store.runs()[0]!);
+      store.leaveOutRemoved();
       const data = buildReportData(store);
       data.summary.workers = await reader.workers(runId);
       if (budget) {

@@ -11,6 +11,7 @@ import { CreditCap, LocalLedger } from './cap.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
 import { checkSameOutput } from './same-output.js';
+import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './same-service.js';
 import { moveAsidePrevious, ownResultRecord } from './previous.js';
 import { RESULT_FILE } from './results.js';
 import { checkJobFolders } from './files.js';
@@ -37,6 +38,8 @@ export interface RunOptions {
   download: DownloadPort;
   baseUrl: string;
   sandbox: boolean;
+  /** The service and key fingerprint this run is against (src/engine/same-service.ts): a state made against another is refused. */
+  serviceMark?: ServiceMark;
   /** Submits in flight at once (downloads: twice as many). */
   concurrency: number;
   /** Tasks waited on at once (default 50 x concurrency, at least 500). */
@@ -119,7 +122,10 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     const hasUserPrices = Object.keys(userPrices).length > 0;
     const previous = store.findRun(o.manifestPath);
     checkSameOutput({ manifest: resolve(o.manifestPath), recorded: previous?.out_dir, given: o.outDir, state: o.statePath, stateFile: resolve(o.statePath) });
+    if (o.serviceMark && previous) checkSameService(parseServiceMark(store.getMeta(serviceMetaKey(previous.id))), o.serviceMark, o.statePath);
     store.openRun(o.manifestPath, o.outDir, o.baseUrl, o.sandbox, hasUserPrices);
+    // Recorded (or adopted, by a state made before services were) once the run is open.
+    if (o.serviceMark) store.setMeta(serviceMetaKey(store.currentRunId), JSON.stringify(o.serviceMark));
     // Marked before anything can change and cleared once the reports are written (or found current): a run that
     // ended without writing them (SIGKILL, a failed write) leaves the mark, and the next run writes them even if
     // it changes nothing itself.
@@ -153,6 +159,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // Uncertain jobs resubmitted, or in-flight ones sent again to a new sandbox: only those the manifest still
     // names, so the sync must say which (no sync-key shortcut).
     const before = store.counts();
+    // Which jobs are no longer in the manifest, before the sync: a change of it is a change of the reports.
+    const removedBefore = [...store.removedIds()].join('\n');
     const fullSync =
       (o.uncertain === 'resubmit' && before.uncertain + before.submitting > 0) ||
       (sandboxGone && before.submitting + before.submitted + before.downloading + before.uncertain > 0);
@@ -213,6 +221,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     }
     // Count state changes made by this run: a run that changed nothing leaves the reports as they are.
     let changes = prep.new + prep.changed + prep.skipped + prep.recoveredUncertain.length + redone.length + (prep.keptChanged ?? 0);
+    if ([...store.removedIds()].join('\n') !== removedBefore) changes++;
     const offChanges = o.events.on((e) => {
       if (e.type === 'job') changes++;
     });
@@ -367,7 +376,10 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       emit({ type: 'reports', out_dir: o.outDir, written: false });
     } else {
       try {
-        await o.writeReports(o.outDir, buildReportData(store, (Date.now() - t0) / 1000, 0, counts), o.download.bucket ? bucketJournal(store) : undefined);
+        // The reports leave out the jobs no longer in the manifest (the exit code above counted every job).
+        store.leaveOutRemoved();
+        const data = buildReportData(store, (Date.now() - t0) / 1000, 0, store.removedIds().size > 0 ? store.counts() : counts);
+        await o.writeReports(o.outDir, data, o.download.bucket ? bucketJournal(store) : undefined);
         store.setMeta(reportsKey, null);
         emit({ type: 'reports', out_dir: o.outDir, written: true });
       } catch (err) {

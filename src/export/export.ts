@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { dirname, relative, resolve, sep } from 'node:path';
+import pLimit from 'p-limit';
 import { sanitizeName } from '../download/index.js';
 import { setAtPath } from '../engine/index.js';
 import type { StoredSpec } from '../engine/spec.js';
@@ -69,6 +70,9 @@ const INDEX_NAME: Record<ExportFormat, string> = { imagefolder: 'metadata.jsonl'
 
 type Entry = ExportEntry;
 
+/** Files placed at once: hard links read back, uploads or server-side copies (CopyObject) in flight. */
+export const PLACE_AT_ONCE = 16;
+
 /** `out` as a location: `s3://bucket/prefix` normalised, else the absolute folder. */
 const locationOf = (out: string): string => (isS3Url(out) ? s3UrlOf(parseS3Url(out, '--to')) : resolve(out));
 
@@ -130,14 +134,30 @@ async function exportInto(store: Store, o: ExportOptions, source: ExportSource, 
   const entries = chooseEntries(store, marks, vars, o.which, out.problems);
   const written = new Map<string, string>();
   const jobs = new Set<string>();
-  for (const e of entries) {
-    let how: Placement;
-    try {
-      how = await dest.place(e, source, ledger);
-    } catch (err) {
-      const why = problemOf(err, e.name, dest);
-      if (why === null) throw err;
-      out.problems.push(why);
+  // PLACE_AT_ONCE files placed at once (hard links and read-backs, uploads, server-side copies); the outcomes
+  // are taken in manifest order, so the counts, problems and the record read as a one-at-a-time export's.
+  // Two entries of one name (job ids cleaned to the same folder name) are placed one after the other, as before.
+  const limit = pLimit(PLACE_AT_ONCE);
+  const last = new Map<string, Promise<unknown>>();
+  const placed = await limit.map(entries, (e): Promise<Placement | { problem: string }> => {
+    const before = last.get(e.name);
+    const p = (async () => {
+      if (before) await before.catch(() => undefined);
+      try {
+        return await dest.place(e, source, ledger);
+      } catch (err) {
+        const why = problemOf(err, e.name, dest);
+        if (why === null) throw err;
+        return { problem: why };
+      }
+    })();
+    last.set(e.name, p);
+    return p;
+  });
+  for (const [i, how] of placed.entries()) {
+    const e = entries[i]!;
+    if (typeof how !== 'string') {
+      out.problems.push(how.problem);
       continue;
     }
     out[how]++;

@@ -18,6 +18,11 @@ import type { FileRow, InvocationRow, JobRow, RunRow, SummaryRow, TakenJob } fro
  * the run in use. Store (store.ts) extends this class with the transactions
  * and transition().
  */
+/** Meta key of the ids of a run's jobs that its last sync found no longer in the manifest (a JSON array; none: no key). */
+export function removedMetaKey(runId: number): string {
+  return `removed:${runId}`;
+}
+
 export abstract class StoreQueries {
   readonly db: Database.Database;
   readonly path: string;
@@ -251,14 +256,49 @@ export abstract class StoreQueries {
     yield* reads.allJobs(this.db, this.runId);
   }
 
+  // ---- jobs no longer in the manifest (readers leave them out) ----
+
+  /** Readers (status, reports, view, export) leave out the jobs the last sync found no longer in the manifest. */
+  private leavingOutRemoved = false;
+
+  /**
+   * From now on summaryRows(), summaryRowsChangedSince(), counts(), filesDone() and estimate() leave out the
+   * jobs no longer in the manifest (as the last sync found them: meta `removed:<run id>`); false: show them.
+   * The engine never calls it: what it sends and its exit code count every job.
+   */
+  leaveOutRemoved(on = true): void {
+    this.leavingOutRemoved = on;
+  }
+
+  /** The ids of the run's jobs no longer in the manifest (the last sync's), whether or not they are left out. */
+  removedIds(): ReadonlySet<string> {
+    const raw = runTable.getMeta(this.cached, removedMetaKey(this.runId));
+    if (raw === null) return new Set();
+    try {
+      const ids = JSON.parse(raw) as unknown;
+      return new Set(Array.isArray(ids) ? ids.filter((id): id is string => typeof id === 'string') : []);
+    } catch {
+      return new Set();
+    }
+  }
+
+  /** The removed ids left out now (empty when not leaving them out): readers that join rows by job skip them too. */
+  leftOutIds(): ReadonlySet<string> {
+    return this.leavingOutRemoved ? this.removedIds() : new Set();
+  }
+
   /** Every job of the run, in manifest order, without the large spec and input columns (reports, status). */
   *summaryRows(): IterableIterator<SummaryRow> {
-    yield* reads.summaryRows(this.db, this.runId);
+    const out = this.leftOutIds();
+    if (out.size === 0) yield* reads.summaryRows(this.db, this.runId);
+    else for (const r of reads.summaryRows(this.db, this.runId)) if (!out.has(r.id)) yield r;
   }
 
   /** The jobs changed at or after `since` (an ISO time: row updated or mark added), in manifest order. */
   summaryRowsChangedSince(since: string): SummaryRow[] {
-    return reads.summaryRowsChangedSince(this.db, this.runId, since, this.hasMarks());
+    const out = this.leftOutIds();
+    const rows = reads.summaryRowsChangedSince(this.db, this.runId, since, this.hasMarks());
+    return out.size === 0 ? rows : rows.filter((r) => !out.has(r.id));
   }
 
   /** The time of the run's latest change (a job's updated_at or a mark), '' when none. */
@@ -267,12 +307,20 @@ export abstract class StoreQueries {
   }
 
   counts(): Record<JobState, number> {
-    return reads.counts(this.cached, this.runId);
+    const out = this.leftOutIds();
+    const all = reads.counts(this.cached, this.runId);
+    if (out.size === 0) return all;
+    for (const [state, n] of Object.entries(this.removedStates(out, `state, COUNT(*) AS n`, 'GROUP BY state'))) all[state as JobState] -= n;
+    return all;
   }
 
   /** Result files on disk of the run's jobs (progress counts them over the whole run, not one invocation). */
   filesDone(): number {
-    return reads.filesDone(this.cached, this.runId);
+    const out = this.leftOutIds();
+    const all = reads.filesDone(this.cached, this.runId);
+    if (out.size === 0) return all;
+    const r = this.stmt(`SELECT COUNT(*) AS n FROM files WHERE run_id = ? AND state = 'done' AND job_id IN (SELECT value FROM json_each(?))`).get(this.runId, JSON.stringify([...out])) as { n: number };
+    return all - r.n;
   }
 
   /** Result files on disk of the run's jobs, and their bytes. */
@@ -281,7 +329,19 @@ export abstract class StoreQueries {
   }
 
   estimate(): { known: number; unknown: number } {
-    return reads.estimate(this.cached, this.runId);
+    const out = this.leftOutIds();
+    const all = reads.estimate(this.cached, this.runId);
+    if (out.size === 0) return all;
+    const r = this.stmt(
+      `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done') AND id IN (SELECT value FROM json_each(?))`,
+    ).get(this.runId, JSON.stringify([...out])) as { known: number; unknown: number | null };
+    return { known: all.known - r.known, unknown: all.unknown - (r.unknown ?? 0) };
+  }
+
+  /** The removed jobs' states and how many of each (counts() takes them off). */
+  private removedStates(out: ReadonlySet<string>, columns: string, tail: string): Record<string, number> {
+    const rows = this.stmt(`SELECT ${columns} FROM jobs WHERE run_id = ? AND id IN (SELECT value FROM json_each(?)) ${tail}`).all(this.runId, JSON.stringify([...out])) as { state: string; n: number }[];
+    return Object.fromEntries(rows.map((r) => [r.state, r.n]));
   }
 
   /** Pending jobs whose manifest entry names its own callback_url. */

@@ -5,7 +5,7 @@ import { StateError, TransitionError } from '../errors.js';
 import { nowIso } from './clock.js';
 import { GraphLinks } from './graph.js';
 import { Lease, writerActive, type LeaseOptions } from './lease.js';
-import { StoreQueries } from './queries.js';
+import { removedMetaKey, StoreQueries } from './queries.js';
 import * as resume from './resume.js';
 import { ensureJobIndexes, openDatabase } from './schema.js';
 import { removedJobs, syncJob, type SyncHost } from './sync.js';
@@ -233,6 +233,10 @@ export class Store extends StoreQueries {
     // The states a removed job keeps (a task may exist): submitting ones become uncertain right after the sync.
     const kept = this.cached(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('submitting', 'submitted', 'downloading', 'uncertain')`).all(this.runId) as Array<{ id: string }>;
     this.removedInFlightIds = new Set(kept.map((r) => r.id).filter((id) => !seen.has(id) && !children.has(id)));
+    // Every job no longer in the manifest, whatever its state: kept in the state, left out by the readers.
+    const rows = this.cached('SELECT id FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq').all(this.runId) as Array<{ id: string }>;
+    const removed = rows.map((r) => r.id).filter((id) => !seen.has(id) && !children.has(id));
+    this.setMeta(removedMetaKey(this.runId), removed.length > 0 ? JSON.stringify(removed) : null);
     this.seen = null;
     return gone.length;
   }

@@ -9,6 +9,7 @@ export interface ExportCliOptions {
   to?: string;
   only?: string;
   format?: string;
+  includeRemoved?: boolean;
 }
 
 /**
@@ -21,7 +22,7 @@ export default async function exportCommand(manifest: string | undefined, opts: 
   const which: ExportWhich = opts.only === undefined ? 'default' : opts.only === 'approved' || opts.only === 'done' ? opts.only : badOnly(opts.only);
   const format = (opts.format ?? 'imagefolder') as ExportFormat;
   if (!EXPORT_FORMATS.includes(format)) throw new UsageError(`--format expects one of ${EXPORT_FORMATS.join(', ')}, got "${opts.format}"`);
-  const state = await openStateForRead(manifest, opts.state, opts.out, 'export');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'export', opts.includeRemoved === true);
   const { store, runs } = state;
   try {
     if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose results to export`);

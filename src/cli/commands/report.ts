@@ -10,10 +10,10 @@ import { openStateForRead, outputOf } from './state-file.js';
  * `genbatch report [manifest|--state PATH] [--out DIR|s3://bucket/prefix]`: rewrite the four reports from the state file (found at
  * --state, else DIR/state.db, else the manifest's default; a run to a bucket: beside the manifest), into DIR or under the prefix.
  */
-export default async function report(manifest: string | undefined, opts: { state?: string; out?: string; invocation?: string; json?: boolean }): Promise<number> {
+export default async function report(manifest: string | undefined, opts: { state?: string; out?: string; invocation?: string; json?: boolean; includeRemoved?: boolean }): Promise<number> {
   ignoreBrokenPipe();
   if (opts.json && opts.invocation === undefined) throw new UsageError('--json goes with --invocation (the four reports are files: report.json is the JSON one)');
-  const state = await openStateForRead(manifest, opts.state, opts.out, 'report');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'report', opts.includeRemoved === true);
   const { store, runs } = state;
   try {
     if (opts.invocation !== undefined) {

@@ -38,11 +38,14 @@ function stateOfBucketRun(manifest: string | undefined, outDir: string, command:
   return defaultStateBeside(manifest);
 }
 
-/** A manifest's default state: `<out>/state.db` in its default output folder, else (a run to a bucket) the one beside it. */
+/**
+ * A manifest's default state: `<out>/state.db` in its default output folder, else (a run to a bucket) the one
+ * beside it; else the same two of a `--sandbox` run (`<name>.sandbox`): a real run's first when both exist.
+ */
 function manifestState(manifest: string): string {
   const inOut = join(defaultOutDir(manifest), 'state.db');
-  const beside = defaultStateBeside(manifest);
-  return !existsSync(inOut) && existsSync(beside) ? beside : inOut;
+  const places = [inOut, defaultStateBeside(manifest), join(defaultOutDir(manifest, true), 'state.db'), defaultStateBeside(manifest, true)];
+  return places.find((p) => existsSync(p)) ?? inOut;
 }
 
 /** The output a command writes to or reads from: `s3://bucket/prefix` as given (normalised), else the absolute folder. */
@@ -85,8 +88,17 @@ export function readLocation(manifest: string | undefined, statePath: string | u
   return { kind: 'sqlite', path: resolve(path) };
 }
 
-/** Open the run's state (see readLocation) and pick its run: the manifest's, else every run it holds. */
-export async function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status'): Promise<StateForRead> {
+/**
+ * Open the run's state (see readLocation) and pick its run: the manifest's, else every run it holds. Jobs no
+ * longer in the manifest are left out of what the store reads (Store.leaveOutRemoved) unless `includeRemoved`.
+ */
+export async function openStateForRead(manifest: string | undefined, statePath: string | undefined, outDir?: string, command = 'status', includeRemoved = false): Promise<StateForRead> {
+  const state = await openAnyForRead(manifest, statePath, outDir, command);
+  state.store.leaveOutRemoved(!includeRemoved);
+  return state;
+}
+
+async function openAnyForRead(manifest: string | undefined, statePath: string | undefined, outDir: string | undefined, command: string): Promise<StateForRead> {
   const location = readLocation(manifest, statePath, outDir, command);
   if (location.kind === 'postgres') return openPostgresForRead(location, manifest, outDir, command);
   const path = location.path;

@@ -38,9 +38,9 @@ function reviewCounts(marks: Iterable<{ state: 'approved' | 'rejected' }>): { ap
 }
 
 /** `genbatch status [manifest|--state PATH|--out DIR] [--json] [--jobs]`: jobs by state (and each job on request). Reads only; safe during a run. */
-export default async function status(manifest: string | undefined, opts: { state?: string; out?: string; json?: boolean; jobs?: boolean }): Promise<number> {
+export default async function status(manifest: string | undefined, opts: { state?: string; out?: string; json?: boolean; jobs?: boolean; includeRemoved?: boolean }): Promise<number> {
   ignoreBrokenPipe();
-  const state = await openStateForRead(manifest, opts.state, opts.out);
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'status', opts.includeRemoved === true);
   const { store, runs } = state;
   try {
     const out: unknown[] = [];

@@ -12,6 +12,7 @@ export interface ViewCliOptions {
   port?: number;
   host?: string;
   open?: boolean;
+  includeRemoved?: boolean;
 }
 
 /**
@@ -21,7 +22,7 @@ export interface ViewCliOptions {
  */
 export default async function view(manifest: string | undefined, opts: ViewCliOptions): Promise<number> {
   ignoreBrokenPipe();
-  const state = await openStateForRead(manifest, opts.state, opts.out, 'view');
+  const state = await openStateForRead(manifest, opts.state, opts.out, 'view', opts.includeRemoved === true);
   const { store, runs } = state;
   try {
     if (runs.length > 1) throw new UsageError(`the state file holds ${runs.length} runs (${runs.map((r) => r.manifest).join(', ')}); name the manifest whose jobs to view`);

@@ -216,7 +216,10 @@ export class Snapshot {
       }
       this.write(rows, incremental);
       // The runs' credit caps as their workers noted them (meta `credit_cap:<run id>`, src/store/pg/budget.ts): status and reports show them.
-      const caps = await c.query<{ key: string; value: string }>('SELECT key, value FROM meta WHERE key = ANY($1::text[])', [this.runIds.map((id) => `credit_cap:${id}`)]);
+      // And the jobs each run's last sync found no longer in the manifest (`removed:<run id>`): the readers leave them out.
+      const removed = this.runIds.map((id) => `removed:${id}`);
+      const caps = await c.query<{ key: string; value: string }>('SELECT key, value FROM meta WHERE key = ANY($1::text[])', [[...this.runIds.map((id) => `credit_cap:${id}`), ...removed]]);
+      for (const key of removed) this.db.prepare('DELETE FROM meta WHERE key = ?').run(key);
       for (const r of caps.rows) this.db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)').run(r.key, r.value);
       this.fingerprint = f;
       this.since = latest;
