@@ -80,15 +80,15 @@ describe('reports after a refusal, per invocation', () => {
     expect(r1.jobs.map((j) => [j.sent_by, j.expected_credits])).toEqual(Array.from({ length: 4 }, () => [1, PRICE]));
     expect(r1.summary.credits.invocations).toMatchObject([{ n: 1, charged: 4 * PRICE, charged_source: 'measured', jobs: { sent: 4, done: 4, failed: 0 } }]);
 
-    // Night 2: the manifest grew by 3 jobs, and a cap below one job's price refuses the invocation before sending.
+    // Night 2: the manifest grew by 3 jobs, and a cap below one job's price: nothing fits, nothing is sent (exit 5).
     imageManifest(manifest, 7, 'n');
     const before = await balanceOf(key);
     const night2 = await runCli([...base, '--max-credits', '1'], { GENBATCH_API_KEY: key });
-    expect(night2.code).toBe(3);
+    expect(night2.code).toBe(5);
     expect(await balanceOf(key)).toBe(before);
     const r2 = reportOf(w.out);
     expect(r2.summary.counts).toMatchObject({ done: 4, pending: 3 });
-    expect(r2.summary.refused).toMatchObject({ exit_code: 3 });
+    expect(r2.summary.refused).toMatchObject({ exit_code: 5 });
     expect(r2.summary.refused!.reason).toContain('--max-credits 1');
     const pending = r2.jobs.filter((j) => j.state === 'pending');
     expect(pending.map((j) => j.id)).toEqual(['n-0004', 'n-0005', 'n-0006']);

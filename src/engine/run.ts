@@ -293,6 +293,11 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       selection = fitted;
       toSend = fitted.ids.size;
       emit({ type: 'held', over, sent: toSend, sent_credits: round6(fitted.estimate.known), held: Object.fromEntries([...fitted.held].map(([r, ids]) => [r, ids.length])) });
+      // Nothing fits: the invocation sends nothing, which the reports say as for a refusal (each pending job gets the reason).
+      if (toSend === 0) {
+        store.setMeta(refusalKey, JSON.stringify({ reason: over.join('; '), code: 'GB_HELD', exit_code: heldBy.balance > 0 ? EXIT.budget : EXIT.capReached, at: nowIso() } satisfies RefusalNote));
+        changes++;
+      }
     }
     emitEstimate(store, balance, emit, selection);
     const invocation = toSend + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;

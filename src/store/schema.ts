@@ -144,7 +144,8 @@ export function ensureJobIndexes(db: Database.Database): boolean {
 /**
  * Columns of `jobs` added after the first layout, with their definitions: a state file written before them gets
  * them at its next open for writing (ALTER TABLE ... ADD COLUMN; the schema version stays 1, as an older genbatch
- * reads the file as before and never sets them). A reader of such a file sees them through a temporary view.
+ * reads the file as before and never sets them). Every opener but a read-only one adds them (status and report
+ * open read-write): nullable columns, or 0, that change nothing an older genbatch reads.
  *
  *   permanent          1 when the job failed because the service refused its input (src/engine/permanent.ts); read
  *                      only while the state is `failed` (every move into `failed` writes it)
@@ -177,18 +178,7 @@ export function ensureJobColumns(db: Database.Database): boolean {
   return true;
 }
 
-/**
- * A reader of a file written before the added columns: a temporary view `jobs` (the temp schema is searched
- * first) that shows them with their defaults, so every query reads one layout. The file is not changed.
- */
-function viewJobColumns(db: Database.Database): void {
-  const missing = missingJobColumns(db);
-  if (missing.length === 0) return;
-  const extra = missing.map(([name, def]) => `${def.includes('DEFAULT 0') ? '0' : 'NULL'} AS ${name}`).join(', ');
-  db.exec(`CREATE TEMP VIEW jobs AS SELECT *, ${extra} FROM main.jobs`);
-}
-
-/** True when the state file's `jobs` has the columns sent_by and expected_credits (always, since viewJobColumns). */
+/** True when the state file's `jobs` has the columns sent_by and expected_credits (false only for a read-only open of an older file). */
 export function hasJobSendColumns(db: Database.Database): boolean {
   return (db.prepare(`SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name IN ('sent_by', 'expected_credits')`).pluck().get() as number) === 2;
 }
@@ -224,8 +214,8 @@ export function openDatabase(path: string, opts: OpenOptions = {}): Database.Dat
         throw new StateError(`state file ${path} has schema version ${row.value}; this genbatch reads version ${SCHEMA_VERSION}`);
       }
     }
-    if (opts.readonly) viewJobColumns(db);
-    else ensureJobColumns(db);
+    // Any opener that may write (run, and the readers: status, report, view open the file read-write) adds them.
+    if (!opts.readonly) ensureJobColumns(db);
   } catch (err) {
     db.close();
     if (err instanceof StateError) throw err;
