@@ -59,7 +59,7 @@ export function changedRefusal(jobs: readonly ChangedJob[], max: number): Change
   );
 }
 
-/** The first place two stored specs differ: `input.prompt: "old" -> "new"` (values cut at 40 characters). */
+/** The first place two stored specs differ: `input.prompt: "old" -> "new"` (values cut to about 40 characters around their first difference). */
 export function firstDiff(oldJson: string, newJson: string): string {
   const d = diffAt(parse(oldJson), parse(newJson), '');
   return d ?? 'the spec changed';
@@ -80,15 +80,26 @@ function diffAt(a: unknown, b: unknown, path: string): string | null {
     }
     return null;
   }
-  return JSON.stringify(a) === JSON.stringify(b) ? null : `${path || 'spec'}: ${short(a)} -> ${short(b)}`;
+  if (JSON.stringify(a) === JSON.stringify(b)) return null;
+  const [x, y] = around(a === undefined ? '(none)' : JSON.stringify(a), b === undefined ? '(none)' : JSON.stringify(b));
+  return `${path || 'spec'}: ${x} -> ${y}`;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-function short(v: unknown): string {
-  if (v === undefined) return '(none)';
-  const s = JSON.stringify(v);
-  return s.length > 40 ? `${s.slice(0, 39)}…` : s;
+/**
+ * Two values cut to about 40 characters each around where they first differ (a prompt edited at its end shows
+ * its end): `…of product 1, soft light"` -> `…of product 1, hard light"`.
+ */
+function around(a: string, b: string): [string, string] {
+  let at = 0;
+  while (at < a.length && at < b.length && a[at] === b[at]) at++;
+  const from = Math.max(0, at - 20);
+  const cut = (s: string): string => {
+    const end = Math.min(s.length, from + 40);
+    return `${from > 0 ? '…' : ''}${s.slice(from, end)}${end < s.length ? '…' : ''}`;
+  };
+  return [cut(a), cut(b)];
 }
 
 function parse(json: string): unknown {

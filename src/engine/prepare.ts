@@ -136,6 +136,7 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
         if (guard.mode !== 'send' && kept[job.id] === input.specHash) {
           // Kept earlier (--keep-changed) and the manifest still says the same: kept (the sync key is not saved).
           keptNow[job.id] = input.specHash;
+          store.keepJob(job.id);
           out.unchanged++;
           deferred++;
         } else changedDone.push({ id: job.id, oldSpec: store.getJob(job.id)?.spec ?? '{}', newSpec: specJson, credits: price.credits, input });
@@ -161,6 +162,7 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
           else out.changed++;
         } else {
           keptNow[c.id] = c.input.specHash;
+          store.keepJob(c.id);
           out.unchanged++;
           deferred++;
         }

@@ -216,6 +216,11 @@ export class Store extends StoreQueries {
     return syncJob(this.syncHost, job);
   }
 
+  /** A manifest job the sync leaves as it is without recording it (kept by --keep-changed): still in the manifest. */
+  keepJob(id: string): void {
+    this.seen?.add(id);
+  }
+
   /**
    * Jobs no longer in the manifest: pending, failed and expired ones become
    * skipped (not run, not counted against the exit code). Done ones stay done;
