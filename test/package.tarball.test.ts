@@ -103,7 +103,7 @@ const summary = await run('jobs.yaml', { ...service, timeScale: 0.005, out: 'out
 out.run = { outcome: summary.outcome, exitCode: summary.exitCode, done: summary.counts.done, outDir: summary.outDir };
 out.events = [events[0], events.at(-1), events.includes('file')];
 out.subpath = typeof fromSubpath;
-// Aborting stops new submissions and ends with the outcome 'interrupted'; the same call again resumes.
+// Aborting stops new submissions and ends with the outcome 'interrupted' (exit code 130); the same call again resumes.
 const stop = new AbortController();
 const first = await run('more.yaml', { ...service, timeScale: 0.005, out: 'more', concurrency: 1, signal: stop.signal, onEvent: (e) => { if (e.type === 'sending') stop.abort(); } });
 const again = await run('more.yaml', { ...service, timeScale: 0.005, out: 'more' });
@@ -125,7 +125,7 @@ console.log(JSON.stringify(out));
     expect(out.events).toEqual(['start', 'finish', true]);
     expect(existsSync(join(project, 'out', 'report.json'))).toBe(true);
     expect(out.subpath).toBe('function');
-    expect(out.abort).toEqual(['interrupted', 4, true, 'done', 6]);
+    expect(out.abort).toEqual(['interrupted', 130, true, 'done', 6]); // an abort is an interruption (130; 143 only for reason 'SIGTERM')
   });
 
   it('type-checks a TypeScript file against the shipped declarations', () => {

@@ -278,7 +278,7 @@ describe('chat jobs in genbatch run', () => {
     const bad = jobs.find((j) => j.id === 'bad')!;
     expect(bad.state).toBe('failed');
     expect(bad.last_error).toContain('max_tokens');
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(6); // a 400 refused the input: a permanent failure, nothing a retry fixes
     expect(report(w.out).summary.chat).toMatchObject({ jobs: 2, done: 1, repeated_calls: 1 });
   }, 120_000);
 });

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { forgetService } from './helpers/verify.js';
 import { admin } from './helpers/admin.js';
 
 /**
@@ -98,6 +99,7 @@ describe('permanent failures', () => {
     const t0 = await taskCount();
     const fixedFlaky = await startSandbox({ port: 0, keys: { [KEY]: 1_000_000 }, timeScale: Number(SCALE), seed: 22, failWords: [] });
     try {
+      forgetService(join(w.out, 'state.db')); // the fixed service is another sandbox here
       const second = await runCli(['run', flaky, '--base-url', fixedFlaky.url, '--time-scale', SCALE, '--out', w.out, '--redo', 'failed'], env);
       expect(second.stdout).toContain('genbatch: --redo failed: 1 job(s) sent again\n');
       expect(second.code, second.stdout + second.stderr).toBe(6);
@@ -108,6 +110,7 @@ describe('permanent failures', () => {
     }
     expect(await taskCount()).toBe(t0);
     // Named by its id: sent again (it fails the same way here; attempts show it was sent).
+    forgetService(join(w.out, 'state.db')); // back to the first sandbox
     const third = await runCli(args(m, w.out, '--redo', 'failed', '--only', 'policy-1'), env);
     expect(third.stdout).toContain('genbatch: --redo failed: 1 job(s) sent again\n');
     expect(third.code).toBe(6);

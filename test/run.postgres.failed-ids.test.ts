@@ -35,7 +35,7 @@ describe('the end of a run on PostgreSQL with failed jobs', () => {
     expect(w.stdout).toContain('genbatch: failed: bad-0, bad-1\n');
     const prefix = 'genbatch: to send the failed jobs again: ';
     const line = w.stdout.split('\n').find((l) => l.startsWith(prefix));
-    expect(line).toBe(`${prefix}genbatch run ${manifest} --out ${out} --base-url ${f.sandbox.url} --redo failed`);
+    expect(line).toBe(`${prefix}genbatch run ${manifest} --out ${out} --base-url ${f.sandbox.url} --time-scale 0.01 --redo failed`);
 
     // The command it suggests exists, and sends the two failed jobs again.
     const tasks = (await f.sandbox.stats()).tasks_total;

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
-import { readJobs } from './helpers/verify.js';
+import { readJobs, forgetService } from './helpers/verify.js';
 import { admin } from './helpers/admin.js';
 
 /**
@@ -90,6 +90,7 @@ describe('genbatch run --redo', () => {
     const before = readJobs(w.state);
     const tasks0 = await tasksOf(fixed);
 
+    forgetService(w.state); // the fixed service is another sandbox here
     const second = await runCli(args(fixed, m, w.out, '--redo', 'failed'), env);
     expect(second.stderr).toBe('');
     expect(second.code).toBe(0);
@@ -144,6 +145,7 @@ describe('genbatch run --redo', () => {
     expect(first.code).toBe(1);
     expect(readJobs(w.state).map((j) => `${j.id}:${j.state}`)).toEqual(['parent:failed', 'child:skipped']);
     const tasks0 = await tasksOf(fixed);
+    forgetService(w.state); // the fixed service is another sandbox here
     const second = await runCli(args(fixed, m, w.out, '--redo', 'failed'), env);
     expect(second.code).toBe(0);
     // The child comes back with its parent: both are in the estimate.

@@ -86,7 +86,7 @@ describe('store reads (raw rows made objects)', () => {
     same([...store.allJobs()], db.prepare('SELECT * FROM jobs WHERE run_id = ? ORDER BY seq').all(run));
     same(
       [...store.summaryRows()],
-      db.prepare('SELECT id, model, kind, "where", state, task_id, attempts, submitted_at, finished_at, last_error, estimated_credits FROM jobs WHERE run_id = ? ORDER BY seq').all(run),
+      db.prepare('SELECT id, model, kind, "where", state, task_id, attempts, submitted_at, finished_at, last_error, estimated_credits, permanent FROM jobs WHERE run_id = ? ORDER BY seq').all(run),
     );
     const pendingAll = db.prepare(`SELECT * FROM jobs WHERE run_id = ? AND state = 'pending' ORDER BY seq`).all(run) as { seq: number }[];
     expect(pendingAll.length).toBe(5);

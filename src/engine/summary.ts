@@ -1,4 +1,4 @@
-import type { SummaryRow } from '../store/index.js';
+import type { SummaryRow } from '../store/types.js';
 
 /** Ids listed per reason in the end-of-run summary (`not_done`); past it, `more` says how many were left off. */
 export const NOT_DONE_IDS = 1000;

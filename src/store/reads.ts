@@ -17,7 +17,7 @@ export type Prepare = (sql: string) => Database.Statement;
  * `SELECT *` returned; jobRow is its object.
  */
 const JOB_COLUMNS =
-  'run_id, id, seq, model, kind, "where", spec_hash, spec, submitted_input, state, task_id, attempts, created_at, updated_at, submitted_at, finished_at, expires_at, last_error, result, estimated_credits, generation, permanent, uncertain_at';
+  'run_id, id, seq, model, kind, "where", spec_hash, spec, submitted_input, state, task_id, attempts, created_at, updated_at, submitted_at, finished_at, expires_at, last_error, result, estimated_credits, generation, permanent, uncertain_at, sent_by, expected_credits';
 
 type JobTuple = [
   number,
@@ -43,6 +43,8 @@ type JobTuple = [
   number,
   number,
   string | null,
+  number | null,
+  number | null,
 ];
 
 /** A jobs row as `SELECT *` gives it: JobRow and the run id and sync generation. */
@@ -73,6 +75,8 @@ export function jobRow(r: JobTuple): StoredJobRow {
     generation: r[20],
     permanent: r[21],
     uncertain_at: r[22],
+    sent_by: r[23],
+    expected_credits: r[24],
   };
 }
 

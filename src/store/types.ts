@@ -30,6 +30,10 @@ export interface JobRow {
   permanent: number;
   /** When the job last became uncertain (ISO-8601). */
   uncertain_at: string | null;
+  /** The invocation that last sent it (null: not sent since the column exists; PostgreSQL runs: not numbered). */
+  sent_by?: number | null;
+  /** Its expected price when sent. */
+  expected_credits?: number | null;
 }
 
 /** What resuming a job already at the service needs (WorkStore.takeOver): not its large spec, input and result. */

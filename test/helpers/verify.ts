@@ -99,3 +99,16 @@ export function callbackToken(statePath: string): string {
     db.close();
   }
 }
+
+/**
+ * The test's service came back at another address (a second sandbox standing in for the same service, fixed):
+ * forget the service the state recorded, as for a state made before the check, so the next run adopts it.
+ */
+export function forgetService(statePath: string): void {
+  const db = new Database(statePath);
+  try {
+    db.prepare("DELETE FROM meta WHERE key LIKE 'service:%'").run();
+  } finally {
+    db.close();
+  }
+}

@@ -174,16 +174,24 @@ CREATE TABLE IF NOT EXISTS budget (
   cap DOUBLE PRECISION NOT NULL,
   reserved DOUBLE PRECISION NOT NULL DEFAULT 0
 );
-ALTER TABLE budget ADD COLUMN IF NOT EXISTS spent DOUBLE PRECISION NOT NULL DEFAULT 0;
-ALTER TABLE budget ADD COLUMN IF NOT EXISTS balance DOUBLE PRECISION;
-ALTER TABLE budget ADD COLUMN IF NOT EXISTS name TEXT;
-ALTER TABLE budget ADD COLUMN IF NOT EXISTS stopped BOOLEAN NOT NULL DEFAULT false;
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS permanent INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS uncertain_at TEXT;
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS sent_by INTEGER;
-ALTER TABLE jobs ADD COLUMN IF NOT EXISTS expected_credits DOUBLE PRECISION;
 CREATE INDEX IF NOT EXISTS jobs_reserved ON jobs (run_id) WHERE reserved_credits IS NOT NULL;
 `;
+
+/**
+ * Columns added after the first layout (table, column, definition). Added only when missing: ALTER TABLE takes
+ * the table's ACCESS EXCLUSIVE lock even when IF NOT EXISTS finds the column, so a worker joining a run while
+ * another claims jobs would queue behind it and deadlock (found by run.postgres and pg.credit-cap).
+ */
+const ADDED_COLUMNS: ReadonlyArray<readonly [string, string, string]> = [
+  ['budget', 'spent', 'DOUBLE PRECISION NOT NULL DEFAULT 0'],
+  ['budget', 'balance', 'DOUBLE PRECISION'],
+  ['budget', 'name', 'TEXT'],
+  ['budget', 'stopped', 'BOOLEAN NOT NULL DEFAULT false'],
+  ['jobs', 'permanent', 'INTEGER NOT NULL DEFAULT 0'],
+  ['jobs', 'uncertain_at', 'TEXT'],
+  ['jobs', 'sent_by', 'INTEGER'],
+  ['jobs', 'expected_credits', 'DOUBLE PRECISION'],
+];
 
 /** The tables of the SQLite state file that the PostgreSQL state mirrors (the readers' snapshot copies these). */
 export const MIRRORED_TABLES = ['meta', 'runs', 'invocations', 'jobs', 'files', 'job_links', 'uploads', 'marks', 'job_errors'] as const;
@@ -193,6 +201,13 @@ export async function migrate(pool: Pool): Promise<void> {
   await inTx(pool, async (c) => {
     await c.query('SELECT pg_advisory_xact_lock($1, 0)', [LOCK.schema]);
     await c.query(PG_SCHEMA);
+    const have = await c.query<{ t: string; c: string }>(
+      `SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema() AND table_name IN ('budget', 'jobs')`,
+    );
+    const present = new Set(have.rows.map((x) => `${x.t}.${x.c}`));
+    for (const [table, column, def] of ADDED_COLUMNS) {
+      if (!present.has(`${table}.${column}`)) await c.query(`ALTER TABLE ${table} ADD COLUMN ${column} ${def}`);
+    }
     const r = await c.query<{ value: string }>(`SELECT value FROM meta WHERE key = 'schema_version'`);
     const row = r.rows[0];
     if (!row) await c.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1)`, [String(SCHEMA_VERSION)]);
