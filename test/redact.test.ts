@@ -58,6 +58,26 @@ describe('redact: the API key out of a text', () => {
     expect(redactDeep({ a: 'abcd' }, 'abcd')).toEqual({ a: REDACTED });
   });
 
+  it('every percent-encoded occurrence, and a whole base64 or hex form leaves nothing of the key', () => {
+    expect(redact(`a=${enc(KEY)}&b=${enc(KEY, false)}`, KEY)).toBe(`a=${REDACTED}&b=${REDACTED}`);
+    expect(redact(`k=${Buffer.from(KEY).toString('base64')}`, KEY)).toBe(`k=${REDACTED}`);
+    expect(redact(`k=${Buffer.from(KEY).toString('hex')}.`, KEY)).toBe(`k=${REDACTED}.`);
+  });
+
+  it('base64url of a key whose base64 holds + and /: redacted like its base64', () => {
+    const key = 'sk->>>???-key';
+    expect(Buffer.from(key).toString('base64')).toMatch(/[+/]/);
+    // The last character ("Q") also holds padding bits, not the key's alone: it stays (2 bits of the last byte).
+    expect(redact(`u=${Buffer.from(key).toString('base64url')}`, key)).toBe(`u=${REDACTED}Q`);
+    expect(redact(`b=${Buffer.from(key).toString('base64')}`, key)).toBe(`b=${REDACTED}Q==`);
+  });
+
+  it('an encoded form shorter than 12 characters is not looked for (it would match unrelated text); one of 12 is', () => {
+    expect(redact('x 61626364 y', 'abcd')).toBe('x 61626364 y');
+    expect(holdsKey('61626364', 'abcd')).toBe(false);
+    expect(redact('x 616263646566 y', 'abcdef')).toBe(`x ${REDACTED} y`);
+  });
+
   it('a multi-byte key is found with each UTF-8 byte encoded', () => {
     const key = 'clé-€42';
     expect(redact(`k=${encodeURIComponent(key)}`, key)).toBe(`k=${REDACTED}`);
