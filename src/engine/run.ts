@@ -21,7 +21,8 @@ import { checkPrices, emitEstimate, invocationRooms, overText, prepare, type Inv
 import { notDone } from './summary.js';
 import { buildReportData, capMetaKey, refusalMetaKey, round6, runCredits, type CapNote, type RefusalNote } from './report-data.js';
 import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './changed.js';
-import { uncertainLongEnough } from './uncertain.js';
+import { resubmitAged } from './uncertain.js';
+import { exitCodeFor } from './exit-code.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
 
 /**
@@ -470,32 +471,9 @@ function invocationCap(flag: number | null, manifest: number | null): { credits:
   return manifest !== null ? { credits: manifest, name: `the manifest budget_per_invocation of ${manifest}` } : null;
 }
 
-/**
- * --uncertain resubmit-after: the uncertain jobs uncertain for at least `afterMs` (jobs.uncertain_at; no callback
- * adopted a task for them meanwhile, or they would be submitted) go back to pending, with a warning that a charge
- * may be doubled. Jobs no longer in the manifest stay uncertain.
- */
-function resubmitAged(store: Store, afterMs: number, emit: (e: EngineEvent) => void): void {
-  const removed = store.removedInFlight();
-  const now = Date.now();
-  const aged = [...store.jobsIn('uncertain')].filter((r) => !removed?.has(r.id) && uncertainLongEnough(r.uncertain_at, afterMs, now));
-  for (const row of aged) {
-    store.transition(row.id, 'uncertain', 'pending', { last_error: `resubmitted (--uncertain resubmit-after): no sign of its task since ${row.uncertain_at}; after: ${row.last_error ?? 'unknown outcome'}`.slice(0, 2000) });
-    emit({ type: 'job', id: row.id, from: 'uncertain', to: 'pending' });
-    for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending' });
-  }
-  if (aged.length > 0) {
-    emit({ type: 'warning', message: `${aged.length} uncertain job(s) showed no sign of their task within ${formatAge(afterMs)} and are sent again (--uncertain resubmit-after): if their first task was created after all, it is charged too (a charge may be doubled): ${aged.slice(0, SUMMARY_IDS).map((r) => r.id).join(', ')}` });
-  }
-}
-
-function formatAge(ms: number): string {
-  return ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`;
-}
-
-/** How many failed (and expired) ids the end-of-run summary names. */
 /** Failed and expired jobs named by the end-of-run line (then how many more). */
 export const SUMMARY_IDS = 20;
+export { exitCodeFor, type ExitFacts } from './exit-code.js';
 
 /** The first `max` ids of the jobs in `state`, in manifest order. */
 function firstIds(store: Store, state: JobState, max: number): string[] {
@@ -505,34 +483,6 @@ function firstIds(store: Store, state: JobState, max: number): string[] {
     out.push(row.id);
   }
   return out;
-}
-
-/** What decides the exit code beside the counts: jobs held before sending (balance, cap), jobs that failed permanently. */
-export interface ExitFacts {
-  /** Pending jobs this invocation left because their estimate did not fit the balance, or a credit cap. */
-  held?: { balance: number; cap: number };
-  /** Failed jobs the service refused for their input (a retry cannot help): exit 6 when nothing else is left. */
-  permanentFailed?: number;
-}
-
-/**
- * The exit code (src/errors.ts EXIT, README "Exit codes"), the first that applies: 130 after SIGINT, 143 after
- * SIGTERM; 4 when jobs need a decision (uncertain, expired); 1 when jobs failed that a retry may fix; 3 when work
- * was left for the balance (held before sending, or a 402 mid-run); 5 when a credit cap left work (held before
- * sending, or the measured cap stopped the sending); 7 when other work is left (--only/--limit, a lost lease,
- * tasks still running); 6 when the only jobs not done failed permanently; else 0.
- */
-export function exitCodeFor(counts: Record<JobState, number>, signal: AbortSignal, stop: string | null, facts: ExitFacts = {}): number {
-  if (signal.aborted) return signal.reason === 'SIGTERM' ? EXIT.sigterm : EXIT.sigint;
-  if (counts.uncertain + counts.expired > 0) return EXIT.incomplete;
-  const permanent = Math.min(facts.permanentFailed ?? 0, counts.failed);
-  if (counts.failed > permanent) return EXIT.jobsFailed;
-  const left = counts.pending + counts.submitting + counts.submitted + counts.downloading;
-  if (stop === 'insufficient-credits' || (left > 0 && (facts.held?.balance ?? 0) > 0)) return EXIT.budget;
-  if (stop === 'credit-cap' || (left > 0 && (facts.held?.cap ?? 0) > 0)) return EXIT.capReached;
-  if (left > 0 || stop !== null) return EXIT.leftPending;
-  if (permanent > 0) return EXIT.failedPermanent;
-  return EXIT.ok;
 }
 
 /** Write the four reports now (a refusal before sending); the stale mark is cleared once they are written. */

@@ -1,4 +1,9 @@
 import { UsageError } from '../errors.js';
+import type { Store } from '../store/index.js';
+import type { EngineEvent } from './events.js';
+
+/** How many job ids a warning names. */
+const NAMED = 20;
 
 /**
  * `--uncertain POLICY` (issue #26 item 4): what a run does with jobs whose submit had an unknown outcome.
@@ -42,4 +47,27 @@ export function uncertainLongEnough(since: string | null, afterMs: number, now: 
   if (since === null) return false;
   const t = Date.parse(since);
   return Number.isFinite(t) && now - t >= afterMs;
+}
+
+/**
+ * --uncertain resubmit-after: the uncertain jobs uncertain for at least `afterMs` (jobs.uncertain_at; no callback
+ * adopted a task for them meanwhile, or they would be submitted) go back to pending, with a warning that a charge
+ * may be doubled. Jobs no longer in the manifest stay uncertain.
+ */
+export function resubmitAged(store: Store, afterMs: number, emit: (e: EngineEvent) => void): void {
+  const removed = store.removedInFlight();
+  const now = Date.now();
+  const aged = [...store.jobsIn('uncertain')].filter((r) => !removed?.has(r.id) && uncertainLongEnough(r.uncertain_at, afterMs, now));
+  for (const row of aged) {
+    store.transition(row.id, 'uncertain', 'pending', { last_error: `resubmitted (--uncertain resubmit-after): no sign of its task since ${row.uncertain_at}; after: ${row.last_error ?? 'unknown outcome'}`.slice(0, 2000) });
+    emit({ type: 'job', id: row.id, from: 'uncertain', to: 'pending' });
+    for (const id of store.graph.drainRevived()) emit({ type: 'job', id, from: 'skipped', to: 'pending' });
+  }
+  if (aged.length > 0) {
+    emit({ type: 'warning', message: `${aged.length} uncertain job(s) showed no sign of their task within ${formatAge(afterMs)} and are sent again (--uncertain resubmit-after): if their first task was created after all, it is charged too (a charge may be doubled): ${aged.slice(0, NAMED).map((r) => r.id).join(', ')}` });
+  }
+}
+
+function formatAge(ms: number): string {
+  return ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${ms / 1000}s`;
 }
