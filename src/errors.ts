@@ -246,8 +246,22 @@ export function isFileSystemError(err: unknown): err is NodeJS.ErrnoException {
  * 10): nothing was recorded or sent. Exit 4 (a decision is needed): `--redo changed` (or `--yes`) sends them,
  * `--keep-changed` keeps their results.
  */
+/** What the guard on mass re-sends found: the changed done jobs, their estimate, three examples of the change. */
+export interface ChangedFacts {
+  count: number;
+  /** Known estimate of sending them again. */
+  credits: number;
+  /** How many of them have no known price. */
+  unknown: number;
+  examples: Array<{ id: string; diff: string }>;
+  max: number;
+}
+
 export class ChangedGuardError extends GenbatchError {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly facts: ChangedFacts,
+  ) {
     super('GB_CHANGED_GUARD', message, EXIT.incomplete);
   }
 }

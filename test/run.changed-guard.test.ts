@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -84,6 +85,26 @@ describe('the guard on mass re-sends', () => {
     expect(existsSync(join(w.out, 'j-01', 'previous-1'))).toBe(false);
     // The same refusal again: the decision was not taken.
     expect((await runCli(args(w), env)).code).toBe(4);
+    // estimate shows the same numbers, from the state, and leaves the state file as it is.
+    const digest = () => createHash('sha256').update(readFileSync(w.state)).digest('hex');
+    const d0 = digest();
+    const est = await runCli(['estimate', w.m, '--base-url', sb.url, '--out', w.out, '--json'], env);
+    expect(est.code, est.stderr).toBe(4);
+    const plan = (JSON.parse(est.stdout) as { state: { done: number; changed: { count: number; credits: number; stops: boolean; examples: Array<{ id: string; diff: string }> }; pending: { jobs: number } } }).state;
+    expect(plan.changed).toMatchObject({ count: 12, credits: 24, stops: true });
+    expect(plan.changed.examples.map((e) => e.id)).toEqual(['j-01', 'j-02', 'j-03']);
+    expect(plan.changed.examples[0]!.diff).toBe('input.prompt: "a quiet harbour for j-01" -> "a stormy harbour at night for j-01"');
+    expect(plan.done).toBe(12);
+    expect(plan.pending.jobs).toBe(0);
+    const human = await runCli(['estimate', w.m, '--base-url', sb.url, '--out', w.out], env);
+    expect(human.stdout).toContain('changed: 12 done jobs whose spec changed would be sent again, estimated 24 credits; more than --max-changed 10: a run stops before sending anything (exit 4)');
+    // Past the guard, under a per-invocation cap of 10 credits: the next run sends 5 of the 12 (exit 5, as the run).
+    const capped = await runCli(['estimate', w.m, '--base-url', sb.url, '--out', w.out, '--json', '--max-changed', '20', '--max-credits-per-invocation', '10'], env);
+    expect(capped.code, capped.stderr).toBe(5);
+    expect((JSON.parse(capped.stdout) as { state: { sends: { jobs: number; credits: number; held: Record<string, number> } } }).state.sends).toMatchObject({ jobs: 5, credits: 10, held: { 'over --max-credits-per-invocation 10': 7 } });
+    expect(digest()).toBe(d0);
+    expect(rows(w.state)).toEqual(before);
+    expect(await taskCount()).toBe(t0);
     const go = await runCli(args(w, '--redo', 'changed'), env);
     expect(go.code, go.stdout + go.stderr).toBe(0);
     expect(go.stdout).toContain('12 changed');

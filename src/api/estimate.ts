@@ -1,6 +1,9 @@
 import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../client/index.js';
 import { ManifestError, type Problem } from '../errors.js';
 import { localImageRefs, openManifest, type ManifestJob } from '../manifest/index.js';
+import { DEFAULT_MAX_CHANGED } from '../engine/changed.js';
+import type { StatePlan } from '../engine/plan.js';
+import { invocationCap } from '../engine/prepare.js';
 import { checkUserPrices, defaultBookPath, estimate as priceJobs, loadPriceFile, observedPrices, PriceBook, unknownPriceModels, type JobEstimate, type ModelTotal, type UserPrices } from '../pricing/index.js';
 
 /**
@@ -22,6 +25,12 @@ export interface EstimateOptions {
   confine?: boolean;
   /** The cap a run would have (`--max-credits`): in the result's `cap`. */
   maxCredits?: number;
+  /** The per-invocation cap a run would have (`--max-credits-per-invocation`): used by the plan against a state. */
+  maxCreditsPerInvocation?: number;
+  /** A SQLite state file of earlier runs of this manifest: the result's `state` says what the next run would do with it. */
+  state?: string;
+  /** The guard on mass re-sends a run would have (`--max-changed`, default 10). */
+  maxChanged?: number;
 }
 
 export interface EstimateResult {
@@ -62,6 +71,8 @@ export interface EstimateResult {
   local_images: number;
   /** Seconds the uploads alone take at most under the service's window of 5 uploads a minute (0 for up to 5). */
   upload_seconds: number;
+  /** With a state of earlier runs: what the next run would keep, send again (the guard on re-sends) and send under the caps; null: no state. */
+  state: StatePlan | null;
 }
 
 /** The service's upload window: 5 uploads per 60 s per key (the client keeps it as 61.2 s). */
@@ -78,7 +89,7 @@ export type EstimateOutcome = { estimate: EstimateResult; problems: [] } | { est
 export async function estimateManifest(
   manifestPath: string,
   config: ServiceConfig | null,
-  opts: { prices?: string; keepJobs?: boolean; onJob?: (job: JobEstimate) => void; service?: string; confine?: boolean; maxCredits?: number } = {},
+  opts: { prices?: string; keepJobs?: boolean; onJob?: (job: JobEstimate) => void; service?: string; confine?: boolean; maxCredits?: number; maxCreditsPerInvocation?: number; state?: string; maxChanged?: number } = {},
 ): Promise<EstimateOutcome> {
   const file = opts.prices ? await loadPriceFile(opts.prices) : { user: null, book: null };
   const fileP = file.user;
@@ -102,6 +113,17 @@ export async function estimateManifest(
       await client.close();
     }
   }
+  const cap = capOf(opts.maxCredits ?? null, manifest.budget);
+  const state =
+    opts.state === undefined
+      ? null
+      : await (await import('../engine/plan.js')).planAgainstState(opts.state, manifest, {
+          userPrices,
+          observed,
+          maxChanged: opts.maxChanged ?? DEFAULT_MAX_CHANGED,
+          caps: { run: cap, invocation: invocationCap(opts.maxCreditsPerInvocation ?? null, manifest.budgetPerInvocation) },
+          balance,
+        });
   const unused = Object.keys(userPrices ?? {}).filter((m) => {
     const t = est.per_model[m];
     return t !== undefined && t.user_jobs === 0 && t.unknown_jobs === 0;
@@ -116,7 +138,7 @@ export async function estimateManifest(
       affordable: balance === null ? null : est.total_credits <= balance,
       budget: manifest.budget,
       within_budget: manifest.budget === null ? null : est.total_credits <= manifest.budget,
-      cap: capOf(opts.maxCredits ?? null, manifest.budget),
+      cap,
       unconfirmed_price_jobs: est.jobs_count - Object.values(est.per_model).reduce((a, t) => a + t.observed_jobs, 0),
       user_supplied_credits: est.user_supplied_credits,
       observed_credits: est.observed_credits,
@@ -127,6 +149,7 @@ export async function estimateManifest(
       jobs: (est.jobs ?? []).map((j) => ({ id: j.id, model: j.model, credits: j.credits, source: j.source, basis: j.basis, ...(j.children !== undefined ? { children: j.children } : {}) })),
       local_images: images.size,
       upload_seconds: Math.max(0, Math.ceil(images.size / UPLOADS_PER_WINDOW) - 1) * UPLOAD_WINDOW_S,
+      state,
     },
   };
 }
@@ -160,7 +183,7 @@ function modelSource(t: ModelTotal): string {
 export async function estimate(manifestPath: string, opts: EstimateOptions = {}): Promise<EstimateResult> {
   const config = opts.offline ? null : serviceConfigFromEnv({ ...(opts.baseUrl !== undefined ? { baseUrl: opts.baseUrl } : {}), ...(opts.apiKey !== undefined ? { apiKey: opts.apiKey } : {}) });
   const service = opts.baseUrl ?? process.env.GENBATCH_BASE_URL;
-  const out = await estimateManifest(manifestPath, config, { keepJobs: true, confine: opts.confine === true, ...(opts.maxCredits !== undefined ? { maxCredits: opts.maxCredits } : {}), ...(opts.prices !== undefined ? { prices: opts.prices } : {}), ...(service ? { service } : {}) });
+  const out = await estimateManifest(manifestPath, config, { keepJobs: true, confine: opts.confine === true, ...(opts.maxCredits !== undefined ? { maxCredits: opts.maxCredits } : {}), ...(opts.maxCreditsPerInvocation !== undefined ? { maxCreditsPerInvocation: opts.maxCreditsPerInvocation } : {}), ...(opts.state !== undefined ? { state: opts.state } : {}), ...(opts.maxChanged !== undefined ? { maxChanged: opts.maxChanged } : {}), ...(opts.prices !== undefined ? { prices: opts.prices } : {}), ...(service ? { service } : {}) });
   if (out.estimate === null) throw new ManifestError(out.problems);
   return out.estimate;
 }

@@ -56,6 +56,10 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--offline', 'do not read the balance')
     .option('--max-credits <n>', 'the cap a run would have: shown with the estimate (exit 5 when the estimate exceeds it, as run; 3 when the balance does)', num('--max-credits'))
     .option('--prices <file>', 'user-supplied prices (YAML or JSON: model id -> credits), or a price book of observed prices (default book: $GENBATCH_PRICE_BOOK, else ~/.config/genbatch/prices.json)')
+    .option('--max-credits-per-invocation <n>', 'the per-invocation cap a run would have: with a state, what the next run sends under it', num('--max-credits-per-invocation'))
+    .option('--state <path>', 'a state file of earlier runs of this manifest: say what the next run keeps, sends again and sends (default: $GENBATCH_STATE, else the run\'s default state when it exists)')
+    .option('--out <dir>', 'the output folder of earlier runs: its state.db, as --state')
+    .option('--max-changed <n>', 'the guard a run would have on re-sending done jobs (default 10): exit 4 when a run would stop at it', int('--max-changed', 0))
     .option('--base-url <url>', 'service base URL (default $GENBATCH_BASE_URL)')
     .option('--confine', CONFINE_HELP)
     .action(wrap(lazy('estimate')));

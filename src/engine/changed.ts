@@ -1,4 +1,4 @@
-import { ChangedGuardError } from '../errors.js';
+import { ChangedGuardError, type ChangedFacts } from '../errors.js';
 import type { Store } from '../store/index.js';
 
 /**
@@ -48,15 +48,30 @@ export interface ChangedJob {
 
 /** How many changed done jobs, their estimate, and a refusal naming three examples. */
 export function changedRefusal(jobs: readonly ChangedJob[], max: number): ChangedGuardError {
-  const known = jobs.reduce((s, j) => s + (j.credits ?? 0), 0);
-  const unknown = jobs.filter((j) => j.credits === null).length;
-  const lines = jobs.slice(0, 3).map((j) => `  ${j.id}: ${firstDiff(j.oldSpec, j.newSpec)}`);
+  const facts = changedFacts(jobs, max);
+  const lines = facts.examples.map((e) => `  ${e.id}: ${e.diff}`);
   if (jobs.length > 3) lines.push(`  and ${jobs.length - 3} more`);
-  const cost = `estimated ${+known.toFixed(6)} credits${unknown > 0 ? ` (+${unknown} of unknown price)` : ''}`;
   return new ChangedGuardError(
-    `the manifest change would send ${jobs.length} finished (done) jobs again, ${cost}; more than --max-changed ${max}:\n${lines.join('\n')}\n` +
+    `the manifest change would send ${jobs.length} finished (done) jobs again, ${changedCost(facts)}; more than --max-changed ${max}:\n${lines.join('\n')}\n` +
       'nothing was sent. To send them: the same command with --redo changed (or --yes); to keep their results: --keep-changed',
+    facts,
   );
+}
+
+/** The numbers of a refusal: count, known estimate, how many of unknown price, three examples. */
+export function changedFacts(jobs: readonly ChangedJob[], max: number): ChangedFacts {
+  return {
+    count: jobs.length,
+    credits: +jobs.reduce((s, j) => s + (j.credits ?? 0), 0).toFixed(6),
+    unknown: jobs.filter((j) => j.credits === null).length,
+    examples: jobs.slice(0, 3).map((j) => ({ id: j.id, diff: firstDiff(j.oldSpec, j.newSpec) })),
+    max,
+  };
+}
+
+/** `estimated 108 credits (+2 of unknown price)`. */
+export function changedCost(f: ChangedFacts): string {
+  return `estimated ${f.credits} credits${f.unknown > 0 ? ` (+${f.unknown} of unknown price)` : ''}`;
 }
 
 /** The first place two stored specs differ: `input.prompt: "old" -> "new"` (values cut to about 40 characters around their first difference). */

@@ -222,6 +222,12 @@ export interface InvocationCaps {
   invocation: { credits: number; name: string } | null;
 }
 
+/** --max-credits-per-invocation, else the manifest's budget_per_invocation (the flag wins, as --max-credits over budget when tighter or not). */
+export function invocationCap(flag: number | null, manifest: number | null): { credits: number; name: string } | null {
+  if (flag !== null && (manifest === null || flag <= manifest)) return { credits: flag, name: `--max-credits-per-invocation ${flag}` };
+  return manifest !== null ? { credits: manifest, name: `the manifest budget_per_invocation of ${manifest}` } : null;
+}
+
 /**
  * The rooms the jobs this invocation sends must fit in, by their known estimate (selectPending): the run's cap
  * less the estimate of the manifest's jobs not pending (done, in flight: the run's total stays under it), the

@@ -17,7 +17,7 @@ import { RESULT_FILE } from './results.js';
 import { checkJobFolders } from './files.js';
 import { bucketJournal } from './fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
-import { checkPrices, emitEstimate, invocationRooms, overText, prepare, type InvocationCaps } from './prepare.js';
+import { checkPrices, emitEstimate, invocationCap, invocationRooms, overText, prepare, type InvocationCaps } from './prepare.js';
 import { notDone } from './summary.js';
 import { buildReportData, capMetaKey, refusalMetaKey, round6, runCredits, type CapNote, type RefusalNote } from './report-data.js';
 import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './changed.js';
@@ -463,12 +463,6 @@ function creditLimit(maxCredits: number | null, budget: number | null, sel: Sele
   const leftOut = sel ? { leftOut: sel.leftOut.known } : {};
   if (maxCredits !== null && (budget === null || maxCredits <= budget)) return { credits: maxCredits, name: `--max-credits ${maxCredits}`, ...leftOut };
   return budget !== null ? { credits: budget, name: `the manifest budget of ${budget}`, ...leftOut } : null;
-}
-
-/** --max-credits-per-invocation, else the manifest's budget_per_invocation (the flag wins, as --max-credits over budget when tighter or not). */
-function invocationCap(flag: number | null, manifest: number | null): { credits: number; name: string } | null {
-  if (flag !== null && (manifest === null || flag <= manifest)) return { credits: flag, name: `--max-credits-per-invocation ${flag}` };
-  return manifest !== null ? { credits: manifest, name: `the manifest budget_per_invocation of ${manifest}` } : null;
 }
 
 /** Failed and expired jobs named by the end-of-run line (then how many more). */

@@ -5,13 +5,23 @@ import { unknownPriceWarning, type JobEstimate } from '../../pricing/index.js';
 import { write, writeProblems } from './validate.js';
 import { confineWanted } from '../confine.js';
 import { formatDuration } from '../../report/format.js';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { defaultOutDir, defaultStateBeside } from '../../api/paths.js';
+import { changedCost } from '../../engine/changed.js';
+import type { StatePlan } from '../../engine/plan.js';
+import { isPostgresUrl, stateOption } from '../../store/location.js';
+import { isS3Url } from '../../storage/url.js';
 
 /**
  * `genbatch estimate <manifest> [--json] [--offline] [--prices FILE] [--base-url URL] [--max-credits N]`.
  * Credits per job, per model and in total; unknown prices listed apart, never
  * counted as 0; user-supplied prices labelled. Online, compares with the
  * balance. Exit 2 for an invalid manifest (problems on stderr, as validate),
- * 3 when the known total exceeds the balance, the manifest's budget or --max-credits, else 0.
+ * 3 when the known total exceeds the balance, 5 when it exceeds the manifest's budget or --max-credits, else 0.
+ * With a state of earlier runs (--state, --out, or the run's default state): what the next run keeps, sends
+ * again and sends (src/engine/plan.ts), and the run's code: 4 when the guard on re-sends would stop it, 3 or 5
+ * when jobs would be held for the balance or a cap.
  * The work is src/api/estimate.ts (the library's estimate()); this prints it.
  */
 
@@ -22,6 +32,10 @@ interface Options {
   baseUrl?: string;
   confine?: boolean;
   maxCredits?: number;
+  maxCreditsPerInvocation?: number;
+  state?: string;
+  out?: string;
+  maxChanged?: number;
 }
 
 /** Per-job rows shown in the human table; --json lists every job. */
@@ -32,12 +46,16 @@ export default async function estimateCommand(manifestPath: string, opts: Option
   const config: ServiceConfig | null = opts.offline ? null : configOrHint(opts.baseUrl);
   const service = opts.baseUrl ?? process.env.GENBATCH_BASE_URL;
   const shown: JobEstimate[] = [];
+  const statePath = stateToCompare(manifestPath, opts);
   const out = await estimateManifest(manifestPath, config, {
     ...(opts.prices !== undefined ? { prices: opts.prices } : {}),
     keepJobs: opts.json === true,
     ...(service ? { service } : {}),
     confine: confineWanted(opts.confine),
     ...(opts.maxCredits !== undefined ? { maxCredits: opts.maxCredits } : {}),
+    ...(opts.maxCreditsPerInvocation !== undefined ? { maxCreditsPerInvocation: opts.maxCreditsPerInvocation } : {}),
+    ...(opts.maxChanged !== undefined ? { maxChanged: opts.maxChanged } : {}),
+    ...(statePath !== null ? { state: statePath } : {}),
     onJob: (j) => {
       if (!opts.json && shown.length < TABLE_ROWS) shown.push(j);
     },
@@ -51,7 +69,11 @@ export default async function estimateCommand(manifestPath: string, opts: Option
   if (opts.json) await write(process.stdout, JSON.stringify(est) + '\n');
   else await write(process.stdout, humanReport(manifestPath, est, shown));
   const overCap = est.cap !== null && est.total_credits > est.cap.credits;
-  // The run's codes (README "Exit codes"): over the balance 3, else over a cap (--max-credits, the budget) 5.
+  // The run's codes (README "Exit codes"): stopped by the guard on re-sends 4 (a run stops there first), over
+  // the balance 3, else over a cap (--max-credits, the budget) 5.
+  // With a state, the plan says what the next run sends: jobs held for the balance 3, for a cap 5.
+  if (est.state?.changed?.stops) return EXIT.incomplete;
+  if (est.state) return est.state.sends.held_by.balance > 0 ? EXIT.budget : est.state.sends.held_by.cap > 0 ? EXIT.capReached : EXIT.ok;
   if (est.affordable === false) return EXIT.budget;
   return est.within_budget === false || overCap ? EXIT.capReached : EXIT.ok;
 }
@@ -116,7 +138,48 @@ function humanReport(path: string, est: EstimateResult, shown: JobEstimate[]): s
   }
   const u = est.unconfirmed_price_jobs;
   out.push(`${plural(u, 'job')} ${u === 1 ? 'has' : 'have'} no price confirmed by a charge on this account${u > 0 ? ' (under a cap the first job of each price class is sent alone and its charge read)' : ''}`);
+  if (est.state !== null) out.push('', ...stateLines(est.state, plural));
   return out.join('\n') + '\n';
+}
+
+/** What the next run would do with the state of the earlier ones (see src/engine/plan.ts). */
+function stateLines(p: StatePlan, plural: (n: number, w: string) => string): string[] {
+  const out = [`against the state ${p.state}:`, `  kept: ${plural(p.done, 'done job')} (not sent again)`];
+  const c = p.changed;
+  if (c !== null) {
+    const cost = changedCost(c);
+    if (c.stops) {
+      out.push(`  changed: ${plural(c.count, 'done job')} whose spec changed would be sent again, ${cost}; more than --max-changed ${c.max}: a run stops before sending anything (exit 4); --redo changed (or --yes) sends them, --keep-changed keeps their results`);
+    } else out.push(`  changed: ${plural(c.count, 'done job')} whose spec changed ${c.count === 1 ? 'is' : 'are'} sent again, ${cost} (within --max-changed ${c.max})`);
+    for (const e of c.examples) out.push(`    ${e.id}: ${e.diff}`);
+    if (c.count > c.examples.length) out.push(`    and ${c.count - c.examples.length} more`);
+  }
+  const unknown = p.pending.unknown > 0 ? ` (+${p.pending.unknown} of unknown price)` : '';
+  out.push(`  pending: ${plural(p.pending.jobs, 'job')}, ${p.pending.credits} credits${unknown}${c?.stops ? ' (with --keep-changed)' : ''}`);
+  const held = Object.entries(p.sends.held).map(([why, n]) => `${n} held ${why}`);
+  out.push(`  ${c?.stops ? 'with --keep-changed, ' : ''}the next run sends ${plural(p.sends.jobs, 'job')}, ${p.sends.credits} credits${held.length > 0 ? `; ${held.join('; ')}` : ''}`);
+  const other = Object.entries(p.other).map(([s, n]) => `${n} ${s}`);
+  if (other.length > 0) out.push(`  not sent by a plain run: ${other.join(', ')}`);
+  return out;
+}
+
+/**
+ * The state to compare with: --state (else $GENBATCH_STATE), --out's state.db, else the run's default state when
+ * it exists (not a --sandbox run's: an estimate is for a run against the service). Named but missing: a usage error.
+ */
+function stateToCompare(manifest: string, opts: Options): string | null {
+  const named = stateOption(opts.state);
+  if (named !== undefined) {
+    if (isPostgresUrl(named)) throw new UsageError('estimate compares with a SQLite state file only; a PostgreSQL state is not read here (genbatch status --state URL shows its jobs)');
+    if (!existsSync(named)) throw new UsageError(`no state file at ${resolve(named)} (${opts.state !== undefined ? '--state' : 'GENBATCH_STATE'})`);
+    return resolve(named);
+  }
+  if (opts.out !== undefined) {
+    const p = isS3Url(opts.out) ? defaultStateBeside(manifest) : join(opts.out, 'state.db');
+    if (!existsSync(p)) throw new UsageError(`no state file at ${resolve(p)} (--out ${opts.out})`);
+    return resolve(p);
+  }
+  return [join(defaultOutDir(manifest), 'state.db'), defaultStateBeside(manifest)].find((p) => existsSync(p)) ?? null;
 }
 
 /** How a job's price source is shown in the table. */
