@@ -91,6 +91,22 @@ describe('the upload window as a wait', () => {
     expect(heard).toEqual([{ queued: 1, nextInMs: null }, { queued: 0, nextInMs: null }]);
   });
 
+  it('the plain line names the status-read rate while it holds the run, and drops it when it is over', async () => {
+    const bus = new EventBus();
+    const out = new Sink(false);
+    const stop = attachProgress(bus, { json: false, tty: false, out, err: new Sink(false), everyS: 0.01 });
+    bus.emit({ type: 'synced', jobs: 30, new: 30, changed: 0, unchanged: 0, skipped: 0, counts: { ...zero(), pending: 15, submitted: 15 }, files: 0 });
+    bus.emit({ type: 'estimate', pending_credits: 30, total_credits: 60, unknown_price_jobs: [], balance: null });
+    bus.emit({ type: 'wait', what: 'status-rate', rule: '0.1 a second', queued: 12, next_in_ms: null });
+    await sleep(60);
+    expect(out.text).toMatch(/^genbatch: 0\/30 done, .*, waiting for the status-read rate: 0\.1 a second \(--status-rate\), 12 due$/m);
+    bus.emit({ type: 'wait', what: 'status-rate', rule: '0.1 a second', queued: 0, next_in_ms: null });
+    const mark = out.text.length;
+    await sleep(60);
+    stop();
+    expect(out.text.slice(mark)).not.toContain('waiting');
+  });
+
   it('the plain line (not a TTY) and the bars (TTY) name the upload window while it holds the run, and drop it after', async () => {
     for (const tty of [false, true]) {
       const bus = new EventBus();

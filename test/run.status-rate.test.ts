@@ -46,11 +46,19 @@ describe('run --status-rate', () => {
     const manifest = imageManifest(join(t.dir, 'cap.yaml'), 30, 'cap');
     const rate = 0.1 / 0.01;
     const start = clock();
-    const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', '0.01', '--status-rate', '0.1', '--out', join(t.dir, 'cap-out'), '--concurrency', '8'], { GENBATCH_API_KEY: KEY });
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', '0.01', '--status-rate', '0.1', '--out', join(t.dir, 'cap-out'), '--concurrency', '8', '--json'], { GENBATCH_API_KEY: KEY });
     expect(r.code, r.stderr).toBe(0);
     const reads = statusReads(start);
     expect(reads.length).toBeGreaterThanOrEqual(30); // at least one read per task
     reads.forEach((read, i) => expect(i + 1, `read ${i + 1} at ${((read.at - start) / 1000).toFixed(3)} s`).toBeLessThanOrEqual(1 + rate * ((read.at - start) / 1000) + 1e-6));
+    // Every wait says what it waits for (issue #23 item 4): 30 tasks due within about a second and 10 reads a
+    // second leave the last due ones waiting about 2-3 s for a read, so the rate held the run (a `wait` event
+    // naming it, with the flag's value) and let it go before the end (queued 0).
+    const waits = r.stdout.split('\n').filter((l) => l.includes('"status-rate"')).map((l) => JSON.parse(l) as { rule: string; queued: number });
+    expect(waits.length, r.stdout.slice(0, 2000)).toBeGreaterThanOrEqual(2);
+    expect(waits[0]).toMatchObject({ rule: '0.1 a second' });
+    expect(waits[0]!.queued).toBeGreaterThan(0);
+    expect(waits.at(-1)!.queued).toBe(0);
   }, 60_000);
 
   it('after a restart, reads first the tasks most likely finished by their model typical time (images past theirs before videos just begun)', async () => {

@@ -176,6 +176,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
       case 'wait':
         if (e.queued === 0) tally.waits.delete(e.what);
         else if (e.what === 'credit-cap') tally.waits.set(e.what, { text: `waiting for the credit cap: ${e.rule}`, until: null, timed: false });
+        else if (e.what === 'status-rate') tally.waits.set(e.what, { text: `waiting for the status-read rate: ${e.rule} (--status-rate), ${e.queued} due`, until: null, timed: false });
         else tally.waits.set(e.what, { text: `waiting for the upload window: ${e.rule}`, until: e.next_in_ms === null ? null : Date.now() + e.next_in_ms, timed: true });
         break;
       case 'warning':

@@ -55,10 +55,11 @@ export type EngineEvent =
    * next slot frees in `next_in_ms` (null: when a request in flight ends). queued 0: the wait is over.
    */
   /**
-   * What holds the run: the upload window (`rule`: 5 a minute; `queued` uploads wait), or the credit cap (`rule`: why;
-   * `queued` 1 while it holds the next submit). `queued` 0: that wait is over.
+   * What holds the run: the upload window (`rule`: 5 a minute; `queued` uploads wait), the credit cap (`rule`: why;
+   * `queued` 1 while it holds the next submit), or the status-read rate (`rule`: `10 a second`; `queued` due tasks
+   * have waited for a read more than 2 s). `queued` 0: that wait is over.
    */
-  | { type: 'wait'; what: 'upload-window' | 'credit-cap'; rule: string; queued: number; next_in_ms: number | null }
+  | { type: 'wait'; what: 'upload-window' | 'credit-cap' | 'status-rate'; rule: string; queued: number; next_in_ms: number | null }
   /** run --learn-prices: the charge of a job of a price class sent alone (credits null: not learned, and why). */
   | { type: 'price-learned'; id: string; class: string; credits: number | null; why: string | null }
   | { type: 'stopping'; reason: StopReason }

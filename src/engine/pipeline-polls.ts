@@ -54,6 +54,9 @@ export interface Waiting {
  * are spent where results are. A task that ended is recorded (`submitted -> downloading`, its file
  * rows with it) and handed to `downloads`.
  */
+/** A due task waiting longer than this for a status-read token: the rate holds the run (see noteRateHold). */
+const RATE_HOLD_MS = 2000;
+
 export class Polls {
   private readonly waiting = new Map<string, Waiting>();
   private readonly due = new MinHeap<{ at: number; id: string }>();
@@ -65,6 +68,8 @@ export class Polls {
   /** A token taken for the next read (from a wait on the bucket), not yet used. */
   private tokenHeld = false;
   private tokenWait = false;
+  /** The status-read rate holds the run now (a `wait` event said so). */
+  private rateHold = false;
   private inFlight = 0;
   /** Status reads sent in this run. */
   statusRequests = 0;
@@ -170,7 +175,23 @@ export class Polls {
           this.c.wake();
         });
     }
+    this.noteRateHold(now);
     return this.due.peek()?.at ?? Infinity;
+  }
+
+  /**
+   * The status-read rate holds the run when the task due longest has waited more than RATE_HOLD_MS for a token:
+   * a `wait` event then (the progress says `waiting for the status-read rate: ...`), and one with queued 0 once
+   * no due task waits on it. The hold is judged on the oldest wait, so reads paced a token apart do not flicker.
+   */
+  private noteRateHold(now: number): void {
+    const oldest = this.ready.values().next().value as Waiting | undefined;
+    const waited = oldest && oldest.dueAt !== Infinity ? now - oldest.dueAt : 0;
+    const hold = this.tokenWait && waited > RATE_HOLD_MS;
+    if (hold === this.rateHold || (!hold && this.tokenWait && waited > RATE_HOLD_MS / 2)) return;
+    this.rateHold = hold;
+    const perS = (this.c.opts.statusRate ?? 10 / this.c.opts.timeScale) * this.c.opts.timeScale; // as --status-rate gives it: of the service's time
+    this.c.opts.emit({ type: 'wait', what: 'status-rate', rule: `${+perS.toPrecision(3)} a second`, queued: hold ? this.ready.size + this.urgent.size : 0, next_in_ms: null });
   }
 
   private schedule(id: string, w: Waiting, at: number): void {
