@@ -40,6 +40,28 @@ describe('genbatch run on a PostgreSQL state', () => {
     expect((await f.sandbox.stats()).tasks_total - before).toBe(10);
   });
 
+  it('a job removed from the manifest is left out of status and the reports (issue #23 item 3), its files kept; --include-removed shows it', async () => {
+    const manifest = imageManifest(join(f.dir, 'gone.yaml'), 3, 'gone');
+    const env = { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: f.sandbox.url };
+    const args = ['run', manifest, '--state', f.db.url, '--time-scale', '0.01'];
+    expect((await runCli(args, env)).code).toBe(0);
+    imageManifest(manifest, 2, 'gone');
+    const tasks = (await f.sandbox.stats()).tasks_total;
+    const r = await runCli(args, env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).toContain('1 jobs no longer in the manifest (kept in the state, left out of the reports)');
+    expect((await f.sandbox.stats()).tasks_total).toBe(tasks);
+    const out = join(f.dir, 'genbatch-out', 'gone');
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as { jobs: Array<{ id: string }> };
+    expect(report.jobs.map((j) => j.id)).toEqual(['gone-0000', 'gone-0001']);
+    expect(existsSync(join(out, 'gone-0002'))).toBe(true);
+    const st = JSON.parse((await runCli(['status', 'gone', '--json', '--jobs'], { GENBATCH_STATE: f.db.url })).stdout) as { counts: Record<string, number>; jobs: Array<{ id: string }> };
+    expect(st.jobs.map((j) => j.id)).toEqual(['gone-0000', 'gone-0001']);
+    expect(st.counts.done).toBe(2);
+    const all = JSON.parse((await runCli(['status', 'gone', '--json', '--jobs', '--include-removed'], { GENBATCH_STATE: f.db.url })).stdout) as typeof st;
+    expect(all.jobs.map((j) => j.id)).toEqual(['gone-0000', 'gone-0001', 'gone-0002']);
+  });
+
   it('a run refused by --max-credits writes nothing to the database (exit 5, the cap)', async () => {
     const manifest = imageManifest(join(f.dir, 'dear.yaml'), 3, 'dear');
     const r = await runCli(['run', manifest, '--state', f.db.url, '--max-credits', '1'], { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: f.sandbox.url });
