@@ -123,6 +123,36 @@ describe('readers on a PostgreSQL state', () => {
     await pool.query(`UPDATE jobs SET state = 'pending', last_error = NULL, updated_at = ${NOW_ISO} WHERE id = 'cat-0002'`);
   });
 
+  it("view: while a live worker holds a job of the run, the last invocation is running (no 'no closing balance' note); once its lease ends, the note is back", async () => {
+    const run = (await pool.query<{ id: string }>('SELECT id FROM runs')).rows[0]!.id;
+    const n = (await pool.query<{ n: number }>('SELECT max(n)::int AS n FROM invocations WHERE run_id = $1', [run])).rows[0]!.n + 1;
+    await pool.query(`INSERT INTO invocations (run_id, n, started_at, balance_before, balance_before_at) VALUES ($1, $2, ${NOW_ISO}, 1000, ${NOW_ISO})`, [run, n]);
+    await pool.query(`INSERT INTO workers (id, hostname, pid) VALUES ($1, 'hostB', 22) ON CONFLICT (id) DO UPDATE SET last_seen = now()`, [B]);
+    await pool.query(`UPDATE jobs SET lease_expires = now() + interval '10 minutes', updated_at = ${NOW_ISO} WHERE id = 'cat-0001'`);
+    type Head = { head: { time: { running: boolean }; notes: string[] } };
+    const view = await startViewProcess(['--state', db.url]);
+    const head = async () => JSON.parse((await rawRequest(view.port, '/api/jobs?since=&gen=0', { headers: { 'x-genbatch-token': view.token } })).body) as Head;
+    try {
+      const live = await head();
+      expect(live.head.time.running).toBe(true);
+      expect(live.head.notes.join('\n')).toContain(`Invocation ${n} is running`);
+      expect(live.head.notes.join('\n')).not.toContain('no closing balance');
+      await pool.query(`UPDATE jobs SET lease_expires = now() - interval '1 second', updated_at = ${NOW_ISO} WHERE id = 'cat-0001'`);
+      let after = live;
+      const deadline = Date.now() + 20_000;
+      while (Date.now() < deadline && after.head.time.running) {
+        await new Promise((r) => setTimeout(r, 200));
+        after = await head();
+      }
+      expect(after.head.time.running).toBe(false);
+      expect(after.head.notes.join('\n')).toContain(`Invocation ${n} has no closing balance reading`);
+    } finally {
+      expect(await view.stop()).toBe(0);
+      await pool.query('DELETE FROM invocations WHERE run_id = $1 AND n = $2', [run, n]);
+      await pool.query(`UPDATE jobs SET lease_expires = NULL WHERE id = 'cat-0001'`);
+    }
+  });
+
   it('mark writes the marks to the database, after those made elsewhere; the reports show them', async () => {
     const r = await runCli(['mark', 'cats', '--state', db.url, '--approve', 'cat-0000', '--note', 'sharp after all']);
     expect(r.stderr).toBe('');

@@ -193,6 +193,7 @@ export class Snapshot {
   /** Copy what changed since the last copy (everything, the first time). True when something was copied. */
   async refresh(): Promise<boolean> {
     return this.reader.consistent(async (c) => {
+      await this.noteWriter(c);
       const f = (await c.query<{ f: string }>(FINGERPRINT, [this.runIds])).rows[0]!.f;
       if (f === this.fingerprint) return false;
       const [[jobCount]] = JSON.parse(f) as [[number]];
@@ -225,6 +226,24 @@ export class Snapshot {
       this.since = latest;
       return true;
     });
+  }
+
+  /**
+   * A live worker that holds a job of these runs stands in the copy's lease row, as a run holding a SQLite state
+   * file's lease does: the readers (the view's header) then know the last invocation is running, not stopped
+   * before its closing balance reading. Its heartbeat is the worker's last_seen (database clock, as an age);
+   * on its own host a dead pid still reads as not running (src/store/lease.ts writerActive).
+   */
+  private async noteWriter(c: Client): Promise<void> {
+    const r = await c.query<{ hostname: string; pid: number; age_ms: number }>(
+      `SELECT w.hostname, w.pid, (extract(epoch FROM now() - w.last_seen) * 1000)::float8 AS age_ms FROM workers w
+        WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = ANY($1) AND j.lease_owner = w.id AND j.lease_expires > now())
+        ORDER BY w.last_seen DESC LIMIT 1`,
+      [this.runIds],
+    );
+    const w = r.rows[0];
+    this.db.prepare('DELETE FROM lease').run();
+    if (w) this.db.prepare('INSERT INTO lease (id, pid, hostname, token, heartbeat) VALUES (1, ?, ?, ?, ?)').run(w.pid, w.hostname, 'postgres-worker', Math.round(Date.now() - w.age_ms));
   }
 
   private jobCount(): number {
