@@ -26,7 +26,7 @@ export const GROUPS = {
   // One door to disk: no path leaves its folder, no symlink or foreign file is followed or overwritten.
   paths: {
     mutate: ['src/lib/root.ts'],
-    tests: ['test/lib.root.test.ts', 'test/download.paths.test.ts'],
+    tests: ['test/lib.root.test.ts', 'test/lib.root.edges.test.ts', 'test/download.paths.test.ts'],
   },
   // The intent committed before the POST, the task id the moment it arrives.
   submits: {
