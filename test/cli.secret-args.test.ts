@@ -77,7 +77,9 @@ describe.skipIf(process.platform !== 'linux')('secrets given as flags', () => {
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr!.resume();
     try {
-      while (!stdout.includes('listening')) await new Promise((r) => setTimeout(r, 10));
+      // The start lines may come in more than one chunk: read until the key's line is in.
+      while (!stdout.includes(`key: ${key}`) && child.exitCode === null) await new Promise((r) => setTimeout(r, 10));
+      expect(stdout).toContain('listening');
       expect(stdout).toContain(`key: ${key}`);
       expect(cmdline(child.pid!)).toMatch(/sandbox --port 0 --keys \*\*\* --admin-token=\*\*\*$/);
       expect([...holding(key), ...holding(token)]).toEqual([]);
