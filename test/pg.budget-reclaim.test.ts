@@ -41,4 +41,60 @@ describe('shared cap and the reservations of dead workers', () => {
     expect(await live.settle(500, release)).toEqual({ spent: 0, reserved: 10 });
     expect((await live.reserve('r3', 10, false)).ok).toBe(true);
   });
+
+  it('two workers\' balance readings that cross on the way: the one begun earlier, applied last, does not take spent back', async () => {
+    const runId = await seedRun(pool, 'crossing', [{ id: 'c0', credits: 10 }]);
+    await setBudgetCap(pool, runId, 100);
+    const a = new PgLedger(pool, runId);
+    const b = new PgLedger(pool, runId);
+    await a.releasable([]);
+    expect(await a.settle(1000, [])).toEqual({ spent: 0, reserved: 0 }); // the base
+    // Worker a begins a reading (its ticket), then worker b begins one; b's answer (990) is applied first, then
+    // a's, read earlier (995): spent stays at 10, the balance at 990.
+    const ra = await a.releasable([]);
+    const rb = await b.releasable([]);
+    expect(await b.settle(990, rb)).toEqual({ spent: 10, reserved: 0 });
+    expect(await a.settle(995, ra)).toEqual({ spent: 10, reserved: 0 });
+    expect((await pool.query('SELECT balance, spent FROM budget WHERE run_id = $1', [runId])).rows[0]).toEqual({ balance: 990, spent: 10 });
+    // The next reading counts from 990.
+    await a.releasable([]);
+    expect(await a.settle(985, [])).toEqual({ spent: 15, reserved: 0 });
+  });
+
+  it('a job both crossing readings release ends its reservation once, and spent counts its charge once', async () => {
+    const runId = await seedRun(pool, 'crossing-release', [{ id: 'x0', credits: 10 }]);
+    await setBudgetCap(pool, runId, 100);
+    const a = new PgLedger(pool, runId);
+    const b = new PgLedger(pool, runId);
+    await a.releasable([]);
+    await a.settle(1000, []);
+    expect((await a.reserve('x0', 10, false)).ok).toBe(true);
+    await pool.query(`UPDATE jobs SET state = 'done' WHERE run_id = $1 AND id = 'x0'`, [runId]);
+    const ra = await a.releasable([]);
+    expect(ra).toEqual(['x0']);
+    const rb = await b.releasable([]);
+    expect(await b.settle(990, rb)).toEqual({ spent: 10, reserved: 0 });
+    expect(await a.settle(1000, ra)).toEqual({ spent: 10, reserved: 0 });
+  });
+
+  it('a worker joining the night does not forget a reading while a job of the run holds a reservation (its charge not counted yet)', async () => {
+    const runId = await seedRun(pool, 'joining', [{ id: 'j0', credits: 10 }]);
+    await setBudgetCap(pool, runId, 100);
+    const first = new PgLedger(pool, runId);
+    await first.releasable([]);
+    await first.settle(1000, []);
+    // The first worker sends j0 (reserved); it is charged and ends before any reading counts it.
+    expect((await first.reserve('j0', 10, false)).ok).toBe(true);
+    await pool.query(`UPDATE jobs SET state = 'done' WHERE run_id = $1 AND id = 'j0'`, [runId]);
+    // A second worker of the same night starts: the cap is set again, the reading of 1000 is kept.
+    await setBudgetCap(pool, runId, 100);
+    const second = new PgLedger(pool, runId);
+    const release = await second.releasable([]);
+    expect(release).toEqual(['j0']);
+    expect(await second.settle(990, release)).toEqual({ spent: 10, reserved: 0 });
+    // With nothing reserved and nothing at the service, a new invocation forgets it (the key's use in between is not the run's).
+    await setBudgetCap(pool, runId, 100);
+    await second.releasable([]);
+    expect(await second.settle(900, [])).toEqual({ spent: 10, reserved: 0 });
+  });
 });

@@ -187,6 +187,9 @@ const ADDED_COLUMNS: ReadonlyArray<readonly [string, string, string]> = [
   ['budget', 'balance', 'DOUBLE PRECISION'],
   ['budget', 'name', 'TEXT'],
   ['budget', 'stopped', 'BOOLEAN NOT NULL DEFAULT false'],
+  // Balance readings in the order they were begun (PgLedger): a reading begun earlier never overwrites a later one.
+  ['budget', 'read_seq', 'BIGINT NOT NULL DEFAULT 0'],
+  ['budget', 'applied_seq', 'BIGINT NOT NULL DEFAULT 0'],
   ['jobs', 'permanent', 'INTEGER NOT NULL DEFAULT 0'],
   ['jobs', 'uncertain_at', 'TEXT'],
   ['jobs', 'sent_by', 'INTEGER'],
