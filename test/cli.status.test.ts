@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, imageManifest, runCli } from './helpers/cli.js';
@@ -58,5 +58,19 @@ describe('genbatch status with no argument', () => {
     const report = await runCli(['report'], {}, two);
     expect(report.code).toBe(2);
     expect(report.stderr).toContain('name one: genbatch report <manifest>');
+  });
+
+  it('a run against the service beside --sandbox runs (the demo, then the real one): status takes the real run and names the others', async () => {
+    const both = join(t.dir, 'both');
+    mkdirSync(both);
+    imageManifest(join(both, 'a.yaml'), 1, 'a');
+    expect((await run(both, 'a.yaml')).code).toBe(0);
+    // The real run's state, as `genbatch run a.yaml` against a service leaves it (its rows as the sandbox run's).
+    mkdirSync(join(both, 'genbatch-out', 'a'));
+    copyFileSync(join(both, 'genbatch-out', 'a.sandbox', 'state.db'), join(both, 'genbatch-out', 'a', 'state.db'));
+    const st = await runCli(['status'], {}, both);
+    expect(st.code, st.stderr).toBe(0);
+    expect(st.stderr).toBe(`genbatch: status: the run in ${join('genbatch-out', 'a')} (not the --sandbox run beside it: ${join('genbatch-out', 'a.sandbox')}; name one with --out DIR)\n`);
+    expect(st.stdout).toContain('1 jobs: 1 done');
   });
 });

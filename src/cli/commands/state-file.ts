@@ -1,5 +1,5 @@
 import { existsSync, readdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve, sep } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { Store, type RunRow } from '../../store/index.js';
 import { parseStateLocation, stateOption, type StateLocation } from '../../store/location.js';
@@ -27,6 +27,13 @@ function stateHere(command: string): string {
     found = [];
   }
   if (found.length === 1) return join(cwd, found[0]!);
+  // A run against the service beside --sandbox runs of the same manifests (the demo, then the real one): the
+  // real run, saying so (sandbox results are synthetic; they are the ones asked for by name).
+  const real = found.filter((f) => !f.endsWith(`.sandbox${sep}state.db`));
+  if (real.length === 1) {
+    process.stderr.write(`genbatch: ${command}: the run in ${dirname(real[0]!)} (not the --sandbox run${found.length - 1 === 1 ? '' : 's'} beside it: ${found.filter((f) => f !== real[0]).map((f) => dirname(f)).join(', ')}; name one with --out DIR)\n`);
+    return join(cwd, real[0]!);
+  }
   const how = `name one: genbatch ${command} <manifest>, --out DIR or --state PATH`;
   if (found.length === 0) throw new UsageError(`no run found in this folder (no state.db here, and no genbatch-out/<manifest name>/state.db, where genbatch run puts it by default); ${how}`);
   throw new UsageError(`${found.length} runs found in this folder (${found.join(', ')}); ${how}`);
