@@ -2,7 +2,7 @@ import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../clie
 import { ManifestError, type Problem } from '../errors.js';
 import { localImageRefs, openManifest, type ManifestJob } from '../manifest/index.js';
 import { DEFAULT_MAX_CHANGED } from '../engine/changed.js';
-import type { StatePlan } from '../engine/plan.js';
+import type { StatePlan } from '../engine/plan-types.js';
 import { invocationCap } from '../engine/prepare.js';
 import { checkUserPrices, defaultBookPath, estimate as priceJobs, loadPriceFile, observedPrices, PriceBook, unknownPriceModels, type JobEstimate, type ModelTotal, type UserPrices } from '../pricing/index.js';
 
