@@ -1,11 +1,15 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, type Pool } from '../src/store/pg/db.js';
-import { takePermit } from '../src/store/pg/rate.js';
+import { PgWorkStore } from '../src/store/pg/work-store.js';
 import { migrate } from '../src/store/pg/schema.js';
 import { coolDownUploads, endUploadSlot, takeUploadSlot, tryUploadSlot, type SlotOptions } from '../src/store/pg/upload-slots.js';
-import { testDatabase, type TestDatabase } from './helpers/pg.js';
+import { seedRun, testDatabase, type TestDatabase } from './helpers/pg.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Transactions committed in this database so far (pg_stat_database; the server's own counter). */
+let statements: () => Promise<number>;
 
 /** The most intervals [start, end] that any window [t, t + w) meets (the uploads the service can count in one window). */
 function mostInOneWindow(spans: Array<{ start: number; end: number }>, w: number): number {
@@ -22,6 +26,16 @@ describe('PostgreSQL shared limits: upload slots and status-read permits', () =>
     db = await testDatabase();
     for (let i = 0; i < 4; i++) workers.push(openPool(db.url, { max: 2 }));
     await migrate(workers[0]!);
+    statements = async () => {
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      try {
+        // A fresh connection each time: pg_stat_database is a snapshot per transaction of the asking session.
+        return (await c.query<{ n: number }>('SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = current_database()')).rows[0]!.n;
+      } finally {
+        await c.end();
+      }
+    };
   });
   afterAll(async () => {
     for (const p of workers) await p.end();
@@ -68,21 +82,30 @@ describe('PostgreSQL shared limits: upload slots and status-read permits', () =>
     expect(await endUploadSlot(workers[1]!, o.key, 0, 'b')).toBeNull();
   });
 
-  it('status-read permits are shared: 4 workers together get the rate of one key, not four times it', async () => {
-    const o = { key: 'fp-status', ratePerSec: 20, burst: 2 };
-    const stopAt = Date.now() + 1000;
+  it('status reads are shared without a statement each: 4 workers together read at the rate of one key, not four times it', async () => {
+    const runId = await seedRun(workers[0]!, '/status-share.yaml', [{ id: 'a' }]);
+    const stores = await Promise.all(workers.map((pool, i) => PgWorkStore.open({ pool, runId, apiKey: 'sk-status-share', worker: { id: `reader-${i}`, hostname: 'host', pid: i }, statusRatePerSec: 40 })));
+    // Each counts the live workers at its heartbeat (the first opened counted only itself when it opened).
+    for (const s of stores) await s.heartbeat();
+    const before = await statements();
+    const t0 = Date.now();
+    const stopAt = t0 + 1000;
     const counts = await Promise.all(
-      workers.map(async (p) => {
+      stores.map(async (s) => {
         let n = 0;
-        while (Date.now() < stopAt) {
-          await takePermit(p, o);
-          if (Date.now() <= stopAt) n++;
+        for (;;) {
+          await s.acquireStatusRead();
+          if (Date.now() > stopAt) return n;
+          n++;
         }
-        return n;
       }),
     );
     const total = counts.reduce((a, b) => a + b, 0);
-    expect(total).toBeLessThanOrEqual(2 + 20 * 1.1);
-    expect(total).toBeGreaterThanOrEqual(12);
+    // 40 a second shared by 4: each reads every 100 ms. At most the rate over the second, plus one read each.
+    expect(total).toBeLessThanOrEqual(40 + 4);
+    expect(total).toBeGreaterThanOrEqual(20);
+    for (const n of counts) expect(n).toBeLessThanOrEqual(11);
+    // And no statement per read: the reads above made none.
+    expect((await statements()) - before).toBeLessThan(5);
   });
 });

@@ -41,7 +41,7 @@ describe('PostgreSQL schema', () => {
       }
       expect([...pgCols.get('jobs')!]).toEqual(expect.arrayContaining(['lease_owner', 'lease_expires', 'lease_epoch']));
       expect([...pgCols.get('files')!]).toContain('worker');
-      for (const t of ['workers', 'upload_slots', 'rate', 'budget']) expect(pgCols.has(t), t).toBe(true);
+      for (const t of ['workers', 'upload_slots', 'budget']) expect(pgCols.has(t), t).toBe(true);
     } finally {
       lite.close();
       cleanup();

@@ -23,7 +23,8 @@ import { inTx, type Pool } from './db.js';
  *                          one row per slot n = 0..limit-1: held_by/started_at/held_until while an upload is in
  *                          flight, ended_at once it ended; slot -1 is the key's cool-down row (held_until: no
  *                          upload starts before it; set by a 429) (src/store/pg/upload-slots.ts)
- *   rate                   the shared status-read cap: a token bucket row per key fingerprint (src/store/pg/rate.ts)
+ *   (status reads: no table; each worker spends its share of the key's rate locally, src/store/pg/read-share.ts;
+ *   a `rate` table that databases made before hold is left unused)
  *   budget                 per run: cap (and how it was given), reserved credits, spent credits (balance drops
  *                          since the run began), the last balance reading, stopped at the cap (src/store/pg/budget.ts)
  *
@@ -163,11 +164,6 @@ CREATE TABLE IF NOT EXISTS upload_slots (
   held_until TIMESTAMPTZ,
   ended_at TIMESTAMPTZ,
   PRIMARY KEY (key, slot)
-);
-CREATE TABLE IF NOT EXISTS rate (
-  key TEXT PRIMARY KEY,
-  tokens DOUBLE PRECISION NOT NULL,
-  at TIMESTAMPTZ NOT NULL
 );
 CREATE TABLE IF NOT EXISTS budget (
   run_id BIGINT PRIMARY KEY,

@@ -9,10 +9,10 @@ import { releaseReservation, setBudgetCap } from './budget.js';
 import { inTx, named, type Client, type Pool, type Queryable } from './db.js';
 import { afterMove, insertChildren } from './graph.js';
 import { adoptMove, adoptWaiting, assertAllowed, claimPending, guardedMove, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
-import { takePermit } from './rate.js';
 import { NOW_ISO, NOW_MS } from './schema.js';
 import { coolDownUploads, endUploadSlot, takeUploadSlot } from './upload-slots.js';
 import { heartbeat, newWorkerId, registerWorker, type WorkerIdentity } from './workers.js';
+import { liveWorkers, ReadShare } from './read-share.js';
 
 /**
  * WorkStore over a PostgreSQL state (src/store/port.ts): one worker of any number working on one run.
@@ -86,6 +86,8 @@ export class PgWorkStore implements WorkStore {
   private beatFailing = false;
   private generation = 0;
   private graphOn: boolean | null = null;
+  /** This worker's share of the key's status-read rate, spent locally (read-share.ts). */
+  private readonly reads: ReadShare;
 
   private constructor(o: PgWorkStoreOptions, worker: WorkerIdentity) {
     this.o = o;
@@ -96,6 +98,7 @@ export class PgWorkStore implements WorkStore {
     this.heartbeatMs = o.heartbeatMs ?? Math.max(1, Math.floor(this.leaseMs / 3));
     this.takeOverMs = o.takeOverMs ?? 5_000;
     this.key = keyFingerprint(o.apiKey);
+    this.reads = new ReadShare(o.statusRatePerSec ?? 10);
   }
 
   /** Register this worker and, when given, set the run's credit cap. */
@@ -103,6 +106,7 @@ export class PgWorkStore implements WorkStore {
     const worker = o.worker ?? newWorkerId();
     const s = new PgWorkStore(o, worker);
     await registerWorker(o.pool, worker);
+    s.reads.setWorkers(await liveWorkers(o.pool, s.leaseMs));
     if (o.creditCap !== undefined) await setBudgetCap(o.pool, o.runId, o.creditCap);
     const r = await o.pool.query<{ generation: number }>('SELECT generation FROM runs WHERE id = $1', [o.runId]);
     s.generation = r.rows[0]?.generation ?? 0;
@@ -210,6 +214,7 @@ export class PgWorkStore implements WorkStore {
   async heartbeat(): Promise<void> {
     try {
       await heartbeat(this.pool, this.worker, this.leaseMs);
+      this.reads.setWorkers(await liveWorkers(this.pool, this.leaseMs));
     } catch (err) {
       this.beatFailing = true;
       throw err;
@@ -405,8 +410,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async acquireStatusRead(signal?: AbortSignal): Promise<void> {
-    throwIfAborted(signal);
-    const rate = this.o.statusRatePerSec ?? 10;
-    await takePermit(this.pool, { key: this.key, ratePerSec: rate, burst: 1 }, signal);
+    await this.reads.take(signal);
   }
+
 }
