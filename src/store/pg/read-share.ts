@@ -29,6 +29,11 @@ export class ReadShare {
     return this.ratePerSec / this.workers;
   }
 
+  /** The live workers the rate is shared by now. */
+  get workersNow(): number {
+    return this.workers;
+  }
+
   /** The live workers that share the rate (at least this one). */
   setWorkers(n: number): void {
     this.workers = Math.max(1, Math.floor(n));

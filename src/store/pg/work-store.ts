@@ -214,13 +214,14 @@ export class PgWorkStore implements WorkStore {
   async heartbeat(): Promise<void> {
     try {
       await heartbeat(this.pool, this.worker, this.leaseMs);
-      this.reads.setWorkers(await liveWorkers(this.pool, this.leaseMs));
     } catch (err) {
       this.beatFailing = true;
       throw err;
     }
     this.beatFailing = false;
     this.lastBeat = Date.now();
+    // The share of the status-read rate follows the live workers; a failed count keeps the last one (the beat went through).
+    this.reads.setWorkers(await liveWorkers(this.pool, this.leaseMs).catch(() => this.reads.workersNow));
   }
 
   async jobOfTask(taskId: string, except: string): Promise<string | null> {
