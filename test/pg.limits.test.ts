@@ -10,6 +10,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Transactions committed in this database so far (pg_stat_database; the server's own counter). */
 let statements: () => Promise<number>;
+/** Sequential and index scans of upload_slots so far (pg_stat_user_tables). */
+let slotScans: () => Promise<number>;
 
 /** The most intervals [start, end] that any window [t, t + w) meets (the uploads the service can count in one window). */
 function mostInOneWindow(spans: Array<{ start: number; end: number }>, w: number): number {
@@ -32,6 +34,15 @@ describe('PostgreSQL shared limits: upload slots and status-read permits', () =>
       try {
         // A fresh connection each time: pg_stat_database is a snapshot per transaction of the asking session.
         return (await c.query<{ n: number }>('SELECT xact_commit::int AS n FROM pg_stat_database WHERE datname = current_database()')).rows[0]!.n;
+      } finally {
+        await c.end();
+      }
+    };
+    slotScans = async () => {
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      try {
+        return (await c.query<{ n: number }>(`SELECT (COALESCE(seq_scan, 0) + COALESCE(idx_scan, 0))::int AS n FROM pg_stat_user_tables WHERE relname = 'upload_slots'`)).rows[0]!.n;
       } finally {
         await c.end();
       }
@@ -105,7 +116,31 @@ describe('PostgreSQL shared limits: upload slots and status-read permits', () =>
     expect(total).toBeLessThanOrEqual(40 + 4);
     expect(total).toBeGreaterThanOrEqual(20);
     for (const n of counts) expect(n).toBeLessThanOrEqual(11);
-    // And no statement per read: the reads above made none.
+    // And no statement per read: the reads above made none. (A backend reports its counts at most once a
+    // second, when idle: read them after that.)
+    await sleep(1500);
     expect((await statements()) - before).toBeLessThan(5);
   });
+
+  it('a heartbeat renews upload slots only while the worker holds one: a run without uploads makes no statement on them', async () => {
+    const runId = await seedRun(workers[0]!, '/slots-beat.yaml', [{ id: 'a' }]);
+    /** Scans of upload_slots made by one heartbeat of a worker (holding a slot or not), on its own connection. */
+    const beat = async (name: string, holding: boolean) => {
+      const pool = openPool(db.url, { max: 1 });
+      // A backend reports its counters when it ends (an idle one, up to 10 s later): the pool closes its
+      // connection 50 ms after each use, so every step's counts are in before the next is read.
+      pool.options.idleTimeoutMillis = 50;
+      const store = await PgWorkStore.open({ pool, runId, apiKey: 'sk-slots-beat', worker: { id: name, hostname: 'host', pid: 9 }, uploads: { limit: 5, windowMs: 400 } });
+      if (holding) await store.acquireUploadSlot();
+      await sleep(300);
+      const before = await slotScans();
+      await store.heartbeat();
+      await sleep(300);
+      const scans = (await slotScans()) - before;
+      await pool.end();
+      return scans;
+    };
+    expect(await beat('idle-beater', false)).toBe(0);
+    expect(await beat('holding-beater', true)).toBeGreaterThan(0);
+  }, 30_000);
 });

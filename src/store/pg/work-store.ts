@@ -86,6 +86,8 @@ export class PgWorkStore implements WorkStore {
   private beatFailing = false;
   private generation = 0;
   private graphOn: boolean | null = null;
+  /** Upload slots this worker holds now: the heartbeat renews slots only while there are some (a run without uploads costs nothing). */
+  private slotsHeld = 0;
   /** This worker's share of the key's status-read rate, spent locally (read-share.ts). */
   private readonly reads: ReadShare;
 
@@ -213,7 +215,7 @@ export class PgWorkStore implements WorkStore {
 
   async heartbeat(): Promise<void> {
     try {
-      await heartbeat(this.pool, this.worker, this.leaseMs);
+      await heartbeat(this.pool, this.worker, this.leaseMs, this.slotsHeld > 0);
     } catch (err) {
       this.beatFailing = true;
       throw err;
@@ -400,11 +402,20 @@ export class PgWorkStore implements WorkStore {
     throwIfAborted(signal);
     const limit = this.o.uploads ?? { limit: 5, windowMs: 61_200 };
     const opts = { key: this.key, worker: this.worker, limit: limit.limit, windowMs: limit.windowMs, holdMs: this.leaseMs };
-    const held = await takeUploadSlot(this.pool, opts, signal, this.o.slotPollMs ?? 1000);
+    // Counted before the slot is asked for: a heartbeat while the claim is in flight renews it.
+    this.slotsHeld++;
+    let held: Awaited<ReturnType<typeof takeUploadSlot>>;
+    try {
+      held = await takeUploadSlot(this.pool, opts, signal, this.o.slotPollMs ?? 1000);
+    } catch (err) {
+      this.slotsHeld--;
+      throw err;
+    }
     let ended = false;
     return async (outcome) => {
       if (ended) return;
       ended = true;
+      this.slotsHeld--;
       await endUploadSlot(this.pool, this.key, held.slot, this.worker);
       if (outcome.rateLimited) await coolDownUploads(this.pool, this.key, Math.max(outcome.retryAfterMs ?? 0, limit.windowMs));
     };

@@ -23,9 +23,9 @@ export async function registerWorker(q: Queryable, w: WorkerIdentity): Promise<v
   await q.query('INSERT INTO workers (id, hostname, pid) VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET last_seen = now()', [w.id, w.hostname, w.pid]);
 }
 
-/** One heartbeat: the count of job leases renewed. */
-export async function heartbeat(q: Queryable, workerId: string, leaseMs: number): Promise<number> {
+/** One heartbeat: the count of job leases renewed. `slots`: this worker holds upload slots (else their statement is skipped). */
+export async function heartbeat(q: Queryable, workerId: string, leaseMs: number, slots = true): Promise<number> {
   await q.query('UPDATE workers SET last_seen = now() WHERE id = $1', [workerId]);
-  await renewUploadSlots(q, workerId, leaseMs);
+  if (slots) await renewUploadSlots(q, workerId, leaseMs);
   return renewLeases(q, workerId, leaseMs);
 }
