@@ -77,24 +77,37 @@ describe('shared cap and the reservations of dead workers', () => {
     expect(await a.settle(1000, ra)).toEqual({ spent: 10, reserved: 0 });
   });
 
-  it('a worker joining the night does not forget a reading while a job of the run holds a reservation (its charge not counted yet)', async () => {
+  it("a new invocation's base is a reading taken before it sends: never while a job of the run may hold an uncounted charge, never over a later reading", async () => {
     const runId = await seedRun(pool, 'joining', [{ id: 'j0', credits: 10 }]);
     await setBudgetCap(pool, runId, 100);
     const first = new PgLedger(pool, runId);
     await first.releasable([]);
-    await first.settle(1000, []);
+    expect(await first.rebase(1000)).toBe(true);
     // The first worker sends j0 (reserved); it is charged and ends before any reading counts it.
     expect((await first.reserve('j0', 10, false)).ok).toBe(true);
     await pool.query(`UPDATE jobs SET state = 'done' WHERE run_id = $1 AND id = 'j0'`, [runId]);
-    // A second worker of the same night starts: the cap is set again, the reading of 1000 is kept.
+    // A second worker of the same night starts: the cap is set again; its reading (990) is not a new base, j0's charge would be lost.
     await setBudgetCap(pool, runId, 100);
     const second = new PgLedger(pool, runId);
+    await second.releasable([]);
+    expect(await second.rebase(990)).toBe(false);
     const release = await second.releasable([]);
     expect(release).toEqual(['j0']);
     expect(await second.settle(990, release)).toEqual({ spent: 10, reserved: 0 });
-    // With nothing reserved and nothing at the service, a new invocation forgets it (the key's use in between is not the run's).
+    // Another night, nothing reserved or at the service: the key's use in between (90) is not the run's.
     await setBudgetCap(pool, runId, 100);
-    await second.releasable([]);
-    expect(await second.settle(900, [])).toEqual({ spent: 10, reserved: 0 });
+    const night = new PgLedger(pool, runId);
+    await night.releasable([]);
+    expect(await night.rebase(900)).toBe(true);
+    await night.releasable([]);
+    expect(await night.settle(890, [])).toEqual({ spent: 20, reserved: 0 });
+    // A base begun before a reading that was applied first is refused (it would take spent back in time).
+    const early = new PgLedger(pool, runId);
+    await early.releasable([]);
+    const late = new PgLedger(pool, runId);
+    await late.releasable([]);
+    expect(await late.settle(880, [])).toEqual({ spent: 30, reserved: 0 });
+    expect(await early.rebase(950)).toBe(false);
+    expect((await pool.query('SELECT balance FROM budget WHERE run_id = $1', [runId])).rows[0]).toEqual({ balance: 880 });
   });
 });

@@ -141,6 +141,14 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
     if (o.maxCredits !== null || manifest.budget !== null) {
       const credits = byFlag ? o.maxCredits! : manifest.budget!;
       await pg.setBudgetCap(pool, runId, credits, byFlag ? `--max-credits ${credits}` : `the manifest budget of ${credits}`);
+      // This invocation's base, read before anything is sent (PgLedger.rebase: kept when another worker's jobs are in flight).
+      const ledger = new pg.PgLedger(pool, runId);
+      try {
+        await ledger.releasable([]);
+        await ledger.rebase(await o.service.balance());
+      } catch (err) {
+        emit({ type: 'warning', message: `could not read the balance at the start: the run's last reading stays the base of its charge (${err instanceof Error ? err.message : String(err)})` });
+      }
     }
     const store = await pg.PgWorkStore.open({
       pool,

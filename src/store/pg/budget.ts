@@ -13,19 +13,16 @@ import { inTx, type Pool, type Queryable } from './db.js';
 
 /**
  * Set (or change) the run's cap and how it was given (`--max-credits 300`); null removes the row (no cap). A new
- * invocation: `stopped` is cleared, and when no job of the run is at the service and none holds a reservation the
- * last reading is forgotten (the next one is the base: what the key spent between invocations is not the run's).
- * A reservation held means a job sent whose charge no applied reading has counted yet: a worker of the same
- * night joining while another's job has just ended would otherwise drop that charge from spent (found by
- * pg.credit-cap: 592 recorded for 629 charged, one task short).
+ * invocation clears `stopped`. The last reading is kept: a new invocation's base is set by PgLedger.rebase, from a
+ * reading this worker takes before it sends anything (forgetting it here let a worker joining the night drop the
+ * charges another made since its last applied reading: pg.credit-cap recorded one task less than was charged).
  */
 export async function setBudgetCap(q: Queryable, runId: number, cap: number | null, name: string | null = null): Promise<void> {
   if (cap === null) await q.query('DELETE FROM budget WHERE run_id = $1', [runId]);
   else {
     await q.query(
       `INSERT INTO budget (run_id, cap, name) VALUES ($1, $2, $3)
-       ON CONFLICT (run_id) DO UPDATE SET cap = EXCLUDED.cap, name = COALESCE(EXCLUDED.name, budget.name), stopped = false,
-         balance = CASE WHEN EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = $1 AND (j.state IN ('submitting', 'submitted') OR j.reserved_credits IS NOT NULL)) THEN budget.balance ELSE NULL END`,
+       ON CONFLICT (run_id) DO UPDATE SET cap = EXCLUDED.cap, name = COALESCE(EXCLUDED.name, budget.name), stopped = false`,
       [runId, cap, name],
     );
   }
@@ -140,6 +137,24 @@ export class PgLedger implements CapLedger {
     this.ticket = null;
     return r.rows[0] ?? { spent: 0, reserved: 0 };
   }
+  /**
+   * A new invocation's base: `reading` (taken after releasable() gave this worker its ticket, before it sends
+   * anything) becomes the last reading, so what the key spent between invocations is not the run's. Only when no
+   * job of the run is at the service or holds a reservation (every charge of the run is then in spent: nothing
+   * is lost), and no reading begun later was applied. Else the last reading stays the base: a joining worker's
+   * reading would at worst count a charge twice, never drop one. True when it became the base.
+   */
+  async rebase(reading: number): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE budget SET balance = $2, applied_seq = $3
+        WHERE run_id = $1 AND $3::bigint > applied_seq
+          AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = $1 AND (j.state IN ('submitting', 'submitted') OR j.reserved_credits IS NOT NULL))`,
+      [this.runId, reading, this.ticket],
+    );
+    this.ticket = null;
+    return (r.rowCount ?? 0) > 0;
+  }
+
 }
 
 /** The run's cap as a worker uses it (src/engine/work.ts), or null when the run has none. */

@@ -10,5 +10,5 @@ export { WorkingCopy, ensureRun } from './working-copy.js';
 export type { WriteBack } from './working-copy.js';
 export { newWorkerId, registerWorker } from './workers.js';
 export type { WorkerIdentity } from './workers.js';
-export { budgetOf, budgetRow, pgCap, setBudgetCap } from './budget.js';
+export { budgetOf, budgetRow, pgCap, PgLedger, setBudgetCap } from './budget.js';
 export type { PgCap } from './budget.js';
