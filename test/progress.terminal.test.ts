@@ -54,7 +54,8 @@ describe.skipIf(!toolPresent('tmux', hasTmux(), 'apt-get install tmux'))('progre
         await t.waitFor((s) => new RegExp(`^submitted .* ${jobs}/${jobs}`, 'm').test(s), 'every job sent');
         // The images finish; the videos (90 s at least) do not.
         sb.clock.advance(61);
-        const mid = await t.waitFor((s) => new RegExp(`^downloaded .* ${IMAGES}/${jobs} jobs`, 'm').test(s) && /^rate .*jobs\/(s|min), ETA \d/m.test(s), 'the images done, with a rate');
+        // Up to 90 s: on a loaded 2-core machine a full CI run once had 4 of the 6 images at 30 s (no bound on speed here).
+        const mid = await t.waitFor((s) => new RegExp(`^downloaded .* ${IMAGES}/${jobs} jobs`, 'm').test(s) && /^rate .*jobs\/(s|min), ETA \d/m.test(s), 'the images done, with a rate', 90_000);
         for (const l of barLines(mid)) expect(l.length, l).toBeLessThan(cols);
         for (const label of LABELS) expect(count(mid, label), label).toBe(1);
         t.keys('C-c');
@@ -69,7 +70,7 @@ describe.skipIf(!toolPresent('tmux', hasTmux(), 'apt-get install tmux'))('progre
         t.close();
         cleanup();
       }
-    }, 60_000);
+    }, 150_000);
   }
 
   // A terminal that gets narrower re-wraps the lines it shows, and tmux keeps the cursor's row: the top of a block that
