@@ -10,7 +10,8 @@ export default {
   plugins: ['@stryker-mutator/vitest-runner'],
   mutate: group.mutate,
   coverageAnalysis: 'perTest',
-  concurrency: 2,
+  // MUTATION_CONCURRENCY=1 where the machine is shared (default 2, one per core).
+  concurrency: Number(process.env.MUTATION_CONCURRENCY ?? 2),
   timeoutMS: 60_000,
   reporters: ['clear-text', 'json'],
   jsonReporter: { fileName: `reports/mutation/${process.env.MUTATION_GROUP}.json` },
