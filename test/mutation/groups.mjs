@@ -38,4 +38,9 @@ export const GROUPS = {
     mutate: ['src/engine/cap.ts'],
     tests: ['test/engine.cap.test.ts'],
   },
+  // The budget reservation on PostgreSQL: N workers never reserve past the run's cap together (real PostgreSQL).
+  budget: {
+    mutate: ['src/store/pg/budget.ts'],
+    tests: ['test/pg.budget.test.ts', 'test/pg.sync-budget.test.ts', 'test/pg.budget-reclaim.test.ts', 'test/pg.work-store.test.ts'],
+  },
 };
