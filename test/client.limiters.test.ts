@@ -228,6 +228,21 @@ describe('UploadLimiter', () => {
     expect(await settled(waiter)).toBe(true);
   });
 
+  it('keeps one timer at most, and none while nobody waits', async () => {
+    const lim = new UploadLimiter({ limit: 1, windowMs: 1_000, now: clock });
+    (await lim.acquire())();
+    expect(vi.getTimerCount()).toBe(0);
+    const waiters = [lim.acquire(), lim.acquire()];
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(1_001);
+    (await waiters[0]!)();
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(1_001);
+    (await waiters[1]!)();
+    await vi.advanceTimersByTimeAsync(1_001);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   it('an aborted waiter leaves the queue with its reason, and the one behind it gets the slot', async () => {
     const lim = new UploadLimiter({ limit: 1, windowMs: 1_000, now: clock });
     const r = await lim.acquire();
@@ -295,6 +310,26 @@ describe('UploadLimiter onWait', () => {
     await a;
     expect(told.at(-1)).toEqual({ queued: 0, nextInMs: null });
     expect(told).toHaveLength(3);
+  });
+
+  it('a waiter that gives up is told: the queue shorter, or the wait over when it was the last', async () => {
+    const { lim, told } = heard(1);
+    await lim.acquire();
+    const first = new AbortController();
+    const second = new AbortController();
+    const a = lim.acquire(first.signal);
+    const b = lim.acquire(second.signal);
+    first.abort();
+    await expect(a).rejects.toBeDefined();
+    expect(told).toEqual([
+      { queued: 1, nextInMs: null },
+      { queued: 2, nextInMs: null },
+      { queued: 1, nextInMs: null },
+    ]);
+    second.abort();
+    await expect(b).rejects.toBeDefined();
+    expect(told.at(-1)).toEqual({ queued: 0, nextInMs: null });
+    expect(told).toHaveLength(4);
   });
 
   it('the timer that finds the slot still taken tells nothing new', async () => {
