@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ChatClient, ServiceClient, UploadLimiter } from '../src/client/index.js';
@@ -18,7 +20,8 @@ import { tempDir } from './helpers/tmp.js';
  * Submits (src/engine/pipeline-submits.ts): the intent committed (durably) before the POST, the task id written
  * (durably) the moment it arrives, and each outcome of a POST or an upload put where a later run decides
  * right. The pipeline runs in process over a real SQLite state, against the in-process sandbox through the
- * real client; the sandbox's scripted faults give the service's answers.
+ * real client; the sandbox's scripted faults give the service's answers (a script queues steps for the next
+ * requests, so each test scripts exactly the steps its requests use).
  */
 
 const KEY = 'sk-pipeline-submits';
@@ -38,8 +41,6 @@ afterAll(async () => {
   await sb.close();
 });
 afterEach(() => {
-  sb.script('submit', []);
-  sb.script('upload', []);
   while (cleanups.length) cleanups.pop()!();
 });
 
@@ -104,9 +105,11 @@ class Recording extends SqliteWorkStore {
   }
 }
 
+/** The pipeline of the last run(). */
+let last: Pipeline;
 async function run(work: SqliteWorkStore, out: string, svc: ServicePort, more: Partial<PipelineOptions> = {}): Promise<EngineEvent[]> {
   const events: EngineEvent[] = [];
-  const p = new Pipeline(work, svc, download, {
+  const p = (last = new Pipeline(work, svc, download, {
     outDir: out,
     concurrency: 4,
     maxActive: 100,
@@ -118,7 +121,7 @@ async function run(work: SqliteWorkStore, out: string, svc: ServicePort, more: P
     uploadMaxAgeMs: 60_000,
     statusRate: 1000,
     ...more,
-  });
+  }));
   await p.run();
   return events;
 }
@@ -143,7 +146,46 @@ describe('the intent before the POST, the task id the moment it arrives', () => 
     expect(work.patches.get('a submitted')).toEqual({ task_id: job.task_id });
     expect(job.task_id).toMatch(/\S/);
     expect(events.filter((e) => e.type === 'sending')).toEqual([{ type: 'sending', id: 'a', estimated_credits: 3 }]);
-    expect(submitsAtService()).toBeGreaterThan(0);
+    expect(last.submitsSent).toBe(1);
+  });
+
+  it('a job whose intent the store refused (its lease lost) is never sent', async () => {
+    const { store, out } = stateWith([{ id: 'a' }, { id: 'b' }]);
+    class Lost extends SqliteWorkStore {
+      override transition(id: string, from: JobState, to: JobState, patch?: JobPatch, o?: MoveOptions): Promise<Moved> {
+        if (id === 'a' && to === 'submitting') return Promise.resolve({ moved: false });
+        return super.transition(id, from, to, patch, o);
+      }
+    }
+    const posted: unknown[] = [];
+    await run(new Lost(store), out, service(client, (b) => posted.push(b.input.prompt)));
+    expect(posted).toEqual(['a lighthouse b']);
+    expect(store.getJob('a')).toMatchObject({ state: 'pending', attempts: 0 });
+    expect(last.submitsSent).toBe(1);
+  });
+
+  it('a task id the store refused to record (the lease lost) is not waited on by this worker', async () => {
+    const { store, out } = stateWith([{ id: 'a' }, { id: 'b' }]);
+    class Lost extends SqliteWorkStore {
+      override transition(id: string, from: JobState, to: JobState, patch?: JobPatch, o?: MoveOptions): Promise<Moved> {
+        if (id === 'a' && to === 'submitted') return Promise.resolve({ moved: false });
+        return super.transition(id, from, to, patch, o);
+      }
+    }
+    const tasks: string[] = [];
+    const svc = service(client);
+    svc.submit = async (body, signal) => {
+      const r = await client.submit(body, signal ? { signal } : {});
+      tasks.push(r.task_id);
+      return r;
+    };
+    const reads = sb.requestLog().length;
+    await run(new Lost(store), out, svc);
+    expect(store.getJob('a')).toMatchObject({ state: 'submitting', task_id: null });
+    expect(store.getJob('b')?.state).toBe('done');
+    const read = sb.requestLog().slice(reads).map((r) => r.path);
+    expect(read.filter((p) => p.includes(tasks[1]!)).length).toBeGreaterThan(0);
+    expect(read.filter((p) => p.includes(tasks[0]!))).toEqual([]);
   });
 
   it('sends the seed a redo chose, the manifest callback_url, or the run callback URL of this attempt', async () => {
@@ -218,11 +260,19 @@ describe('the outcome of a POST', () => {
     const { store, out } = stateWith([{ id: 'a' }]);
     const slow = new ServiceClient({ baseUrl: sb.url, apiKey: KEY, policy: { baseMs: 60_000, maxMs: 60_000, maxAttempts: 5 } });
     cleanups.push(() => void slow.close());
-    sb.script('submit', ['503', '503']);
+    sb.script('submit', ['503']); // one step: the stop comes during the wait after it
     const stop = new AbortController();
     const svc = service(slow, () => setTimeout(() => stop.abort('SIGINT'), 100));
     await run(new SqliteWorkStore(store), out, svc, { signal: stop.signal });
     expect(store.getJob('a')).toMatchObject({ state: 'pending', last_error: 'the run was stopped before this submit was sent' });
+  });
+
+  it('a stop while the POST is at the service makes the job uncertain, never pending: its task may exist', async () => {
+    const { store, out } = stateWith([{ id: 'a' }]);
+    sb.script('submit', ['slow']);
+    const stop = new AbortController();
+    await run(new SqliteWorkStore(store), out, service(client, () => setTimeout(() => stop.abort('SIGINT'), 50)), { signal: stop.signal });
+    expect(store.getJob('a')).toMatchObject({ state: 'uncertain', attempts: 1 });
   });
 
   it('an unexpected error once the request may have left makes the job uncertain (never a guess)', async () => {
@@ -257,6 +307,54 @@ describe('the outcome of a POST', () => {
     await run(new SqliteWorkStore(store), out, svc);
     expect(store.getJob('a')).toMatchObject({ state: 'exists', last_error: 'HTTP 409 conflict_error: a music video for this track exists' });
     expect(posts).toBe(1);
+  });
+});
+
+describe('capacity', () => {
+  /** The service with each POST held 40 ms, counting the POSTs at the service at once and the tasks waited on (submitted) at each POST. */
+  function held(c: ServiceClient, store: Store): { svc: ServicePort; most: () => number; outAtPost: number[] } {
+    let now = 0;
+    let most = 0;
+    const outAtPost: number[] = [];
+    const svc = service(c);
+    svc.submit = async (body, signal) => {
+      outAtPost.push(store.counts().submitted);
+      most = Math.max(most, ++now);
+      await new Promise((r) => setTimeout(r, 40));
+      try {
+        return await c.submit(body, signal ? { signal } : {});
+      } finally {
+        now--;
+      }
+    };
+    return { svc, most: () => most, outAtPost };
+  }
+
+  it('never more POSTs at once than --concurrency', async () => {
+    const { store, out } = stateWith(['a', 'b', 'c', 'd', 'e', 'f'].map((id) => ({ id })));
+    const h = held(client, store);
+    await run(new SqliteWorkStore(store), out, h.svc, { concurrency: 2 });
+    expect(h.most()).toBe(2);
+    expect(last.submitsSent).toBe(6);
+  });
+
+  it('never more tasks waited on than --max-active: the next job is sent only once the task out has finished', async () => {
+    const { store, out } = stateWith(['a', 'b', 'c'].map((id) => ({ id })));
+    const h = held(client, store);
+    await run(new SqliteWorkStore(store), out, h.svc, { concurrency: 4, maxActive: 1 });
+    expect(h.most()).toBe(1);
+    expect(h.outAtPost).toEqual([0, 0, 0]);
+    expect(['a', 'b', 'c'].map((id) => store.getJob(id)?.state)).toEqual(['done', 'done', 'done']);
+  });
+
+  it('jobs claimed and not sent are given back at the end: the same worker sends them in its next run', async () => {
+    const { store, out } = stateWith([{ id: 'a', estimate: 5 }, { id: 'b', estimate: 5 }]);
+    const work = new SqliteWorkStore(store);
+    const cap = new CreditCap({ credits: 1, name: '--max-credits 1', ledger: new LocalLedger(1, 0, null), balance: () => client.balance(), timeScale: SCALE, emit: () => undefined });
+    await run(work, out, service(client), { cap });
+    expect(['a', 'b'].map((id) => store.getJob(id)?.state)).toEqual(['pending', 'pending']);
+    await run(work, out, service(client));
+    expect(['a', 'b'].map((id) => store.getJob(id)?.state)).toEqual(['done', 'done']);
   });
 });
 
@@ -317,6 +415,53 @@ describe('uploads before the POST', () => {
     expect(warnings(events)).toEqual([expect.stringMatching(/^job e: upload failed, left pending: .*500/)]);
   });
 
+  it('an upload 429 on every try is not a refusal: the job is queued again in the run and sent', async () => {
+    const { store, out } = stateWith([{ id: 'e', image: png([90, 40, 140]) }]);
+    sb.script('upload', Array<ScriptStep>(TRIES).fill('429'));
+    await run(new SqliteWorkStore(store), out, service(client));
+    expect(store.getJob('e')).toMatchObject({ state: 'done', attempts: 1 });
+  });
+
+  it('a stop during an upload leaves the job pending with nothing noted', async () => {
+    const { store, out } = stateWith([{ id: 'e', image: png([40, 40, 240]) }]);
+    const slow = new ServiceClient({ baseUrl: sb.url, apiKey: KEY, policy: { baseMs: 60_000, maxMs: 60_000, maxAttempts: 5 } });
+    cleanups.push(() => void slow.close());
+    sb.script('upload', ['503']); // one step: the stop comes during the wait after it
+    const stop = new AbortController();
+    const svc = service(slow);
+    svc.uploadBase64 = (data, o) => {
+      setTimeout(() => stop.abort('SIGINT'), 100);
+      return slow.uploadBase64(data, o);
+    };
+    const events = await run(new SqliteWorkStore(store), out, svc, { signal: stop.signal });
+    expect(store.getJob('e')).toMatchObject({ state: 'pending', attempts: 0, last_error: null });
+    expect(warnings(events)).toEqual([]);
+  });
+
+  it('a reference to an image the input no longer holds leaves the job pending with a warning, never sent', async () => {
+    const image = png([1, 2, 3]);
+    const { store, out } = stateWith([{ id: 'e', image, spec: { refs: [{ path: 'input.image_urls[1]', file: '', sha256: sha256Hex(image), data: true }] } }]);
+    const before = submitsAtService();
+    const events = await run(new SqliteWorkStore(store), out, service(client));
+    expect(store.getJob('e')).toMatchObject({ state: 'pending', attempts: 0, last_error: 'upload failed: no image at input.image_urls[1]' });
+    expect(warnings(events)).toEqual(['job e: upload failed, left pending: no image at input.image_urls[1]']);
+    expect(submitsAtService()).toBe(before);
+  });
+
+  it('a local image file is uploaded as a stream and its URL sent in its place', async () => {
+    const t = tempDir('genbatch-pipeline-submits-file-');
+    cleanups.push(t.cleanup);
+    const file = join(t.dir, 'ref.png');
+    const bytes = solidPng(8, 8, [5, 6, 7]);
+    writeFileSync(file, bytes);
+    const { store, out } = stateWith([{ id: 'f', spec: { model: 'alpha-image-2-edit', input: { prompt: 'edit f', image_urls: ['ref.png'] }, refs: [{ path: 'input.image_urls[0]', file, sha256: createHash('sha256').update(bytes).digest('hex') }] } }]);
+    const streams = sb.stats().requests.upload ?? 0;
+    await run(new SqliteWorkStore(store), out, service(client));
+    expect(store.getJob('f')).toMatchObject({ state: 'done', attempts: 1 });
+    expect(JSON.parse(store.getJob('f')!.submitted_input!).image_urls[0]).toMatch(/^http/);
+    expect((sb.stats().requests.upload ?? 0) - streams).toBe(1);
+  });
+
   it('an upload that fails once is tried again in the run and the job is sent', async () => {
     const { store, out } = stateWith([{ id: 'e', image: png([20, 140, 40]) }]);
     sb.script('upload', Array<ScriptStep>(TRIES).fill('502'));
@@ -335,7 +480,8 @@ describe('claims', () => {
       const { store, out } = stateWith([{ id: 'a' }]);
       const work = new Recording(store);
       await run(work, out, service(client), { concurrency });
-      expect(work.claims[0]).toBe(claimed);
+      // Once more when the buffer ran dry (nothing left); no job graph: a job done asks for no new claim.
+      expect(work.claims).toEqual([claimed, claimed]);
     }
   });
 
@@ -375,6 +521,15 @@ describe('a job graph', () => {
     expect(events).toContainEqual({ type: 'job', id: 't', from: 'pending', to: 'done', task_id: null, error: null });
     expect(kids.map((id) => store.getJob(id)?.state)).toEqual(kids.map(() => 'done'));
     expect(JSON.parse(store.getJob('t.0')!.submitted_input!)).toEqual({ prompt: 'file 0' });
+  });
+
+  it('a for_each job over something that is not a list fails, naming it', async () => {
+    const { store, out } = stateWith([
+      { id: 'a' },
+      { id: 't', kind: 'fanout', needs: ['a'], estimate: 1, spec: { input: { prompt: 'x' }, forEach: { expr: '${{ jobs.a.task_id }}', childKind: 'submit', childCredits: 1 } } },
+    ]);
+    await run(new SqliteWorkStore(store), out, service(client));
+    expect(store.getJob('t')).toMatchObject({ state: 'failed', last_error: 'for_each ${{ jobs.a.task_id }}: the result holds no list there' });
   });
 
   it('a chosen for_each job (--only) has its children sent in the same run; the jobs not chosen stay pending', async () => {
