@@ -190,6 +190,30 @@ describe('a known price', () => {
     expect(cap.totals).toMatchObject({ spent: 5, reserved: 0 });
   });
 
+  it('waits, not stops, while reservations this process let go of may still be charged (their readings end them)', async () => {
+    const { cap, read } = await learned(12, 5); // spent 5
+    expect(await cap.admit(job('b', 'model-a', 1))).toBe('go'); // reserved 5
+    vi.advanceTimersByTime(10);
+    cap.forget('b'); // given up, its reservation kept until a reading finds it ended
+    expect(await cap.admit(job('c', 'model-a', 1))).toBe('wait');
+    const d = job('d', 'model-d', 3);
+    expect(await cap.admit(d)).toBe('wait'); // a new class needs a fresh reading first
+    await read();
+    expect(await cap.admit(d)).toBe('wait'); // 5 + 5 + 3 > 12, with 5 still reserved
+  });
+
+  it('a job of a known price that ends teaches nothing more', async () => {
+    const { cap, events, balance, read } = await learned(100, 5);
+    expect(await cap.admit(job('b', 'model-a', 1))).toBe('go');
+    sendAndEnd(cap, 'b', 'done');
+    balance.value = 900;
+    await read();
+    expect(events.filter((e) => e.type === 'cap-price')).toHaveLength(1);
+    expect(cap.prices.get('model-a|request')).toBe(5);
+    expect(warnings(events)).toEqual([]);
+    expect(cap.totals).toMatchObject({ spent: 100, reserved: 0 });
+  });
+
   it('a job never sent gives its reservation back at once; a sent one keeps it until a reading', async () => {
     const { cap } = await learned(14, 5);
     expect(await cap.admit(job('b', 'model-a', 1))).toBe('go');
@@ -265,6 +289,85 @@ describe('readings', () => {
     cap.moved('a', 'submitted', 'done');
     expect(woken).toBe(1);
     await read();
+  });
+
+  it('a job refused at the POST (submitting to failed or pending) ends too, and an end brings a failed reading forward', async () => {
+    const { cap, balance, read } = harness(100);
+    await cap.admit(job('a', 'model-a', 5));
+    await read();
+    await cap.admit(job('a', 'model-a', 5));
+    cap.moved('a', 'pending', 'submitting');
+    balance.value = () => {
+      throw new Error('down');
+    };
+    vi.advanceTimersByTime(3000);
+    await read(); // failed: the next one is due in 2 s
+    expect(cap.tick(Date.now())).toBe(Date.now() + 2000);
+    cap.moved('a', 'submitting', 'failed');
+    balance.value = 1000;
+    await read(); // at once: a job ended
+    // The refused job taught nothing; its class goes alone again, and its reservation ended with the reading.
+    expect(cap.prices.size).toBe(0);
+    expect(cap.totals).toMatchObject({ reserved: 0 });
+  });
+
+  it('a reading that began after its jobs ended is fresh for a new class, even if one of them was given up during it', async () => {
+    let answer!: (n: number) => void;
+    const cap = new CreditCap({
+      credits: 100,
+      name: '--max-credits 100',
+      ledger: new LocalLedger(100, 0, null),
+      balance: () => new Promise<number>((r) => (answer = r)),
+      timeScale: 1,
+      emit: () => undefined,
+    });
+    /** Start the reading that is due; resolves once the balance was asked, with the reading's end. */
+    const reading = async (): Promise<{ end: Promise<void> }> => {
+      const end = new Promise<void>((r) => (cap.wake = r));
+      expect(cap.tick(Date.now())).toBe(Infinity);
+      await vi.advanceTimersByTimeAsync(0);
+      return { end };
+    };
+    await cap.admit(job('a', 'model-a', 5));
+    let r = await reading();
+    answer(1000);
+    await r.end;
+    expect(await cap.admit(job('a', 'model-a', 5))).toBe('go');
+    sendAndEnd(cap, 'a', 'done');
+    vi.advanceTimersByTime(5);
+    r = await reading();
+    vi.advanceTimersByTime(5);
+    cap.forget('a'); // given up while the reading that ends it is in flight
+    answer(995);
+    await r.end;
+    expect(await cap.admit(job('b', 'model-b', 5))).toBe('go');
+  });
+
+  it('a new class waits for a reading in flight (it may be the fresh one it needs)', async () => {
+    let answer!: (n: number) => void;
+    const cap = new CreditCap({
+      credits: 100,
+      name: '--max-credits 100',
+      ledger: new LocalLedger(100, 0, null),
+      balance: () => new Promise<number>((r) => (answer = r)),
+      timeScale: 1,
+      emit: () => undefined,
+    });
+    await cap.admit(job('a', 'model-a', 5));
+    cap.tick(Date.now());
+    await vi.advanceTimersByTimeAsync(0);
+    answer(1000);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(await cap.admit(job('a', 'model-a', 5))).toBe('go');
+    await cap.handBack('a'); // never sent: nothing of this process in flight, the reservation total read before stays
+    vi.advanceTimersByTime(3000);
+    expect(cap.tick(Date.now())).toBe(Infinity);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(cap.busy).toBe(1);
+    expect(await cap.admit(job('b', 'model-b', 5))).toBe('wait');
+    answer(1000);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(await cap.admit(job('b', 'model-b', 5))).toBe('go');
   });
 
   it('a failed reading is retried after 2, 4, 8, 16 s (scaled), and five in a row stop the sending', async () => {
