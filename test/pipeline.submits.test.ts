@@ -485,6 +485,26 @@ describe('claims', () => {
     }
   });
 
+  it('a shared run\'s claim that left jobs over the budget warns once; the worker is held by the budget only when it got none', async () => {
+    const { store, out } = stateWith([{ id: 'a' }, { id: 'b' }]);
+    /** As a PostgreSQL claim answers under a run cap: b is never handed out, over the budget. */
+    class OverBudget extends SqliteWorkStore {
+      override async claimPending(n: number, opts?: { only?: ReadonlySet<string> | null }): Promise<Claim> {
+        const c = await super.claimPending(n, opts);
+        const jobs = c.jobs.filter((j) => j.id !== 'b');
+        if (jobs.length < c.jobs.length) await super.release(['b']);
+        return { jobs, overBudget: true };
+      }
+    }
+    const events = await run(new OverBudget(store), out, service(client), { concurrency: 1 });
+    expect(warnings(events)).toEqual(['pending jobs were left unclaimed: their estimated credits would go over the credit limit']);
+    expect(['a', 'b'].map((id) => store.getJob(id)?.state)).toEqual(['done', 'pending']);
+    expect(last.heldByBudget).toBe(true);
+    const plain = stateWith([{ id: 'a' }]);
+    await run(new SqliteWorkStore(plain.store), plain.out, service(client));
+    expect(last.heldByBudget).toBe(false);
+  });
+
   it('with --only, the store is not asked again once every chosen job was handed out', async () => {
     const { store, out } = stateWith([{ id: 'a' }, { id: 'b' }, { id: 'c' }]);
     const work = new Recording(store);
