@@ -208,7 +208,6 @@ describe('the intent before the POST, the task id the moment it arrives', () => 
     const urls: string[] = [];
     const p = run(new SqliteWorkStore(again.store), again.out, service(client, (b) => sent.push(b)), {
       callbackUrlFor: (id, attempt) => (urls.push(`${id} ${attempt}`), `http://127.0.0.1:9/cb?job=${id}&attempt=${attempt}`),
-      signal: AbortSignal.timeout(3000),
     });
     await p;
     expect(urls[0]).toBe('r 2');
