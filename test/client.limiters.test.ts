@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { TokenBucket, UploadLimiter, type LimiterWait } from '../src/client/index.js';
 
@@ -108,6 +109,52 @@ describe('TokenBucket', () => {
     await vi.advanceTimersByTimeAsync(1_000);
     await Promise.all(waiters);
     expect(done).toEqual([1, 2, 3, 4]);
+  });
+
+  it('a waiter that comes when half a token has refilled waits the other half', async () => {
+    const bucket = new TokenBucket(1, 1, clock);
+    await bucket.take();
+    await vi.advanceTimersByTimeAsync(500);
+    const waiter = bucket.take();
+    await vi.advanceTimersByTimeAsync(499);
+    expect(await settled(waiter)).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await settled(waiter)).toBe(true);
+  });
+
+  it('a late timer that finds more tokens than waiters keeps the rest for later callers', async () => {
+    let now = 0;
+    const bucket = new TokenBucket(1, 3, () => now);
+    expect([bucket.tryTake(), bucket.tryTake(), bucket.tryTake()]).toEqual([true, true, true]);
+    const waiter = bucket.take();
+    now = 10_000;
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await settled(waiter)).toBe(true);
+    expect([bucket.tryTake(), bucket.tryTake(), bucket.tryTake()]).toEqual([true, true, false]);
+  });
+
+  it('keeps one timer at most, and none once nobody waits', async () => {
+    const bucket = new TokenBucket(10, 1, clock);
+    await bucket.take();
+    expect(vi.getTimerCount()).toBe(0);
+    const waiters = [bucket.take(), bucket.take(), bucket.take()];
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(200);
+    await Promise.all(waiters);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('a waiter served leaves no listener on its signal (a run takes every token with one signal)', async () => {
+    const bucket = new TokenBucket(10, 1, clock);
+    const run = new AbortController();
+    await bucket.take(run.signal);
+    const waiters = [1, 2, 3].map(() => bucket.take(run.signal));
+    expect(getEventListeners(run.signal, 'abort')).toHaveLength(3);
+    await vi.advanceTimersByTimeAsync(300);
+    await Promise.all(waiters);
+    expect(getEventListeners(run.signal, 'abort')).toHaveLength(0);
   });
 
   it('an aborted waiter leaves the queue with its reason, and the one behind it takes its token', async () => {
