@@ -62,6 +62,7 @@ const warnings = (events: EngineEvent[]): string[] => events.flatMap((e) => (e.t
 describe('a price class not seen yet', () => {
   it('its first job waits for a balance reading, then goes alone, reserving its estimate', async () => {
     const { cap, read } = harness(100);
+    expect([cap.credits, cap.name, cap.totals]).toEqual([100, '--max-credits 100', { spent: 0, reserved: 0 }]);
     const a = job('a', 'model-a', 5);
     expect(await cap.admit(a)).toBe('wait');
     expect(cap.waitReason(a)).toBe('a balance reading before a goes alone');
@@ -105,6 +106,9 @@ describe('a price class not seen yet', () => {
     await under.read();
     expect(await under.cap.admit(job('a', 'model-a', null))).toBe('go');
     expect(under.cap.totals).toMatchObject({ spent: 9, reserved: 0 });
+    // Reserving nothing, it is still charging: read every 3 s while it is out.
+    under.cap.moved('a', 'pending', 'submitting');
+    expect(under.cap.tick(Date.now())).toBe(Date.now() + 3000);
     const at = harness(10, { spent: 10 });
     await at.cap.admit(job('a', 'model-a', null));
     await at.read();
@@ -212,6 +216,54 @@ describe('a known price', () => {
     expect(cap.prices.get('model-a|request')).toBe(5);
     expect(warnings(events)).toEqual([]);
     expect(cap.totals).toMatchObject({ spent: 100, reserved: 0 });
+  });
+
+  it('a job that fails before it is sent asks for no reading: handBack gives its reservation back', async () => {
+    const { cap } = await learned(100, 5);
+    expect(await cap.admit(job('b', 'model-a', 1))).toBe('go');
+    let woken = 0;
+    cap.wake = () => woken++;
+    cap.moved('b', 'pending', 'failed');
+    expect(woken).toBe(0);
+    expect(cap.tick(Date.now())).toBe(Date.now() + 3000);
+    await cap.handBack('b');
+    expect(woken).toBe(1);
+  });
+
+  it('while a job goes alone, even a job of a known price waits; forgetting another job leaves it alone', async () => {
+    const { cap } = await learned(100, 5);
+    expect(await cap.admit(job('n', 'model-n', 2))).toBe('go');
+    const b = job('b', 'model-a', 1);
+    expect(await cap.admit(b)).toBe('wait');
+    expect(cap.waitReason(b)).toBe("job n sent alone to learn its class's price");
+    cap.forget('someone-else');
+    expect(await cap.admit(b)).toBe('wait');
+  });
+
+  it('a job sent and not ended keeps its reservation through the readings while it is out', async () => {
+    const { cap, read } = await learned(100, 5);
+    expect(await cap.admit(job('b', 'model-a', 1))).toBe('go');
+    cap.moved('b', 'pending', 'submitting');
+    cap.moved('b', 'submitting', 'submitted');
+    vi.advanceTimersByTime(3000);
+    await read();
+    expect(cap.totals).toMatchObject({ spent: 5, reserved: 5 });
+  });
+
+  it('waits, not stops, while a job of its own that reserved nothing (a class learned at 0) is out', async () => {
+    const h = harness(10);
+    await h.cap.admit(job('y0', 'model-y', 6));
+    await h.read();
+    await h.cap.admit(job('y0', 'model-y', 6));
+    sendAndEnd(h.cap, 'y0', 'done');
+    h.balance.value = 994;
+    await h.read();
+    expect(await h.cap.admit(job('z0', 'model-z', null))).toBe('go');
+    sendAndEnd(h.cap, 'z0', 'done');
+    await h.read();
+    expect(h.cap.prices.get('model-z|request')).toBe(0);
+    expect(await h.cap.admit(job('z1', 'model-z', null))).toBe('go');
+    expect(await h.cap.admit(job('y1', 'model-y', 6))).toBe('wait'); // 6 + 0 + 6 > 10 while z1 is out
   });
 
   it('a job never sent gives its reservation back at once; a sent one keeps it until a reading', async () => {
@@ -428,6 +480,46 @@ describe('readings', () => {
     expect(cap.tick(Date.now())).toBe(Date.now() + 30_000);
   });
 
+  it('a tick during a reading starts no second one, even with a reading due; a job given up during it leaves it stale', async () => {
+    let answer!: (n: number) => void;
+    let asked = 0;
+    const cap = new CreditCap({
+      credits: 100,
+      name: '--max-credits 100',
+      ledger: new LocalLedger(100, 0, null),
+      balance: () => new Promise<number>((r) => ((answer = r), asked++)),
+      timeScale: 1,
+      emit: () => undefined,
+    });
+    const flush = () => vi.advanceTimersByTimeAsync(0);
+    await cap.admit(job('a', 'model-a', 5));
+    cap.tick(Date.now());
+    await flush();
+    answer(1000);
+    await flush();
+    expect(await cap.admit(job('a', 'model-a', 5))).toBe('go');
+    sendAndEnd(cap, 'a', 'done');
+    expect(cap.tick(Date.now())).toBe(Infinity);
+    await flush();
+    expect(cap.tick(Date.now())).toBe(Infinity); // a has ended and is due, but a reading is in flight
+    answer(990);
+    await flush();
+    await flush();
+    expect(asked).toBe(2);
+    // c goes alone and is out; the periodic reading begins, then c is given up before it answers.
+    expect(await cap.admit(job('c', 'model-c', 5))).toBe('go');
+    cap.moved('c', 'pending', 'submitting');
+    vi.advanceTimersByTime(3000);
+    expect(cap.tick(Date.now())).toBe(Infinity);
+    await flush();
+    vi.advanceTimersByTime(5);
+    cap.forget('c');
+    answer(990);
+    await flush();
+    // That reading did not see c end: a new class needs one begun after.
+    expect(await cap.admit(job('d', 'model-d', 5))).toBe('wait');
+  });
+
   it('one reading at a time: a tick during a reading starts none', async () => {
     let answer!: (n: number) => void;
     let asked = 0;
@@ -467,6 +559,8 @@ describe('LocalLedger', () => {
     expect(await new LocalLedger(10, 9.5, null).reserve('u', 0, true)).toEqual({ ok: true, spent: 9.5, reserved: 0 });
     expect(await new LocalLedger(10, 10, null).reserve('u', 0, true)).toMatchObject({ ok: false });
     expect(await new LocalLedger(10, 10 - 1e-10, null).reserve('u', 0, true)).toMatchObject({ ok: false });
+    expect(await new LocalLedger(1, 1 - 1e-9, null).reserve('u', 0, true)).toMatchObject({ ok: false });
+    expect(await new LocalLedger(1, 0, null).reserve('a', 1 + 1e-9, false)).toMatchObject({ ok: true });
     const l = new LocalLedger(10, 5, null);
     await l.reserve('a', 5, false);
     expect(await l.reserve('u', 0, true)).toMatchObject({ ok: false, reserved: 5 });
