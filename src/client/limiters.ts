@@ -21,11 +21,13 @@ function enqueue(queue: Waiter[], signal: AbortSignal | undefined, onQueued: () 
       signal,
       onAbort: () => {
         const i = queue.indexOf(w);
+        // Stryker disable next-line ConditionalExpression: onAbort runs only while the waiter is queued (release removes the listener first), so i is never -1.
         if (i >= 0) queue.splice(i, 1);
         reject(abortReason(signal as AbortSignal));
       },
     };
     queue.push(w);
+    // Stryker disable next-line ObjectLiteral,BooleanLiteral: an AbortSignal fires 'abort' once at most, so `once` changes nothing.
     signal?.addEventListener('abort', w.onAbort, { once: true });
     onQueued();
   });
@@ -94,6 +96,7 @@ export class TokenBucket {
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#refill();
+      // Stryker disable next-line EqualityOperator: >= and > differ only at tokens exactly 1 - 1e-9, which the refill arithmetic does not land on.
       while (this.#queue.length > 0 && this.#tokens >= 1 - 1e-9) {
         this.#tokens = Math.max(0, this.#tokens - 1);
         release(this.#queue.shift() as Waiter);
@@ -128,6 +131,7 @@ export class UploadLimiter {
   /** The queue length last told to onWait (0: no wait going on). */
   #told = 0;
   /** Whether the last one told the time of the next slot. */
+  // Stryker disable next-line BooleanLiteral: read only once something was told (#told > 0), which sets it first.
   #toldKnown = false;
 
   constructor(opts: { limit?: number; windowMs?: number; now?: () => number; onWait?: (w: LimiterWait) => void } = {}) {
@@ -142,6 +146,7 @@ export class UploadLimiter {
   /** Waits for a free slot; call the returned function once the request has ended (success or not). */
   async acquire(signal?: AbortSignal): Promise<() => void> {
     throwIfAborted(signal);
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: a caller who finds a slot free and nobody waiting is served at once by the queue's pump the same way; this path only skips the queue.
     if (this.#queue.length > 0 || !this.#free()) {
       try {
         await enqueue(this.#queue, signal, () => this.#pump());
@@ -162,6 +167,7 @@ export class UploadLimiter {
 
   #free(): boolean {
     const since = this.#now() - this.windowMs;
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: on an empty list released[0] is undefined, and undefined <= since is false.
     while (this.#released.length > 0 && (this.#released[0] as number) <= since) this.#released.shift();
     return this.#inFlight + this.#released.length < this.limit;
   }

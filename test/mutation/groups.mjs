@@ -16,7 +16,7 @@ export const GROUPS = {
   // The upload limit (5 a minute per key, never a 429 we caused) and the status-read rate.
   limiters: {
     mutate: ['src/client/limiters.ts'],
-    tests: ['test/client.test.ts', 'test/client.limits.test.ts'],
+    tests: ['test/client.limiters.test.ts', 'test/client.test.ts', 'test/client.limits.test.ts'],
   },
   // A download placed without replacing anything, checked by size and sha256, named inside its folder.
   download: {
@@ -31,6 +31,16 @@ export const GROUPS = {
   // The intent committed before the POST, the task id the moment it arrives.
   submits: {
     mutate: ['src/engine/pipeline-submits.ts'],
-    tests: ['test/pipeline.workstore.test.ts', 'test/engine.test.ts'],
+    tests: ['test/pipeline.submits.test.ts', 'test/pipeline.workstore.test.ts', 'test/engine.test.ts'],
+  },
+  // The spending cap: a run never charged more than its cap plus one task per process.
+  cap: {
+    mutate: ['src/engine/cap.ts'],
+    tests: ['test/engine.cap.test.ts'],
+  },
+  // The budget reservation on PostgreSQL: N workers never reserve past the run's cap together (real PostgreSQL).
+  budget: {
+    mutate: ['src/store/pg/budget.ts'],
+    tests: ['test/pg.budget.test.ts', 'test/pg.sync-budget.test.ts', 'test/pg.budget-reclaim.test.ts', 'test/pg.work-store.test.ts'],
   },
 };

@@ -10,8 +10,11 @@ export default {
   plugins: ['@stryker-mutator/vitest-runner'],
   mutate: group.mutate,
   coverageAnalysis: 'perTest',
-  concurrency: 2,
-  timeoutMS: 60_000,
+  // MUTATION_CONCURRENCY=1 where the machine is shared (default 2, one per core).
+  concurrency: Number(process.env.MUTATION_CONCURRENCY ?? 2),
+  // A mutant whose tests hang costs this much more than their time without it (MUTATION_TIMEOUT_MS: less on a
+  // shared machine for groups whose tests take seconds, where a hang would cost a minute each).
+  timeoutMS: Number(process.env.MUTATION_TIMEOUT_MS ?? 60_000),
   reporters: ['clear-text', 'json'],
   jsonReporter: { fileName: `reports/mutation/${process.env.MUTATION_GROUP}.json` },
   clearTextReporter: { allowColor: false, logTests: false, reportMutants: true, reportScoreTable: true },
