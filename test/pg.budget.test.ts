@@ -25,7 +25,7 @@ describe('the budget row on PostgreSQL', () => {
   const seed = (name: string, n = 3, credits = 2): Promise<number> => seedRun(pool, name, Array.from({ length: n }, (_, i) => ({ id: `j${i}`, credits })));
   const balanceOf = async (runId: number): Promise<number | null> => (await pool.query<{ balance: number | null }>('SELECT balance FROM budget WHERE run_id = $1', [runId])).rows[0]!.balance;
 
-  it('a new invocation sets the cap, keeps the name unless given, clears the stop, and forgets the last reading unless a job is at the service', async () => {
+  it('a new invocation sets the cap, keeps the name unless given, clears the stop, and keeps the last reading (the base is set by PgLedger.rebase)', async () => {
     const runId = await seed('cap-set');
     const other = await seed('cap-other');
     await setBudgetCap(pool, other, 99, '--max-credits 99');
@@ -39,9 +39,7 @@ describe('the budget row on PostgreSQL', () => {
     expect(await budgetRow(pool, runId)).toMatchObject({ stopped: true });
     await setBudgetCap(pool, runId, 12);
     expect(await budgetRow(pool, runId)).toEqual({ cap: 12, reserved: 0, spent: 0, name: '--max-credits 10', stopped: false });
-    expect(await balanceOf(runId)).toBeNull();
-    // With a job at the service, the last reading stays the base: its charge is the run's.
-    await cap.ledger.settle(500, []);
+    expect(await balanceOf(runId)).toBe(500);
     await pool.query(`UPDATE jobs SET state = 'submitted' WHERE run_id = $1 AND id = 'j0'`, [runId]);
     await setBudgetCap(pool, runId, 14, 'the manifest budget of 14');
     expect(await balanceOf(runId)).toBe(500);
