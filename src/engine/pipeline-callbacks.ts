@@ -37,7 +37,7 @@ export class Callbacks {
    * callback arrive, before the submit's answer): kept until that submit ends, so a lost
    * answer (uncertain) adopts the task the callback named instead of leaving the job uncertain.
    */
-  private readonly early = new Map<string, string>();
+  private readonly early = new Map<string, Set<string>>();
   /** Jobs that became uncertain in this run (or were found so at its start): a late callback may still adopt them. */
   private readonly uncertainHere = new Set<string>();
   /** Adoptions and lookups in flight: the run does not end before they are done. */
@@ -103,20 +103,24 @@ export class Callbacks {
       // A callback of an earlier submit of this job (its URL names another attempt) names a task made for
       // an earlier spec or attempt: it never adopts. URLs without an attempt (older genbatch) still do.
       if (note.attempt !== null && note.attempt !== row.attempts) return this.ignore();
-      if (row.state === 'submitting') this.early.set(note.job, note.taskId);
+      // Every task id named while the submit is out is kept: a second callback (forged, or of another task) must not
+      // push out the one of the task the submit is answered with.
+      if (row.state === 'submitting') this.early.set(note.job, (this.early.get(note.job) ?? new Set()).add(note.taskId));
       else if (row.state === 'uncertain') await this.adopt(note.job, note.taskId, row.model);
     });
   }
 
   /** The submit of job `id` ended: a callback that came before it names the task now waited on (read now; another task: ignored), or adopts it when the job became uncertain. */
   submitEnded(id: string): void {
-    const taskId = this.early.get(id);
-    if (taskId === undefined) return;
+    const taskIds = this.early.get(id);
+    if (taskIds === undefined) return;
     this.early.delete(id);
-    if (!this.polls.readNow(id, taskId)) this.ignore();
+    // The task the submit was answered with is read now; the others are ignored (counted).
+    for (const taskId of taskIds) if (!this.polls.readNow(id, taskId)) this.ignore();
     this.track(id, async () => {
       const row = await this.c.store.getJob(id);
-      if (row && row.state === 'uncertain' && !this.c.opts.signal.aborted) await this.adopt(id, taskId, row.model);
+      // An uncertain job (no answer) adopts a task only when the callbacks named one alone: two are a forgery's sign.
+      if (row && row.state === 'uncertain' && !this.c.opts.signal.aborted && taskIds.size === 1) await this.adopt(id, [...taskIds][0]!, row.model);
     });
   }
 
