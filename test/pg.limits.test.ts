@@ -119,7 +119,9 @@ describe('PostgreSQL shared limits: upload slots and status-read permits', () =>
     // And no statement per read: the reads above made none. (A backend reports its counts at most once a
     // second, when idle: read them after that.)
     await sleep(1500);
-    expect((await statements()) - before).toBeLessThan(5);
+    // A statement per read would be at least `total`; the few counted are the stores' own (opens, heartbeats)
+    // and this count's connections, reported late (a full CI run counted 6).
+    expect((await statements()) - before).toBeLessThan(total / 2);
   });
 
   it('a heartbeat renews upload slots only while the worker holds one: a run without uploads makes no statement on them', async () => {
