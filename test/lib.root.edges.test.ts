@@ -66,6 +66,17 @@ describe('the name rules, by their text', () => {
     // A file on the way (ENOTDIR): the path is taken from the file's folder on.
     expect(realpathOrAncestor(join(dir, 'alias', 'job', 'a.txt', 'x'))).toBe(join(root.real, 'job', 'a.txt', 'x'));
   });
+
+  it('realpathOrAncestor: a folder missing just below the filesystem root keeps its whole name', () => {
+    const missing = join(sep, `genbatch-no-such-folder-${process.pid}`, 'a', 'b');
+    expect(realpathOrAncestor(missing)).toBe(missing);
+  });
+
+  it('realpathOrAncestor: a link loop on the way is an error, not a missing folder to walk past', () => {
+    const { dir } = setup();
+    symlinkSync(join(dir, 'loop'), join(dir, 'loop'));
+    expect(() => realpathOrAncestor(join(dir, 'loop', 'x'))).toThrow(expect.objectContaining({ code: 'ELOOP' }));
+  });
 });
 
 describe('Root operations at their edges', () => {
@@ -194,6 +205,21 @@ describe('Root operations at their edges', () => {
     root.rename('job/a.txt', 'job/previous-1/a.txt');
     expect(readFileSync(join(root.dir, 'job', 'previous-1', 'a.txt'), 'utf8')).toBe('abc');
     expect(existsSync(join(root.dir, 'job', 'a.txt'))).toBe(false);
+  });
+
+  it('rename: a missing source is ENOENT naming it, and the folder asked for the new name is not made', () => {
+    const { root } = setup();
+    expect(() => root.rename('gone/a.txt', 'new/place/a.txt')).toThrow(
+      expect.objectContaining({ code: 'ENOENT', message: expect.stringContaining(join(root.dir, 'gone', 'a.txt')) }),
+    );
+    expect(existsSync(join(root.dir, 'new'))).toBe(false);
+  });
+
+  it('an error of the system other than a missing name is thrown as it is (a name too long), not read as missing or as a link', () => {
+    const { root } = setup();
+    const long = `job/${'n'.repeat(300)}`;
+    expect(() => root.lstat(long)).toThrow(expect.objectContaining({ code: 'ENAMETOOLONG' }));
+    expect(() => root.openRead(long)).toThrow(expect.objectContaining({ code: 'ENAMETOOLONG' }));
   });
 
   it('remove: a file or a link (not what it points to), never a folder', () => {

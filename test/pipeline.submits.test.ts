@@ -26,7 +26,7 @@ import { tempDir } from './helpers/tmp.js';
 
 const KEY = 'sk-pipeline-submits';
 const POOR = 'sk-pipeline-submits-poor';
-const SCALE = 0.01;
+const SCALE = 0.001;
 const TRIES = 3;
 let sb: Sandbox;
 let client: ServiceClient;

@@ -18,7 +18,9 @@ export default {
   reporters: ['clear-text', 'json'],
   jsonReporter: { fileName: `reports/mutation/${process.env.MUTATION_GROUP}.json` },
   clearTextReporter: { allowColor: false, logTests: false, reportMutants: true, reportScoreTable: true },
-  tempDirName: '.stryker-tmp',
+  // One folder per group, so that two groups can run at once; none copies another's.
+  tempDirName: `.stryker-tmp-${process.env.MUTATION_GROUP}`,
+  ignorePatterns: ['/.stryker-tmp*', '/reports', '/bench/.work'],
   cleanTempDir: 'always',
   // Static mutants (module-level tables such as TRANSITIONS) are the point of some groups: kept, each run
   // against every test of its group.
