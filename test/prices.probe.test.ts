@@ -13,17 +13,25 @@ import { admin } from './helpers/admin.js';
  * failed task teaches nothing, another client spending on the same key never makes a wrong price,
  * and estimate then prices every job, equal to what the run is charged.
  */
-const SCALE = '0.02';
+// Each probe runs its task alone, one class after another, so the task durations add up: the sandbox's
+// time runs 200 times faster than the service's (a video task takes 0.45 to 1.5 s). The test with another
+// client spending on the key has a sandbox of its own at 0.02: its tasks must run long enough for the
+// other client's charges to fall inside them.
+const SCALE = '0.005';
+const BUSY_SCALE = '0.02';
 const KEY = 'sk-prices-probe-0123456789';
 let sb: Sandbox;
+let busy: Sandbox;
 const t = tempDir('genbatch-probe-');
 
 beforeAll(async () => {
   ensureBuilt();
   sb = await startSandbox({ port: 0, keys: { [KEY]: 1_000_000 }, timeScale: Number(SCALE), seed: 12 });
+  busy = await startSandbox({ port: 0, keys: { [KEY]: 1_000_000 }, timeScale: Number(BUSY_SCALE), seed: 12 });
 }, 60_000);
 afterAll(async () => {
   await sb?.close();
+  await busy?.close();
   t.cleanup();
 });
 
@@ -33,8 +41,8 @@ interface TaskRow {
   credits: number;
 }
 
-async function sandboxTasks(): Promise<TaskRow[]> {
-  return ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: TaskRow[] }).tasks;
+async function sandboxTasks(s: Sandbox = sb): Promise<TaskRow[]> {
+  return ((await (await fetch(`${s.url}/__sandbox/tasks`, admin(s))).json()) as { tasks: TaskRow[] }).tasks;
 }
 
 /** One prompt-only job of every model family whose price the service does not publish. */
@@ -51,8 +59,8 @@ function familyJobs(): string[] {
   return lines;
 }
 
-function env(book: string): Record<string, string> {
-  return { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: sb.url, GENBATCH_PRICE_BOOK: book };
+function env(book: string, s: Sandbox = sb): Record<string, string> {
+  return { GENBATCH_API_KEY: KEY, GENBATCH_BASE_URL: s.url, GENBATCH_PRICE_BOOK: book };
 }
 
 interface ProbeJson {
@@ -133,19 +141,19 @@ describe('genbatch prices probe against the sandbox', () => {
     const other = (async () => {
       // Another client of the same key: a cheap task every 120 ms for as long as the probe runs (bounded).
       for (let i = 0; i < 2000 && !stop; i++) {
-        const res = await fetch(`${sb.url}/api/generate/submit`, { method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'kontext-pro', input: { prompt: `other ${i}` } }) });
+        const res = await fetch(`${busy.url}/api/generate/submit`, { method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'kontext-pro', input: { prompt: `other ${i}` } }) });
         await res.arrayBuffer();
         spent++;
         await new Promise((r) => setTimeout(r, 120));
       }
     })();
-    const before = new Set((await sandboxTasks()).map((x) => x.task_id));
-    const r = await runCli(['prices', 'probe', manifest, '--yes', '--json', '--time-scale', SCALE], env(book));
+    const before = new Set((await sandboxTasks(busy)).map((x) => x.task_id));
+    const r = await runCli(['prices', 'probe', manifest, '--yes', '--json', '--time-scale', BUSY_SCALE], env(book, busy));
     stop = true;
     await other;
     expect(spent).toBeGreaterThan(3);
     const out = JSON.parse(r.stdout) as ProbeJson;
-    const tasks = new Map((await sandboxTasks()).filter((x) => !before.has(x.task_id)).map((x) => [x.task_id, x]));
+    const tasks = new Map((await sandboxTasks(busy)).filter((x) => !before.has(x.task_id)).map((x) => [x.task_id, x]));
     for (const p of out.probes) {
       if (p.outcome === 'measured') expect(p.credits, p.job).toBe(tasks.get(p.task_id!)!.credits);
       else expect(p.why).toMatch(/another client|kept moving/);

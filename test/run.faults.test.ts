@@ -10,7 +10,7 @@ import { tempDir } from './helpers/tmp.js';
 import { checkFiles, findFiles, integrity, readJobs } from './helpers/verify.js';
 
 /**
- * Fault test: 300 jobs of five kinds (plain images, edits of 30 distinct local
+ * Fault test: 200 jobs of five kinds (plain images, edits of 30 distinct local
  * PNGs (uploads), dream-4 with n: 2, generate-music (music detail, several
  * files), video) while the sandbox injects, on EVERY endpoint the run uses
  * (submit, status, detail, file, upload, balance):
@@ -38,9 +38,9 @@ import { checkFiles, findFiles, integrity, readJobs } from './helpers/verify.js'
  *     no temporary file remains; the state passes integrity_check.
  * 503 and 429 on submit prove nothing was created and are retried by the client.
  */
-const SCALE = '0.01';
+const SCALE = '0.005';
 const KEY = 'sk-faults-0123456789';
-const JOBS = 300;
+const JOBS = 200;
 const common = (ep: string, drop: boolean) => [`${ep}:500=0.05`, `${ep}:502=0.05`, `${ep}:503=0.05`, `${ep}:429=0.1`, ...(drop ? [`${ep}:drop=0.05`] : [])];
 const FAULTS = [
   ...['status', 'detail', 'file', 'upload', 'balance'].flatMap((ep) => common(ep, true)),

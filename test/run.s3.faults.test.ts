@@ -10,7 +10,7 @@ import { tempDir } from './helpers/tmp.js';
 import { integrity, readJobs } from './helpers/verify.js';
 
 /**
- * 300 mixed jobs (images, edits of local PNGs, dream-4 n: 2, music, video) run to `--out s3://bucket/prefix`
+ * 150 mixed jobs (images, edits of local PNGs, dream-4 n: 2, music, video) run to `--out s3://bucket/prefix`
  * while the sandbox injects faults on every endpoint the run uses: 5xx, 429 and dropped connections on status,
  * detail, file, upload and balance; truncated bodies on file downloads (full Content-Length, then the socket
  * closes); 503 and 429 on submit (nothing created: retried). Submit 500/502 (the ambiguous kinds, whose jobs
@@ -19,9 +19,9 @@ import { integrity, readJobs } from './helpers/verify.js';
  * size and body equal the state's and the server's bytes; the four reports are there; no temporary object and
  * no multipart upload is left.
  */
-const SCALE = '0.01';
+const SCALE = '0.005';
 const KEY = 'sk-s3-faults-0123456789';
-const JOBS = 300;
+const JOBS = 150;
 const common = (ep: string) => [`${ep}:500=0.05`, `${ep}:502=0.05`, `${ep}:503=0.05`, `${ep}:429=0.1`, `${ep}:drop=0.05`];
 const FAULTS = [...['status', 'detail', 'file', 'upload', 'balance'].flatMap(common), 'file:truncate=0.05', 'submit:503=0.05', 'submit:429=0.1'].join(',');
 

@@ -142,7 +142,7 @@ describe('run --out s3://', () => {
     expect(JSON.parse((await s3.get('runs/again/pic/result.json')).toString()).input.prompt).toBe('A blue door');
   }, 60_000);
 
-  it('runs 300 jobs to the bucket with faults on the service side (truncated and failed downloads, 5xx, 429): each done job once, whole, with its sha256', async () => {
+  it('runs 150 jobs to the bucket with faults on the service side (truncated and failed downloads, 5xx, 429): each done job once, whole, with its sha256', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);
     const key = 'sk-s3-faults-03';
@@ -155,7 +155,7 @@ describe('run --out s3://', () => {
       faults: 'file:truncate=0.1,file:500=0.05,file:drop=0.03,status:503=0.05,submit:429=0.05',
     });
     try {
-      const manifest = imageManifest(join(t.dir, 'm.yaml'), 300, 'many');
+      const manifest = imageManifest(join(t.dir, 'm.yaml'), 150, 'many');
       const r = await runCli(['run', manifest, '--out', s3.url('runs/many'), '--time-scale', '0.005', '--concurrency', '16'], { ...s3.env, GENBATCH_BASE_URL: faulty.url, GENBATCH_API_KEY: key }, t.dir);
       expect([0, 1], r.stderr).toContain(r.code);
       const injected = faulty.stats().faults_injected;
@@ -163,8 +163,8 @@ describe('run --out s3://', () => {
       const state = join(t.dir, 'genbatch-state', 'm.db');
       const jobs = readJobs(state);
       const done = jobs.filter((j) => j.state === 'done');
-      expect(done.length + jobs.filter((j) => j.state === 'failed').length).toBe(300);
-      expect(done.length).toBeGreaterThan(250);
+      expect(done.length + jobs.filter((j) => j.state === 'failed').length).toBe(150);
+      expect(done.length).toBeGreaterThan(125); // 3% of tasks fail at the sandbox
       const files = doneFiles(state);
       const objects = new Map((await s3.objects('runs/many/')).map((o) => [o.key, o]));
       const expected = [...files.map((f) => `runs/many/${f.path}`), ...done.map((j) => `runs/many/${j.id}/result.json`)];

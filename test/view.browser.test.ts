@@ -219,8 +219,9 @@ describeBrowser('genbatch view in Chromium', () => {
     await page.evaluate(() => ((window as unknown as { marker: number }).marker = 7));
     const more = JOBS.slice(0, 4);
     manifest(lm, more);
-    // A slow time scale: the tasks take a few seconds, so the page sees them pending first.
-    const run = spawnCli(['run', lm, '--base-url', sb.url, '--time-scale', '0.3', '--out', liveOut], { GENBATCH_API_KEY: KEY });
+    // A slower time scale for the run than the sandbox's: its first status read of each task comes 1.5 s after
+    // the submit (15 s x 0.1), so the page sees the jobs pending first.
+    const run = spawnCli(['run', lm, '--base-url', sb.url, '--time-scale', '0.1', '--out', liveOut], { GENBATCH_API_KEY: KEY });
     const ended = new Promise<number | null>((r) => run.on('exit', (code) => r(code)));
     cleanups.push(() => (run.exitCode === null ? run.kill('SIGKILL') : undefined));
     await expect.poll(() => ids(page), { timeout: 15_000 }).toEqual(more.map(([id]) => id));
