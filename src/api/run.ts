@@ -327,7 +327,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     let outcome: RunOutcome;
     if (s.pg) {
       const { runOnPostgres } = await import('../engine/run-pg.js');
-      const { workIdleMs, workLeaseMs } = await import('./work.js');
+      const { workIdleMs, workLeaseMs } = await import('./lease.js');
       outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, redo: s.redo, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
     } else {
       outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null, changed: { max: o.maxChanged ?? null, keep: o.keepChanged === true }, uncertainAfterMs: parseUncertain(o.uncertain).afterMs, maxCreditsPerInvocation: o.maxCreditsPerInvocation ?? null });
