@@ -7,11 +7,11 @@ import { guardedAgent } from './guard.js';
 import { Faults } from './faults.js';
 import { FileStore } from './files.js';
 import type { ResolvedOptions } from './options.js';
-import { genericResult, type TaskResult } from './results.js';
+import { genericResult } from './results.js';
 import { Rng, mixSeed } from './rng.js';
 import { Scheduler } from './scheduler.js';
 import { Stats } from './stats.js';
-import { progressAt, stateAt, TaskStore, type TaskRecord } from './tasks.js';
+import { progressAt, stateAt, TaskStore, type TaskRecord, type TaskResult } from './tasks.js';
 
 /**
  * Everything a route module or an extension needs, in one object:

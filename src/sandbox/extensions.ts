@@ -1,8 +1,7 @@
 import type { ModelSpec } from '../models/index.js';
 import type { Account } from './accounts.js';
 import type { SandboxContext } from './context.js';
-import type { TaskResult } from './results.js';
-import type { TaskRecord } from './tasks.js';
+import type { TaskRecord, TaskResult } from './tasks.js';
 import { musicExtension } from './music/index.js';
 
 /**

@@ -1,10 +1,9 @@
 import { MUSIC_RESULT_FIELDS, STEM_SPLIT_KEYS, VOCAL_REMOVAL_KEYS, type MusicWorkflow } from '../../models/music/index.js';
 import type { SandboxContext } from '../context.js';
 import { blob, type Blob, type FileEntry } from '../files.js';
-import type { TaskResult } from '../results.js';
 import { servedSize } from '../results.js';
 import { Rng, mixSeed } from '../rng.js';
-import type { TaskRecord } from '../tasks.js';
+import type { TaskRecord, TaskResult } from '../tasks.js';
 import { boostedStyle, lyricsTitle, songLyrics, timestamped } from './lyrics.js';
 import { knownAudioSeconds, trackFileName } from './plan.js';
 import type { MusicPlan, MusicTrack } from './state.js';
