@@ -6,6 +6,7 @@ import { extensionFor } from './extensions.js';
 import { guardedAgent } from './guard.js';
 import { Faults } from './faults.js';
 import { FileStore } from './files.js';
+import type { ExtensionHost } from './hooks.js';
 import type { ResolvedOptions } from './options.js';
 import { genericResult } from './results.js';
 import { Rng, mixSeed } from './rng.js';
@@ -18,7 +19,7 @@ import { progressAt, stateAt, TaskStore, type TaskRecord, type TaskResult } from
  * options, clock, accounts, tasks, files, stats, faults, scheduler,
  * callbacks and the seeded Rng for new tasks.
  */
-export class SandboxContext {
+export class SandboxContext implements ExtensionHost {
   readonly options: ResolvedOptions;
   /** Base URL without a trailing slash, e.g. http://127.0.0.1:8787 (set once listening). */
   baseUrl = '';
