@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
+import { GENBATCH_VERSION } from '../lib/version.js';
 import { isJsonlPath } from '../manifest/jsonl-path.js';
 import type { Store } from '../store/index.js';
 import { canonicalJson, sha256Hex } from './results.js';
@@ -30,18 +31,6 @@ export interface SyncKey {
   files: Array<{ file: string; sha256: string }>;
   jobs: number;
   skippedAfter: number;
-}
-
-/** Bumped with the package version: a new genbatch checks every manifest again. */
-const GENBATCH_VERSION = readVersion();
-
-function readVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-  } catch {
-    return 'unknown';
-  }
 }
 
 const metaKey = (runId: number): string => `sync-key:${runId}`;
