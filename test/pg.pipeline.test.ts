@@ -5,7 +5,7 @@ import { ServiceClient, UploadLimiter, withRetry } from '../src/client/index.js'
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
 import type { DownloadPort, EngineEvent, ServicePort } from '../src/engine/index.js';
 import { Pipeline } from '../src/engine/pipeline.js';
-import { prepare } from '../src/engine/prepare.js';
+import { prepare } from '../src/engine/prepare/prepare.js';
 import { openManifest } from '../src/manifest/index.js';
 import { openPool, type Pool } from '../src/store/pg/db.js';
 import { migrate } from '../src/store/pg/schema.js';

@@ -7,7 +7,7 @@ import { learnPrices as learnEach } from './learn-prices.js';
 import { servicePorts } from './ports.js';
 import type { EngineEvent } from '../engine/events.js';
 import type { RunOutcome } from '../engine/index.js';
-import { parseUncertain } from '../engine/uncertain.js';
+import { parseUncertain } from '../engine/prepare/uncertain.js';
 import type { UploadJournal } from '../engine/ports.js';
 import type { ReportData } from '../report/types.js';
 import { EXIT, UsageError } from '../errors.js';
@@ -17,7 +17,7 @@ import { defaultOutDir, defaultStateBeside } from './paths.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
 import type { ObjectOut } from '../storage/object-out.js';
 import { parseStateLocation } from '../store/location.js';
-import { serviceMark } from '../engine/same-service.js';
+import { serviceMark } from '../engine/prepare/same-service.js';
 import type { JobState } from '../store/states.js';
 
 /**

@@ -5,7 +5,7 @@ import { EventBus } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
 import { callbackToken, countsOf, firstIdsOf } from '../engine/run-pg.js';
 import { workEngine } from '../engine/work.js';
-import { checkSameService, parseServiceMark, serviceMark, serviceMetaKey, type ServiceMark } from '../engine/same-service.js';
+import { checkSameService, parseServiceMark, serviceMark, serviceMetaKey, type ServiceMark } from '../engine/prepare/same-service.js';
 import { UsageError } from '../errors.js';
 import type { JobState, RunRow } from '../store/index.js';
 import { parseStateLocation } from '../store/location.js';

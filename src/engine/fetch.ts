@@ -3,7 +3,7 @@ import type { Root } from '../lib/root.js';
 import type { FileGot, FileRow, JobRow, WorkStore } from '../store/index.js';
 import type { EngineEvent } from './events.js';
 import { outputRoot, readSmallFile, writeFileAtomic, writeTextNoReplace } from './files.js';
-import { moveAsideOne } from './previous.js';
+import { moveAsideOne } from './prepare/previous.js';
 import type { DownloadPort } from './ports.js';
 import { RESULT_FILE, sha256Hex } from './results.js';
 import { resultDocument, textResults } from './result-doc.js';

@@ -8,6 +8,6 @@ export { buildReportData, reportJobsOf } from './report-data.js';
 export { extractResults, canonicalJson, setAtPath } from './results.js';
 export { planProbes, probeOne, recordProbe } from './probe.js';
 export type { ProbePlan, ProbePlanEntry } from './probe.js';
-export { globTest, parseOnly, parseRedo, REDO_VALUES } from './select.js';
+export { globTest, parseOnly, parseRedo, REDO_VALUES } from './prepare/select.js';
 export { markJobs, type MarkAction } from './marks.js';
-export type { RedoState } from './select.js';
+export type { RedoState } from './prepare/select.js';

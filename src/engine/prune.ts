@@ -2,7 +2,7 @@ import { Root } from '../lib/root.js';
 import { sanitizeName } from '../download/index.js';
 import type { Store } from '../store/index.js';
 import type { PreviousFile } from '../store/previous.js';
-import { ownResultRecord } from './previous.js';
+import { ownResultRecord } from './prepare/previous.js';
 import { PREVIOUS_DIR, RESULT_FILE } from './results.js';
 
 /**

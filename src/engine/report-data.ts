@@ -6,7 +6,7 @@ import type { InvocationRow, Mark, Store, SummaryRow } from '../store/index.js';
 import { hasJobSendColumns } from '../store/schema.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
-import { keptChanged } from './changed.js';
+import { keptChanged } from './prepare/changed.js';
 import { chatReportFields, chatSummary } from './chat.js';
 
 /**

@@ -8,14 +8,14 @@ import type { ReportData } from '../report/types.js';
 import { Store } from '../store/index.js';
 import type { EventBus } from './events.js';
 import type { DownloadPort, ServicePort } from './ports.js';
-import { checkBalance, checkLimits, prepare } from './prepare.js';
+import { checkBalance, checkLimits, prepare } from './prepare/prepare.js';
 import { buildReportData } from './report-data.js';
 import type { RunOutcome } from './run.js';
-import { moveAsidePrevious } from './previous.js';
-import { checkSameOutput } from './same-output.js';
-import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './same-service.js';
-import { redoJobs, type RedoState } from './select.js';
-import { manifestPrint, pricesHash } from './sync-key.js';
+import { moveAsidePrevious } from './prepare/previous.js';
+import { checkSameOutput } from './prepare/same-output.js';
+import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './prepare/same-service.js';
+import { redoJobs, type RedoState } from './prepare/select.js';
+import { manifestPrint, pricesHash } from './prepare/sync-key.js';
 import { workEngine } from './work.js';
 
 /**

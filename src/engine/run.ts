@@ -10,20 +10,20 @@ import type { CallbackNote, CallbackReceiver } from './callbacks.js';
 import { CreditCap, LocalLedger } from './cap.js';
 import type { CreditLimit } from './graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
-import { checkSameOutput } from './same-output.js';
-import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './same-service.js';
-import { moveAsidePrevious, ownResultRecord } from './previous.js';
+import { checkSameOutput } from './prepare/same-output.js';
+import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './prepare/same-service.js';
+import { moveAsidePrevious, ownResultRecord } from './prepare/previous.js';
 import { RESULT_FILE } from './results.js';
 import { checkJobFolders } from './files.js';
 import { bucketJournal } from './fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
-import { checkPrices, emitEstimate, invocationCap, invocationRooms, overText, prepare, type InvocationCaps } from './prepare.js';
+import { checkPrices, emitEstimate, invocationCap, invocationRooms, overText, prepare, type InvocationCaps } from './prepare/prepare.js';
 import { notDone } from './summary.js';
 import { buildReportData, capMetaKey, refusalMetaKey, round6, runCredits, type CapNote, type RefusalNote } from './report-data.js';
-import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './changed.js';
-import { resubmitAged } from './uncertain.js';
+import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './prepare/changed.js';
+import { resubmitAged } from './prepare/uncertain.js';
 import { exitCodeFor } from './exit-code.js';
-import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
+import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './prepare/select.js';
 
 /**
  * A whole run: lease the state file, check and record the manifest, refuse

@@ -8,8 +8,8 @@ import { formatDuration } from '../../report/format.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { defaultOutDir, defaultStateBeside } from '../../api/paths.js';
-import { changedCost } from '../../engine/changed.js';
-import type { StatePlan } from '../../engine/plan-types.js';
+import { changedCost } from '../../engine/prepare/changed.js';
+import type { StatePlan } from '../../engine/prepare/plan-types.js';
 import { isPostgresUrl, stateOption } from '../../store/location.js';
 import { isS3Url } from '../../storage/url.js';
 

@@ -1,9 +1,9 @@
 import { randomInt } from 'node:crypto';
-import { UsageError } from '../errors.js';
-import { findModel, inputFields } from '../models/index.js';
-import type { JobRow, Store } from '../store/index.js';
-import type { EngineEvent } from './events.js';
-import type { StoredSpec } from './spec.js';
+import { UsageError } from '../../errors.js';
+import { findModel, inputFields } from '../../models/index.js';
+import type { JobRow, Store } from '../../store/index.js';
+import type { EngineEvent } from '../events.js';
+import type { StoredSpec } from '../spec.js';
 
 /**
  * Which jobs a run sends: `--redo` (finished jobs sent again) and `--only` / `--limit` (a subset of the

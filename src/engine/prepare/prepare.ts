@@ -1,17 +1,17 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { BudgetError, EXIT, ManifestError, type Problem } from '../errors.js';
-import { localImageRefs, type Manifest, type ManifestJob } from '../manifest/index.js';
-import { valuesAt } from '../manifest/job.js';
-import { findModel } from '../models/index.js';
-import { priceJob, type ObservedPrices } from '../pricing/index.js';
-import type { JobInput, Store } from '../store/index.js';
+import { BudgetError, EXIT, ManifestError, type Problem } from '../../errors.js';
+import { localImageRefs, type Manifest, type ManifestJob } from '../../manifest/index.js';
+import { valuesAt } from '../../manifest/job.js';
+import { findModel } from '../../models/index.js';
+import { priceJob, type ObservedPrices } from '../../pricing/index.js';
+import type { JobInput, Store } from '../../store/index.js';
 import { changedKey, changedRefusal, keptChanged, type ChangedGuard, type ChangedJob } from './changed.js';
-import type { EngineEvent } from './events.js';
+import type { EngineEvent } from '../events.js';
 import type { Room, Selection } from './select.js';
-import { canonicalJson, sha256Hex } from './results.js';
+import { canonicalJson, sha256Hex } from '../results.js';
 import { clearKey, manifestPrint, matchingKey, pricesHash, saveKey } from './sync-key.js';
-import type { StoredSpec } from './spec.js';
+import type { StoredSpec } from '../spec.js';
 
 /**
  * Phase one of a run: read the whole manifest (streamed), check every job,

@@ -1,5 +1,5 @@
-import { ChangedGuardError, type ChangedFacts } from '../errors.js';
-import type { Store } from '../store/index.js';
+import { ChangedGuardError, type ChangedFacts } from '../../errors.js';
+import type { Store } from '../../store/index.js';
 
 /**
  * The guard on mass re-sends (issue #26 item 5). A manifest edit that changes the spec of more than `max`

@@ -1,7 +1,7 @@
-import { Root } from '../lib/root.js';
+import { Root } from '../../lib/root.js';
 import { createHash } from 'node:crypto';
 import { closeSync, readFileSync } from 'node:fs';
-import { PREVIOUS_DIR } from './results.js';
+import { PREVIOUS_DIR } from '../results.js';
 
 /**
  * A job sent again (its spec changed, a parent it was made from changed, or a

@@ -1,4 +1,4 @@
-import type { ChangedFacts } from '../errors.js';
+import type { ChangedFacts } from '../../errors.js';
 
 /**
  * What the next `genbatch run` of a manifest would do with the state it already has (`estimate` with a state,

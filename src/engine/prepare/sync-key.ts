@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
-import { GENBATCH_VERSION } from '../lib/version.js';
-import { isJsonlPath } from '../manifest/jsonl-path.js';
-import type { Store } from '../store/index.js';
-import { canonicalJson, sha256Hex } from './results.js';
+import { GENBATCH_VERSION } from '../../lib/version.js';
+import { isJsonlPath } from '../../manifest/jsonl-path.js';
+import type { Store } from '../../store/index.js';
+import { canonicalJson, sha256Hex } from '../results.js';
 
 /**
  * What a manifest sync depends on, kept in the state file after a sync that

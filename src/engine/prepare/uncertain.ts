@@ -1,6 +1,6 @@
-import { UsageError } from '../errors.js';
-import type { Store } from '../store/index.js';
-import type { EngineEvent } from './events.js';
+import { UsageError } from '../../errors.js';
+import type { Store } from '../../store/index.js';
+import type { EngineEvent } from '../events.js';
 
 /** How many job ids a warning names. */
 const NAMED = 20;
