@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CreditCap, LocalLedger, classOf } from '../src/engine/cap.js';
+import { CreditCap, LocalLedger, classOf } from '../src/engine/pipeline/cap.js';
 import type { EngineEvent } from '../src/engine/events.js';
 import type { JobRow } from '../src/store/index.js';
 

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, UploadLimiter, withRetry } from '../src/client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
 import type { DownloadPort, EngineEvent, ServicePort } from '../src/engine/index.js';
-import { Pipeline } from '../src/engine/pipeline.js';
+import { Pipeline } from '../src/engine/pipeline/pipeline.js';
 import { prepare } from '../src/engine/prepare/prepare.js';
 import { openManifest } from '../src/manifest/index.js';
 import { openPool, type Pool } from '../src/store/pg/db.js';

@@ -150,7 +150,7 @@ export async function checkServiceOptions(o: ServiceOptions): Promise<{ concurre
   const concurrency = o.concurrency ?? 8;
   if (o.callbackUrl && !o.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
   if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
-  if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
+  if (o.listen !== undefined) (await import('../engine/pipeline/receiver.js')).parseListen(o.listen);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
   const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
   if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);

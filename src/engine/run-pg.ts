@@ -246,7 +246,7 @@ export async function firstIdsOf(pool: import('../store/pg/db.js').Pool, runId: 
  * job's callback (a public URL in front of several receivers).
  */
 export async function callbackToken(pool: import('../store/pg/db.js').Pool): Promise<string> {
-  const { newCallbackToken } = await import('./callbacks.js');
+  const { newCallbackToken } = await import('./pipeline/receiver.js');
   await pool.query(`INSERT INTO meta (key, value) VALUES ('callback_token', $1) ON CONFLICT (key) DO NOTHING`, [newCallbackToken()]);
   const r = await pool.query<{ value: string }>(`SELECT value FROM meta WHERE key = 'callback_token'`);
   return r.rows[0]!.value;

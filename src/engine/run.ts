@@ -6,10 +6,10 @@ import type { ObservedPrices } from '../pricing/index.js';
 import type { ReportData } from '../report/types.js';
 import { SqliteWorkStore, Store, nowIso, type JobState } from '../store/index.js';
 import type { EngineEvent, EventBus } from './events.js';
-import type { CallbackNote, CallbackReceiver } from './callbacks.js';
-import { CreditCap, LocalLedger } from './cap.js';
+import type { CallbackNote, CallbackReceiver } from './pipeline/receiver.js';
+import { CreditCap, LocalLedger } from './pipeline/cap.js';
 import type { CreditLimit } from './graph.js';
-import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
+import { Pipeline, callbackDeadline, errorText } from './pipeline/pipeline.js';
 import { checkSameOutput } from './prepare/same-output.js';
 import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './prepare/same-service.js';
 import { moveAsidePrevious, ownResultRecord } from './prepare/previous.js';
@@ -138,7 +138,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       // restarts after a crash must be reachable before its sync and balance read (long for a large manifest).
       // Notes that come before the pipeline exists are kept and handed to it once it does.
       // Loaded only with --listen (an HTTP server and its zod schemas: start-up cost every other run skips).
-      const { CallbackReceiver, newCallbackToken, parseListen } = await import('./callbacks.js');
+      const { CallbackReceiver, newCallbackToken, parseListen } = await import('./pipeline/receiver.js');
       const { host, port } = parseListen(o.callbacks.listen);
       // One token per state file, reused by every run: a task sent before a crash keeps a URL a later run answers.
       let token = store.getMeta(CALLBACK_TOKEN_KEY);

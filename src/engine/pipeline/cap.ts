@@ -1,7 +1,7 @@
-import { priceClass } from '../pricing/classes.js';
-import type { CapLedger, CapTotals, JobRow, JobState } from '../store/index.js';
-import type { EngineEvent } from './events.js';
-import type { StoredSpec } from './spec.js';
+import { priceClass } from '../../pricing/classes.js';
+import type { CapLedger, CapTotals, JobRow, JobState } from '../../store/index.js';
+import type { EngineEvent } from '../events.js';
+import type { StoredSpec } from '../spec.js';
 
 /**
  * The credit cap on what is charged (--max-credits, the manifest's budget): the run's charge, measured by the

@@ -1,7 +1,7 @@
-import { findModel } from '../models/index.js';
-import type { CallbackNote } from './callbacks.js';
-import { errorText, type StageContext } from './pipeline-context.js';
-import type { Polls } from './pipeline-polls.js';
+import { findModel } from '../../models/index.js';
+import type { CallbackNote } from './receiver.js';
+import { errorText, type StageContext } from './context.js';
+import type { Polls } from './polls.js';
 
 /** How long a run with callbacks waits, at the end, for late callbacks of its uncertain jobs (at least). */
 const CALLBACK_GRACE_MS = 120_000;

@@ -1,11 +1,11 @@
 import { join } from 'node:path';
-import { decide } from '../client/index.js';
-import { UnsafeResultError } from '../errors.js';
-import { MinHeap } from '../lib/heap.js';
-import type { JobRow } from '../store/index.js';
-import { fetchJob } from './fetch.js';
-import { errorText, type StageContext } from './pipeline-context.js';
-import type { DownloadPort } from './ports.js';
+import { decide } from '../../client/index.js';
+import { UnsafeResultError } from '../../errors.js';
+import { MinHeap } from '../../lib/heap.js';
+import type { JobRow } from '../../store/index.js';
+import { fetchJob } from '../fetch.js';
+import { errorText, type StageContext } from './context.js';
+import type { DownloadPort } from '../ports.js';
 
 /**
  * A download that still fails on a transient error (429, 5xx, dropped or cut connection) after the

@@ -1,13 +1,13 @@
-import { decide, TokenBucket } from '../client/index.js';
-import { ApiError, DeadlineError, UnusableAnswerError } from '../errors.js';
-import { MinHeap } from '../lib/heap.js';
-import { findModel } from '../models/index.js';
-import { nowIso } from '../store/index.js';
-import { errorText, type StageContext } from './pipeline-context.js';
-import type { ServicePort, TaskView } from './ports.js';
-import { isRefusedTask } from './permanent.js';
+import { decide, TokenBucket } from '../../client/index.js';
+import { ApiError, DeadlineError, UnusableAnswerError } from '../../errors.js';
+import { MinHeap } from '../../lib/heap.js';
+import { findModel } from '../../models/index.js';
+import { nowIso } from '../../store/index.js';
+import { errorText, type StageContext } from './context.js';
+import type { ServicePort, TaskView } from '../ports.js';
+import { isRefusedTask } from '../permanent.js';
 import { chanceFinished } from './poll-order.js';
-import { extractResults } from './results.js';
+import { extractResults } from '../results.js';
 
 const GENERATED_VALIDITY_MS = 24 * 3600 * 1000;
 /**

@@ -1,16 +1,16 @@
-import type { JobPatch, JobState, MoveOptions, WorkStore } from '../store/index.js';
-import type { CallbackNote } from './callbacks.js';
-import type { StopReason } from './events.js';
-import { Callbacks, sentTime } from './pipeline-callbacks.js';
-import { errorText, type PipelineOptions, type StageContext } from './pipeline-context.js';
-import { Downloads } from './pipeline-downloads.js';
-import { Polls } from './pipeline-polls.js';
-import { Submits } from './pipeline-submits.js';
-import type { DownloadPort, ServicePort } from './ports.js';
+import type { JobPatch, JobState, MoveOptions, WorkStore } from '../../store/index.js';
+import type { CallbackNote } from './receiver.js';
+import type { StopReason } from '../events.js';
+import { Callbacks, sentTime } from './callbacks.js';
+import { errorText, type PipelineOptions, type StageContext } from './context.js';
+import { Downloads } from './downloads.js';
+import { Polls } from './polls.js';
+import { Submits } from './submits.js';
+import type { DownloadPort, ServicePort } from '../ports.js';
 
-export { callbackDeadline } from './pipeline-callbacks.js';
-export { errorText } from './pipeline-context.js';
-export type { PipelineOptions } from './pipeline-context.js';
+export { callbackDeadline } from './callbacks.js';
+export { errorText } from './context.js';
+export type { PipelineOptions } from './context.js';
 
 /**
  * The work loop (the stages and what each does: pipeline-context.ts). One pass starts whatever has

@@ -1,13 +1,13 @@
-import { AmbiguousSubmitError, ApiError, GenbatchError, NetworkError } from '../errors.js';
-import { nowIso, type JobRow } from '../store/index.js';
-import { runChatJob } from './chat.js';
-import { ParentOutputs, expandForEach, resolveInput } from './graph.js';
-import { errorText, type StageContext } from './pipeline-context.js';
-import type { DownloadPort, ServicePort } from './ports.js';
-import { getAtPath, setAtPath } from './results.js';
-import type { StoredSpec } from './spec.js';
-import { isRefusal } from './permanent.js';
-import { Uploader } from './uploads.js';
+import { AmbiguousSubmitError, ApiError, GenbatchError, NetworkError } from '../../errors.js';
+import { nowIso, type JobRow } from '../../store/index.js';
+import { runChatJob } from '../chat.js';
+import { ParentOutputs, expandForEach, resolveInput } from '../graph.js';
+import { errorText, type StageContext } from './context.js';
+import type { DownloadPort, ServicePort } from '../ports.js';
+import { getAtPath, setAtPath } from '../results.js';
+import type { StoredSpec } from '../spec.js';
+import { isRefusal } from '../permanent.js';
+import { Uploader } from '../uploads.js';
 
 /** How often a job whose upload failed transiently (client retries used up) is queued again in the same run. */
 const UPLOAD_REQUEUES = 3;

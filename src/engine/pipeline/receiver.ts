@@ -2,7 +2,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../../errors.js';
 
 /**
  * The completion-callback receiver (`--listen HOST:PORT`). It accepts POSTs
