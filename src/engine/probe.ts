@@ -3,7 +3,7 @@ import { localImageRefs, type Manifest, type ManifestJob } from '../manifest/ind
 import { findModel } from '../models/index.js';
 import { priceClass, priceJob, probe, type BalanceAnswer, type ObservedPrices, type PriceBook, type PriceClass, type ProbeOutcome, type UserPrices } from '../pricing/index.js';
 import type { Problem } from '../errors.js';
-import { chatRequestOf } from './chat.js';
+import { chatRequestOf } from './submit/chat.js';
 import { setAtPath } from './results.js';
 
 /**

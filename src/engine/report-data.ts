@@ -7,7 +7,7 @@ import { hasJobSendColumns } from '../store/schema.js';
 import type { TaskView } from './ports.js';
 import { extractResults } from './results.js';
 import { keptChanged } from './prepare/changed.js';
-import { chatReportFields, chatSummary } from './chat.js';
+import { chatReportFields, chatSummary } from './submit/chat.js';
 
 /**
  * Build the report writers' input from the state file (run() and `genbatch report`).

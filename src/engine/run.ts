@@ -8,7 +8,7 @@ import { SqliteWorkStore, Store, nowIso, type JobState } from '../store/index.js
 import type { EngineEvent, EventBus } from './events.js';
 import type { CallbackNote, CallbackReceiver } from './pipeline/receiver.js';
 import { CreditCap, LocalLedger } from './pipeline/cap.js';
-import type { CreditLimit } from './graph.js';
+import type { CreditLimit } from './submit/graph.js';
 import { Pipeline, callbackDeadline, errorText } from './pipeline/pipeline.js';
 import { checkSameOutput } from './prepare/same-output.js';
 import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './prepare/same-service.js';

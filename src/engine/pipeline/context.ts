@@ -1,7 +1,7 @@
 import type { JobPatch, JobState, MoveOptions, WorkStore } from '../../store/index.js';
 import type { EngineEvent, StopReason } from '../events.js';
 import type { CreditCap } from './cap.js';
-import type { CreditLimit } from '../graph.js';
+import type { CreditLimit } from '../submit/graph.js';
 
 /**
  * The work loop (pipeline.ts) and its stages: Submits (pipeline-submits.ts), Polls

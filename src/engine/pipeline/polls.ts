@@ -5,7 +5,7 @@ import { findModel } from '../../models/index.js';
 import { nowIso } from '../../store/index.js';
 import { errorText, type StageContext } from './context.js';
 import type { ServicePort, TaskView } from '../ports.js';
-import { isRefusedTask } from '../permanent.js';
+import { isRefusedTask } from '../submit/permanent.js';
 import { chanceFinished } from './poll-order.js';
 import { extractResults } from '../results.js';
 

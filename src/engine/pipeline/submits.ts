@@ -1,13 +1,13 @@
 import { AmbiguousSubmitError, ApiError, GenbatchError, NetworkError } from '../../errors.js';
 import { nowIso, type JobRow } from '../../store/index.js';
-import { runChatJob } from '../chat.js';
-import { ParentOutputs, expandForEach, resolveInput } from '../graph.js';
+import { runChatJob } from '../submit/chat.js';
+import { ParentOutputs, expandForEach, resolveInput } from '../submit/graph.js';
 import { errorText, type StageContext } from './context.js';
 import type { DownloadPort, ServicePort } from '../ports.js';
 import { getAtPath, setAtPath } from '../results.js';
 import type { StoredSpec } from '../spec.js';
-import { isRefusal } from '../permanent.js';
-import { Uploader } from '../uploads.js';
+import { isRefusal } from '../submit/permanent.js';
+import { Uploader } from '../submit/uploads.js';
 
 /** How often a job whose upload failed transiently (client retries used up) is queued again in the same run. */
 const UPLOAD_REQUEUES = 3;

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { GenbatchError } from '../errors.js';
-import type { WorkStore } from '../store/index.js';
-import type { EngineEvent } from './events.js';
-import type { ServicePort, UploadCall } from './ports.js';
+import { GenbatchError } from '../../errors.js';
+import type { WorkStore } from '../../store/index.js';
+import type { EngineEvent } from '../events.js';
+import type { ServicePort, UploadCall } from '../ports.js';
 
 /** Where an image comes from: a local file (stream upload), a Data URL (base64 upload), a remote URL to re-host (URL upload). */
 export type UploadSource = 'file' | 'data' | 'url';

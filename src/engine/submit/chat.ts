@@ -1,14 +1,14 @@
 import { join, relative } from 'node:path';
-import type { ChatAnswer, ChatMessage, ChatRequest } from '../client/chat.js';
-import { ApiError, BadResponseError, GenbatchError } from '../errors.js';
-import { checkChatJob, isChatProtocol, type ChatProtocol } from '../models/chat.js';
-import { nowIso, type JobPatch, type JobRow, type JobState, type MoveOptions, type Store } from '../store/index.js';
-import type { EngineEvent, StopReason } from './events.js';
-import { outputRoot, writeTextNoReplace } from './files.js';
+import type { ChatAnswer, ChatMessage, ChatRequest } from '../../client/chat.js';
+import { ApiError, BadResponseError, GenbatchError } from '../../errors.js';
+import { checkChatJob, isChatProtocol, type ChatProtocol } from '../../models/chat.js';
+import { nowIso, type JobPatch, type JobRow, type JobState, type MoveOptions, type Store } from '../../store/index.js';
+import type { EngineEvent, StopReason } from '../events.js';
+import { outputRoot, writeTextNoReplace } from '../files.js';
 import { isRefusal } from './permanent.js';
-import { sha256Hex } from './results.js';
-import type { StoredSpec } from './spec.js';
-import type { BucketPort } from './ports.js';
+import { sha256Hex } from '../results.js';
+import type { StoredSpec } from '../spec.js';
+import type { BucketPort } from '../ports.js';
 
 /**
  * The chat executor: one chat job, from `pending` to `done`.

@@ -1,8 +1,8 @@
-import { findRefs, hasRef, outputsOf, parseRef, pathText, refText, stripBraces, substitute, valueAt, type Ref } from '../graph/index.js';
-import { checkSubmit, findModel } from '../models/index.js';
-import type { ChildInput, JobRow, WorkStore } from '../store/index.js';
-import { canonicalJson, sha256Hex } from './results.js';
-import type { StoredSpec } from './spec.js';
+import { findRefs, hasRef, outputsOf, parseRef, pathText, refText, stripBraces, substitute, valueAt, type Ref } from '../../graph/index.js';
+import { checkSubmit, findModel } from '../../models/index.js';
+import type { ChildInput, JobRow, WorkStore } from '../../store/index.js';
+import { canonicalJson, sha256Hex } from '../results.js';
+import type { StoredSpec } from '../spec.js';
 
 /**
  * The job graph at run time: references resolved from the parents' stored

@@ -1,4 +1,4 @@
-import { ApiError } from '../errors.js';
+import { ApiError } from '../../errors.js';
 
 /**
  * Permanent failures: the service refused the job's input (issue #26 item 3), so sending the same spec again
