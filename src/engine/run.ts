@@ -15,7 +15,7 @@ import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } 
 import { moveAsidePrevious, ownResultRecord } from './prepare/previous.js';
 import { RESULT_FILE } from './results.js';
 import { checkJobFolders } from './files.js';
-import { bucketJournal } from './fetch-bucket.js';
+import { bucketJournal } from './fetch/fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
 import { checkPrices, emitEstimate, invocationCap, invocationRooms, overText, prepare, type InvocationCaps } from './prepare/prepare.js';
 import { notDone } from './summary.js';

@@ -3,7 +3,7 @@ import { decide } from '../../client/index.js';
 import { UnsafeResultError } from '../../errors.js';
 import { MinHeap } from '../../lib/heap.js';
 import type { JobRow } from '../../store/index.js';
-import { fetchJob } from '../fetch.js';
+import { fetchJob } from '../fetch/fetch.js';
 import { errorText, type StageContext } from './context.js';
 import type { DownloadPort } from '../ports.js';
 

@@ -1,11 +1,11 @@
 import { relative } from 'node:path';
-import type { Root } from '../lib/root.js';
-import type { FileGot, FileRow, JobRow, WorkStore } from '../store/index.js';
-import type { EngineEvent } from './events.js';
-import { outputRoot, readSmallFile, writeFileAtomic, writeTextNoReplace } from './files.js';
-import { moveAsideOne } from './prepare/previous.js';
-import type { DownloadPort } from './ports.js';
-import { RESULT_FILE, sha256Hex } from './results.js';
+import type { Root } from '../../lib/root.js';
+import type { FileGot, FileRow, JobRow, WorkStore } from '../../store/index.js';
+import type { EngineEvent } from '../events.js';
+import { outputRoot, readSmallFile, writeFileAtomic, writeTextNoReplace } from '../files.js';
+import { moveAsideOne } from '../prepare/previous.js';
+import type { DownloadPort } from '../ports.js';
+import { RESULT_FILE, sha256Hex } from '../results.js';
 import { resultDocument, textResults } from './result-doc.js';
 import { fetchToBucket } from './fetch-bucket.js';
 

@@ -8,9 +8,9 @@
  * object with that size and sha256 (HEAD), and records it without downloading it again. The multipart
  * uploads in flight are kept in meta `s3_uploads` (bucketJournal) for the next run to clear.
  */
-import type { FileGot, FileRow, JobRow, WorkStore } from '../store/index.js';
-import type { EngineEvent } from './events.js';
-import type { BucketPort, DownloadPort, UploadJournal, UploadRecord } from './ports.js';
+import type { FileGot, FileRow, JobRow, WorkStore } from '../../store/index.js';
+import type { EngineEvent } from '../events.js';
+import type { BucketPort, DownloadPort, UploadJournal, UploadRecord } from '../ports.js';
 import { resultDocument, textResults } from './result-doc.js';
 
 type Got = { path: string; size: number; sha256: string; content_type: string | null };

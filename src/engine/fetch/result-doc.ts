@@ -1,8 +1,8 @@
 /** A finished job's result.json and its text results, for the disk (fetch.ts) and the bucket (fetch-bucket.ts). */
-import { findModel } from '../models/index.js';
-import type { FileRow, JobRow } from '../store/index.js';
-import type { TaskView } from './ports.js';
-import { extractResults, serverFileName } from './results.js';
+import { findModel } from '../../models/index.js';
+import type { FileRow, JobRow } from '../../store/index.js';
+import type { TaskView } from '../ports.js';
+import { extractResults, serverFileName } from '../results.js';
 
 /** The text of a job's result.json: task id, model, input as sent, and its files (names, paths, sizes, sha256, URLs). */
 export function resultDocument(row: JobRow, files: readonly FileRow[]): string {
