@@ -9,7 +9,7 @@ import { Store } from '../store/index.js';
 import type { EventBus } from './events.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { checkBalance, checkLimits, prepare } from './prepare/prepare.js';
-import { buildReportData } from './report-data.js';
+import { buildReportData } from './finish/report-data.js';
 import type { RunOutcome } from './run.js';
 import { moveAsidePrevious } from './prepare/previous.js';
 import { checkSameOutput } from './prepare/same-output.js';

@@ -19,10 +19,10 @@ import { bucketJournal } from './fetch/fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
 import { checkPrices, emitEstimate, invocationCap, invocationRooms, overText, prepare, type InvocationCaps } from './prepare/prepare.js';
 import { notDone } from './summary.js';
-import { buildReportData, capMetaKey, refusalMetaKey, round6, runCredits, type CapNote, type RefusalNote } from './report-data.js';
+import { buildReportData, capMetaKey, refusalMetaKey, round6, runCredits, type CapNote, type RefusalNote } from './finish/report-data.js';
 import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './prepare/changed.js';
 import { resubmitAged } from './prepare/uncertain.js';
-import { exitCodeFor } from './exit-code.js';
+import { exitCodeFor } from './finish/exit-code.js';
 import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './prepare/select.js';
 
 /**
@@ -467,7 +467,7 @@ function creditLimit(maxCredits: number | null, budget: number | null, sel: Sele
 
 /** Failed and expired jobs named by the end-of-run line (then how many more). */
 export const SUMMARY_IDS = 20;
-export { exitCodeFor, type ExitFacts } from './exit-code.js';
+export { exitCodeFor, type ExitFacts } from './finish/exit-code.js';
 
 /** The first `max` ids of the jobs in `state`, in manifest order. */
 function firstIds(store: Store, state: JobState, max: number): string[] {

@@ -1,5 +1,5 @@
 import { buildReportData } from '../../engine/index.js';
-import { invocationText, invocationView } from '../../engine/invocation-view.js';
+import { invocationText, invocationView } from '../../engine/finish/invocation-view.js';
 import { writeReports } from '../../report/index.js';
 import { UsageError } from '../../errors.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';

@@ -2,7 +2,7 @@ import { JOB_STATES, type SummaryRow } from '../../store/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { formatBytes, formatCredits } from '../../report/index.js';
 import type { WorkerCount } from '../../store/pg/snapshot.js';
-import { capNote, runCredits } from '../../engine/report-data.js';
+import { capNote, runCredits } from '../../engine/finish/report-data.js';
 import { keptChanged } from '../../engine/prepare/changed.js';
 import { openStateForRead } from './state-file.js';
 

@@ -1,7 +1,7 @@
-import { UsageError } from '../errors.js';
-import type { ReportInvocation } from '../report/types.js';
-import type { Store } from '../store/index.js';
-import { hasJobSendColumns } from '../store/schema.js';
+import { UsageError } from '../../errors.js';
+import type { ReportInvocation } from '../../report/types.js';
+import type { Store } from '../../store/index.js';
+import { hasJobSendColumns } from '../../store/schema.js';
 import { runCredits } from './report-data.js';
 
 /**

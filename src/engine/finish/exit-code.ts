@@ -1,5 +1,5 @@
-import { EXIT } from '../errors.js';
-import type { JobState } from '../store/states.js';
+import { EXIT } from '../../errors.js';
+import type { JobState } from '../../store/states.js';
 
 /** What decides the exit code beside the counts: jobs held before sending (balance, cap), jobs that failed permanently. */
 export interface ExitFacts {

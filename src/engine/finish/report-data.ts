@@ -1,13 +1,13 @@
 import type Database from 'better-sqlite3';
-import type { ReportData, ReportFile, ReportInvocation, ReportJob } from '../report/types.js';
-import { promptOf, varsOf } from '../report/prompt.js';
-import { findModel } from '../models/index.js';
-import type { InvocationRow, Mark, Store, SummaryRow } from '../store/index.js';
-import { hasJobSendColumns } from '../store/schema.js';
-import type { TaskView } from './ports.js';
-import { extractResults } from './results.js';
-import { keptChanged } from './prepare/changed.js';
-import { chatReportFields, chatSummary } from './submit/chat.js';
+import type { ReportData, ReportFile, ReportInvocation, ReportJob } from '../../report/types.js';
+import { promptOf, varsOf } from '../../report/prompt.js';
+import { findModel } from '../../models/index.js';
+import type { InvocationRow, Mark, Store, SummaryRow } from '../../store/index.js';
+import { hasJobSendColumns } from '../../store/schema.js';
+import type { TaskView } from '../ports.js';
+import { extractResults } from '../results.js';
+import { keptChanged } from '../prepare/changed.js';
+import { chatReportFields, chatSummary } from '../submit/chat.js';
 
 /**
  * Build the report writers' input from the state file (run() and `genbatch report`).
