@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ManifestError, UsageError } from '../../errors.js';
 import { openManifest } from '../../manifest/index.js';
-import { prune as pruneOutput } from '../../engine/prune.js';
+import { prune as pruneOutput } from '../../engine/tools/prune.js';
 import { ACTIVE_STATES, Store } from '../../store/index.js';
 import { isS3Url } from '../../storage/url.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';

@@ -1,6 +1,6 @@
-import { UsageError } from '../errors.js';
-import type { MarkState, Store } from '../store/index.js';
-import { globTest } from './prepare/select.js';
+import { UsageError } from '../../errors.js';
+import type { MarkState, Store } from '../../store/index.js';
+import { globTest } from '../prepare/select.js';
 
 export type MarkAction = 'approve' | 'reject' | 'clear';
 

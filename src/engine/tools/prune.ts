@@ -1,9 +1,9 @@
-import { Root } from '../lib/root.js';
-import { sanitizeName } from '../download/index.js';
-import type { Store } from '../store/index.js';
-import type { PreviousFile } from '../store/previous.js';
-import { ownResultRecord } from './prepare/previous.js';
-import { PREVIOUS_DIR, RESULT_FILE } from './results.js';
+import { Root } from '../../lib/root.js';
+import { sanitizeName } from '../../download/index.js';
+import type { Store } from '../../store/index.js';
+import type { PreviousFile } from '../../store/previous.js';
+import { ownResultRecord } from '../prepare/previous.js';
+import { PREVIOUS_DIR, RESULT_FILE } from '../results.js';
 
 /**
  * `genbatch prune`: keep the newest `keep` previous-<n>/ generations of each job, and (with `removed`) remove the

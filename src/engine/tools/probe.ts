@@ -1,10 +1,10 @@
-import type { ChatClient, ServiceClient } from '../client/index.js';
-import { localImageRefs, type Manifest, type ManifestJob } from '../manifest/index.js';
-import { findModel } from '../models/index.js';
-import { priceClass, priceJob, probe, type BalanceAnswer, type ObservedPrices, type PriceBook, type PriceClass, type ProbeOutcome, type UserPrices } from '../pricing/index.js';
-import type { Problem } from '../errors.js';
-import { chatRequestOf } from './submit/chat.js';
-import { setAtPath } from './results.js';
+import type { ChatClient, ServiceClient } from '../../client/index.js';
+import { localImageRefs, type Manifest, type ManifestJob } from '../../manifest/index.js';
+import { findModel } from '../../models/index.js';
+import { priceClass, priceJob, probe, type BalanceAnswer, type ObservedPrices, type PriceBook, type PriceClass, type ProbeOutcome, type UserPrices } from '../../pricing/index.js';
+import type { Problem } from '../../errors.js';
+import { chatRequestOf } from '../submit/chat.js';
+import { setAtPath } from '../results.js';
 
 /**
  * `genbatch prices probe`: for each price class of a manifest whose price is unknown, one task
