@@ -17,7 +17,7 @@ import { solidPng } from './helpers/png.js';
 import { tempDir } from './helpers/tmp.js';
 
 /**
- * Submits (src/engine/pipeline-submits.ts): the intent committed (durably) before the POST, the task id written
+ * Submits (src/engine/pipeline/submits.ts): the intent committed (durably) before the POST, the task id written
  * (durably) the moment it arrives, and each outcome of a POST or an upload put where a later run decides
  * right. The pipeline runs in process over a real SQLite state, against the in-process sandbox through the
  * real client; the sandbox's scripted faults give the service's answers (a script queues steps for the next

@@ -70,7 +70,7 @@ export interface RunOptions {
   apiKey?: string;
   /** A prices file (YAML or JSON: model id -> credits), as `--prices`. */
   prices?: string;
-  /** Submits of unknown outcome: left `uncertain` (default), sent again, or `resubmit-after=DURATION` (src/engine/uncertain.ts). */
+  /** Submits of unknown outcome: left `uncertain` (default), sent again, or `resubmit-after=DURATION` (src/engine/prepare/uncertain.ts). */
   uncertain?: string;
   /** Public URL that reaches the `listen` receiver (needs `listen`). */
   callbackUrl?: string;

@@ -1,4 +1,7 @@
-/** The run engine: prepare (validate + record), budget check, submit/poll/download pipeline, report data. */
+/**
+ * The run engine: prepare/ (validate + record, budget check), pipeline/ (submit, poll, callbacks, download;
+ * acts in submit/ and fetch/), finish/ (report data, exit code); the layout is in README.md.
+ */
 export { runEngine, exitCodeFor, removeState, DEFAULT_STATUS_RATE, UPLOAD_REUSE_MS } from './run.js';
 export type { RunOptions, RunOutcome } from './run.js';
 export { EventBus } from './events.js';

@@ -38,7 +38,7 @@ export interface PgRunOptions {
   baseUrl: string;
   apiKey: string;
   sandbox: boolean;
-  /** The service and key fingerprint this run is against (src/engine/same-service.ts): a state made against another is refused. */
+  /** The service and key fingerprint this run is against (src/engine/prepare/same-service.ts): a state made against another is refused. */
   serviceMark?: ServiceMark;
   concurrency: number;
   yes: boolean;
@@ -50,7 +50,7 @@ export interface PgRunOptions {
   userPrices: Record<string, number> | null;
   observedPrices?: ObservedPrices | null;
   confine?: boolean;
-  /** --redo: jobs that ended in these states are sent again (src/engine/select.ts). */
+  /** --redo: jobs that ended in these states are sent again (src/engine/prepare/select.ts). */
   redo?: readonly RedoState[];
   /** The lease of a claimed job, ms. */
   leaseMs: number;

@@ -39,7 +39,7 @@ export interface RunOptions {
   download: DownloadPort;
   baseUrl: string;
   sandbox: boolean;
-  /** The service and key fingerprint this run is against (src/engine/same-service.ts): a state made against another is refused. */
+  /** The service and key fingerprint this run is against (src/engine/prepare/same-service.ts): a state made against another is refused. */
   serviceMark?: ServiceMark;
   /** Submits in flight at once (downloads: twice as many). */
   concurrency: number;
@@ -65,9 +65,9 @@ export interface RunOptions {
   userPrices: Record<string, number> | null;
   /** Prices observed on the account (the price book), used where neither the service nor the user gives one. */
   observedPrices?: ObservedPrices | null;
-  /** --redo: jobs that ended in these states are sent again (src/engine/select.ts). */
+  /** --redo: jobs that ended in these states are sent again (src/engine/prepare/select.ts). */
   redo?: readonly RedoState[];
-  /** The guard on mass re-sends (src/engine/changed.ts): --max-changed (null: 10) and --keep-changed. */
+  /** The guard on mass re-sends (src/engine/prepare/changed.ts): --max-changed (null: 10) and --keep-changed. */
   changed?: { max: number | null; keep: boolean };
   /** --only: id patterns (globs) of the jobs to send; null or absent: every pending job. */
   only?: readonly string[] | null;
@@ -274,7 +274,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // The balance is read only when this invocation has work that can move it: jobs to submit (then a failed read
     // stops the run: the balance check needs it), or tasks to wait for (charged on completion by some models,
     // refunded on failure; a failed read is a warning). Each such invocation keeps its readings in the state
-    // file: the run's charge is the sum over its invocations (report-data.ts).
+    // file: the run's charge is the sum over its invocations (finish/report-data.ts).
     const left = store.counts();
     let toSend = selection ? selection.ids.size : left.pending;
     const balance = toSend > 0 ? await o.service.balance() : left.submitted > 0 ? await balanceOrWarn(o.service, 'before the run', emit) : null;
@@ -302,7 +302,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     }
     emitEstimate(store, balance, emit, selection);
     const invocation = toSend + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
-    // The credit cap on what is charged (src/engine/cap.ts): it starts from what the run's earlier invocations were
+    // The credit cap on what is charged (src/engine/pipeline/cap.ts): it starts from what the run's earlier invocations were
     // charged. With a per-invocation cap too, the tighter of the two measures this invocation (both move with the
     // same readings, so the tighter at the start stays the tighter).
     let cap: CreditCap | null = null;

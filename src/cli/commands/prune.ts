@@ -11,7 +11,7 @@ import { readLocation } from './state-file.js';
 /**
  * `genbatch prune <manifest> [--out DIR] [--state PATH] [--keep K] [--removed] [--dry-run] [--json]`: the output
  * folder's earlier generations beyond the newest K per job, and with --removed the result files of jobs the
- * manifest no longer names (src/engine/prune.ts). Holds the state's lease: refused while a run works on it.
+ * manifest no longer names (src/engine/tools/prune.ts). Holds the state's lease: refused while a run works on it.
  */
 export const DEFAULT_KEEP = 3;
 

@@ -6,7 +6,7 @@ import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { openStateForRead, outputOf } from './state-file.js';
 
 /**
- * `genbatch report ... --invocation N|last [--json]`: one invocation's view to stdout (src/engine/invocation-view.ts).
+ * `genbatch report ... --invocation N|last [--json]`: one invocation's view to stdout (src/engine/finish/invocation-view.ts).
  * `genbatch report [manifest|--state PATH] [--out DIR|s3://bucket/prefix]`: rewrite the four reports from the state file (found at
  * --state, else DIR/state.db, else the manifest's default; a run to a bucket: beside the manifest), into DIR or under the prefix.
  */

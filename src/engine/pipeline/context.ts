@@ -4,8 +4,8 @@ import type { CreditCap } from './cap.js';
 import type { CreditLimit } from '../submit/graph.js';
 
 /**
- * The work loop (pipeline.ts) and its stages: Submits (pipeline-submits.ts), Polls
- * (pipeline-polls.ts), Downloads (pipeline-downloads.ts) and Callbacks (pipeline-callbacks.ts).
+ * The work loop (pipeline.ts) and its stages: Submits (submits.ts), Polls
+ * (polls.ts), Downloads (downloads.ts) and Callbacks (callbacks.ts).
  *   submits   pending jobs claimed from the store in manifest order, at most
  *             `concurrency` POSTs in flight and `maxActive` tasks being waited on;
  *   polls     each waited-on task from its own due time (first not before the
@@ -37,10 +37,10 @@ export interface PipelineOptions {
    * sent less than their model's typical maximum time ago): with callbacks on, the run waits for those too.
    */
   recoveredUncertain?: readonly string[];
-  /** --max-credits / manifest budget: for_each children counted at run time are checked against it (src/engine/graph.ts). */
+  /** --max-credits / manifest budget: for_each children counted at run time are checked against it (src/engine/submit/graph.ts). */
   creditLimit?: CreditLimit | null;
   /**
-   * The credit cap on what is charged (src/engine/cap.ts): each job is sent only when its expected price fits;
+   * The credit cap on what is charged (src/engine/pipeline/cap.ts): each job is sent only when its expected price fits;
    * null or absent: no cap (nothing of it on the hot path).
    */
   cap?: CreditCap | null;

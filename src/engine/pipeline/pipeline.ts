@@ -13,7 +13,7 @@ export { errorText } from './context.js';
 export type { PipelineOptions } from './context.js';
 
 /**
- * The work loop (the stages and what each does: pipeline-context.ts). One pass starts whatever has
+ * The work loop (the stages and what each does: context.ts). One pass starts whatever has
  * capacity (submits, then status reads, then downloads), renews this worker's leases and takes
  * over orphaned jobs when due (stores that need it: PostgreSQL), then sleeps until a stage wakes
  * it or the next due time. The run ends when nothing is in flight and nothing is left to send,

@@ -47,7 +47,7 @@ export class Submits {
   private readonly inHand = new Set<string>();
   /** Jobs claimed in this run and still pending in its hands (given back to the store at the end). */
   private readonly unsent = new Set<string>();
-  /** The pending jobs this run may send (--only, --limit; see src/engine/select.ts), or null for all. */
+  /** The pending jobs this run may send (--only, --limit; see src/engine/prepare/select.ts), or null for all. */
   private readonly selected: Set<string> | null;
   /** Chosen jobs handed to submit() so far (each once). */
   private handedOut = 0;
@@ -223,7 +223,7 @@ export class Submits {
     const row = this.c.graphOn ? await this.withRefs(queued) : queued;
     if (!row) return;
     if (row.kind === 'chat') {
-      // A chat call: intent, call, answer written, done (src/engine/chat.ts); it counts as a request sent.
+      // A chat call: intent, call, answer written, done (src/engine/submit/chat.ts); it counts as a request sent.
       this.submitsSent++;
       this.sent(row.id);
       return runChatJob(row, {

@@ -25,9 +25,9 @@ import type { StoredSpec } from '../spec.js';
 /**
  * The states `--redo` takes: jobs that ended failed or expired, and done jobs whose current review mark is
  * rejected (`genbatch mark --reject`). `failed` passes over the jobs that failed permanently (the service
- * refused their input, src/engine/permanent.ts) unless `--only` names their id exactly (not by a glob);
+ * refused their input, src/engine/submit/permanent.ts) unless `--only` names their id exactly (not by a glob);
  * `failed-permanent` takes those. `changed`: the done jobs whose spec changed are sent again whatever their number
- * (the guard on mass re-sends, src/engine/changed.ts), also those kept by an earlier `--keep-changed`.
+ * (the guard on mass re-sends, src/engine/prepare/changed.ts), also those kept by an earlier `--keep-changed`.
  */
 export const REDO_VALUES = ['failed', 'failed-permanent', 'expired', 'rejected', 'changed'] as const;
 export type RedoState = (typeof REDO_VALUES)[number];

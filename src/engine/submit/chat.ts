@@ -135,7 +135,7 @@ export async function runChatJob(row: JobRow, d: ChatDeps): Promise<void> {
         const path = await writeTextNoReplace(root, folder, f.name, f.data);
         placed.push({ idx: f.idx, path: relative(d.outDir, path), size: Buffer.byteLength(f.data), sha256: sha256Hex(f.data), content_type: f.content_type });
       }
-      // One folder fsync before the files are recorded as done (as fetch.ts does for downloads).
+      // One folder fsync before the files are recorded as done (as fetch/fetch.ts does for downloads).
       await d.syncDir(jobDir);
     }
   } catch (err) {
