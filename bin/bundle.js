@@ -33,7 +33,7 @@ await build({
   platform: 'node',
   target: 'node20',
   // Every output file must sit directly in dist/bundle/ (two levels below the package root,
-  // like dist/engine/): code that reads ../../package.json from import.meta.url relies on it.
+  // like dist/lib/): code that reads ../../package.json from import.meta.url relies on it (src/lib/version.ts).
   chunkNames: '[name]-[hash]',
   // Stack traces through the chained source maps point at src/*.ts (with node --enable-source-maps).
   sourcemap: 'linked',

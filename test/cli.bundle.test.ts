@@ -83,7 +83,7 @@ describe('bundled CLI', () => {
       const map = JSON.parse(readFileSync(join(BUNDLE, `${f}.map`), 'utf8')) as { sources: string[] };
       for (const s of map.sources) sources.add(join(BUNDLE, s));
     }
-    for (const s of ['src/cli/main.ts', 'src/cli/commands/run.ts', 'src/engine/sync-key.ts', 'src/sandbox/index.ts']) expect(sources.has(join(ROOT, s)), s).toBe(true);
+    for (const s of ['src/cli/main.ts', 'src/cli/commands/run.ts', 'src/engine/prepare/sync-key.ts', 'src/sandbox/index.ts']) expect(sources.has(join(ROOT, s)), s).toBe(true);
     for (const s of sources) if (s.startsWith(join(ROOT, 'src') + '/')) expect(existsSync(s), s).toBe(true);
   });
 

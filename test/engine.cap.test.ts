@@ -1,10 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CreditCap, LocalLedger, classOf } from '../src/engine/cap.js';
+import { CreditCap, LocalLedger, classOf } from '../src/engine/pipeline/cap.js';
 import type { EngineEvent } from '../src/engine/events.js';
 import type { JobRow } from '../src/store/index.js';
 
 /**
- * The credit cap (src/engine/cap.ts): a run is never charged more than its cap plus one task per process. A
+ * The credit cap (src/engine/pipeline/cap.ts): a run is never charged more than its cap plus one task per process. A
  * job goes only when spent + reserved + its expected price fits; a new price class goes alone and is measured
  * by the balance; a failed balance reading is retried, and after five in a row nothing more is sent. The
  * balance is the service's port, a function here; the clock is faked, so each step is decided by the test.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chanceFinished } from '../src/engine/poll-order.js';
+import { chanceFinished } from '../src/engine/pipeline/poll-order.js';
 
 const IMAGE: [number, number] = [15_000, 60_000];
 const VIDEO: [number, number] = [90_000, 300_000];

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workLeaseMs } from '../src/api/work.js';
+import { workLeaseMs } from '../src/api/lease.js';
 import { UsageError } from '../src/errors.js';
 import { openPool, type Pool } from '../src/store/pg/db.js';
 import { leaseMsFromEnv } from '../src/store/pg/lease-env.js';

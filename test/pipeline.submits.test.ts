@@ -5,8 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ChatClient, ServiceClient, UploadLimiter } from '../src/client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
 import type { EngineEvent } from '../src/engine/index.js';
-import { CreditCap, LocalLedger, classOf } from '../src/engine/cap.js';
-import { Pipeline, type PipelineOptions } from '../src/engine/pipeline.js';
+import { CreditCap, LocalLedger, classOf } from '../src/engine/pipeline/cap.js';
+import { Pipeline, type PipelineOptions } from '../src/engine/pipeline/pipeline.js';
 import type { DownloadPort, ServicePort } from '../src/engine/ports.js';
 import { sha256Hex } from '../src/engine/results.js';
 import type { StoredSpec } from '../src/engine/spec.js';
@@ -17,7 +17,7 @@ import { solidPng } from './helpers/png.js';
 import { tempDir } from './helpers/tmp.js';
 
 /**
- * Submits (src/engine/pipeline-submits.ts): the intent committed (durably) before the POST, the task id written
+ * Submits (src/engine/pipeline/submits.ts): the intent committed (durably) before the POST, the task id written
  * (durably) the moment it arrives, and each outcome of a POST or an upload put where a later run decides
  * right. The pipeline runs in process over a real SQLite state, against the in-process sandbox through the
  * real client; the sandbox's scripted faults give the service's answers (a script queues steps for the next

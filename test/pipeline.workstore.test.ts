@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, UploadLimiter } from '../src/client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
 import type { EngineEvent } from '../src/engine/index.js';
-import { Pipeline, type PipelineOptions } from '../src/engine/pipeline.js';
+import { Pipeline, type PipelineOptions } from '../src/engine/pipeline/pipeline.js';
 import type { DownloadPort, ServicePort } from '../src/engine/ports.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { SqliteWorkStore, Store, type JobPatch, type JobState, type MoveOptions, type Moved, type ReleaseUploadSlot, type TakenOver } from '../src/store/index.js';

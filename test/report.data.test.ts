@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { REPORT_ROWS_KEPT, buildReportData } from '../src/engine/report-data.js';
+import { REPORT_ROWS_KEPT, buildReportData } from '../src/engine/finish/report-data.js';
 import { writeReports } from '../src/report/index.js';
 import { Store, type JobInput } from '../src/store/index.js';
 import { tempDir } from './helpers/tmp.js';

@@ -8,7 +8,7 @@
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildReportData } from '../src/engine/report-data.js';
+import { buildReportData } from '../src/engine/finish/report-data.js';
 import { writeCsvReport, writeHtmlReport, writeJsonReport, writeMarkdownReport, writeReports, type ReportData, type ReportJob, type ReportOptions, type ReportSummary } from '../src/report/index.js';
 import { Store, type JobInput } from '../src/store/index.js';
 import { tempDir } from './helpers/tmp.js';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChatClient } from '../src/client/index.js';
 import { fsyncDir } from '../src/download/index.js';
-import { runChatJob } from '../src/engine/chat.js';
+import { runChatJob } from '../src/engine/submit/chat.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { SqliteWorkStore, Store } from '../src/store/index.js';
 import { replyText } from '../src/sandbox/chat/reply.js';

@@ -151,7 +151,7 @@ describe('a server that hides the API key', () => {
 
 describe('a callback that echoes the API key', () => {
   it('gives the run a task id with the key redacted', async () => {
-    const { CallbackReceiver } = await import('../src/engine/callbacks.js');
+    const { CallbackReceiver } = await import('../src/engine/pipeline/receiver.js');
     const { redactDeep } = await import('../src/client/index.js');
     const notes: Array<{ taskId: string }> = [];
     const r = new CallbackReceiver((n) => notes.push(n), 'tok-0123456789', (value) => redactDeep(value, KEY));

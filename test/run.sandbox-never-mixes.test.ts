@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { keyFingerprint } from '../src/engine/same-service.js';
+import { keyFingerprint } from '../src/engine/prepare/same-service.js';
 import { imageManifest, runCli } from './helpers/cli.js';
 import { pgSandbox } from './helpers/pg-fixture.js';
 

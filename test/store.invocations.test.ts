@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildReportData } from '../src/engine/report-data.js';
+import { buildReportData } from '../src/engine/finish/report-data.js';
 import { Store } from '../src/store/index.js';
 import { tempDir } from './helpers/tmp.js';
 

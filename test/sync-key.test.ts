@@ -1,7 +1,7 @@
 import { readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { prepare } from '../src/engine/prepare.js';
+import { prepare } from '../src/engine/prepare/prepare.js';
 import type { EngineEvent } from '../src/engine/events.js';
 import { openManifest } from '../src/manifest/index.js';
 import { Store } from '../src/store/index.js';

@@ -1,9 +1,9 @@
 import { ServiceClient, serviceConfigFromEnv, type ServiceConfig } from '../client/index.js';
 import { ManifestError, type Problem } from '../errors.js';
 import { localImageRefs, openManifest, type ManifestJob } from '../manifest/index.js';
-import { DEFAULT_MAX_CHANGED } from '../engine/changed.js';
-import type { StatePlan } from '../engine/plan-types.js';
-import { invocationCap } from '../engine/prepare.js';
+import { DEFAULT_MAX_CHANGED } from '../engine/prepare/changed.js';
+import type { StatePlan } from '../engine/prepare/plan-types.js';
+import { invocationCap } from '../engine/prepare/prepare.js';
 import { checkUserPrices, defaultBookPath, estimate as priceJobs, loadPriceFile, observedPrices, PriceBook, unknownPriceModels, type JobEstimate, type ModelTotal, type UserPrices } from '../pricing/index.js';
 
 /**
@@ -117,7 +117,7 @@ export async function estimateManifest(
   const state =
     opts.state === undefined
       ? null
-      : await (await import('../engine/plan.js')).planAgainstState(opts.state, manifest, {
+      : await (await import('../engine/prepare/plan.js')).planAgainstState(opts.state, manifest, {
           userPrices,
           observed,
           maxChanged: opts.maxChanged ?? DEFAULT_MAX_CHANGED,

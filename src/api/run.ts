@@ -7,7 +7,7 @@ import { learnPrices as learnEach } from './learn-prices.js';
 import { servicePorts } from './ports.js';
 import type { EngineEvent } from '../engine/events.js';
 import type { RunOutcome } from '../engine/index.js';
-import { parseUncertain } from '../engine/uncertain.js';
+import { parseUncertain } from '../engine/prepare/uncertain.js';
 import type { UploadJournal } from '../engine/ports.js';
 import type { ReportData } from '../report/types.js';
 import { EXIT, UsageError } from '../errors.js';
@@ -17,7 +17,7 @@ import { defaultOutDir, defaultStateBeside } from './paths.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
 import type { ObjectOut } from '../storage/object-out.js';
 import { parseStateLocation } from '../store/location.js';
-import { serviceMark } from '../engine/same-service.js';
+import { serviceMark } from '../engine/prepare/same-service.js';
 import type { JobState } from '../store/states.js';
 
 /**
@@ -70,7 +70,7 @@ export interface RunOptions {
   apiKey?: string;
   /** A prices file (YAML or JSON: model id -> credits), as `--prices`. */
   prices?: string;
-  /** Submits of unknown outcome: left `uncertain` (default), sent again, or `resubmit-after=DURATION` (src/engine/uncertain.ts). */
+  /** Submits of unknown outcome: left `uncertain` (default), sent again, or `resubmit-after=DURATION` (src/engine/prepare/uncertain.ts). */
   uncertain?: string;
   /** Public URL that reaches the `listen` receiver (needs `listen`). */
   callbackUrl?: string;
@@ -150,7 +150,7 @@ export async function checkServiceOptions(o: ServiceOptions): Promise<{ concurre
   const concurrency = o.concurrency ?? 8;
   if (o.callbackUrl && !o.listen) throw new UsageError('--callback-url needs --listen HOST:PORT (the receiver that URL reaches)');
   if (o.callbackUrl !== undefined) checkCallbackUrl(o.callbackUrl);
-  if (o.listen !== undefined) (await import('../engine/callbacks.js')).parseListen(o.listen);
+  if (o.listen !== undefined) (await import('../engine/pipeline/receiver.js')).parseListen(o.listen);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new UsageError(`--concurrency expects an integer >= 1, got ${concurrency}`);
   const timeScale = o.timeScale ?? (o.sandbox ? SANDBOX_TIME_SCALE : 1);
   if (!(timeScale > 0)) throw new UsageError(`--time-scale expects a number > 0, got ${timeScale}`);
@@ -327,7 +327,7 @@ async function runAgainst(manifest: string, o: RunOptions, s: Settings): Promise
     let outcome: RunOutcome;
     if (s.pg) {
       const { runOnPostgres } = await import('../engine/run-pg.js');
-      const { workIdleMs, workLeaseMs } = await import('./work.js');
+      const { workIdleMs, workLeaseMs } = await import('./lease.js');
       outcome = await runOnPostgres({ ...common, stateUrl: s.pg.url, stateDisplay: s.pg.display, apiKey, redo: s.redo, leaseMs: workLeaseMs(timeScale), idleMs: workIdleMs(timeScale) });
     } else {
       outcome = await runEngine({ ...common, statePath, redo: s.redo, only: s.only, limit: o.limit ?? null, changed: { max: o.maxChanged ?? null, keep: o.keepChanged === true }, uncertainAfterMs: parseUncertain(o.uncertain).afterMs, maxCreditsPerInvocation: o.maxCreditsPerInvocation ?? null });

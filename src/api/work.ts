@@ -5,14 +5,14 @@ import { EventBus } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
 import { callbackToken, countsOf, firstIdsOf } from '../engine/run-pg.js';
 import { workEngine } from '../engine/work.js';
-import { checkSameService, parseServiceMark, serviceMark, serviceMetaKey, type ServiceMark } from '../engine/same-service.js';
+import { checkSameService, parseServiceMark, serviceMark, serviceMetaKey, type ServiceMark } from '../engine/prepare/same-service.js';
 import { UsageError } from '../errors.js';
 import type { JobState, RunRow } from '../store/index.js';
 import { parseStateLocation } from '../store/location.js';
-import { leaseMsFromEnv } from '../store/pg/lease-env.js';
 import { chooseRun, runName } from '../store/run-name.js';
 import { checkServiceOptions, followSignal, openWritableBucket, outcomeName, type RunOptions, type RunOutcomeName } from './run.js';
 import { servicePorts } from './ports.js';
+import { workIdleMs, workLeaseMs } from './lease.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
 
 /**
@@ -41,19 +41,6 @@ export interface WorkSummary {
   /** The run's manifest, as recorded, and the folder this worker wrote to. */
   manifest: string;
   outDir: string;
-}
-
-/**
- * The lease of a claimed job: GENBATCH_LEASE_SECONDS when set, else 30 s, shorter with a time scale below 1
- * (at least 5 s: a loaded machine may miss a heartbeat or two).
- */
-export function workLeaseMs(timeScale: number, env: NodeJS.ProcessEnv = process.env): number {
-  return leaseMsFromEnv(env) ?? Math.min(30_000, Math.max(5_000, Math.round(30_000 * timeScale)));
-}
-
-/** The pause of an idle worker between two looks for work: 2 s, x the time scale (at least 200 ms). */
-export function workIdleMs(timeScale: number): number {
-  return Math.max(200, Math.round(2_000 * timeScale));
 }
 
 /**

@@ -2,7 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { EXIT, GenbatchError, isFileSystemError } from '../errors.js';
 import { CONFINE_HELP } from './confine.js';
 import { int, num } from './flags.js';
-import { parseUncertain } from '../engine/uncertain.js';
+import { parseUncertain } from '../engine/prepare/uncertain.js';
 
 /**
  * The CLI entry. Commands are loaded lazily, one module each under ./commands/,

@@ -64,7 +64,7 @@ export interface DownloadPort {
   cleanupPartials(dir: string): Promise<unknown> | unknown;
   /** A server-sent name made safe for the local disk. */
   sanitizeName(name: string): string;
-  /** Set with `--out s3://bucket/prefix`: results go to the bucket (fetch-bucket.ts), never to the disk. */
+  /** Set with `--out s3://bucket/prefix`: results go to the bucket (fetch/fetch-bucket.ts), never to the disk. */
   bucket?: BucketPort;
 }
 

@@ -80,7 +80,7 @@ const int = (v: unknown): number | null => (typeof v === 'number' && Number.isIn
 
 /** The per-job summary file genbatch writes in out/<job id>/. */
 export const RESULT_FILE = 'result.json';
-/** Folders out/<job id>/previous-<n>/ keep the files of earlier results (src/engine/previous.ts). */
+/** Folders out/<job id>/previous-<n>/ keep the files of earlier results (src/engine/prepare/previous.ts). */
 export const PREVIOUS_DIR = /^previous-\d+$/i;
 
 /**

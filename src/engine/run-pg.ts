@@ -8,14 +8,14 @@ import type { ReportData } from '../report/types.js';
 import { Store } from '../store/index.js';
 import type { EventBus } from './events.js';
 import type { DownloadPort, ServicePort } from './ports.js';
-import { checkBalance, checkLimits, prepare } from './prepare.js';
-import { buildReportData } from './report-data.js';
+import { checkBalance, checkLimits, prepare } from './prepare/prepare.js';
+import { buildReportData } from './finish/report-data.js';
 import type { RunOutcome } from './run.js';
-import { moveAsidePrevious } from './previous.js';
-import { checkSameOutput } from './same-output.js';
-import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './same-service.js';
-import { redoJobs, type RedoState } from './select.js';
-import { manifestPrint, pricesHash } from './sync-key.js';
+import { moveAsidePrevious } from './prepare/previous.js';
+import { checkSameOutput } from './prepare/same-output.js';
+import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './prepare/same-service.js';
+import { redoJobs, type RedoState } from './prepare/select.js';
+import { manifestPrint, pricesHash } from './prepare/sync-key.js';
 import { workEngine } from './work.js';
 
 /**
@@ -38,7 +38,7 @@ export interface PgRunOptions {
   baseUrl: string;
   apiKey: string;
   sandbox: boolean;
-  /** The service and key fingerprint this run is against (src/engine/same-service.ts): a state made against another is refused. */
+  /** The service and key fingerprint this run is against (src/engine/prepare/same-service.ts): a state made against another is refused. */
   serviceMark?: ServiceMark;
   concurrency: number;
   yes: boolean;
@@ -50,7 +50,7 @@ export interface PgRunOptions {
   userPrices: Record<string, number> | null;
   observedPrices?: ObservedPrices | null;
   confine?: boolean;
-  /** --redo: jobs that ended in these states are sent again (src/engine/select.ts). */
+  /** --redo: jobs that ended in these states are sent again (src/engine/prepare/select.ts). */
   redo?: readonly RedoState[];
   /** The lease of a claimed job, ms. */
   leaseMs: number;
@@ -246,7 +246,7 @@ export async function firstIdsOf(pool: import('../store/pg/db.js').Pool, runId: 
  * job's callback (a public URL in front of several receivers).
  */
 export async function callbackToken(pool: import('../store/pg/db.js').Pool): Promise<string> {
-  const { newCallbackToken } = await import('./callbacks.js');
+  const { newCallbackToken } = await import('./pipeline/receiver.js');
   await pool.query(`INSERT INTO meta (key, value) VALUES ('callback_token', $1) ON CONFLICT (key) DO NOTHING`, [newCallbackToken()]);
   const r = await pool.query<{ value: string }>(`SELECT value FROM meta WHERE key = 'callback_token'`);
   return r.rows[0]!.value;

@@ -6,24 +6,24 @@ import type { ObservedPrices } from '../pricing/index.js';
 import type { ReportData } from '../report/types.js';
 import { SqliteWorkStore, Store, nowIso, type JobState } from '../store/index.js';
 import type { EngineEvent, EventBus } from './events.js';
-import type { CallbackNote, CallbackReceiver } from './callbacks.js';
-import { CreditCap, LocalLedger } from './cap.js';
-import type { CreditLimit } from './graph.js';
-import { Pipeline, callbackDeadline, errorText } from './pipeline.js';
-import { checkSameOutput } from './same-output.js';
-import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './same-service.js';
-import { moveAsidePrevious, ownResultRecord } from './previous.js';
+import type { CallbackNote, CallbackReceiver } from './pipeline/receiver.js';
+import { CreditCap, LocalLedger } from './pipeline/cap.js';
+import type { CreditLimit } from './submit/graph.js';
+import { Pipeline, callbackDeadline, errorText } from './pipeline/pipeline.js';
+import { checkSameOutput } from './prepare/same-output.js';
+import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } from './prepare/same-service.js';
+import { moveAsidePrevious, ownResultRecord } from './prepare/previous.js';
 import { RESULT_FILE } from './results.js';
 import { checkJobFolders } from './files.js';
-import { bucketJournal } from './fetch-bucket.js';
+import { bucketJournal } from './fetch/fetch-bucket.js';
 import type { DownloadPort, ServicePort, UploadJournal } from './ports.js';
-import { checkPrices, emitEstimate, invocationCap, invocationRooms, overText, prepare, type InvocationCaps } from './prepare.js';
+import { checkPrices, emitEstimate, invocationCap, invocationRooms, overText, prepare, type InvocationCaps } from './prepare/prepare.js';
 import { notDone } from './summary.js';
-import { buildReportData, capMetaKey, refusalMetaKey, round6, runCredits, type CapNote, type RefusalNote } from './report-data.js';
-import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './changed.js';
-import { resubmitAged } from './uncertain.js';
-import { exitCodeFor } from './exit-code.js';
-import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './select.js';
+import { buildReportData, capMetaKey, refusalMetaKey, round6, runCredits, type CapNote, type RefusalNote } from './finish/report-data.js';
+import { DEFAULT_MAX_CHANGED, type ChangedGuard } from './prepare/changed.js';
+import { resubmitAged } from './prepare/uncertain.js';
+import { exitCodeFor } from './finish/exit-code.js';
+import { onlyMatcher, redoJobs, selectPending, type RedoState, type Selection } from './prepare/select.js';
 
 /**
  * A whole run: lease the state file, check and record the manifest, refuse
@@ -39,7 +39,7 @@ export interface RunOptions {
   download: DownloadPort;
   baseUrl: string;
   sandbox: boolean;
-  /** The service and key fingerprint this run is against (src/engine/same-service.ts): a state made against another is refused. */
+  /** The service and key fingerprint this run is against (src/engine/prepare/same-service.ts): a state made against another is refused. */
   serviceMark?: ServiceMark;
   /** Submits in flight at once (downloads: twice as many). */
   concurrency: number;
@@ -65,9 +65,9 @@ export interface RunOptions {
   userPrices: Record<string, number> | null;
   /** Prices observed on the account (the price book), used where neither the service nor the user gives one. */
   observedPrices?: ObservedPrices | null;
-  /** --redo: jobs that ended in these states are sent again (src/engine/select.ts). */
+  /** --redo: jobs that ended in these states are sent again (src/engine/prepare/select.ts). */
   redo?: readonly RedoState[];
-  /** The guard on mass re-sends (src/engine/changed.ts): --max-changed (null: 10) and --keep-changed. */
+  /** The guard on mass re-sends (src/engine/prepare/changed.ts): --max-changed (null: 10) and --keep-changed. */
   changed?: { max: number | null; keep: boolean };
   /** --only: id patterns (globs) of the jobs to send; null or absent: every pending job. */
   only?: readonly string[] | null;
@@ -138,7 +138,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
       // restarts after a crash must be reachable before its sync and balance read (long for a large manifest).
       // Notes that come before the pipeline exists are kept and handed to it once it does.
       // Loaded only with --listen (an HTTP server and its zod schemas: start-up cost every other run skips).
-      const { CallbackReceiver, newCallbackToken, parseListen } = await import('./callbacks.js');
+      const { CallbackReceiver, newCallbackToken, parseListen } = await import('./pipeline/receiver.js');
       const { host, port } = parseListen(o.callbacks.listen);
       // One token per state file, reused by every run: a task sent before a crash keeps a URL a later run answers.
       let token = store.getMeta(CALLBACK_TOKEN_KEY);
@@ -274,7 +274,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // The balance is read only when this invocation has work that can move it: jobs to submit (then a failed read
     // stops the run: the balance check needs it), or tasks to wait for (charged on completion by some models,
     // refunded on failure; a failed read is a warning). Each such invocation keeps its readings in the state
-    // file: the run's charge is the sum over its invocations (report-data.ts).
+    // file: the run's charge is the sum over its invocations (finish/report-data.ts).
     const left = store.counts();
     let toSend = selection ? selection.ids.size : left.pending;
     const balance = toSend > 0 ? await o.service.balance() : left.submitted > 0 ? await balanceOrWarn(o.service, 'before the run', emit) : null;
@@ -302,7 +302,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     }
     emitEstimate(store, balance, emit, selection);
     const invocation = toSend + left.submitted > 0 ? store.startInvocation(balance, balanceAt) : null;
-    // The credit cap on what is charged (src/engine/cap.ts): it starts from what the run's earlier invocations were
+    // The credit cap on what is charged (src/engine/pipeline/cap.ts): it starts from what the run's earlier invocations were
     // charged. With a per-invocation cap too, the tighter of the two measures this invocation (both move with the
     // same readings, so the tighter at the start stays the tighter).
     let cap: CreditCap | null = null;
@@ -467,7 +467,7 @@ function creditLimit(maxCredits: number | null, budget: number | null, sel: Sele
 
 /** Failed and expired jobs named by the end-of-run line (then how many more). */
 export const SUMMARY_IDS = 20;
-export { exitCodeFor, type ExitFacts } from './exit-code.js';
+export { exitCodeFor, type ExitFacts } from './finish/exit-code.js';
 
 /** The first `max` ids of the jobs in `state`, in manifest order. */
 function firstIds(store: Store, state: JobState, max: number): string[] {

@@ -1,9 +1,9 @@
 import type { JobState, WorkStore } from '../store/index.js';
 import type { PgCap } from '../store/pg/budget.js';
-import { CreditCap } from './cap.js';
-import type { CallbackNote, CallbackReceiver } from './callbacks.js';
+import { CreditCap } from './pipeline/cap.js';
+import type { CallbackNote, CallbackReceiver } from './pipeline/receiver.js';
 import type { EventBus } from './events.js';
-import { Pipeline } from './pipeline.js';
+import { Pipeline } from './pipeline/pipeline.js';
 import type { DownloadPort, ServicePort } from './ports.js';
 import { DEFAULT_STATUS_RATE, exitCodeFor, SUMMARY_IDS, UPLOAD_REUSE_MS, type RunOutcome } from './run.js';
 
@@ -144,7 +144,7 @@ async function listen(
   onNote: (note: CallbackNote) => void,
   emit: EventBus['emit'],
 ): Promise<{ receiver: CallbackReceiver; urlFor: (jobId: string, attempt: number) => string }> {
-  const { CallbackReceiver, parseListen } = await import('./callbacks.js');
+  const { CallbackReceiver, parseListen } = await import('./pipeline/receiver.js');
   const { host, port } = parseListen(c.listen);
   const receiver = new CallbackReceiver(onNote, c.token, c.redact);
   const addr = await receiver.listen(host, port);

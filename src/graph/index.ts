@@ -1,7 +1,7 @@
 /**
  * Job graphs: `${{ jobs.<id>.<path> }}` references, `needs`, `for_each`.
  * Syntax and checks for the manifest reader, output shapes and values for the
- * runner. Scheduling lives in src/store/graph.ts and src/engine/graph.ts.
+ * runner. Scheduling lives in src/store/graph.ts and src/engine/submit/graph.ts.
  */
 export { GraphCollector, findCycles, stripBraces, type ForEach, type GraphResult, type JobLinks } from './collect.js';
 export { lrc, type TimedWord } from './lrc.js';

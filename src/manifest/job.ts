@@ -77,7 +77,7 @@ export function reservedIdProblem(id: string): string | null {
 }
 
 /**
- * A job's output folder is out/<sanitizeName(id)>/ (src/engine/fetch.ts): trailing dots are dropped
+ * A job's output folder is out/<sanitizeName(id)>/ (src/engine/fetch/fetch.ts): trailing dots are dropped
  * and, on macOS and Windows, letter case does not tell folders apart. Two ids with one key would
  * write into one folder (one result.json over the other), on any platform the output is copied to.
  */

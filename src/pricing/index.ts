@@ -1,7 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { UsageError, type Problem } from '../errors.js';
-import type { ManifestJob } from '../manifest/index.js';
 import { findChatModel, findModel } from '../models/index.js';
 import { BOOK_MARK, observedLabel, PriceBook, type BookEntry } from './book.js';
 import { priceClass } from './classes.js';
@@ -154,8 +153,24 @@ export function unknownPriceWarning(model: string): string {
   return `warning: the user-supplied price for "${model}" names no known model (not in the catalogue, and no job uses it): it is ignored; check the spelling (genbatch models lists the ids)`;
 }
 
+/**
+ * What pricing reads of a manifest's job (a ManifestJob, src/manifest/job.ts, has all of it). Declared here,
+ * not imported: the manifest's schema takes MAX_USER_PRICE from this module, so pricing sits below it.
+ */
+export interface PricedJob {
+  id: string;
+  model: string;
+  /** `submit` for models and music workflows, `chat` for chat models. */
+  kind: 'submit' | 'chat';
+  input: Record<string, unknown>;
+  /** A for_each job: how many children it makes when that is documented before the parent runs. */
+  fanout?: { count: number | null; basis: string };
+  /** Empty when the job is valid; an invalid job is not priced. */
+  problems: Problem[];
+}
+
 /** The price of one (valid) job. */
-export function priceJob(job: Pick<ManifestJob, 'model' | 'kind' | 'input' | 'fanout'>, userPrices: UserPrices | null, observed: ObservedPrices | null = null): JobPrice {
+export function priceJob(job: Pick<PricedJob, 'model' | 'kind' | 'input' | 'fanout'>, userPrices: UserPrices | null, observed: ObservedPrices | null = null): JobPrice {
   // A for_each job: the price of one child times the documented count, or unknown when the count is not known before its parent runs.
   if (job.fanout) {
     const one = priceJob({ model: job.model, kind: job.kind, input: job.input }, userPrices, observed);
@@ -249,7 +264,7 @@ export interface EstimateOptions {
 }
 
 /** Price every job of a stream, one at a time. Invalid jobs are not priced: their problems are returned. */
-export async function estimate(jobs: AsyncIterable<ManifestJob> | Iterable<ManifestJob>, userPrices: UserPrices | null, opts: EstimateOptions = {}): Promise<Estimate> {
+export async function estimate(jobs: AsyncIterable<PricedJob> | Iterable<PricedJob>, userPrices: UserPrices | null, opts: EstimateOptions = {}): Promise<Estimate> {
   const out: Estimate = {
     jobs_count: 0,
     total_credits: 0,

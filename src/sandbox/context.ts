@@ -6,19 +6,20 @@ import { extensionFor } from './extensions.js';
 import { guardedAgent } from './guard.js';
 import { Faults } from './faults.js';
 import { FileStore } from './files.js';
+import type { ExtensionHost } from './hooks.js';
 import type { ResolvedOptions } from './options.js';
-import { genericResult, type TaskResult } from './results.js';
+import { genericResult } from './results.js';
 import { Rng, mixSeed } from './rng.js';
 import { Scheduler } from './scheduler.js';
 import { Stats } from './stats.js';
-import { progressAt, stateAt, TaskStore, type TaskRecord } from './tasks.js';
+import { progressAt, stateAt, TaskStore, type TaskRecord, type TaskResult } from './tasks.js';
 
 /**
  * Everything a route module or an extension needs, in one object:
  * options, clock, accounts, tasks, files, stats, faults, scheduler,
  * callbacks and the seeded Rng for new tasks.
  */
-export class SandboxContext {
+export class SandboxContext implements ExtensionHost {
   readonly options: ResolvedOptions;
   /** Base URL without a trailing slash, e.g. http://127.0.0.1:8787 (set once listening). */
   baseUrl = '';

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import * as media from './media/index.js';
-import type { TaskRecord } from './tasks.js';
 
 /**
  * Result files. A Blob describes a file (name, type, how to render it); its
@@ -17,6 +16,11 @@ export type RenderSpec =
   | { type: 'glb' }
   | { type: 'text'; text: string }
   | { type: 'json'; value: unknown };
+
+/** The task a file belongs to, as the store needs it (its id names the file's URL and seeds its bytes). */
+export interface TaskRef {
+  readonly id: string;
+}
 
 export interface Blob {
   /** File name, unique within its task; the last segment of its URL. */
@@ -186,19 +190,19 @@ export class FileStore {
   }
 
   /** Public URL of a task's file (no authentication needed to download, as with a CDN link). */
-  url(task: TaskRecord, b: Blob): string {
+  url(task: TaskRef, b: Blob): string {
     return `${this.base()}/files/${task.id}/${encodeURIComponent(b.name)}`;
   }
 
   /** The file's bytes: deterministic from its render spec, the task id and its name. */
-  bytes(task: TaskRecord, b: Blob): Buffer {
+  bytes(task: TaskRef, b: Blob): Buffer {
     const key = baseKey(b.render);
     if (key === null) return render(b.render);
     return stamp(this.baseBytes(key, b.render), b.render, `${task.id}/${b.name}`);
   }
 
   /** What the file's URL serves: its bytes, padded to videoBytes for an MP4 when that option is set. */
-  served(task: TaskRecord, b: Blob): Served {
+  served(task: TaskRef, b: Blob): Served {
     const head = this.bytes(task, b);
     return { head, pad: this.padOf(b.render, head.length) };
   }
@@ -211,7 +215,7 @@ export class FileStore {
   }
 
   /** True byte length (as served), without rendering when a file of the same base was rendered before. */
-  size(task: TaskRecord, b: Blob): number {
+  size(task: TaskRef, b: Blob): number {
     if (b.size !== undefined) return b.size + this.padOf(b.render, b.size);
     const key = baseKey(b.render);
     if (key === null) b.size = render(b.render).length;
@@ -239,7 +243,7 @@ export class FileStore {
   }
 
   /** The contract's File object for a blob, with true size and type. */
-  entry(task: TaskRecord, b: Blob, fileType: string, extra: Partial<FileEntry> = {}): FileEntry {
+  entry(task: TaskRef, b: Blob, fileType: string, extra: Partial<FileEntry> = {}): FileEntry {
     return {
       file_url: this.url(task, b),
       file_type: fileType,

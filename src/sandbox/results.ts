@@ -1,7 +1,7 @@
 import type { ModelKind } from '../models/index.js';
 import { blob, type Blob, type FileEntry, type FileStore } from './files.js';
 import { Rng, mixSeed } from './rng.js';
-import type { TaskRecord } from './tasks.js';
+import type { TaskRecord, TaskResult } from './tasks.js';
 
 /**
  * Generic result builders: what a finished task returns in `files` when no
@@ -10,13 +10,6 @@ import type { TaskRecord } from './tasks.js';
  * nominal dimensions in metadata. Video: MP4 of input.duration (default 5 s; spec.videoSeconds where the model says otherwise).
  * Music and audio: MP3 (music) or WAV (audio) of a drawn 30 to 60 s. Lyrics: text.
  */
-
-export interface TaskResult {
-  /** The `files` array sent in status, detail and callback bodies. */
-  files: FileEntry[] | Array<Record<string, unknown>>;
-  /** Every downloadable file of the task, served at FileStore.url(). */
-  blobs: Blob[];
-}
 
 const EDGE: Readonly<Record<string, number>> = { '1K': 1024, '1.5K': 1536, '2K': 2048, '3K': 3072, '4K': 3840 };
 

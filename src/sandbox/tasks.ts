@@ -1,6 +1,6 @@
 import type { ModelSpec } from '../models/index.js';
 import type { Account } from './accounts.js';
-import type { TaskResult } from './results.js';
+import type { Blob, FileEntry } from './files.js';
 import { Rng } from './rng.js';
 
 /**
@@ -10,6 +10,14 @@ import { Rng } from './rng.js';
  *
  *   not_started --(startAt)--> running (progress 0..99 rising) --(endAt)--> finished (100) | failed
  */
+
+/** A finished task's result, built by genericResult (results.ts) or an extension. */
+export interface TaskResult {
+  /** The `files` array sent in status, detail and callback bodies. */
+  files: FileEntry[] | Array<Record<string, unknown>>;
+  /** Every downloadable file of the task, served at FileStore.url(). */
+  blobs: Blob[];
+}
 
 export type TaskState = 'not_started' | 'running' | 'finished' | 'failed';
 

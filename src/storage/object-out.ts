@@ -30,7 +30,7 @@ import { GenbatchError, NetworkError, StorageError } from '../errors.js';
 import { numberedName } from '../download/names.js';
 import { inertType, type InertType } from './inert.js';
 import { journalsFor, type PendingUpload, type UploadJournal } from './journal.js';
-import { base64OfHex, md5OfEtag, unproven, type Written } from './proof.js';
+import { base64OfHex, md5OfEtag, unproven, type ObjectInfo, type Written } from './proof.js';
 import { keyUnder, s3UrlOf, type S3Location } from './url.js';
 
 /** Bytes per part of a multipart upload (also the largest body written with one PutObject). */
@@ -41,18 +41,6 @@ export const QUEUE_SIZE = 2;
 const MAX_NUMBERED = 999;
 /** Temporary objects of multipart uploads, under the prefix. */
 export const PARTIAL_DIR = '.genbatch-partial';
-
-/** What the bucket holds under a key. */
-export interface ObjectInfo {
-  size: number;
-  /** `x-amz-meta-sha256`, or null when the object has none (not written by genbatch). */
-  sha256: string | null;
-  contentType: string | null;
-  /** The ETag, without quotes (an MD5 of the bytes on most servers for a single-part object). */
-  etag: string | null;
-  /** The bucket's own full-object SHA-256 of the bytes (base64), when it gives one (ChecksumMode ENABLED). */
-  checksum: string | null;
-}
 
 /** The checks of a streamed body (BodyCheck from src/download/check.ts). */
 export interface StreamCheck {

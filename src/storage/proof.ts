@@ -12,7 +12,17 @@
  * - An endpoint that shows neither (a composite checksum and a multipart ETag, or an ETag that is not an
  *   MD5) proves the size and the metadata only: what it holds is as good as its word.
  */
-import type { ObjectInfo } from './object-out.js';
+/** What the bucket holds under a key. */
+export interface ObjectInfo {
+  size: number;
+  /** `x-amz-meta-sha256`, or null when the object has none (not written by genbatch). */
+  sha256: string | null;
+  contentType: string | null;
+  /** The ETag, without quotes (an MD5 of the bytes on most servers for a single-part object). */
+  etag: string | null;
+  /** The bucket's own full-object SHA-256 of the bytes (base64), when it gives one (ChecksumMode ENABLED). */
+  checksum: string | null;
+}
 
 /** What was written, as the bucket should show it. `md5` (hex): null when not known (a copy of an unknown source). */
 export interface Written {

@@ -30,12 +30,12 @@ export const GROUPS = {
   },
   // The intent committed before the POST, the task id the moment it arrives.
   submits: {
-    mutate: ['src/engine/pipeline-submits.ts'],
+    mutate: ['src/engine/pipeline/submits.ts'],
     tests: ['test/pipeline.submits.test.ts', 'test/pipeline.workstore.test.ts', 'test/engine.test.ts'],
   },
   // The spending cap: a run never charged more than its cap plus one task per process.
   cap: {
-    mutate: ['src/engine/cap.ts'],
+    mutate: ['src/engine/pipeline/cap.ts'],
     tests: ['test/engine.cap.test.ts'],
   },
   // The budget reservation on PostgreSQL: N workers never reserve past the run's cap together (real PostgreSQL).

@@ -8,8 +8,8 @@ import { formatDuration } from '../../report/format.js';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { defaultOutDir, defaultStateBeside } from '../../api/paths.js';
-import { changedCost } from '../../engine/changed.js';
-import type { StatePlan } from '../../engine/plan-types.js';
+import { changedCost } from '../../engine/prepare/changed.js';
+import type { StatePlan } from '../../engine/prepare/plan-types.js';
 import { isPostgresUrl, stateOption } from '../../store/location.js';
 import { isS3Url } from '../../storage/url.js';
 
@@ -20,7 +20,7 @@ import { isS3Url } from '../../storage/url.js';
  * balance. Exit 2 for an invalid manifest (problems on stderr, as validate),
  * 3 when the known total exceeds the balance, 5 when it exceeds the manifest's budget or --max-credits, else 0.
  * With a state of earlier runs (--state, --out, or the run's default state): what the next run keeps, sends
- * again and sends (src/engine/plan.ts), and the run's code: 4 when the guard on re-sends would stop it, 3 or 5
+ * again and sends (src/engine/prepare/plan.ts), and the run's code: 4 when the guard on re-sends would stop it, 3 or 5
  * when jobs would be held for the balance or a cap.
  * The work is src/api/estimate.ts (the library's estimate()); this prints it.
  */
@@ -142,7 +142,7 @@ function humanReport(path: string, est: EstimateResult, shown: JobEstimate[]): s
   return out.join('\n') + '\n';
 }
 
-/** What the next run would do with the state of the earlier ones (see src/engine/plan.ts). */
+/** What the next run would do with the state of the earlier ones (see src/engine/prepare/plan.ts). */
 function stateLines(p: StatePlan, plural: (n: number, w: string) => string): string[] {
   const out = [`against the state ${p.state}:`, `  kept: ${plural(p.done, 'done job')} (not sent again)`];
   const c = p.changed;

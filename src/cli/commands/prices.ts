@@ -7,7 +7,7 @@ import { write, writeProblems } from './validate.js';
 
 /**
  * `genbatch prices probe|list|forget`: prices the service does not publish, measured on the account
- * (src/engine/probe.ts, src/pricing/probe.ts) and kept in the price book (src/pricing/book.ts).
+ * (src/engine/tools/probe.ts, src/pricing/probe.ts) and kept in the price book (src/pricing/book.ts).
  */
 
 interface BookFlags {

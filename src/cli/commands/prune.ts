@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ManifestError, UsageError } from '../../errors.js';
 import { openManifest } from '../../manifest/index.js';
-import { prune as pruneOutput } from '../../engine/prune.js';
+import { prune as pruneOutput } from '../../engine/tools/prune.js';
 import { ACTIVE_STATES, Store } from '../../store/index.js';
 import { isS3Url } from '../../storage/url.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
@@ -11,7 +11,7 @@ import { readLocation } from './state-file.js';
 /**
  * `genbatch prune <manifest> [--out DIR] [--state PATH] [--keep K] [--removed] [--dry-run] [--json]`: the output
  * folder's earlier generations beyond the newest K per job, and with --removed the result files of jobs the
- * manifest no longer names (src/engine/prune.ts). Holds the state's lease: refused while a run works on it.
+ * manifest no longer names (src/engine/tools/prune.ts). Holds the state's lease: refused while a run works on it.
  */
 export const DEFAULT_KEEP = 3;
 

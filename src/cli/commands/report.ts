@@ -1,12 +1,12 @@
 import { buildReportData } from '../../engine/index.js';
-import { invocationText, invocationView } from '../../engine/invocation-view.js';
+import { invocationText, invocationView } from '../../engine/finish/invocation-view.js';
 import { writeReports } from '../../report/index.js';
 import { UsageError } from '../../errors.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { openStateForRead, outputOf } from './state-file.js';
 
 /**
- * `genbatch report ... --invocation N|last [--json]`: one invocation's view to stdout (src/engine/invocation-view.ts).
+ * `genbatch report ... --invocation N|last [--json]`: one invocation's view to stdout (src/engine/finish/invocation-view.ts).
  * `genbatch report [manifest|--state PATH] [--out DIR|s3://bucket/prefix]`: rewrite the four reports from the state file (found at
  * --state, else DIR/state.db, else the manifest's default; a run to a bucket: beside the manifest), into DIR or under the prefix.
  */

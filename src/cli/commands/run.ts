@@ -29,7 +29,7 @@ export interface RunFlags {
   json?: boolean;
   baseUrl?: string;
   prices?: string;
-  /** skip, resubmit or resubmit-after=DURATION (src/engine/uncertain.ts). */
+  /** skip, resubmit or resubmit-after=DURATION (src/engine/prepare/uncertain.ts). */
   uncertain: string;
   callbackUrl?: string;
   listen?: string;

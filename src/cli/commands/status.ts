@@ -2,8 +2,8 @@ import { JOB_STATES, type SummaryRow } from '../../store/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { formatBytes, formatCredits } from '../../report/index.js';
 import type { WorkerCount } from '../../store/pg/snapshot.js';
-import { capNote, runCredits } from '../../engine/report-data.js';
-import { keptChanged } from '../../engine/changed.js';
+import { capNote, runCredits } from '../../engine/finish/report-data.js';
+import { keptChanged } from '../../engine/prepare/changed.js';
 import { openStateForRead } from './state-file.js';
 
 /** Jobs still in flight (sent, not finished) this long after their submit are listed as stuck, with their last error. */

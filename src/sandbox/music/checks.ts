@@ -1,7 +1,6 @@
 import { MUSIC_RULES, checkAgainstTrack, type MusicWorkflow, type TrackFacts } from '../../models/music/index.js';
 import type { Account } from '../accounts.js';
-import type { SandboxContext } from '../context.js';
-import type { Refusal } from '../extensions.js';
+import type { ExtensionHost, Refusal } from '../hooks.js';
 import { stateAt, type TaskRecord } from '../tasks.js';
 import { knownAudioSeconds, TRACK_WORKFLOWS } from './plan.js';
 import { claimKey, musicState, planOf, type MusicPlan } from './state.js';
@@ -36,7 +35,7 @@ const DONE_WORD: Partial<Record<MusicWorkflow, string>> = {
 };
 
 /** The source a submit acts on, or the refusal. */
-export function resolveSource(ctx: SandboxContext, account: Account, workflow: MusicWorkflow, input: Record<string, unknown>, now: number): MusicPlan['source'] | Refusal {
+export function resolveSource(ctx: ExtensionHost, account: Account, workflow: MusicWorkflow, input: Record<string, unknown>, now: number): MusicPlan['source'] | Refusal {
   const rule = MUSIC_RULES[workflow];
   if (!rule.source) return null;
   if (workflow === 'extend-music') {
@@ -80,7 +79,7 @@ export function claimOf(workflow: MusicWorkflow, input: Record<string, unknown>)
   return null;
 }
 
-export function checkMusic(ctx: SandboxContext, account: Account, workflow: MusicWorkflow, input: Record<string, unknown>): Refusal | null {
+export function checkMusic(ctx: ExtensionHost, account: Account, workflow: MusicWorkflow, input: Record<string, unknown>): Refusal | null {
   const now = ctx.now();
   const state = musicState(ctx);
   const persona = str(input.persona_id);

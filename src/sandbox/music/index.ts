@@ -1,10 +1,8 @@
 import { isMusicWorkflow, type MusicWorkflow } from '../../models/music/index.js';
 import type { ModelSpec } from '../../models/index.js';
 import { isoNoZone } from '../clock.js';
-import type { SandboxContext } from '../context.js';
-import type { SandboxExtension } from '../extensions.js';
-import type { TaskResult } from '../results.js';
-import type { TaskRecord } from '../tasks.js';
+import type { ExtensionHost, SandboxExtension } from '../hooks.js';
+import type { TaskRecord, TaskResult } from '../tasks.js';
 import { checkMusic, claimOf, isRefusal, resolveSource } from './checks.js';
 import { makePlan } from './plan.js';
 import { musicResult } from './results.js';
@@ -25,7 +23,7 @@ function workflowOf(spec: ModelSpec): MusicWorkflow {
   return spec.id;
 }
 
-function planned(ctx: SandboxContext, task: TaskRecord): MusicPlan {
+function planned(ctx: ExtensionHost, task: TaskRecord): MusicPlan {
   return planOf(task) ?? makePlan(ctx, task, workflowOf(task.spec), null);
 }
 
@@ -35,7 +33,7 @@ function stageAt(task: TaskRecord, share: number): number {
 }
 
 /** The first track's entry and its files (audio, cover), as the `first` staged callback hands them out. */
-function firstTrack(ctx: SandboxContext, task: TaskRecord): TaskResult | null {
+function firstTrack(ctx: ExtensionHost, task: TaskRecord): TaskResult | null {
   const full = musicResult(ctx, task, planned(ctx, task));
   const first = full.files[0];
   if (!first) return null;

@@ -1,5 +1,5 @@
 import type { MusicWorkflow } from '../../models/music/index.js';
-import type { SandboxContext } from '../context.js';
+import type { ExtensionHost } from '../hooks.js';
 import { Rng, mixSeed } from '../rng.js';
 import type { TaskRecord } from '../tasks.js';
 import { asSung, lyricsTitle, songLyrics } from './lyrics.js';
@@ -44,7 +44,7 @@ export function trackFileName(task: TaskRecord, track: MusicTrack): string {
  * Duration of audio behind a URL when the sandbox knows it: a track it serves
  * (`<base>/files/<task>/<task>-<n>.mp3`) or, sandbox-only, `sandbox_duration_s=N` in the query.
  */
-export function knownAudioSeconds(ctx: SandboxContext, url: string): number | undefined {
+export function knownAudioSeconds(ctx: ExtensionHost, url: string): number | undefined {
   let u: URL;
   try {
     u = new URL(url);
@@ -70,7 +70,7 @@ interface TrackDraft {
   lyrics: string | null;
 }
 
-function draft(ctx: SandboxContext, workflow: MusicWorkflow, input: Record<string, unknown>, source: TrackRef | null, rng: Rng, n: number): TrackDraft {
+function draft(ctx: ExtensionHost, workflow: MusicWorkflow, input: Record<string, unknown>, source: TrackRef | null, rng: Rng, n: number): TrackDraft {
   const fresh = () => r2(rng.range(60, 180));
   const uploaded = () => knownAudioSeconds(ctx, str(input.upload_url)) ?? fresh();
   const prompt = str(input.prompt);
@@ -139,7 +139,7 @@ function draft(ctx: SandboxContext, workflow: MusicWorkflow, input: Record<strin
 }
 
 /** Draw the plan of a new music task; `source` is what check() resolved. */
-export function makePlan(ctx: SandboxContext, task: TaskRecord, workflow: MusicWorkflow, source: MusicPlan['source']): MusicPlan {
+export function makePlan(ctx: ExtensionHost, task: TaskRecord, workflow: MusicWorkflow, source: MusicPlan['source']): MusicPlan {
   const rng = new Rng(mixSeed(task.seed, 0x3051c));
   const tracks: MusicTrack[] = [];
   if (TRACK_WORKFLOWS.has(workflow)) {

@@ -1,10 +1,9 @@
 import { MUSIC_RESULT_FIELDS, STEM_SPLIT_KEYS, VOCAL_REMOVAL_KEYS, type MusicWorkflow } from '../../models/music/index.js';
-import type { SandboxContext } from '../context.js';
+import type { ExtensionHost } from '../hooks.js';
 import { blob, type Blob, type FileEntry } from '../files.js';
-import type { TaskResult } from '../results.js';
 import { servedSize } from '../results.js';
 import { Rng, mixSeed } from '../rng.js';
-import type { TaskRecord } from '../tasks.js';
+import type { TaskRecord, TaskResult } from '../tasks.js';
 import { boostedStyle, lyricsTitle, songLyrics, timestamped } from './lyrics.js';
 import { knownAudioSeconds, trackFileName } from './plan.js';
 import type { MusicPlan, MusicTrack } from './state.js';
@@ -43,7 +42,7 @@ interface Builder {
   add(b: Blob): string;
 }
 
-function builder(ctx: SandboxContext, task: TaskRecord): Builder {
+function builder(ctx: ExtensionHost, task: TaskRecord): Builder {
   const blobs: Blob[] = [];
   return {
     blobs,
@@ -55,12 +54,12 @@ function builder(ctx: SandboxContext, task: TaskRecord): Builder {
   };
 }
 
-function image(ctx: SandboxContext, name: string, format: 'png' | 'jpeg', seed: number, nominal = COVER_EDGE): Blob {
+function image(ctx: ExtensionHost, name: string, format: 'png' | 'jpeg', seed: number, nominal = COVER_EDGE): Blob {
   const s = servedSize(nominal, nominal, ctx.options.imageEdge);
   return blob(`${name}.${format === 'png' ? 'png' : 'jpg'}`, format, { type: format, width: s.width, height: s.height, seed });
 }
 
-function trackItems(ctx: SandboxContext, task: TaskRecord, plan: MusicPlan, b: Builder): void {
+function trackItems(ctx: ExtensionHost, task: TaskRecord, plan: MusicPlan, b: Builder): void {
   for (const t of plan.tracks) {
     const audio = blob(trackFileName(task, t), 'mp3', { type: 'mp3', seconds: t.seconds });
     const cover = image(ctx, `${task.id}-${t.index}-cover`, t.cover, mixSeed(task.seed, t.index));
@@ -80,7 +79,7 @@ function sourceTrack(plan: MusicPlan): MusicTrack {
 }
 
 /** Stems as an object of URLs; the last `missing` keys are null (a partial result). */
-function stems(ctx: SandboxContext, task: TaskRecord, keys: readonly string[], seconds: number, missing: number, b: Builder): { urls: Record<string, string | null>; first: Blob } {
+function stems(ctx: ExtensionHost, task: TaskRecord, keys: readonly string[], seconds: number, missing: number, b: Builder): { urls: Record<string, string | null>; first: Blob } {
   const urls: Record<string, string | null> = {};
   let first: Blob | null = null;
   keys.forEach((key, i) => {
@@ -97,7 +96,7 @@ function stems(ctx: SandboxContext, task: TaskRecord, keys: readonly string[], s
 }
 
 /** Build the result of a finished music task from its plan. */
-export function musicResult(ctx: SandboxContext, task: TaskRecord, plan: MusicPlan): TaskResult {
+export function musicResult(ctx: ExtensionHost, task: TaskRecord, plan: MusicPlan): TaskResult {
   const b = builder(ctx, task);
   const wf = plan.workflow;
   const rng = new Rng(mixSeed(task.seed, 0x2e5));

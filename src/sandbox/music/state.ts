@@ -1,5 +1,5 @@
 import type { MusicWorkflow } from '../../models/music/index.js';
-import type { SandboxContext } from '../context.js';
+import type { ExtensionHost } from '../hooks.js';
 import type { TaskRecord } from '../tasks.js';
 
 /**
@@ -46,10 +46,10 @@ export interface MusicState {
   personas: Map<string, TaskRecord>;
 }
 
-const states = new WeakMap<SandboxContext, MusicState>();
+const states = new WeakMap<ExtensionHost, MusicState>();
 const plans = new WeakMap<TaskRecord, MusicPlan>();
 
-export function musicState(ctx: SandboxContext): MusicState {
+export function musicState(ctx: ExtensionHost): MusicState {
   let s = states.get(ctx);
   if (!s) {
     s = { audio: new Map(), claims: new Map(), personas: new Map() };

@@ -1,0 +1,117 @@
+import { join } from 'node:path';
+import { decide } from '../../client/index.js';
+import { UnsafeResultError } from '../../errors.js';
+import { MinHeap } from '../../lib/heap.js';
+import type { JobRow } from '../../store/index.js';
+import { fetchJob } from '../fetch/fetch.js';
+import { errorText, type StageContext } from './context.js';
+import type { DownloadPort } from '../ports.js';
+
+/**
+ * A download that still fails on a transient error (429, 5xx, dropped or cut connection) after the
+ * client's retries is tried again in the same run, after a pause of 30 s, 60 s, 90 s (x time scale),
+ * at most this many times; then the job is left `downloading` for the next run.
+ */
+const DOWNLOAD_REQUEUES = 3;
+const DOWNLOAD_PAUSE_MS = 30_000;
+
+/**
+ * Downloads: jobs whose task finished (queued by Polls as they finish, or taken over at the
+ * start), fetched soonest-expiring first, 2 x concurrency at once (they wait on fsync more than
+ * on the network). `finished(id)` is told when a job became `done`.
+ */
+export class Downloads {
+  private readonly queue = new MinHeap<{ at: number; id: string }>();
+  private readonly active = new Set<string>();
+  /** Jobs whose download failed on a transient error in this run, waiting to be tried again: id -> when. */
+  private readonly again = new Map<string, number>();
+  /** How often each job's download was tried again in this run. */
+  private readonly retries = new Map<string, number>();
+
+  constructor(
+    private readonly c: StageContext,
+    private readonly download: DownloadPort,
+    private readonly finished: (id: string) => void,
+  ) {}
+
+  /** Downloads running now. */
+  get busy(): number {
+    return this.active.size;
+  }
+
+  /** Jobs waiting for their download (queued, or paused before a try again). */
+  get queued(): number {
+    return this.queue.size + this.again.size;
+  }
+
+  /**
+   * Queue a `downloading` job this worker took over (a stopped run's, or a dead worker's): the temporary files
+   * its earlier download left in the job's folder are removed first.
+   */
+  async takeOver(id: string, expiresAt: number | null): Promise<void> {
+    await this.download.cleanupPartials(join(this.c.opts.outDir, this.download.sanitizeName(id)));
+    this.add(id, expiresAt);
+  }
+
+  /** Queue a `downloading` job (its results expire at `expiresAt`, ms epoch). */
+  add(id: string, expiresAt: number | null): void {
+    this.queue.push({ at: expiresAt ?? 0, id });
+  }
+
+  /** Start downloads, soonest-expiring first; returns when the next paused one may be tried again (ms epoch). */
+  async fill(): Promise<number> {
+    let next = Infinity;
+    if (this.again.size > 0) {
+      const now = Date.now();
+      for (const [id, at] of this.again) {
+        if (at > now) next = Math.min(next, at);
+        else {
+          this.again.delete(id);
+          const row = await this.c.store.getJob(id);
+          if (row?.state === 'downloading') this.add(id, row.expires_at);
+        }
+      }
+    }
+    while (this.active.size < this.c.opts.concurrency * 2) {
+      const top = this.queue.pop();
+      if (!top) break;
+      const row = await this.c.store.getJob(top.id);
+      if (!row || row.state !== 'downloading' || this.active.has(row.id)) continue;
+      this.active.add(row.id);
+      void this.fetch(row)
+        .catch((err: unknown) => this.c.warn(row.id, err))
+        .finally(() => {
+          this.active.delete(row.id);
+          this.c.wake();
+        });
+    }
+    return next;
+  }
+
+  private async fetch(row: JobRow): Promise<void> {
+    const { store, opts } = this.c;
+    try {
+      const files = await fetchJob(row, { store, download: this.download, outDir: opts.outDir, signal: opts.signal, emit: opts.emit });
+      // The files are recorded in the same transaction as the state change (one per job).
+      if (files && (await this.c.move(row.id, 'downloading', 'done', {}, { filesDone: files }))) this.finished(row.id);
+    } catch (err) {
+      if (opts.signal.aborted) return;
+      if (this.download.isGone(err)) {
+        await this.c.move(row.id, 'downloading', 'expired', { last_error: `results no longer available: ${errorText(err)}` });
+      } else if (err instanceof UnsafeResultError) {
+        await this.c.move(row.id, 'downloading', 'failed', { last_error: err.message });
+      } else if (decide(err, 'GET') === 'retry' && (this.retries.get(row.id) ?? 0) < DOWNLOAD_REQUEUES) {
+        // The client's retries were used up on a transient error: tried again in this run after a pause.
+        const round = (this.retries.get(row.id) ?? 0) + 1;
+        this.retries.set(row.id, round);
+        this.again.set(row.id, Date.now() + this.c.scaled(DOWNLOAD_PAUSE_MS * round));
+        await store.noteError(row.id, `download failed, tried again in this run: ${errorText(err)}`);
+      } else {
+        // Not transient, or tried again often enough: the job stays `downloading` for the next run.
+        await store.noteError(row.id, `download failed: ${errorText(err)}`);
+        await this.c.giveUp(row.id);
+        opts.emit({ type: 'warning', message: `job ${row.id}: download failed (${errorText(err)}); left for the next run` });
+      }
+    }
+  }
+}
