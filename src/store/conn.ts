@@ -28,10 +28,44 @@ export class StoreConn {
   /** rawStmt() for the query modules. */
   readonly cachedRaw: Prepare = (sql) => this.rawStmt(sql);
 
+  /** Inserts, updates and deletes of `jobs` and `files` rows made through this connection (counted by temporary triggers, see rowsStamp). */
+  private rowWrites = 0;
+  /** PRAGMA data_version (changes when another connection commits); undefined until rowsStamp first runs, null when the rows cannot be watched. */
+  private dataVersion: Database.Statement | null | undefined;
+
   constructor(
     readonly db: Database.Database,
     readonly path: string,
   ) {}
+
+  /**
+   * A stamp of the `jobs` and `files` tables: equal stamps mean no row of either changed in between, through this
+   * connection (any statement: temporary triggers count every insert, update and delete, also one rolled back) or
+   * another one (its commit changes data_version). Lets a read of every job (a count) be kept until the rows
+   * change. Null: the tables cannot be watched (a file without them; temporary triggers refused): nothing is kept.
+   */
+  rowsStamp(): { writes: number; data: number } | null {
+    if (this.dataVersion === undefined) this.dataVersion = this.watchRows();
+    if (this.dataVersion === null) return null;
+    return { writes: this.rowWrites, data: this.dataVersion.get() as number };
+  }
+
+  private watchRows(): Database.Statement | null {
+    try {
+      this.db.function('genbatch_row_written', { deterministic: false }, () => {
+        this.rowWrites++;
+        return null;
+      });
+      for (const table of ['jobs', 'files']) {
+        for (const event of ['INSERT', 'UPDATE', 'DELETE']) {
+          this.db.exec(`CREATE TEMP TRIGGER IF NOT EXISTS genbatch_${table}_${event.toLowerCase()} AFTER ${event} ON main.${table} BEGIN SELECT genbatch_row_written(); END`);
+        }
+      }
+      return this.db.prepare('PRAGMA data_version').pluck();
+    } catch {
+      return null;
+    }
+  }
 
   stmt(sql: string): Database.Statement {
     let s = this.stmts.get(sql);

@@ -26,6 +26,32 @@ export function removedMetaKey(runId: number): string {
 export class StoreQueries {
   constructor(private readonly c: StoreConn) {}
 
+  /** Reads of every job of the run (counts, the estimate) kept with the jobs stamp they were read at (see kept). */
+  private readonly keptReads = new Map<string, { run: number; writes: number; data: number; value: unknown }>();
+
+  /**
+   * `read()`, a read over every job of the run in use, or what it gave last time when no jobs or files row has changed
+   * since (StoreConn.rowsStamp: any write of this connection or a commit of another one reads it again).
+   * A resume with nothing to do counts the jobs several times over; each count is a scan of the whole table.
+   */
+  private kept<T>(name: string, read: () => T): T {
+    const v = this.c.rowsStamp();
+    const k = this.keptReads.get(name);
+    if (v !== null && k !== undefined && k.run === this.c.runId && k.writes === v.writes && k.data === v.data) return k.value as T;
+    const value = read();
+    // Read inside a transaction: it may yet be rolled back, which no trigger counts; not kept.
+    if (v === null || this.c.db.inTransaction) this.keptReads.delete(name);
+    else this.keptReads.set(name, { run: this.c.runId, writes: v.writes, data: v.data, value });
+    return value;
+  }
+
+  /** True when a count of the run's jobs still current says none is in `state` (never reads the jobs itself). */
+  noneIn(state: JobState): boolean {
+    const v = this.c.rowsStamp();
+    const k = this.keptReads.get('counts');
+    return v !== null && k !== undefined && k.run === this.c.runId && k.writes === v.writes && k.data === v.data && (k.value as Record<JobState, number>)[state] === 0;
+  }
+
   // ---- runs ----
 
   /** The run of this manifest (absolute path), created when new; starts a new sync generation. */
@@ -191,11 +217,13 @@ export class StoreQueries {
 
   /** The jobs in `submitted` or `downloading` with what resuming them needs (not spec, input, result), in manifest order. */
   takenJobs(state: 'submitted' | 'downloading'): TakenJob[] {
+    if (this.noneIn(state)) return [];
     return reads.takenJobs(this.c.db, this.c.runId, state);
   }
 
   /** Jobs in one state, in manifest order (iterated lazily). */
   *jobsIn(state: JobState): IterableIterator<JobRow> {
+    if (this.noneIn(state)) return;
     yield* reads.jobsIn(this.c.db, this.c.runId, state);
   }
 
@@ -206,12 +234,18 @@ export class StoreQueries {
 
   /** Ids of the jobs that failed permanently (the service refused their input), in manifest order. */
   permanentFailedIds(): string[] {
+    if (this.noneIn('failed')) return [];
     return this.c.db.prepare(`SELECT id FROM jobs WHERE run_id = ? AND state = 'failed' AND permanent = 1 ORDER BY seq`).pluck().all(this.c.runId) as string[];
   }
 
   /** Id and estimated credits of every pending job, in manifest order (iterated lazily). */
   *pendingCredits(): IterableIterator<[string, number | null]> {
     yield* reads.pendingCredits(this.c.db, this.c.runId);
+  }
+
+  /** The ids of every job of the run, in manifest order (read from an index: none of the job's columns). */
+  jobIds(): IterableIterator<string> {
+    return reads.jobIds(this.c.db, this.c.runId);
   }
 
   /** Every job of the run, in manifest order. */
@@ -271,7 +305,8 @@ export class StoreQueries {
 
   counts(): Record<JobState, number> {
     const out = this.leftOutIds();
-    const all = reads.counts(this.c.cached, this.c.runId);
+    // A copy: the kept counts are never changed by the caller (nor below).
+    const all = { ...this.kept('counts', () => reads.counts(this.c.cached, this.c.runId)) };
     if (out.size === 0) return all;
     for (const [state, n] of Object.entries(this.removedStates(out, `state, COUNT(*) AS n`, 'GROUP BY state'))) all[state as JobState] -= n;
     return all;
@@ -280,7 +315,7 @@ export class StoreQueries {
   /** Result files on disk of the run's jobs (progress counts them over the whole run, not one invocation). */
   filesDone(): number {
     const out = this.leftOutIds();
-    const all = reads.filesDone(this.c.cached, this.c.runId);
+    const all = this.kept('filesDone', () => reads.filesDone(this.c.cached, this.c.runId));
     if (out.size === 0) return all;
     const r = this.c.stmt(`SELECT COUNT(*) AS n FROM files WHERE run_id = ? AND state = 'done' AND job_id IN (SELECT value FROM json_each(?))`).get(this.c.runId, JSON.stringify([...out])) as { n: number };
     return all - r.n;
@@ -288,12 +323,12 @@ export class StoreQueries {
 
   /** Result files on disk of the run's jobs, and their bytes. */
   fileTotals(): { count: number; bytes: number } {
-    return reads.fileTotals(this.c.cached, this.c.runId);
+    return { ...this.kept('fileTotals', () => reads.fileTotals(this.c.cached, this.c.runId)) };
   }
 
   estimate(): { known: number; unknown: number } {
     const out = this.leftOutIds();
-    const all = reads.estimate(this.c.cached, this.c.runId);
+    const all = { ...this.kept('estimate', () => reads.estimate(this.c.cached, this.c.runId)) };
     if (out.size === 0) return all;
     const r = this.c.stmt(
       `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done') AND id IN (SELECT value FROM json_each(?))`,
@@ -309,11 +344,13 @@ export class StoreQueries {
 
   /** Pending jobs whose manifest entry names its own callback_url. */
   pendingWithOwnCallback(): number {
+    if (this.noneIn('pending')) return 0;
     return reads.pendingWithOwnCallback(this.c.cached, this.c.runId);
   }
 
   /** Estimate of the work this run will submit (pending jobs only). */
   pendingEstimate(): { known: number; unknown: number } {
+    if (this.noneIn('pending')) return { known: 0, unknown: 0 };
     return reads.pendingEstimate(this.c.cached, this.c.runId);
   }
 

@@ -156,6 +156,11 @@ export function allJobs(db: Database.Database, runId: number): IterableIterator<
   return mapRows(db.prepare(`SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).raw(true).iterate(runId), jobRow);
 }
 
+/** The ids of every job of the run, in manifest order: jobs_by_seq holds them (a read of no table row). */
+export function jobIds(db: Database.Database, runId: number): IterableIterator<string> {
+  return db.prepare(`SELECT id FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).pluck().iterate(runId) as IterableIterator<string>;
+}
+
 /** Every job of the run, in manifest order, without the large spec and input columns (reports, status). */
 export function summaryRows(db: Database.Database, runId: number): IterableIterator<SummaryRow> {
   return mapRows(db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).raw(true).iterate(runId), summaryRow);

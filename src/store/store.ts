@@ -247,6 +247,7 @@ export class Store {
 
   /** After a crash between intent and response: every `submitting` job becomes `uncertain` (a chat job: `pending`). Returns the uncertain ones. */
   recoverSubmitting(): string[] {
+    if (this.q.noneIn('submitting')) return [];
     return resume.recoverSubmitting(this.c.cached, this.c.runId, (id, from, to, patch, also) => this.transition(id, from, to, patch, also));
   }
 
@@ -388,6 +389,7 @@ export class Store {
   stateAndHash(...a: Parameters<Q['stateAndHash']>): ReturnType<Q['stateAndHash']> { return this.q.stateAndHash(...a); }
   permanentFailedIds(...a: Parameters<Q['permanentFailedIds']>): ReturnType<Q['permanentFailedIds']> { return this.q.permanentFailedIds(...a); }
   pendingCredits(...a: Parameters<Q['pendingCredits']>): ReturnType<Q['pendingCredits']> { return this.q.pendingCredits(...a); }
+  jobIds(...a: Parameters<Q['jobIds']>): ReturnType<Q['jobIds']> { return this.q.jobIds(...a); }
   allJobs(...a: Parameters<Q['allJobs']>): ReturnType<Q['allJobs']> { return this.q.allJobs(...a); }
 
   // what the readers see (jobs no longer in the manifest left out), counts
