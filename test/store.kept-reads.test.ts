@@ -130,6 +130,26 @@ describe('reads kept until the rows change', () => {
     expect(store.fileTotals()).toEqual({ count: 0, bytes: 0 });
   });
 
+  it('counts and the estimate come from one scan with exactly the numbers of their own queries; a state outside the known ones is still counted', () => {
+    const ids = Array.from({ length: 40 }, (_, i) => `j${i}`);
+    const s = fresh();
+    s.store.beginSync();
+    ids.forEach((id, i) => s.store.syncJob(job(id, i % 7 === 0 ? null : i * 0.1 + 0.07)));
+    s.store.commitSync();
+    ids.forEach((id, i) => {
+      if (i % 3 === 0) s.store.transition(id, 'pending', 'skipped');
+      if (i % 3 === 1) s.store.transition(id, 'pending', 'submitting');
+    });
+    const own = s.store.db
+      .prepare(`SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done')`)
+      .get(s.store.currentRunId) as { known: number; unknown: number };
+    expect(s.store.estimate()).toEqual({ known: own.known, unknown: own.unknown });
+    const byState = Object.fromEntries((s.store.db.prepare('SELECT state, COUNT(*) AS n FROM jobs GROUP BY state').all() as { state: string; n: number }[]).map((r) => [r.state, r.n]));
+    expect(s.store.counts()).toMatchObject(byState);
+    other(s.path).prepare(`UPDATE jobs SET state = 'odd' WHERE id = 'j1'`).run();
+    expect(s.store.counts()).toMatchObject({ odd: 1, submitting: byState.submitting! - 1 });
+  });
+
   it('the ids of every job, in manifest order', () => {
     const { store } = withJobs(['z', 'a', 'm']);
     expect([...store.jobIds()]).toEqual(['z', 'a', 'm']);

@@ -45,11 +45,16 @@ export class StoreQueries {
     return value;
   }
 
+  /** counts() and estimate() of every job of the run, kept (see kept). */
+  private totals(): reads.Totals {
+    return this.kept('totals', () => reads.countsAndEstimate(this.c.cached, this.c.cachedRaw, this.c.runId));
+  }
+
   /** True when a count of the run's jobs still current says none is in `state` (never reads the jobs itself). */
   noneIn(state: JobState): boolean {
     const v = this.c.rowsStamp();
-    const k = this.keptReads.get('counts');
-    return v !== null && k !== undefined && k.run === this.c.runId && k.writes === v.writes && k.data === v.data && (k.value as Record<JobState, number>)[state] === 0;
+    const k = this.keptReads.get('totals');
+    return v !== null && k !== undefined && k.run === this.c.runId && k.writes === v.writes && k.data === v.data && (k.value as reads.Totals).counts[state] === 0;
   }
 
   // ---- runs ----
@@ -244,7 +249,7 @@ export class StoreQueries {
   }
 
   /** The ids of every job of the run, in manifest order (read from an index: none of the job's columns). */
-  jobIds(): IterableIterator<string> {
+  jobIds(): string[] {
     return reads.jobIds(this.c.db, this.c.runId);
   }
 
@@ -306,7 +311,7 @@ export class StoreQueries {
   counts(): Record<JobState, number> {
     const out = this.leftOutIds();
     // A copy: the kept counts are never changed by the caller (nor below).
-    const all = { ...this.kept('counts', () => reads.counts(this.c.cached, this.c.runId)) };
+    const all = { ...this.totals().counts };
     if (out.size === 0) return all;
     for (const [state, n] of Object.entries(this.removedStates(out, `state, COUNT(*) AS n`, 'GROUP BY state'))) all[state as JobState] -= n;
     return all;
@@ -315,7 +320,7 @@ export class StoreQueries {
   /** Result files on disk of the run's jobs (progress counts them over the whole run, not one invocation). */
   filesDone(): number {
     const out = this.leftOutIds();
-    const all = this.kept('filesDone', () => reads.filesDone(this.c.cached, this.c.runId));
+    const all = this.kept('fileTotals', () => reads.fileTotals(this.c.cached, this.c.runId, this.noneIn('skipped'))).count;
     if (out.size === 0) return all;
     const r = this.c.stmt(`SELECT COUNT(*) AS n FROM files WHERE run_id = ? AND state = 'done' AND job_id IN (SELECT value FROM json_each(?))`).get(this.c.runId, JSON.stringify([...out])) as { n: number };
     return all - r.n;
@@ -323,12 +328,12 @@ export class StoreQueries {
 
   /** Result files on disk of the run's jobs, and their bytes. */
   fileTotals(): { count: number; bytes: number } {
-    return { ...this.kept('fileTotals', () => reads.fileTotals(this.c.cached, this.c.runId)) };
+    return { ...this.kept('fileTotals', () => reads.fileTotals(this.c.cached, this.c.runId, this.noneIn('skipped'))) };
   }
 
   estimate(): { known: number; unknown: number } {
     const out = this.leftOutIds();
-    const all = { ...this.kept('estimate', () => reads.estimate(this.c.cached, this.c.runId)) };
+    const all = { ...this.totals().estimate };
     if (out.size === 0) return all;
     const r = this.c.stmt(
       `SELECT COALESCE(SUM(estimated_credits), 0) AS known, SUM(CASE WHEN estimated_credits IS NULL THEN 1 ELSE 0 END) AS unknown FROM jobs WHERE run_id = ? AND state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done') AND id IN (SELECT value FROM json_each(?))`,
