@@ -196,7 +196,7 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
     // or moved (exit 74), since writes and moves into it would leave the output folder.
     if (!o.download.bucket) {
       checkJobFolders(o.outDir, function* () {
-        for (const row of store.allJobs()) yield o.download.sanitizeName(row.id);
+        for (const id of store.jobIds()) yield o.download.sanitizeName(id);
       });
     }
     // --only names jobs of the manifest: a pattern that matches none is a usage error, before anything changes.
@@ -406,7 +406,8 @@ export async function runEngine(o: RunOptions): Promise<RunOutcome> {
         ? { cap: { credits: cap.credits, name: cap.name, stopped: capStop, charged: capIsRun ? (credits.charged ?? cap.totals.spent) : cap.totals.spent, left_pending: counts.pending, left_credits: capStop ? cap.expected(store.jobsIn('pending')) : null } }
         : {}),
       caps: { max_credits: limit ? { credits: limit.credits, name: limit.name } : null, per_invocation: caps.invocation },
-      not_done: notDone(store.summaryRows(), held, pipeline.stopReason, o.signal.aborted, selection?.ids ?? null),
+      // Every job done: none to list (and no read of every row).
+      not_done: counts.done === Object.values(counts).reduce((a, n) => a + n, 0) ? {} : notDone(store.summaryRows(), held, pipeline.stopReason, o.signal.aborted, selection?.ids ?? null),
       failed_ids: firstIds(store, 'failed', SUMMARY_IDS),
       expired_ids: firstIds(store, 'expired', SUMMARY_IDS),
       permanent: { count: permanentIds.length, ids: permanentIds.slice(0, SUMMARY_IDS) },

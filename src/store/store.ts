@@ -3,13 +3,13 @@ import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
 import { StateError, TransitionError } from '../errors.js';
 import { nowIso } from './clock.js';
+import { StoreConn } from './conn.js';
 import { GraphLinks } from './graph.js';
 import { Lease, writerActive, type LeaseOptions } from './lease.js';
 import { removedMetaKey, StoreQueries } from './queries.js';
 import * as resume from './resume.js';
 import { ensureJobIndexes, openDatabase } from './schema.js';
 import { removedJobs, syncJob, type SyncHost } from './sync.js';
-import { WalSync } from './wal-sync.js';
 import { TRANSITIONS, type JobState } from './states.js';
 import { impliedPatch, PATCH_COLUMNS, type JobInput, type JobPatch, type SyncResult } from './types.js';
 
@@ -21,19 +21,24 @@ export { nowIso } from './clock.js';
  * A job's state changes only through transition(). The API key is never stored.
  * The plain SQL reads and writes are in reads.ts, files.ts, runs.ts and sync.ts
  * (runs, reads, file rows, uploads, meta and noteError: StoreQueries in queries.ts,
- * which Store extends; resuming a run's in-flight jobs: resume.ts).
+ * which Store holds and passes those calls to; resuming a run's in-flight jobs:
+ * resume.ts). What both share (the database, its statements and transactions,
+ * the run in use) is a StoreConn (conn.ts).
  */
 
 /** PATCH_COLUMNS[i] -> bit i (guardedMove). */
 const PATCH_BIT = new Map<string, number>(PATCH_COLUMNS.map((c, i) => [c, 1 << i]));
 
-export class Store extends StoreQueries {
+type Q = StoreQueries;
+
+export class Store {
+  readonly db: Database.Database;
+  readonly path: string;
+  private readonly c: StoreConn;
+  private readonly q: StoreQueries;
   private lease: Lease | null = null;
-  private wal: WalSync | null | undefined;
   /** The guarded UPDATE of guardedMove, by the set of columns it sets (bit i: PATCH_COLUMNS[i]; the last bit: attempts). */
   private readonly moveStmts = new Map<number, Database.Statement>();
-  /** BEGIN, BEGIN IMMEDIATE, COMMIT, ROLLBACK: prepared once (see tx). */
-  private txStmts: { begin: Database.Statement; immediate: Database.Statement; commit: Database.Statement; rollback: Database.Statement } | null = null;
   /** During a sync: the ids the manifest named. */
   private seen: Set<string> | null = null;
   private syncMoves: Array<{ id: string; from: JobState; to: JobState; error: string | null }> = [];
@@ -47,23 +52,26 @@ export class Store extends StoreQueries {
   private readonly syncHost: SyncHost;
 
   private constructor(db: Database.Database, path: string) {
-    super(db, path);
+    this.db = db;
+    this.path = path;
+    const c = (this.c = new StoreConn(db, path));
+    this.q = new StoreQueries(c);
     this.graph = new GraphLinks({
       db,
-      runId: () => this.runId,
-      generation: () => this.generation,
-      nextSeq: () => ++this.seq,
-      stmt: (sql) => this.stmt(sql),
+      runId: () => c.runId,
+      generation: () => c.generation,
+      nextSeq: () => ++c.seq,
+      stmt: (sql) => c.stmt(sql),
       move: (id, from, to, patch) => this.guardedMove(id, from, to, patch),
       replaced: (id) => this.replacedResults.push(id),
       synced: (id, from, to, error) => this.syncMoves.push({ id, from, to, error }),
       resubmitUncertain: () => this.resubmitUncertain,
     });
     this.syncHost = {
-      stmt: this.cached,
-      runId: () => this.runId,
-      generation: () => this.generation,
-      nextSeq: () => ++this.seq,
+      stmt: c.cached,
+      runId: () => c.runId,
+      generation: () => c.generation,
+      nextSeq: () => ++c.seq,
       move: (id, from, to, patch) => this.syncMove(id, from, to, patch),
       rerunDescendants: (id) => this.graph.rerunDescendants(id),
       childrenInFlight: (id) => this.graph.childrenInFlight(id),
@@ -115,34 +123,7 @@ export class Store extends StoreQueries {
     if (!this.db.open) return;
     this.lease?.release();
     this.db.close();
-    this.wal?.close();
-  }
-
-  /**
-   * fn in one transaction, as better-sqlite3's db.transaction(fn)() (or its
-   * .immediate()) runs it, without building the four wrapper functions that
-   * db.transaction makes on every call: BEGIN, fn, COMMIT; on a throw, ROLLBACK
-   * (when SQLite has not already ended the transaction) and the error again.
-   * Inside an open transaction: db.transaction itself (a savepoint), as before.
-   */
-  private tx<T>(fn: () => T, immediate: boolean): T {
-    if (this.db.inTransaction) return immediate ? this.db.transaction(fn).immediate() : this.db.transaction(fn)();
-    const t = (this.txStmts ??= {
-      begin: this.db.prepare('BEGIN'),
-      immediate: this.db.prepare('BEGIN IMMEDIATE'),
-      commit: this.db.prepare('COMMIT'),
-      rollback: this.db.prepare('ROLLBACK'),
-    });
-    (immediate ? t.immediate : t.begin).run();
-    try {
-      const result = fn();
-      if (result && typeof (result as { then?: unknown }).then === 'function') throw new TypeError('Transaction function cannot return a promise');
-      t.commit.run();
-      return result;
-    } catch (err) {
-      if (this.db.inTransaction) t.rollback.run();
-      throw err;
-    }
+    this.c.closeWal();
   }
 
   /**
@@ -150,25 +131,20 @@ export class Store extends StoreQueries {
    * synced). Pair with syncWal() to make it durable without blocking the event loop.
    */
   commitNormal<T>(fn: () => T): T {
-    return this.tx(fn, true);
+    return this.c.tx(fn, true);
   }
 
   /** True when the state file is in WAL mode (then commitNormal + syncWal can replace durable). */
   get walMode(): boolean {
-    if (this.wal === undefined) {
-      const mode = String(this.db.pragma('journal_mode', { simple: true })).toLowerCase();
-      this.wal = mode === 'wal' ? new WalSync(this.path + '-wal') : null;
-    }
-    return this.wal !== null;
+    return this.c.walMode;
   }
 
   /**
    * fsync the WAL on the thread pool: every commit made so far becomes as
    * durable as under synchronous=FULL. Only in WAL mode (see walMode).
    */
-  async syncWal(): Promise<void> {
-    if (!this.walMode || !this.wal) throw new StateError('syncWal: the state file is not in WAL mode');
-    await this.wal.sync();
+  syncWal(): Promise<void> {
+    return this.c.syncWal();
   }
 
   /**
@@ -176,12 +152,7 @@ export class Store extends StoreQueries {
    * returning). Used for the submit intent and the task id.
    */
   durable<T>(fn: () => T): T {
-    this.db.pragma('synchronous = FULL');
-    try {
-      return this.tx(fn, true);
-    } finally {
-      this.db.pragma('synchronous = NORMAL');
-    }
+    return this.c.durable(fn);
   }
 
   // ---- sync from the manifest ----
@@ -231,17 +202,17 @@ export class Store extends StoreQueries {
     const seen = this.seen;
     if (!seen) return 0;
     const children = this.graph.childrenOf(seen);
-    const gone = removedJobs(this.cached, this.runId, seen, children);
+    const gone = removedJobs(this.c.cached, this.c.runId, seen, children);
     this.db.transaction(() => {
       for (const r of gone) this.syncMove(r.id, r.state, 'skipped', {});
     })();
     // The states a removed job keeps (a task may exist): submitting ones become uncertain right after the sync.
-    const kept = this.cached(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('submitting', 'submitted', 'downloading', 'uncertain')`).all(this.runId) as Array<{ id: string }>;
+    const kept = this.c.cached(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('submitting', 'submitted', 'downloading', 'uncertain')`).all(this.c.runId) as Array<{ id: string }>;
     this.removedInFlightIds = new Set(kept.map((r) => r.id).filter((id) => !seen.has(id) && !children.has(id)));
     // Every job no longer in the manifest, whatever its state: kept in the state, left out by the readers.
-    const rows = this.cached('SELECT id FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq').all(this.runId) as Array<{ id: string }>;
+    const rows = this.c.cached('SELECT id FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq').all(this.c.runId) as Array<{ id: string }>;
     const removed = rows.map((r) => r.id).filter((id) => !seen.has(id) && !children.has(id));
-    this.setMeta(removedMetaKey(this.runId), removed.length > 0 ? JSON.stringify(removed) : null);
+    this.q.setMeta(removedMetaKey(this.c.runId), removed.length > 0 ? JSON.stringify(removed) : null);
     this.seen = null;
     return gone.length;
   }
@@ -276,7 +247,8 @@ export class Store extends StoreQueries {
 
   /** After a crash between intent and response: every `submitting` job becomes `uncertain` (a chat job: `pending`). Returns the uncertain ones. */
   recoverSubmitting(): string[] {
-    return resume.recoverSubmitting(this.cached, this.runId, (id, from, to, patch, also) => this.transition(id, from, to, patch, also));
+    if (this.q.noneIn('submitting')) return [];
+    return resume.recoverSubmitting(this.c.cached, this.c.runId, (id, from, to, patch, also) => this.transition(id, from, to, patch, also));
   }
 
   /**
@@ -285,7 +257,7 @@ export class Store extends StoreQueries {
    * their task ids, results and file rows cleared. Returns the jobs moved.
    */
   returnInFlight(reason: string): Array<{ id: string; from: JobState }> {
-    return resume.returnInFlight(this.db, this.cached, this.runId, reason, (id, from, to, patch, also) => this.transition(id, from, to, patch, also));
+    return resume.returnInFlight(this.db, this.c.cached, this.c.runId, reason, (id, from, to, patch, also) => this.transition(id, from, to, patch, also));
   }
 
   /**
@@ -295,7 +267,7 @@ export class Store extends StoreQueries {
    */
   remakeAncestors(reason: string): string[] {
     return this.db.transaction(() =>
-      resume.remakeAncestors(this.cached, this.runId, reason, (id, from, to, patch, also) => this.transition(id, from, to, patch, also), (id) => this.graph.rerunDescendants(id)),
+      resume.remakeAncestors(this.c.cached, this.c.runId, reason, (id, from, to, patch, also) => this.transition(id, from, to, patch, also), (id) => this.graph.rerunDescendants(id)),
     )();
   }
 
@@ -310,7 +282,7 @@ export class Store extends StoreQueries {
     // --redo rejected: the spec may carry the new seed chosen for the submit (src/engine/select.ts).
     if (spec !== undefined) clear.spec = spec;
     this.transition(jobId, from, 'pending', clear, () => {
-      this.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.runId, jobId);
+      this.c.stmt('DELETE FROM files WHERE run_id = ? AND job_id = ?').run(this.c.runId, jobId);
       // A done job (--redo rejected): what was made from its result is made again, as for a changed spec.
       if (from === 'done') this.graph.rerunDescendants(jobId);
       else this.graph.revive(jobId, from);
@@ -330,23 +302,23 @@ export class Store extends StoreQueries {
     const run = () => {
       this.guardedMove(jobId, from, to, patch);
       // The submit intent: the job records the invocation that sends it and its expected price then.
-      if (from === 'pending' && to === 'submitting' && this.sendingInvocation !== null) {
+      if (from === 'pending' && to === 'submitting' && this.c.sendingInvocation !== null) {
         // The intent names its expected price (the pipeline's: a class price observed in this run); else the estimate.
-        this.stmt('UPDATE jobs SET sent_by = ?, expected_credits = COALESCE(?, estimated_credits) WHERE run_id = ? AND id = ?').run(this.sendingInvocation, patch.expected_credits ?? null, this.runId, jobId);
+        this.c.stmt('UPDATE jobs SET sent_by = ?, expected_credits = COALESCE(?, estimated_credits) WHERE run_id = ? AND id = ?').run(this.c.sendingInvocation, patch.expected_credits ?? null, this.c.runId, jobId);
       }
-      if (typeof patch.last_error === 'string') this.recordError(jobId, patch.last_error);
+      if (typeof patch.last_error === 'string') this.q.recordError(jobId, patch.last_error);
       also?.();
       if (to === 'done') this.clearMarkOnResult(jobId);
       this.graph.afterMove(jobId, to, patch.last_error, from);
     };
     if (this.db.inTransaction) run();
-    else this.tx(run, false);
+    else this.c.tx(run, false);
   }
 
   /** A new result arrived: the job's current mark judged the one it replaced, so it is cleared (kept in its history). */
   private clearMarkOnResult(jobId: string): void {
-    const mark = this.markOf(jobId);
-    if (mark) this.addMark(jobId, null, `cleared: a new result replaced the one marked ${mark.state}`);
+    const mark = this.q.markOf(jobId);
+    if (mark) this.q.addMark(jobId, null, `cleared: a new result replaced the one marked ${mark.state}`);
   }
 
   /** The guarded UPDATE of one job's state (no graph effects); the caller holds the transaction. */
@@ -362,23 +334,91 @@ export class Store extends StoreQueries {
       mask |= 1 << PATCH_COLUMNS.length;
       values.push(patch.attemptsInc);
     }
-    values.push(this.runId, jobId, from);
+    values.push(this.c.runId, jobId, from);
     let update = this.moveStmts.get(mask);
     if (!update) {
       const sets = ['state = ?', 'updated_at = ?'];
       for (let i = 0; i < PATCH_COLUMNS.length; i++) if (mask & (1 << i)) sets.push(`"${PATCH_COLUMNS[i]!}" = ?`);
       if (mask & (1 << PATCH_COLUMNS.length)) sets.push('attempts = attempts + ?');
-      update = this.stmt(`UPDATE jobs SET ${sets.join(', ')} WHERE run_id = ? AND id = ? AND state = ?`);
+      update = this.c.stmt(`UPDATE jobs SET ${sets.join(', ')} WHERE run_id = ? AND id = ? AND state = ?`);
       this.moveStmts.set(mask, update);
     }
     // A job sent again whose earlier result has files on disk: the engine moves them aside (src/engine/previous.ts).
-    const hadFiles = to === 'pending' && from !== 'submitting' && this.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(this.runId, jobId) !== undefined;
+    const hadFiles = to === 'pending' && from !== 'submitting' && this.c.stmt(`SELECT 1 FROM files WHERE run_id = ? AND job_id = ? AND state = 'done' LIMIT 1`).get(this.c.runId, jobId) !== undefined;
     const res = update.run(...values);
     if (res.changes !== 1) {
-      const cur = this.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?').get(this.runId, jobId) as { state: string } | undefined;
+      const cur = this.c.stmt('SELECT state FROM jobs WHERE run_id = ? AND id = ?').get(this.c.runId, jobId) as { state: string } | undefined;
       throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur ? cur.state : 'no such job'}`);
     }
     if (hadFiles) this.replacedResults.push(jobId);
+  }
+
+  // ---- rows read and written without a state change: passed to StoreQueries (queries.ts), where each is described ----
+
+  // runs and their invocations
+  openRun(...a: Parameters<Q['openRun']>): ReturnType<Q['openRun']> { return this.q.openRun(...a); }
+  runs(...a: Parameters<Q['runs']>): ReturnType<Q['runs']> { return this.q.runs(...a); }
+  findRun(...a: Parameters<Q['findRun']>): ReturnType<Q['findRun']> { return this.q.findRun(...a); }
+  useRun(...a: Parameters<Q['useRun']>): ReturnType<Q['useRun']> { return this.q.useRun(...a); }
+  run(...a: Parameters<Q['run']>): ReturnType<Q['run']> { return this.q.run(...a); }
+  setRunFields(...a: Parameters<Q['setRunFields']>): ReturnType<Q['setRunFields']> { return this.q.setRunFields(...a); }
+  startInvocation(...a: Parameters<Q['startInvocation']>): ReturnType<Q['startInvocation']> { return this.q.startInvocation(...a); }
+  finishInvocation(...a: Parameters<Q['finishInvocation']>): ReturnType<Q['finishInvocation']> { return this.q.finishInvocation(...a); }
+  invocations(...a: Parameters<Q['invocations']>): ReturnType<Q['invocations']> { return this.q.invocations(...a); }
+  jobsByInvocation(...a: Parameters<Q['jobsByInvocation']>): ReturnType<Q['jobsByInvocation']> { return this.q.jobsByInvocation(...a); }
+
+  // earlier generations of result files, errors, review marks
+  keepPrevious(...a: Parameters<Q['keepPrevious']>): ReturnType<Q['keepPrevious']> { return this.q.keepPrevious(...a); }
+  previousFiles(...a: Parameters<Q['previousFiles']>): ReturnType<Q['previousFiles']> { return this.q.previousFiles(...a); }
+  dropPrevious(...a: Parameters<Q['dropPrevious']>): ReturnType<Q['dropPrevious']> { return this.q.dropPrevious(...a); }
+  dropFile(...a: Parameters<Q['dropFile']>): ReturnType<Q['dropFile']> { return this.q.dropFile(...a); }
+  noteError(...a: Parameters<Q['noteError']>): ReturnType<Q['noteError']> { return this.q.noteError(...a); }
+  jobErrors(...a: Parameters<Q['jobErrors']>): ReturnType<Q['jobErrors']> { return this.q.jobErrors(...a); }
+  addMark(...a: Parameters<Q['addMark']>): ReturnType<Q['addMark']> { return this.q.addMark(...a); }
+  markOf(...a: Parameters<Q['markOf']>): ReturnType<Q['markOf']> { return this.q.markOf(...a); }
+  marks(...a: Parameters<Q['marks']>): ReturnType<Q['marks']> { return this.q.marks(...a); }
+  markHistory(...a: Parameters<Q['markHistory']>): ReturnType<Q['markHistory']> { return this.q.markHistory(...a); }
+
+  // job reads
+  resultOf(...a: Parameters<Q['resultOf']>): ReturnType<Q['resultOf']> { return this.q.resultOf(...a); }
+  getJob(...a: Parameters<Q['getJob']>): ReturnType<Q['getJob']> { return this.q.getJob(...a); }
+  jobOfTask(...a: Parameters<Q['jobOfTask']>): ReturnType<Q['jobOfTask']> { return this.q.jobOfTask(...a); }
+  nextPending(...a: Parameters<Q['nextPending']>): ReturnType<Q['nextPending']> { return this.q.nextPending(...a); }
+  takenJobs(...a: Parameters<Q['takenJobs']>): ReturnType<Q['takenJobs']> { return this.q.takenJobs(...a); }
+  jobsIn(...a: Parameters<Q['jobsIn']>): ReturnType<Q['jobsIn']> { return this.q.jobsIn(...a); }
+  stateAndHash(...a: Parameters<Q['stateAndHash']>): ReturnType<Q['stateAndHash']> { return this.q.stateAndHash(...a); }
+  permanentFailedIds(...a: Parameters<Q['permanentFailedIds']>): ReturnType<Q['permanentFailedIds']> { return this.q.permanentFailedIds(...a); }
+  pendingCredits(...a: Parameters<Q['pendingCredits']>): ReturnType<Q['pendingCredits']> { return this.q.pendingCredits(...a); }
+  jobIds(...a: Parameters<Q['jobIds']>): ReturnType<Q['jobIds']> { return this.q.jobIds(...a); }
+  allJobs(...a: Parameters<Q['allJobs']>): ReturnType<Q['allJobs']> { return this.q.allJobs(...a); }
+
+  // what the readers see (jobs no longer in the manifest left out), counts
+  leaveOutRemoved(...a: Parameters<Q['leaveOutRemoved']>): ReturnType<Q['leaveOutRemoved']> { return this.q.leaveOutRemoved(...a); }
+  removedIds(...a: Parameters<Q['removedIds']>): ReturnType<Q['removedIds']> { return this.q.removedIds(...a); }
+  leftOutIds(...a: Parameters<Q['leftOutIds']>): ReturnType<Q['leftOutIds']> { return this.q.leftOutIds(...a); }
+  summaryRows(...a: Parameters<Q['summaryRows']>): ReturnType<Q['summaryRows']> { return this.q.summaryRows(...a); }
+  summaryRowsChangedSince(...a: Parameters<Q['summaryRowsChangedSince']>): ReturnType<Q['summaryRowsChangedSince']> { return this.q.summaryRowsChangedSince(...a); }
+  lastChange(...a: Parameters<Q['lastChange']>): ReturnType<Q['lastChange']> { return this.q.lastChange(...a); }
+  counts(...a: Parameters<Q['counts']>): ReturnType<Q['counts']> { return this.q.counts(...a); }
+  filesDone(...a: Parameters<Q['filesDone']>): ReturnType<Q['filesDone']> { return this.q.filesDone(...a); }
+  fileTotals(...a: Parameters<Q['fileTotals']>): ReturnType<Q['fileTotals']> { return this.q.fileTotals(...a); }
+  estimate(...a: Parameters<Q['estimate']>): ReturnType<Q['estimate']> { return this.q.estimate(...a); }
+  pendingWithOwnCallback(...a: Parameters<Q['pendingWithOwnCallback']>): ReturnType<Q['pendingWithOwnCallback']> { return this.q.pendingWithOwnCallback(...a); }
+  pendingEstimate(...a: Parameters<Q['pendingEstimate']>): ReturnType<Q['pendingEstimate']> { return this.q.pendingEstimate(...a); }
+
+  // files, uploads, meta
+  addFiles(...a: Parameters<Q['addFiles']>): ReturnType<Q['addFiles']> { return this.q.addFiles(...a); }
+  fileDone(...a: Parameters<Q['fileDone']>): ReturnType<Q['fileDone']> { return this.q.fileDone(...a); }
+  filesOf(...a: Parameters<Q['filesOf']>): ReturnType<Q['filesOf']> { return this.q.filesOf(...a); }
+  findUpload(...a: Parameters<Q['findUpload']>): ReturnType<Q['findUpload']> { return this.q.findUpload(...a); }
+  recordUpload(...a: Parameters<Q['recordUpload']>): ReturnType<Q['recordUpload']> { return this.q.recordUpload(...a); }
+  getMeta(...a: Parameters<Q['getMeta']>): ReturnType<Q['getMeta']> { return this.q.getMeta(...a); }
+  setMeta(...a: Parameters<Q['setMeta']>): ReturnType<Q['setMeta']> { return this.q.setMeta(...a); }
+  integrityCheck(...a: Parameters<Q['integrityCheck']>): ReturnType<Q['integrityCheck']> { return this.q.integrityCheck(...a); }
+
+  /** The id of the run in use (openRun/useRun). */
+  get currentRunId(): number {
+    return this.c.runId;
   }
 
   /** Throw when the lease was lost (another process took over the file). */
