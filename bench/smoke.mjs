@@ -70,6 +70,12 @@ function runOne(name) {
     child.on('error', (err) => done(`failed to start: ${err.message}`));
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      // What the script started and left behind (a script that failed may not stop its sandbox): its process group.
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // none left
+      }
       done(timedOut ? `timed out after ${LIMIT_S} s` : code === 0 ? null : `exit ${code ?? signal}`);
     });
   });
