@@ -7,7 +7,7 @@
  * manifest (1632 jobs); and mappings of 20,000 keys (in a job's input, at the
  * root). Needs a build first: `npx tsc -p .`.
  *
- *   node bench/manifest.mjs [rows]        (default 100000)
+ *   node bench/manifest.mjs [rows] [--rounds 3] [--wide 20000]   (default 100000 rows)
  *
  * Every measurement runs in a fresh node process so its peak RSS is its own.
  * Targets: >= 50,000 jobs/s, <= 200 MB peak RSS; a YAML job list or JSONL
@@ -58,7 +58,14 @@ if (!existsSync(join(root, 'dist', 'manifest', 'index.js'))) {
   process.exit(2);
 }
 
-const rows = Number(process.argv[2] ?? 100_000);
+const flag = (name, dflt) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const rows = Number(/^\d+$/.test(process.argv[2] ?? '') ? process.argv[2] : 100_000);
+// --rounds N: rounds of each timed comparison (default 3, the least kept); --wide N: keys of the wide mappings (default 20,000).
+const ROUNDS = flag('--rounds', 3);
+const WIDE = flag('--wide', 20_000);
 const dir = mkdtempSync(join(tmpdir(), 'genbatch-bench-'));
 const csv = join(dir, 'jobs.csv');
 
@@ -133,7 +140,7 @@ try {
   // take another process's load), its CPU time in that run, and its highest peak RSS over the rounds.
   const formats = [['CSV', csv], ['YAML list (block)', block], ['YAML list (flow)', flow], ['JSONL', jsonl]];
   const best = new Map();
-  for (let round = 0; round < 3; round++) {
+  for (let round = 0; round < ROUNDS; round++) {
     for (const [label, file] of formats) {
       const r = child('validate', file);
       const b = best.get(label);
@@ -143,25 +150,25 @@ try {
   const base = best.get('CSV');
   for (const [label] of formats) {
     const r = best.get(label);
-    console.log(`api validate ${label.padEnd(17)} ${fmt(r.jobs)} jobs, ${r.problems} problems, best of 3 ${fmt(r.ms)} ms (${(r.ms / base.ms).toFixed(2)}x CSV), CPU ${fmt(r.cpuMs)} ms (${(r.cpuMs / base.cpuMs).toFixed(2)}x CSV), ${fmt(r.jobs / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
+    console.log(`api validate ${label.padEnd(17)} ${fmt(r.jobs)} jobs, ${r.problems} problems, best of ${ROUNDS} ${fmt(r.ms)} ms (${(r.ms / base.ms).toFixed(2)}x CSV), CPU ${fmt(r.cpuMs)} ms (${(r.cpuMs / base.cpuMs).toFixed(2)}x CSV), ${fmt(r.jobs / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
   }
   for (const cmd of [['validate', csv], ['estimate', '--offline', csv]]) {
     const r = cli(cmd);
     console.log(`cli ${cmd.join(' ').replace(csv, 'jobs.csv').padEnd(27)} exit ${r.status}, ${fmt(r.ms)} ms wall (node startup included), ${fmt(rows / (r.ms / 1000))} jobs/s, peak RSS ${r.rssMB.toFixed(0)} MB`);
   }
   const parti = join(root, 'manifests', 'parti.yaml');
-  const runs = [1, 2, 3].map(() => cli(['estimate', '--offline', parti]));
+  const runs = Array.from({ length: ROUNDS }, () => cli(['estimate', '--offline', parti]));
   const parti3 = runs.reduce((a, b) => (a.ms < b.ms ? a : b));
-  console.log(`cli estimate --offline manifests/parti.yaml: exit ${parti3.status}, best of 3 ${fmt(parti3.ms)} ms wall, peak RSS ${parti3.rssMB.toFixed(0)} MB (${parti3.out.trim().split('\n').find((l) => l.startsWith('total')) ?? ''})`);
+  console.log(`cli estimate --offline manifests/parti.yaml: exit ${parti3.status}, best of ${ROUNDS} ${fmt(parti3.ms)} ms wall, peak RSS ${parti3.rssMB.toFixed(0)} MB (${parti3.out.trim().split('\n').find((l) => l.startsWith('total')) ?? ''})`);
   // Wide mappings: 20,000 keys in one job's input, and 20,000 unknown keys at the root (each a problem with its
   // line). Target: well under a second each (the yaml library's own duplicate check made them 5 s and 29 s).
-  const keys = Array.from({ length: 20_000 }, (_, i) => `k${i}: v\n`);
-  const wide = { 'input (20,000 keys)': `jobs:\n  - id: a\n    model: dream-4\n    input:\n      prompt: hi\n${keys.map((k) => `      ${k}`).join('')}`, 'root (20,000 keys)': `${keys.join('')}jobs:\n  - id: a\n    model: dream-4\n    input:\n      prompt: hi\n` };
+  const keys = Array.from({ length: WIDE }, (_, i) => `k${i}: v\n`);
+  const wide = { [`input (${fmt(WIDE)} keys)`]: `jobs:\n  - id: a\n    model: dream-4\n    input:\n      prompt: hi\n${keys.map((k) => `      ${k}`).join('')}`, [`root (${fmt(WIDE)} keys)`]: `${keys.join('')}jobs:\n  - id: a\n    model: dream-4\n    input:\n      prompt: hi\n` };
   for (const [label, text] of Object.entries(wide)) {
     const file = join(dir, 'wide.yaml');
     writeFileSync(file, text);
-    const r = [1, 2, 3].map(() => child('validate', file)).reduce((a, b) => (a.ms < b.ms ? a : b));
-    console.log(`api validate wide mapping, ${label.padEnd(19)} ${r.problems} problems, best of 3 ${fmt(r.ms)} ms, CPU ${fmt(r.cpuMs)} ms`);
+    const r = Array.from({ length: ROUNDS }, () => child('validate', file)).reduce((a, b) => (a.ms < b.ms ? a : b));
+    console.log(`api validate wide mapping, ${label.padEnd(19)} ${r.problems} problems, best of ${ROUNDS} ${fmt(r.ms)} ms, CPU ${fmt(r.cpuMs)} ms`);
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });

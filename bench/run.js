@@ -5,8 +5,10 @@
 //     again with completion callbacks (--listen), each against its target (issue #11 item 13):
 //       polling:   makespan <= bound + status reads / read rate + one poll interval
 //       callbacks: makespan <= 1.2 x bound
-//  4. peak RSS of the load/validate/store phase on a 100,000-job manifest (target <= 200 MB)
-//  5. time to resume a 100,000-job state with nothing left to do      (target <= 2 s)
+//  4. peak RSS of the load/validate/store phase on a 100,000-job manifest (--max-credits 0: nothing sent)
+//  5. peak RSS of the whole run of those 100,000 jobs against a sandbox in another process (target <= 200 MB)
+//  6. time to resume that finished run (its jobs done, their files on disk) with nothing left to do,
+//     and again once the reports are up to date                      (target <= 2 s both)
 // Usage: npm run build && node bench/run.js [--jobs 1000] [--big 100000] [--scale 0.01]
 //          [--jobs 1000,5000] (a second, larger size: also run it and print the steady-state CPU per job,
 //                              (CPU(N2) - CPU(N1)) / (N2 - N1), so fixed cost, warm-up and steady state are
@@ -24,7 +26,6 @@ import { mkdtempSync, rmSync, writeFileSync, createWriteStream, openSync, closeS
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { once } from 'node:events';
-import Database from 'better-sqlite3';
 
 const ROOT = resolve(import.meta.dirname, '..');
 // A fresh folder under the system temp dir each time (never a fixed folder in the repo), removed at exit.
@@ -232,29 +233,41 @@ try {
 }
 if (ONLY === 'run') process.exit(0);
 
-// ---- 4: peak RSS of load/validate/store on BIG jobs (refused by --max-credits 0 right after) ----
-const big = join(WORK, 'big.csv');
-await csvManifest(big, BIG);
-const bigOut = join(WORK, 'big-out');
-const v = await measured(['run', big, '--out', bigOut, '--base-url', 'http://127.0.0.1:9', '--max-credits', '0'], { GENBATCH_API_KEY: 'sk-unused' });
-console.log(`load+validate+store of ${BIG} jobs: exit ${v.exit} (3 expected: refused by --max-credits 0 after the store is written), wall ${fmt(v.wall_s)} s, CPU ${fmt(v.user_s + v.sys_s)} s, peak RSS ${fmt(v.max_rss_mb, 0)} MB   (target <= 200 MB)`);
-if (v.exit !== 3) console.log(v.stderr.slice(0, 2000));
+// ---- 4-6: BIG jobs against a sandbox of their own (another process) ----
+const bigSb = await startSandbox();
+try {
+  const env = { GENBATCH_API_KEY: 'sk-bench-key' };
+  const bigRun = (out, extra = []) => measured(['run', big, '--out', out, '--base-url', bigSb.url, '--time-scale', String(SCALE), '--concurrency', String(CONCURRENCY), '--json', ...extra], env);
+  const big = join(WORK, 'big.csv');
+  await csvManifest(big, BIG);
 
-// ---- 5: resume a BIG-job state with nothing left to do ----
-// The store now holds BIG pending jobs; mark them done (as a finished run would leave them)
-// and time a rerun of the same command: sync of every unchanged job, then reports.
-const db = new Database(join(bigOut, 'state.db'));
-db.exec(`UPDATE jobs SET state = 'done', task_id = 't' || seq, finished_at = updated_at`);
-db.close();
-const r = await measured(['run', big, '--out', bigOut, '--base-url', 'http://127.0.0.1:9', '--json'], { GENBATCH_API_KEY: 'sk-unused' });
-const ev = Object.fromEntries(r.stdout.trim().split('\n').map((l) => JSON.parse(l)).map((e) => [e.type, Date.parse(e.ts)]));
-console.log(`resume of a ${BIG}-job state with nothing to do: exit ${r.exit}, wall ${fmt(r.wall_s)} s (target <= 2 s), CPU ${fmt(r.user_s + r.sys_s)} s, peak RSS ${fmt(r.max_rss_mb, 0)} MB`);
-console.log(`  of which: manifest re-read, checked and matched against the state ${fmt((ev.synced - ev.start) / 1000)} s; ready to submit after ${fmt((ev.estimate - ev.start) / 1000)} s; four reports rewritten ${fmt((ev.finish - ev.estimate) / 1000)} s`);
-if (r.exit !== 0) console.log(r.stderr.slice(0, 2000));
+  // 4: load/validate/store alone: --max-credits 0 sends nothing and leaves every job pending (exit 5).
+  const v = await bigRun(join(WORK, 'big-load'), ['--max-credits', '0']);
+  console.log(`load+validate+store of ${BIG} jobs: exit ${v.exit} (5 expected: every job left pending by --max-credits 0), wall ${fmt(v.wall_s)} s, CPU ${fmt(v.user_s + v.sys_s)} s, peak RSS ${fmt(v.max_rss_mb, 0)} MB`);
+  if (v.exit !== 5) console.log(v.stderr.slice(0, 2000));
 
-// ---- 5b: the same command again: nothing changed, so the reports are left as they are ----
-const r2 = await measured(['run', big, '--out', bigOut, '--base-url', 'http://127.0.0.1:9', '--json'], { GENBATCH_API_KEY: 'sk-unused' });
-const ev2 = Object.fromEntries(r2.stdout.trim().split('\n').map((l) => JSON.parse(l)).map((e) => [e.type, e]));
-console.log(
-  `second resume (reports already written, nothing changed): exit ${r2.exit}, wall ${fmt(r2.wall_s)} s (target <= 2 s), CPU ${fmt(r2.user_s + r2.sys_s)} s, peak RSS ${fmt(r2.max_rss_mb, 0)} MB, reports rewritten: ${ev2.reports?.written}`,
-);
+  // 5: the whole run of BIG jobs (submit, wait, download, reports), from a new state.
+  const bigOut = join(WORK, 'big-out');
+  const full = await bigRun(bigOut);
+  const states = full.stdout.trim().split('\n').map((l) => JSON.parse(l)).findLast((e) => e.type === 'finish')?.counts;
+  console.log(`run of ${BIG} jobs (time scale ${SCALE}, concurrency ${CONCURRENCY}): exit ${full.exit}, wall ${fmt(full.wall_s)} s, CPU ${fmt(full.user_s + full.sys_s)} s, peak RSS ${fmt(full.max_rss_mb, 0)} MB   (target <= 200 MB); jobs: ${JSON.stringify(states ?? null)}`);
+  if (full.exit !== 0) console.log(full.stderr.slice(0, 2000));
+
+  // 6: resume that finished state (its jobs done, their files on disk) with nothing left to do:
+  // the manifest re-read and matched against the state, then the reports, written again (one is removed first).
+  rmSync(join(bigOut, 'report.md'), { force: true });
+  const r = await bigRun(bigOut);
+  const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  const ev = Object.fromEntries(events.map((e) => [e.type, Date.parse(e.ts)]));
+  console.log(`resume of the finished ${BIG}-job run with nothing to do (report.md removed, so the reports are rewritten): exit ${r.exit}, wall ${fmt(r.wall_s)} s (target <= 2 s), CPU ${fmt(r.user_s + r.sys_s)} s, peak RSS ${fmt(r.max_rss_mb, 0)} MB`);
+  console.log(`  of which: manifest re-read, checked and matched against the state ${fmt((ev.synced - ev.start) / 1000)} s; ready to submit after ${fmt((ev.estimate - ev.start) / 1000)} s; four reports rewritten ${fmt((ev.finish - ev.estimate) / 1000)} s (rewritten: ${events.find((e) => e.type === 'reports')?.written})`);
+  if (r.exit !== 0) console.log(r.stderr.slice(0, 2000));
+
+  // 6b: the same command again: nothing changed, so the reports are left as they are.
+  const r2 = await bigRun(bigOut);
+  const ev2 = Object.fromEntries(r2.stdout.trim().split('\n').map((l) => JSON.parse(l)).map((e) => [e.type, e]));
+  console.log(`second resume (reports already written, nothing changed): exit ${r2.exit}, wall ${fmt(r2.wall_s)} s (target <= 2 s), CPU ${fmt(r2.user_s + r2.sys_s)} s, peak RSS ${fmt(r2.max_rss_mb, 0)} MB, reports rewritten: ${ev2.reports?.written}`);
+  if (r2.exit !== 0) console.log(r2.stderr.slice(0, 2000));
+} finally {
+  bigSb.child.kill('SIGTERM');
+}

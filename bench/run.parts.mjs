@@ -49,6 +49,7 @@ if (process.argv[2] === 'server') {
   const { ServiceClient } = await import('../dist/client/index.js');
   const { downloadFile, fsyncDir } = await import('../dist/download/index.js');
   const { writeFileAtomic } = await import('../dist/engine/files.js');
+  const { Root } = await import('../dist/lib/root.js');
   const { GroupCommit } = await import('../dist/store/group-commit.js');
   const { Store } = await import('../dist/store/index.js');
 
@@ -111,11 +112,14 @@ if (process.argv[2] === 'server') {
 
   // 3. files
   if (part('files')) {
+  mkdirSync(join(WORK, 'out'), { recursive: true });
+  // result.json is written as the pipeline writes it: through the output folder's Root (src/lib/root.ts).
+  const out = Root.open(join(WORK, 'out'));
   const fetchOne = async (j) => {
     const dir = join(WORK, 'out', `b${j}`);
     mkdirSync(dir, { recursive: true });
     await downloadFile({ url: `${base}/files/t${j}/image-1.png`, dir, name: 'image-1.png', expectedSize: 5641, dirExists: true, deferDirSync: true });
-    await writeFileAtomic(join(dir, 'result.json'), JSON.stringify({ job_id: `b${j}`, files: [] }, null, 2) + '\n', { dirExists: true });
+    await writeFileAtomic(out, `b${j}/result.json`, JSON.stringify({ job_id: `b${j}`, files: [] }, null, 2) + '\n');
     await fsyncDir(dir);
   };
   let f = 0;

