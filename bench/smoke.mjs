@@ -23,6 +23,7 @@ const SIZES = {
   'manifest.mjs': ['200', '--rounds', '1', '--wide', '200'],
   'pg-claims.mjs': ['--seconds', '1', '--jobs', '300'],
   'pg-store.mjs': ['--jobs', '50'],
+  'resume.mjs': ['--jobs', '30', '--rounds', '1'],
   'run.js': ['--jobs', '20', '--big', '300', '--scale', '0.001', '--wait', 'poll'],
   'run.parts.mjs': ['--jobs', '50'],
   's3.mjs': ['--jobs', '2', '--mb', '1', '--big-mb', '2'],
