@@ -16,7 +16,7 @@
 //          [--claims-seconds 3] [--claims-jobs 50000] (bench/pg-claims.mjs's --seconds and --jobs in the claims part)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -70,6 +70,7 @@ async function server() {
   await pgServer.start();
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    dir,
     stop: async () => {
       await pgServer.stop().catch(() => {});
       rmSync(dir, { recursive: true, force: true });
@@ -195,6 +196,34 @@ async function cpu(admin, sb, path) {
   return r;
 }
 
+/**
+ * CPU seconds the embedded server used so far (user + system of the postmaster, of its live processes, and of
+ * those that ended, from /proc); null for an external server ($GENBATCH_TEST_DATABASE_URL) or without /proc.
+ */
+function serverCpu(dir) {
+  if (!dir) return null;
+  try {
+    const tick = 100;
+    const stat = (pid) => readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+    const master = Number(readFileSync(join(dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const m = stat(master);
+    // Fields after the name: state ppid ... utime(12) stime(13) cutime(14) cstime(15), 0-based from state.
+    let ticks = Number(m[11]) + Number(m[12]) + Number(m[13]) + Number(m[14]);
+    for (const e of readdirSync('/proc')) {
+      if (!/^\d+$/.test(e) || Number(e) === master) continue;
+      try {
+        const f = stat(e);
+        if (Number(f[1]) === master) ticks += Number(f[11]) + Number(f[12]);
+      } catch {
+        // ended meanwhile
+      }
+    }
+    return ticks / tick;
+  } catch {
+    return null;
+  }
+}
+
 /** The tables a statement touches, by name in its text. */
 const TABLES = ['jobs', 'files', 'job_links', 'uploads', 'upload_slots', 'rate', 'budget', 'workers', 'meta', 'runs', 'invocations', 'marks', 'job_errors'];
 /** Rows every worker of a run (or of a key) shares: a statement on one of these is a point where workers queue. */
@@ -217,7 +246,9 @@ async function statements(admin, sb, path, workers) {
       await new Promise((res) => setTimeout(res, 20));
     }
   })();
+  const cpu0 = serverCpu(srv.dir);
   const run = await pgRun(admin, sb, path, workers, false);
+  const cpu1 = serverCpu(srv.dir);
   sampling = false;
   await sampler;
   const rows = (await c.query(`SELECT query, calls::float8 AS calls, total_exec_time AS ms FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname LIKE 'bench_run_%'`)).rows;
@@ -237,10 +268,15 @@ async function statements(admin, sb, path, workers) {
   }
   const top = [...byTable].sort((a, b) => b[1].calls - a[1].calls);
   console.log(`  ${workers} worker(s): ${(all / JOBS).toFixed(2)} statements per job, ${(shared / JOBS).toFixed(2)} on shared rows; ${run.seconds.toFixed(2)} s`);
+  const serverMs = cpu0 === null || cpu1 === null ? null : (1000 * (cpu1 - cpu0)) / JOBS;
+  if (serverMs !== null) console.log(`    PostgreSQL server CPU: ${serverMs.toFixed(2)} ms per job`);
   for (const [k, v] of top.slice(0, 12)) console.log(`    ${(v.calls / JOBS).toFixed(3).padStart(8)} per job  ${(v.ms / JOBS).toFixed(3).padStart(8)} ms per job  ${k}`);
+  if (process.argv.includes('--top')) {
+    for (const r of rows.sort((a, b) => b.ms - a.ms).slice(0, 12)) console.log(`      ${(r.calls / JOBS).toFixed(3).padStart(8)} /job ${(r.ms / JOBS).toFixed(3).padStart(8)} ms/job  ${r.query.replace(/\s+/g, ' ').slice(0, 150)}`);
+  }
   const w = [...waits].sort((a, b) => b[1] - a[1]);
   console.log(`    waits (share of ${samples} samples with a session in it): ${w.slice(0, 8).map(([k, n]) => `${k} ${(n / samples).toFixed(2)}`).join(', ') || 'none'}`);
-  return { per_job: +(all / JOBS).toFixed(3), shared_per_job: +(shared / JOBS).toFixed(3), seconds: +run.seconds.toFixed(2), by_table: Object.fromEntries(top.map(([k, v]) => [k, { calls_per_job: +(v.calls / JOBS).toFixed(3), ms_per_job: +(v.ms / JOBS).toFixed(3) }])), waits: Object.fromEntries(w.map(([k, n]) => [k, +(n / samples).toFixed(3)])) };
+  return { server_cpu_ms_per_job: serverMs === null ? null : +serverMs.toFixed(3), per_job: +(all / JOBS).toFixed(3), shared_per_job: +(shared / JOBS).toFixed(3), seconds: +run.seconds.toFixed(2), by_table: Object.fromEntries(top.map(([k, v]) => [k, { calls_per_job: +(v.calls / JOBS).toFixed(3), ms_per_job: +(v.ms / JOBS).toFixed(3) }])), waits: Object.fromEntries(w.map(([k, n]) => [k, +(n / samples).toFixed(3)])) };
 }
 
 const srv = await server();
