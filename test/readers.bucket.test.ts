@@ -117,7 +117,8 @@ describe('readers of a run in a bucket', () => {
   });
 
   it('mark rewrites the reports in the bucket; the job page of a job made again lists its earlier result kept in previous-1/ in the bucket, with sha256', async () => {
-    expect((await runCli(['mark', manifest, '--out', OUT, '--reject', 'pic-0002'], env, t.dir)).code).toBe(0);
+    const mark = await runCli(['mark', manifest, '--out', OUT, '--reject', 'pic-0002'], env, t.dir);
+    expect(mark.code, mark.stderr).toBe(0);
     // mark writes the reports again, in the bucket.
     const marked = JSON.parse((await s3.get('runs/r/report.json')).toString('utf8')) as { jobs: Array<{ id: string; mark: { state: string } | null }> };
     expect(marked.jobs.find((j) => j.id === 'pic-0002')!.mark?.state).toBe('rejected');

@@ -97,6 +97,15 @@ async function waitForState(state: string, id: string, want: string): Promise<vo
   }
 }
 
+/** Until the sandbox has received a chat call more than `before`: its scripted step is then drawn by this call, not left for the next run's. */
+async function waitForCall(before: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while ((sb.stats().requests.chat ?? 0) <= before) {
+    if (Date.now() > deadline) throw new Error('the chat call never reached the sandbox');
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
 describe('chat jobs in genbatch run', () => {
   it('runs media and chat jobs (4 protocols, stream on and off, a rows template) to done; texts match; resume does nothing', async () => {
     const w = work();
@@ -227,9 +236,12 @@ describe('chat jobs in genbatch run', () => {
     const manifest = join(w.dir, 'sigint.yaml');
     writeFileSync(manifest, ['jobs:', chatJob('waiting', 'vendora/chat-5', 'responses', true, 'Wait for it'), ''].join('\n'));
     sb.script('chat', ['slow']);
+    const calls = sb.stats().requests.chat ?? 0;
     const child = spawnCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--yes'], { GENBATCH_API_KEY: KEY });
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     await waitForState(w.state, 'waiting', 'submitting');
+    // Stopped while the slow call is at the sandbox (else the slow step waits for the next run's call).
+    await waitForCall(calls);
     child.kill('SIGINT');
     expect(await exited).toBe(130);
     expect(readJobs(w.state)[0]).toMatchObject({ state: 'pending', attempts: 1 });
@@ -262,10 +274,12 @@ describe('chat jobs in genbatch run', () => {
     const manifest = join(w.dir, 'crash.yaml');
     writeFileSync(manifest, ['jobs:', chatJob('slow', 'vendorc/lumen-2.5-flash', 'gemini', true, 'Take your time'), chatJob('bad', 'vendora/chat-5', 'chat-completions', false, 'Bad request'), ''].join('\n').replace('      stream: false', '      stream: false\n      max_tokens: -1'));
     sb.script('chat', ['slow']);
+    const calls = sb.stats().requests.chat ?? 0;
     const child = spawnCli(['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--yes', '--concurrency', '1'], { GENBATCH_API_KEY: KEY });
     const exited = new Promise<void>((resolve) => child.on('close', () => resolve()));
-    // Kill -9 once the intent of the slow call is committed.
+    // Kill -9 once the intent of the slow call is committed and the call is at the sandbox.
     await waitForState(w.state, 'slow', 'submitting');
+    await waitForCall(calls);
     child.kill('SIGKILL');
     await exited;
     expect(readJobs(w.state).find((j) => j.id === 'slow')).toMatchObject({ state: 'submitting', attempts: 1 });
