@@ -1,6 +1,8 @@
 /**
  * The view's script, run before the gallery's (src/report/html-app.ts), which hands it each card and, once
- * drawn, an api (update, render, shown, move). It adds:
+ * drawn, an api (update, render, shown, move, has). It adds:
+ * - the rows after the page's first ones: GET /api/rows?after=<next> a stretch at a time once the first cards are
+ *   painted, each handed to update; "loading jobs: n of N" in #gb-loading until the last (src/view/gallery.ts);
  * - live updates: GET /api/jobs?since=&gen= every second; changed rows replace theirs (or are added) and the
  *   counts are redrawn, without a reload;
  * - review marks: on each done card Approve / Reject (Clear mark when marked), a checkbox to select it, and a
@@ -190,7 +192,9 @@ window.gbView = {
     polled = Date.now();
     showLoading();
     const tick = async () => { setTimeout(tick, await sync(false)); };
-    setTimeout(tick, next !== null ? 0 : 1000);
+    // The first stretch once the first cards are painted (a frame, then a task): its parse and update wait for them.
+    if (next !== null) requestAnimationFrame(() => setTimeout(tick, 0));
+    else setTimeout(tick, 1000);
   },
 };
 function step(d) {
