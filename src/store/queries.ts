@@ -303,11 +303,11 @@ export class StoreQueries {
     return out.size === 0 ? rows : rows.filter((r) => !out.has(r.id));
   }
 
-  /** The jobs after seq `after`, about `limit` of them, in manifest order, and the seq they end at (null: the run's end). */
-  summaryRowsAfter(after: number, limit: number): { rows: SummaryRow[]; upto: number | null } {
+  /** The jobs after seq `after`, about `limit` of them, in manifest order, the seq they end at, and whether that is the run's end. */
+  summaryRowsAfter(after: number, limit: number): { rows: SummaryRow[]; upto: number; end: boolean } {
     const out = this.leftOutIds();
     const r = reads.summaryRowsAfter(this.c.db, this.c.runId, after, limit);
-    return out.size === 0 ? r : { rows: r.rows.filter((x) => !out.has(x.id)), upto: r.upto };
+    return out.size === 0 ? r : { ...r, rows: r.rows.filter((x) => !out.has(x.id)) };
   }
 
   /** Up to `limit` jobs in these states, in manifest order. */

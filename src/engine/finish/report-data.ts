@@ -189,16 +189,16 @@ type InputTuple = [string, string | null, number | null, number | null];
 /** input, sent_by, expected_credits. */
 type JobExtra = [string | null, number | null, number | null];
 
-/** A stretch of the run's jobs: their summary rows, those with seq in (after, upto] (upto null: to the end). */
+/** A stretch of the run's jobs: their summary rows, those with seq in (after, upto]. */
 interface Stretch {
   rows: readonly SummaryRow[];
   after: number;
-  upto: number | null;
+  upto: number;
 }
 
 function* streamed(store: Store, marks: ReadonlyMap<string, Mark>, refused: string | null, stretch?: Stretch): Iterable<ReportJob> {
   const runId = store.run().id;
-  const args = stretch ? [runId, stretch.after, stretch.upto ?? Number.MAX_SAFE_INTEGER] : [runId];
+  const args = stretch ? [runId, stretch.after, stretch.upto] : [runId];
   const files = store.db.prepare(filesInJobOrder(stretch !== undefined)).raw(true).iterate(...args) as IterableIterator<FileTuple>;
   const inputs = store.db.prepare(inputsInJobOrder(hasJobSendColumns(store.db), stretch !== undefined)).raw(true).iterate(...args) as IterableIterator<InputTuple>;
   // Jobs no longer in the manifest, when left out: their files and inputs are passed over with them.
@@ -316,9 +316,10 @@ export function reportJobsOf(store: Store, rows: readonly SummaryRow[]): ReportJ
 
 /**
  * The report jobs after seq `after`, about `limit` of them, in manifest order (files and inputs read beside them as
- * for a whole report), and the seq they end at (null: the run's end): the view's rows, a stretch at a time.
+ * for a whole report, by the same bound), and the seq they end at (null: the run's end as this read saw it): the
+ * view's rows, a stretch at a time.
  */
 export function reportJobsAfter(store: Store, after: number, limit: number): { jobs: ReportJob[]; upto: number | null } {
-  const { rows, upto } = store.summaryRowsAfter(after, limit);
-  return { jobs: [...streamed(store, store.marks(), refusalNote(store)?.reason ?? null, { rows, after, upto })], upto };
+  const { rows, upto, end } = store.summaryRowsAfter(after, limit);
+  return { jobs: [...streamed(store, store.marks(), refusalNote(store)?.reason ?? null, { rows, after, upto })], upto: end ? null : upto };
 }
