@@ -7,7 +7,7 @@ export type { RunOptions, RunOutcome } from './run.js';
 export { EventBus } from './events.js';
 export type { EngineEvent, EventListener, StopReason } from './events.js';
 export type { DownloadPort, DownloadResult, ServicePort, SubmitBody, TaskStatus, TaskView, UploadCall } from './ports.js';
-export { buildReportData, reportJobsOf } from './finish/report-data.js';
+export { buildReportData, reportJobsAfter, reportJobsOf } from './finish/report-data.js';
 export { extractResults, canonicalJson, setAtPath } from './results.js';
 export { planProbes, probeOne, recordProbe } from './tools/probe.js';
 export type { ProbePlan, ProbePlanEntry } from './tools/probe.js';

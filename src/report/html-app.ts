@@ -164,18 +164,22 @@ function render() {
   if (grid) {
     fillAxis(across, keys, false, pickAcross, matrix[0]);
     fillAxis(down, keys, true, pickDown, matrix.length > 1 ? matrix[1] : "");
-    gallery.replaceChildren();
+    gallery.replaceChildren(); drawn = [];
     drawGrid();
     info.textContent = view.length === rows.length ? rows.length + " jobs" : view.length + " of " + rows.length + " jobs match";
     return;
   }
-  gridBox.replaceChildren();
+  if (gridBox.childElementCount > 0) { gridBox.replaceChildren(); drawn = []; }
   renderCards();
 }
+// The rows of the cards drawn: when the page would draw the same rows again (the view adding rows elsewhere), its cards are kept.
+let drawn = [];
 function renderCards() {
   const pages = Math.max(1, Math.ceil(view.length / PAGE));
   if (page >= pages) page = pages - 1;
-  gallery.replaceChildren(...view.slice(page * PAGE, (page + 1) * PAGE).map((i) => card(rows[i])));
+  const shown = view.slice(page * PAGE, (page + 1) * PAGE).map((i) => rows[i]);
+  if (gallery.childElementCount !== shown.length || shown.some((r, k) => r !== drawn[k])) gallery.replaceChildren(...shown.map(card));
+  drawn = shown;
   info.textContent = view.length === rows.length ? rows.length + " jobs" : view.length + " of " + rows.length + " jobs match";
   pageInfo.textContent = "page " + (page + 1) + " of " + pages;
   prev.disabled = page === 0;
@@ -272,11 +276,18 @@ down.addEventListener("change", () => { pickDown = down.value; render(); });
 // A link can open the page searched and filtered: report.html#q=harbour&state=done&model=...&kind=image&sort=newest.
 const want = new URLSearchParams(location.hash.slice(1));
 const pick = (sel, name, label) => { if (!want.has(name)) return; for (const o of sel.options) if (o.value !== "" && label(o.value) === want.get(name)) sel.value = o.value; };
+// A state, model, kind or mark the first rows do not have yet is picked once rows that have it come (the view), until the reader picks one.
+let touched = false;
+const pickAll = () => {
+  if (touched) return;
+  pick(fState, "state", (v) => meta.states[v]);
+  pick(fModel, "model", (v) => meta.models[v]);
+  pick(fKind, "kind", (v) => (v === "-" ? "none" : KIND[v]));
+  pick(fMark, "mark", (v) => (v === "-" ? "none" : v));
+};
+for (const el of [fState, fModel, fKind, fMark]) el.addEventListener("change", () => { touched = true; });
 q.value = want.get("q") || "";
-pick(fState, "state", (v) => meta.states[v]);
-pick(fModel, "model", (v) => meta.models[v]);
-pick(fKind, "kind", (v) => (v === "-" ? "none" : KIND[v]));
-pick(fMark, "mark", (v) => (v === "-" ? "none" : v));
+pickAll();
 if (want.get("layout") === "grid") layout.value = "grid";
 if (want.has("across")) pickAcross = want.get("across");
 if (want.has("down")) pickDown = want.get("down");
@@ -301,8 +312,10 @@ if (hook) {
         else { rows[i] = r; hay[i] = undefined; varCache[i] = undefined; }
       }
       filters();
+      pickAll();
       apply(true);
     },
+    has: (id) => at.has(id),
     move(step) {
       const pages = Math.max(1, Math.ceil(view.length / PAGE));
       if (page + step < 0 || page + step >= pages) return false;

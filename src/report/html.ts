@@ -47,6 +47,12 @@ export interface HtmlOptions {
    * controls and gallery are written even with no job yet.
    */
   live?: { script: string; data: string };
+  /**
+   * The view: the page carries only the jobs given to job() (its first rows; the rest come from the view's
+   * /api/rows), and what report.html counts over every job comes from here: the number of jobs, the files
+   * and their bytes, and the problems (the first `problemLimit` of them, in manifest order, and how many in all).
+   */
+  totals?: { jobs: number; files: { count: number; bytes: number }; problems: readonly ReportJob[]; problemCount: number };
 }
 
 const ERROR_CHARS = 2000;
@@ -215,12 +221,13 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
   const data = options.pageData ?? new PageData(linkBase(s.out_dir, options.reportDir));
   const live = options.live;
   const hashes = [SCRIPT_HASH, ...(live ? [createHash('sha256').update(live.script).digest('base64')] : [])].map((h) => `'sha256-${h}'`).join(' ');
-  const problems: string[] = [];
+  const totals = options.totals;
+  const problems: string[] = totals ? totals.problems.slice(0, problemLimit).map(problemHtml) : [];
   let rows = 0;
   let moreRows = 0;
-  let moreProblems = 0;
-  let files = 0;
-  let bytes = 0;
+  let moreProblems = totals ? Math.max(0, totals.problemCount - problems.length) : 0;
+  let files = totals?.files.count ?? 0;
+  let bytes = totals?.files.bytes ?? 0;
   const title = `genbatch ${live ? 'view' : 'report'}: ${s.manifest}`;
   return {
     start: () =>
@@ -229,6 +236,7 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
       '<meta name="viewport" content="width=device-width,initial-scale=1">' +
       `<meta name="referrer" content="no-referrer"><title>${escapeHtml(title)}</title><style>${CSS}</style></head>\n<body>\n<script type="application/json" id="gb-jobs">[`,
     job(job) {
+      if (totals) return `${rows++ === 0 ? '\n' : ',\n'}${data.row(job)}`;
       const t = fileTotals(job.files);
       files += t.count;
       bytes += t.bytes;
@@ -266,7 +274,7 @@ export function htmlSink(s: ReportSummary, options: HtmlOptions = {}): ReportSin
         out.push('</ul>\n');
         if (moreProblems > 0) out.push(`<p class="note">and ${moreProblems} more, listed in report.csv and report.json.</p>\n`);
       }
-      out.push(`<h2 id="gb-jobs-title">Jobs (${rows + moreRows})</h2>\n`);
+      out.push(`<h2 id="gb-jobs-title">Jobs (${totals ? totals.jobs : rows + moreRows})</h2>\n`);
       if (rows === 0 && !live) out.push('<p class="note">No jobs.</p>\n');
       else {
         out.push(CONTROLS, '<div class="gallery" id="gb-gallery"></div>\n<div class="gridbox" id="gb-grid" hidden></div>\n', PAGER);

@@ -100,4 +100,4 @@ async function writeAll(to: ReportPaths, data: ReportData, options: ReportOption
 }
 export { CSS, escapeHtml, htmlSink, invocationTail, timeHtml } from './html.js';
 export { PageData, fileHref, scriptJson } from './html-data.js';
-export { creditsLine, creditsNotes, formatBytes, orderedCounts, totalJobs } from './format.js';
+export { PROBLEM_STATES, creditsLine, creditsNotes, formatBytes, orderedCounts, totalJobs } from './format.js';

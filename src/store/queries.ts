@@ -303,6 +303,21 @@ export class StoreQueries {
     return out.size === 0 ? rows : rows.filter((r) => !out.has(r.id));
   }
 
+  /** The jobs after seq `after`, about `limit` of them, in manifest order, the seq they end at, and whether that is the run's end. */
+  summaryRowsAfter(after: number, limit: number): { rows: SummaryRow[]; upto: number; end: boolean } {
+    const out = this.leftOutIds();
+    const r = reads.summaryRowsAfter(this.c.db, this.c.runId, after, limit);
+    return out.size === 0 ? r : { ...r, rows: r.rows.filter((x) => !out.has(x.id)) };
+  }
+
+  /** Up to `limit` jobs in these states, in manifest order. */
+  summaryRowsIn(states: readonly string[], limit: number): SummaryRow[] {
+    const out = this.leftOutIds();
+    // Left-out jobs are read and dropped: the limit is met by those that remain.
+    const rows = reads.summaryRowsIn(this.c.db, this.c.runId, states, limit + out.size);
+    return (out.size === 0 ? rows : rows.filter((x) => !out.has(x.id))).slice(0, limit);
+  }
+
   /** The time of the run's latest change (a job's updated_at or a mark), '' when none. */
   lastChange(): string {
     return reads.lastChange(this.c.db, this.c.runId, this.hasMarks());

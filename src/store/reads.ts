@@ -247,3 +247,24 @@ export function lastChange(db: Database.Database, runId: number, marks: boolean)
   const mark = marks ? ((db.prepare('SELECT MAX(at) FROM marks WHERE run_id = ?').pluck().get(runId) as string | null) ?? '') : '';
   return jobs > mark ? jobs : mark;
 }
+
+/**
+ * The run's jobs after sequence number `after`, in manifest order, about `limit` of them: every job with seq in
+ * (after, upto], `upto` the seq of the limit-th one, or when fewer are left the greatest seq now (`end`: none
+ * after them as this read saw it). A bound by seq, not an offset, so that the next stretch starts where this
+ * one ended however many jobs are added (a new job takes a seq above every other), two jobs with one seq are
+ * never split, and a read of their files or inputs by the same bound meets no job added since.
+ */
+export function summaryRowsAfter(db: Database.Database, runId: number, after: number, limit: number): { rows: SummaryRow[]; upto: number; end: boolean } {
+  const nth = db.prepare('SELECT seq FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT 1 OFFSET ?').pluck().get(runId, after, limit - 1) as number | undefined;
+  const upto = nth ?? Math.max(after, (db.prepare('SELECT MAX(seq) FROM jobs WHERE run_id = ?').pluck().get(runId) as number | null) ?? after);
+  const rows = db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq`).raw(true).all(runId, after, upto) as SummaryTuple[];
+  return { rows: rows.map(summaryRow), upto, end: nth === undefined };
+}
+
+/** Up to `limit` of the run's jobs in these states, in manifest order (the view's list of problems). */
+export function summaryRowsIn(db: Database.Database, runId: number, states: readonly string[], limit: number): SummaryRow[] {
+  if (states.length === 0 || limit <= 0) return [];
+  const rows = db.prepare(`SELECT ${SUMMARY_COLUMNS} FROM jobs WHERE run_id = ? AND state IN (${states.map(() => '?').join(', ')}) ORDER BY seq LIMIT ?`).raw(true).all(runId, ...states, limit) as SummaryTuple[];
+  return rows.map(summaryRow);
+}

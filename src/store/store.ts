@@ -398,6 +398,8 @@ export class Store {
   leftOutIds(...a: Parameters<Q['leftOutIds']>): ReturnType<Q['leftOutIds']> { return this.q.leftOutIds(...a); }
   summaryRows(...a: Parameters<Q['summaryRows']>): ReturnType<Q['summaryRows']> { return this.q.summaryRows(...a); }
   summaryRowsChangedSince(...a: Parameters<Q['summaryRowsChangedSince']>): ReturnType<Q['summaryRowsChangedSince']> { return this.q.summaryRowsChangedSince(...a); }
+  summaryRowsAfter(...a: Parameters<Q['summaryRowsAfter']>): ReturnType<Q['summaryRowsAfter']> { return this.q.summaryRowsAfter(...a); }
+  summaryRowsIn(...a: Parameters<Q['summaryRowsIn']>): ReturnType<Q['summaryRowsIn']> { return this.q.summaryRowsIn(...a); }
   lastChange(...a: Parameters<Q['lastChange']>): ReturnType<Q['lastChange']> { return this.q.lastChange(...a); }
   counts(...a: Parameters<Q['counts']>): ReturnType<Q['counts']> { return this.q.counts(...a); }
   filesDone(...a: Parameters<Q['filesDone']>): ReturnType<Q['filesDone']> { return this.q.filesDone(...a); }

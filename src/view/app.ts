@@ -1,6 +1,8 @@
 /**
  * The view's script, run before the gallery's (src/report/html-app.ts), which hands it each card and, once
- * drawn, an api (update, render, shown, move). It adds:
+ * drawn, an api (update, render, shown, move, has). It adds:
+ * - the rows after the page's first ones: GET /api/rows?after=<next> a stretch at a time once the first cards are
+ *   painted, each handed to update; "loading jobs: n of N" in #gb-loading until the last (src/view/gallery.ts);
  * - live updates: GET /api/jobs?since=&gen= every second; changed rows replace theirs (or are added) and the
  *   counts are redrawn, without a reload;
  * - review marks: on each done card Approve / Reject (Clear mark when marked), a checkbox to select it, and a
@@ -20,12 +22,15 @@ const live = JSON.parse(document.getElementById("gb-live").textContent);
 const h = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined && text !== null) e.textContent = String(text); return e; };
 const button = (text, cls, fn) => { const b = h("button", cls, text); b.type = "button"; b.addEventListener("click", fn); return b; };
 const sel = new Set(), states = new Map(), rowOf = new Map();
-let current = null, api = null, since = live.since, gen = live.gen, polling = false;
+let current = null, api = null, since = live.since, gen = live.gen, busy = false, polled = 0;
+// The rows after the page's first ones: GET /api/rows?after=<next>, a stretch at a time, until next is null.
+let next = live.next;
 const note = h("input"); note.id = "gb-note"; note.type = "text"; note.placeholder = "Note for the next mark (optional)"; note.setAttribute("aria-label", "Note for the next mark");
 const selInfo = h("span", "note"); selInfo.id = "gb-sel";
 const status = h("span", "note"); status.id = "gb-live-status"; status.setAttribute("aria-live", "polite");
+const loading = h("span", "note"); loading.id = "gb-loading";
 const bar = h("div", "bar"); bar.id = "gb-bar";
-bar.append(note, button("Approve selected", null, () => mark([...sel], "approved")), button("Reject selected", null, () => mark([...sel], "rejected")), button("Clear selection", null, () => { sel.clear(); for (const c of document.querySelectorAll(".card.sel")) { c.classList.remove("sel"); c.querySelector("input[type=checkbox]").checked = false; } showSel(); }), selInfo, status);
+bar.append(note, button("Approve selected", null, () => mark([...sel], "approved")), button("Reject selected", null, () => mark([...sel], "rejected")), button("Clear selection", null, () => { sel.clear(); for (const c of document.querySelectorAll(".card.sel")) { c.classList.remove("sel"); c.querySelector("input[type=checkbox]").checked = false; } showSel(); }), selInfo, status, loading);
 const keys = h("p", "note", "Keys: j / k or arrows: next / previous card; Enter or o (or a click on an image): the image full size, Esc closes it; x: select; a: approve; r: reject (the selection, else the current card).");
 const gallery = document.getElementById("gb-gallery");
 gallery.before(bar, keys);
@@ -57,7 +62,7 @@ async function mark(chosen, m) {
   note.value = "";
   for (const id of ids) sel.delete(id);
   showSel();
-  await poll();
+  await sync(true);
 }
 function counts(list, total) {
   const ul = document.getElementById("gb-counts");
@@ -112,21 +117,50 @@ function showBox() {
 }
 function openBox(id) { setCurrent(id, true); lb.hidden = false; showBox(); }
 function closeBox() { lb.hidden = true; }
+function showLoading() {
+  if (next === null) { loading.textContent = ""; loading.dataset.done = "1"; }
+  else loading.textContent = "loading jobs: " + api.rows.length + " of " + live.total;
+}
+// One stretch of rows; false when the view did not give it (tried again later).
+async function more() {
+  try {
+    const res = await fetch("/api/rows?after=" + encodeURIComponent(next), { cache: "no-store" });
+    if (!res.ok) { loading.textContent = "Loading the jobs: the view answered HTTP " + res.status + "."; return false; }
+    const b = await res.json();
+    next = b.next;
+    if (b.rows.length > 0) { api.update(b.rows, b.tables); setCurrent(current, false); }
+    showLoading();
+    return true;
+  } catch (e) { loading.textContent = "Loading the jobs: the view is not answering (stopped?)."; return false; }
+}
 async function poll() {
-  if (polling || api === null) return;
-  polling = true;
+  polled = Date.now();
   try {
     const res = await fetch("/api/jobs?since=" + encodeURIComponent(since) + "&gen=" + gen, { cache: "no-store" });
     if (!res.ok) { status.textContent = "The view answered HTTP " + res.status + "."; return; }
     const b = await res.json();
     since = b.since; gen = b.gen;
-    if (b.rows.length > 0) { api.update(b.rows, b.tables); setCurrent(current, false); }
+    // While rows are still to come, a changed job not yet here is left to them: added now, it would go out of manifest order.
+    const rows = next === null ? b.rows : b.rows.filter((r) => api.has(r[0]));
+    if (rows.length > 0) { api.update(rows, b.tables); setCurrent(current, false); }
     if (b.counts) counts(b.counts, b.total);
     if (b.head) head(b.head);
     if (!lb.hidden) showBox();
     status.dataset.gen = String(gen);
   } catch (e) { status.textContent = "The view is not answering (stopped?)."; }
-  finally { polling = false; }
+}
+// Rows and polls one at a time, in the order they were read: a later answer is never replaced by an earlier one.
+// While rows are coming, a stretch each turn and a poll at most once a second (or after a mark: now).
+// The time to wait before the next turn (ms): none while rows are coming, unless the view failed to give them.
+async function sync(now) {
+  if (busy || api === null) return next !== null ? 50 : 1000;
+  busy = true;
+  let ok = true;
+  try {
+    if (next !== null) ok = await more();
+    if (next === null || now === true || Date.now() - polled >= 1000) await poll();
+  } finally { busy = false; }
+  return next !== null && ok ? 0 : 1000;
 }
 window.gbView = {
   href: (id) => "/job/" + encodeURIComponent(id),
@@ -155,8 +189,12 @@ window.gbView = {
   },
   ready(x) {
     api = x;
-    const tick = async () => { await poll(); setTimeout(tick, 1000); };
-    setTimeout(tick, 1000);
+    polled = Date.now();
+    showLoading();
+    const tick = async () => { setTimeout(tick, await sync(false)); };
+    // The first stretch once the first cards are painted (a frame, then a task): its parse and update wait for them.
+    if (next !== null) requestAnimationFrame(() => setTimeout(tick, 0));
+    else setTimeout(tick, 1000);
   },
 };
 function step(d) {

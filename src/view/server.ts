@@ -4,15 +4,14 @@ import { networkInterfaces } from 'node:os';
 import { resolve } from 'node:path';
 import { GenbatchError, UsageError } from '../errors.js';
 import { markJobs, type MarkAction } from '../engine/index.js';
-import { htmlSink, PageData, scriptJson } from '../report/index.js';
+import { PageData } from '../report/index.js';
 import { isS3Url } from '../storage/index.js';
 import type { Store } from '../store/index.js';
-import { VIEW_SCRIPT } from './app.js';
 import { detailPage } from './detail.js';
 import { runOutput } from './output.js';
 import { allowedHosts, cookieName, cookieValue, hostAllowed, newToken, originAllowed, TOKEN_HEADER, tokenCookie, tokenMatches } from './guard.js';
 import { LiveState } from './live.js';
-import { headValues, viewSummary } from './head.js';
+import { CHUNK_ROWS, galleryPage, parseAfter, rowsAnswer } from './gallery.js';
 import { localRefs, sendRef } from './refs.js';
 
 export interface ViewOptions {
@@ -24,6 +23,8 @@ export interface ViewOptions {
   port?: number;
   /** The token (default: a new random one); tests pass none. */
   token?: string;
+  /** Rows per GET /api/rows answer (default CHUNK_ROWS); tests pass a few. */
+  chunkRows?: number;
   /** Called after marks were written to `store` (a copy of a PostgreSQL state: they go to the database too). */
   saveMarks?: () => Promise<unknown>;
 }
@@ -102,29 +103,7 @@ export async function startView(o: ViewOptions): Promise<View> {
   let allowed = new Set<string>();
   let cookie = '';
   let marked = 0;
-
-  async function page(res: ServerResponse): Promise<void> {
-    // One summary for the header's values, the page's header and its rows (each a read over every job of the run).
-    let view: ReturnType<typeof viewSummary> | null = null;
-    const start = live.start(() => headValues(store, undefined, (view = viewSummary(store))));
-    const { summary, data } = view ?? viewSummary(store);
-    const sink = htmlSink(summary, { pageData: live.pageData, live: { script: VIEW_SCRIPT, data: scriptJson(start) } });
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-    const chunks: string[] = [sink.start()];
-    let size = 0;
-    for (const job of data.jobs()) {
-      const t = sink.job(job);
-      chunks.push(t);
-      size += t.length;
-      if (size > 1 << 16) {
-        if (!res.write(chunks.join(''))) await new Promise((r) => res.once('drain', r));
-        chunks.length = 0;
-        size = 0;
-      }
-    }
-    chunks.push(...sink.end());
-    res.end(chunks.join(''));
-  }
+  const chunkRows = Math.max(1, Math.floor(o.chunkRows ?? CHUNK_ROWS));
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
@@ -162,7 +141,12 @@ export async function startView(o: ViewOptions): Promise<View> {
         throw err;
       }
     }
-    if (path === '/') return page(res);
+    if (path === '/') return send(res, 200, 'text/html; charset=utf-8', galleryPage(store, live));
+    if (path === '/api/rows') {
+      const after = parseAfter(url.searchParams.get('after'));
+      if (after === null) return json(res, 400, JSON.stringify({ error: 'GET /api/rows: after must be a whole number (0: from the start; then the next of the previous answer)' }));
+      return json(res, 200, rowsAnswer(store, live, after, chunkRows));
+    }
     if (path === '/api/jobs') {
       const gen = Number(url.searchParams.get('gen') ?? '0');
       return json(res, 200, live.changes(url.searchParams.get('since') ?? '', Number.isFinite(gen) ? gen : 0));

@@ -169,9 +169,9 @@ function keptJobs(store: Store, limit: number, marks: ReadonlyMap<string, Mark>,
  * (seq; ties by id, the order of the jobs_by_seq index): read beside the rows by one query instead of a
  * files query per job (~1.6 us each: 160 ms for 100,000 jobs, most of them without files).
  */
-const FILES_IN_JOB_ORDER = `SELECT f.job_id, f.name, f.url, f.type, f.content_type, f.path, f.size, f.sha256
+const filesInJobOrder = (stretch: boolean): string => `SELECT f.job_id, f.name, f.url, f.type, f.content_type, f.path, f.size, f.sha256
   FROM jobs j INDEXED BY jobs_by_seq JOIN files f ON f.run_id = j.run_id AND f.job_id = j.id
-  WHERE j.run_id = ? AND f.state = 'done' AND f.path IS NOT NULL ORDER BY j.seq, j.id, f.idx`;
+  WHERE j.run_id = ?${stretch ? ' AND j.seq > ? AND j.seq <= ?' : ''} AND f.state = 'done' AND f.path IS NOT NULL ORDER BY j.seq, j.id, f.idx`;
 
 type FileTuple = [string, string, string | null, string, string | null, string, number | null, string | null];
 
@@ -180,8 +180,8 @@ type FileTuple = [string, string, string | null, string, string | null, string, 
  * store.summaryRows(): read beside the rows, like the files, so the summary rows stay without the large columns.
  */
 const SENT_COLUMNS = (has: boolean): string => (has ? 'sent_by, expected_credits' : 'NULL, NULL');
-const inputsInJobOrder = (has: boolean): string =>
-  `SELECT id, COALESCE(submitted_input, json_extract(spec, '$.input')), ${SENT_COLUMNS(has)} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`;
+const inputsInJobOrder = (has: boolean, stretch: boolean): string =>
+  `SELECT id, COALESCE(submitted_input, json_extract(spec, '$.input')), ${SENT_COLUMNS(has)} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ?${stretch ? ' AND seq > ? AND seq <= ?' : ''} ORDER BY seq`;
 const inputOf = (has: boolean): string => `SELECT COALESCE(submitted_input, json_extract(spec, '$.input')), ${SENT_COLUMNS(has)} FROM jobs WHERE run_id = ? AND id = ?`;
 
 /** id, input, sent_by, expected_credits. */
@@ -189,15 +189,23 @@ type InputTuple = [string, string | null, number | null, number | null];
 /** input, sent_by, expected_credits. */
 type JobExtra = [string | null, number | null, number | null];
 
-function* streamed(store: Store, marks: ReadonlyMap<string, Mark>, refused: string | null): Iterable<ReportJob> {
+/** A stretch of the run's jobs: their summary rows, those with seq in (after, upto]. */
+interface Stretch {
+  rows: readonly SummaryRow[];
+  after: number;
+  upto: number;
+}
+
+function* streamed(store: Store, marks: ReadonlyMap<string, Mark>, refused: string | null, stretch?: Stretch): Iterable<ReportJob> {
   const runId = store.run().id;
-  const files = store.db.prepare(FILES_IN_JOB_ORDER).raw(true).iterate(runId) as IterableIterator<FileTuple>;
-  const inputs = store.db.prepare(inputsInJobOrder(hasJobSendColumns(store.db))).raw(true).iterate(runId) as IterableIterator<InputTuple>;
+  const args = stretch ? [runId, stretch.after, stretch.upto] : [runId];
+  const files = store.db.prepare(filesInJobOrder(stretch !== undefined)).raw(true).iterate(...args) as IterableIterator<FileTuple>;
+  const inputs = store.db.prepare(inputsInJobOrder(hasJobSendColumns(store.db), stretch !== undefined)).raw(true).iterate(...args) as IterableIterator<InputTuple>;
   // Jobs no longer in the manifest, when left out: their files and inputs are passed over with them.
   const out = store.leftOutIds();
   try {
     let head = files.next();
-    for (const row of store.summaryRows()) {
+    for (const row of stretch ? stretch.rows : store.summaryRows()) {
       const list: FileTuple[] = [];
       while (!head.done && head.value[0] !== row.id && out.has(head.value[0])) head = files.next();
       while (!head.done && head.value[0] === row.id) {
@@ -304,4 +312,14 @@ export function reportJobsOf(store: Store, rows: readonly SummaryRow[]): ReportJ
   const marks = store.marks();
   const refused = refusalNote(store)?.reason ?? null;
   return rows.map((row) => reportJob(store, row, marks, refused));
+}
+
+/**
+ * The report jobs after seq `after`, about `limit` of them, in manifest order (files and inputs read beside them as
+ * for a whole report, by the same bound), and the seq they end at (null: the run's end as this read saw it): the
+ * view's rows, a stretch at a time.
+ */
+export function reportJobsAfter(store: Store, after: number, limit: number): { jobs: ReportJob[]; upto: number | null } {
+  const { rows, upto, end } = store.summaryRowsAfter(after, limit);
+  return { jobs: [...streamed(store, store.marks(), refusalNote(store)?.reason ?? null, { rows, after, upto })], upto: end ? null : upto };
 }
