@@ -74,6 +74,24 @@ describe('a session idle in a transaction', () => {
     }
   });
 
+  it('a transaction whose session ended after its last statement, before its COMMIT was sent, is made again: the first wrote nothing', async () => {
+    const pool = openPool(db.url, { max: 1, idleInTransactionMs: 200 });
+    try {
+      let attempts = 0;
+      const out = await inTx(pool, async (c) => {
+        attempts++;
+        await c.query(`INSERT INTO meta (key, value) VALUES ('after-last-statement', $1)`, [String(attempts)]);
+        // The first attempt sleeps past the limit after its last statement (a worker paused just before its COMMIT).
+        if (attempts === 1) await new Promise((r) => setTimeout(r, 600));
+        return attempts;
+      });
+      expect(out).toBe(2);
+      expect((await admin.query(`SELECT value FROM meta WHERE key = 'after-last-statement'`)).rows).toEqual([{ value: '2' }]);
+    } finally {
+      await pool.end();
+    }
+  });
+
   it("is half a worker's lease, at least 5 s", () => {
     expect(idleInTransactionMs(30_000)).toBe(15_000);
     expect(idleInTransactionMs(2_000)).toBe(5_000);

@@ -85,6 +85,9 @@ export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { du
     try {
       await c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
       const out = await fn(c);
+      // Ended after fn's last answer came (paused between it and the COMMIT: the answer and the server's end of
+      // the session are read together on waking): the COMMIT is never sent, so nothing was committed either.
+      if (broken) throw broken;
       committing = true;
       await c.query('COMMIT');
       return out;
