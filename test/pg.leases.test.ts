@@ -106,6 +106,24 @@ describe('PostgreSQL job leases (src/store/pg/leases.ts)', () => {
     expect((await claim(pool, runId, 'live', 10)).jobs.map((j) => j.id)).toEqual(['chat']);
   });
 
+  it('a move refused because the lease had run out, renewed by the heartbeat before the refusal is looked into, is made again', async () => {
+    const runId = await seedRun(pool, 'renewed-between', [{ id: 'r' }]);
+    const [job] = (await claim(pool, runId, 'racer', 1, 200)).jobs;
+    await sleep(300);
+    // The heartbeat lands between the refused UPDATE and the read that says why it was refused.
+    let statements = 0;
+    const q = {
+      query: async (...args: Parameters<Pool['query']>) => {
+        const r = await (pool.query as (...a: unknown[]) => Promise<unknown>)(...args);
+        if (++statements === 1) await heartbeat(pool, 'racer', 30_000);
+        return r;
+      },
+    } as unknown as Pool;
+    expect(await guardedMove(q, runId, 'r', { owner: 'racer', epoch: job!.lease_epoch }, 'pending', 'submitting', {}, 30_000)).toBe('moved');
+    expect(statements).toBe(3);
+    expect((await stateOf(runId, 'r')).state).toBe('submitting');
+  });
+
   it('a heartbeat keeps the leases of a live worker past their first expiry', async () => {
     const runId = await seedRun(pool, 'heartbeat', [{ id: 'h' }]);
     await pool.query(`INSERT INTO workers (id, hostname, pid) VALUES ('beating', 'host', 1)`);

@@ -101,15 +101,21 @@ export type MoveResult = 'moved' | 'lost';
 export async function guardedMove(q: Queryable, runId: number, jobId: string, lease: JobLease, from: JobState, to: JobState, patch: JobPatch, leaseMs: number): Promise<MoveResult> {
   assertAllowed(jobId, from, to);
   const { sql, values } = moveSql(runId, jobId, from, to, patch, lease.owner, leaseMs, 'lease_owner = $4 AND lease_epoch = $5 AND lease_expires > now()', [lease.epoch]);
-  const r = await q.query(named(sql, values));
-  if (r.rowCount === 1) return 'moved';
-  const cur = await q.query<{ state: string; mine: boolean }>(
-    `SELECT state, (lease_owner IS NOT DISTINCT FROM $3 AND lease_epoch = $4 AND lease_expires > now()) AS mine FROM jobs WHERE run_id = $1 AND id = $2`,
-    [runId, jobId, lease.owner, lease.epoch],
-  );
-  const row = cur.rows[0];
-  if (row && !row.mine) return 'lost';
-  throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${row ? row.state : 'no such job'}`);
+  for (let again = false; ; again = true) {
+    const r = await q.query(named(sql, values));
+    if (r.rowCount === 1) return 'moved';
+    const cur = await q.query<{ state: string; mine: boolean }>(
+      `SELECT state, (lease_owner IS NOT DISTINCT FROM $3 AND lease_epoch = $4 AND lease_expires > now()) AS mine FROM jobs WHERE run_id = $1 AND id = $2`,
+      [runId, jobId, lease.owner, lease.epoch],
+    );
+    const row = cur.rows[0];
+    if (row && !row.mine) return 'lost';
+    // Ours, live and in `from` now: the lease had run out at the UPDATE and this worker's heartbeat renewed it
+    // before this read (nobody took the job: owner and epoch unchanged), so the move is made once more. Read as
+    // a bug, it threw TransitionError from a status poll and left the job held by this worker and never polled.
+    if (row && row.state === from && !again) continue;
+    throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${row ? row.state : 'no such job'}`);
+  }
 }
 
 /**
