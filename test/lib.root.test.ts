@@ -101,6 +101,27 @@ describe('Root', () => {
     expect(root.remove('job/other/new.txt')).toBe(false);
   });
 
+  it('mkdirsMade says whether this call made the folder', () => {
+    const { root } = setup();
+    expect(root.mkdirsMade('fresh')).toEqual({ path: join(root.dir, 'fresh'), made: true });
+    expect(root.mkdirsMade('fresh')).toEqual({ path: join(root.dir, 'fresh'), made: false });
+    expect(root.mkdirsMade('job')).toEqual({ path: join(root.dir, 'job'), made: false });
+    expect(root.mkdirsMade('job/a/b')).toEqual({ path: join(root.dir, 'job', 'a', 'b'), made: true });
+  });
+
+  it('a rename within one folder checks that folder (a link there is refused) and the new name by its text', () => {
+    const { root, outside } = setup();
+    root.rename('job/a.txt', 'job/b.txt');
+    expect(readFileSync(join(root.dir, 'job', 'b.txt'), 'utf8')).toBe('a');
+    symlinkSync(outside, join(root.dir, 'linked'));
+    refused(() => root.rename('linked/secret.txt', 'linked/moved.txt'), /symbolic link/);
+    expect(readFileSync(join(outside, 'secret.txt'), 'utf8')).toBe('secret');
+    expect(existsSync(join(outside, 'moved.txt'))).toBe(false);
+    refused(() => root.rename('job/b.txt', 'job/..'), /\.\./);
+    refused(() => root.rename('job/b.txt', 'job/x\\y'), /backslash/);
+    expect(existsSync(join(root.dir, 'job', 'b.txt'))).toBe(true);
+  });
+
   it('compares folders by text and with links resolved', () => {
     const { dir, root } = setup();
     symlinkSync(root.dir, join(dir, 'alias'));

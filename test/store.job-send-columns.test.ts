@@ -79,4 +79,27 @@ describe('the invocation that sent a job', () => {
     store.close();
     expect(columns(path)).toEqual(['expected_credits', 'sent_by']);
   });
+
+  it('is stamped by the same UPDATE that moves the job to submitting (one row change per intent, the estimate read as set by it)', () => {
+    const t = tempDir('genbatch-sendcols-');
+    cleanups.push(t.cleanup);
+    const store = Store.openForWrite(join(t.dir, 'state.db'));
+    store.openRun(join(t.dir, 'm.yaml'), t.dir, 'http://x', false, false);
+    for (const [id, credits] of [['a', 2], ['b', 4], ['c', null]] as const) store.syncJob(job(id, credits));
+    store.startInvocation(100, new Date().toISOString());
+    const changes = store.db.prepare('SELECT total_changes()').pluck();
+    const before = changes.get() as number;
+    store.transition('a', 'pending', 'submitting', { attemptsInc: 1 });
+    store.transition('b', 'pending', 'submitting', { attemptsInc: 1, expected_credits: 1.5 });
+    expect((changes.get() as number) - before).toBe(2);
+    // A patch that sets the estimate too: the expected price is the new estimate.
+    store.transition('c', 'pending', 'submitting', { attemptsInc: 1, estimated_credits: 7 });
+    const rows = store.db.prepare("SELECT id, state, attempts, sent_by, expected_credits FROM jobs WHERE id IN ('a', 'b', 'c') ORDER BY id").raw(true).all();
+    expect(rows).toEqual([
+      ['a', 'submitting', 1, 1, 2],
+      ['b', 'submitting', 1, 1, 1.5],
+      ['c', 'submitting', 1, 1, 7],
+    ]);
+    store.close();
+  });
 });

@@ -90,6 +90,12 @@ function lstatOrNull(path: string): Stats | null {
   }
 }
 
+/** True when the names `a` and `b` (relative, `/`-separated) are in the same folder by their text. */
+function sameFolder(a: string, b: string): boolean {
+  const i = a.lastIndexOf('/');
+  return i === b.lastIndexOf('/') && a.slice(0, i + 1) === b.slice(0, i + 1);
+}
+
 export class Root {
   /** The root with its symbolic links resolved, as it was when opened. */
   readonly real: string;
@@ -129,7 +135,7 @@ export class Root {
    * missing. Returns the folder's path, or null when one is missing (and not `create`). Then the folder's
    * realpath must still be inside the root's.
    */
-  private folder(parts: readonly string[], create: boolean): string | null {
+  private folder(parts: readonly string[], create: boolean, made?: { made: boolean }): string | null {
     let cur = this.dir;
     for (const p of parts) {
       cur = join(cur, p);
@@ -139,6 +145,7 @@ export class Root {
         // recursive: a folder another process made since the lstat is no error (it is checked below like any).
         // Stryker disable next-line ObjectLiteral,BooleanLiteral: the parent exists, so the two differ only in that race.
         mkdirSync(cur, { recursive: true });
+        if (made) made.made = true;
         st = lstatSync(cur);
       }
       if (st.isSymbolicLink()) throw new UnsafePathError(cur, 'is a symbolic link');
@@ -159,6 +166,13 @@ export class Root {
   /** The folder `name` ('' for the root), made when missing, checked all the way; returns its path. */
   mkdirs(name: string): string {
     return this.folder(name === '' ? [] : (this.path(name), name.split('/')), true)!;
+  }
+
+  /** As mkdirs, and whether this call made a folder on the way (then the last one was empty when made). */
+  mkdirsMade(name: string): { path: string; made: boolean } {
+    const made = { made: false };
+    const path = this.folder(name === '' ? [] : (this.path(name), name.split('/')), true, made)!;
+    return { path, made: made.made };
   }
 
   /** The folder `name` ('' for the root) checked, or null when missing. Throws when a link or a file is on the way. */
@@ -232,8 +246,9 @@ export class Root {
   rename(from: string, to: string): void {
     const a = this.parent(from, false);
     if (a.dir === null) throw Object.assign(new Error(`ENOENT: ${a.path}`), { code: 'ENOENT' });
-    const b = this.parent(to, true);
-    renameSync(a.path, b.path);
+    // Both in one folder (a temporary file renamed into place): the check just made is that folder's.
+    const target = sameFolder(from, to) ? this.path(to) : this.parent(to, true).path;
+    renameSync(a.path, target);
   }
 
   /** Removes the file (or link) `name`, never a folder; false when it was not there. */

@@ -28,6 +28,10 @@ export { nowIso } from './clock.js';
 
 /** PATCH_COLUMNS[i] -> bit i (guardedMove). */
 const PATCH_BIT = new Map<string, number>(PATCH_COLUMNS.map((c, i) => [c, 1 << i]));
+const EXPECTED_BIT = PATCH_BIT.get('expected_credits')!;
+/** guardedMove's bits past the patch columns: `attempts = attempts + ?`; the submit intent's sender and expected price. */
+const ATTEMPTS_BIT = 1 << PATCH_COLUMNS.length;
+const SENT_BY_BIT = 1 << (PATCH_COLUMNS.length + 1);
 
 type Q = StoreQueries;
 
@@ -37,7 +41,7 @@ export class Store {
   private readonly c: StoreConn;
   private readonly q: StoreQueries;
   private lease: Lease | null = null;
-  /** The guarded UPDATE of guardedMove, by the set of columns it sets (bit i: PATCH_COLUMNS[i]; the last bit: attempts). */
+  /** The guarded UPDATE of guardedMove, by the set of columns it sets (bit i: PATCH_COLUMNS[i]; then ATTEMPTS_BIT, SENT_BY_BIT). */
   private readonly moveStmts = new Map<number, Database.Statement>();
   /** During a sync: the ids the manifest named. */
   private seen: Set<string> | null = null;
@@ -300,12 +304,13 @@ export class Store {
    */
   transition(jobId: string, from: JobState, to: JobState, patch: JobPatch = {}, also?: () => void): void {
     const run = () => {
-      this.guardedMove(jobId, from, to, patch);
-      // The submit intent: the job records the invocation that sends it and its expected price then.
-      if (from === 'pending' && to === 'submitting' && this.c.sendingInvocation !== null) {
-        // The intent names its expected price (the pipeline's: a class price observed in this run); else the estimate.
-        this.c.stmt('UPDATE jobs SET sent_by = ?, expected_credits = COALESCE(?, estimated_credits) WHERE run_id = ? AND id = ?').run(this.c.sendingInvocation, patch.expected_credits ?? null, this.c.runId, jobId);
-      }
+      // The submit intent: the job records the invocation that sends it and its expected price then (the
+      // pipeline's: a class price observed in this run; else the estimate), in the same UPDATE as the move.
+      const sentBy = from === 'pending' && to === 'submitting' ? this.c.sendingInvocation : null;
+      // A patch that sets estimated_credits too: stamped after the move, so COALESCE reads the new estimate.
+      const apart = sentBy !== null && 'estimated_credits' in patch;
+      this.guardedMove(jobId, from, to, patch, apart ? null : sentBy);
+      if (apart) this.c.stmt('UPDATE jobs SET sent_by = ?, expected_credits = COALESCE(?, estimated_credits) WHERE run_id = ? AND id = ?').run(sentBy, patch.expected_credits ?? null, this.c.runId, jobId);
       if (typeof patch.last_error === 'string') this.q.recordError(jobId, patch.last_error);
       also?.();
       if (to === 'done') this.clearMarkOnResult(jobId);
@@ -322,24 +327,31 @@ export class Store {
   }
 
   /** The guarded UPDATE of one job's state (no graph effects); the caller holds the transaction. */
-  private guardedMove(jobId: string, from: JobState, to: JobState, given: JobPatch): void {
+  private guardedMove(jobId: string, from: JobState, to: JobState, given: JobPatch, sentBy: number | null = null): void {
     if (!TRANSITIONS[from].includes(to)) throw new TransitionError(`job ${jobId}: ${from} -> ${to} is not an allowed state change`);
     const patch = impliedPatch(to, given, nowIso);
     // The columns the patch names (`in`, so an explicit undefined sets NULL), in PATCH_COLUMNS order.
     let mask = 0;
     for (const key in patch) mask |= PATCH_BIT.get(key) ?? 0;
+    // Stamping the sender sets expected_credits itself (COALESCE with the estimate), so not as a plain column too.
+    if (sentBy !== null) mask &= ~EXPECTED_BIT;
     const values: unknown[] = [to, nowIso()];
     for (let i = 0; i < PATCH_COLUMNS.length; i++) if (mask & (1 << i)) values.push(patch[PATCH_COLUMNS[i]!] ?? null);
     if (patch.attemptsInc) {
-      mask |= 1 << PATCH_COLUMNS.length;
+      mask |= ATTEMPTS_BIT;
       values.push(patch.attemptsInc);
+    }
+    if (sentBy !== null) {
+      mask |= SENT_BY_BIT;
+      values.push(sentBy, patch.expected_credits ?? null);
     }
     values.push(this.c.runId, jobId, from);
     let update = this.moveStmts.get(mask);
     if (!update) {
       const sets = ['state = ?', 'updated_at = ?'];
       for (let i = 0; i < PATCH_COLUMNS.length; i++) if (mask & (1 << i)) sets.push(`"${PATCH_COLUMNS[i]!}" = ?`);
-      if (mask & (1 << PATCH_COLUMNS.length)) sets.push('attempts = attempts + ?');
+      if (mask & ATTEMPTS_BIT) sets.push('attempts = attempts + ?');
+      if (mask & SENT_BY_BIT) sets.push('sent_by = ?', 'expected_credits = COALESCE(?, estimated_credits)');
       update = this.c.stmt(`UPDATE jobs SET ${sets.join(', ')} WHERE run_id = ? AND id = ? AND state = ?`);
       this.moveStmts.set(mask, update);
     }

@@ -39,13 +39,16 @@ function isOwnResultFile(root: Root, name: string, jobId: string): boolean {
  */
 export async function fetchJob(
   row: JobRow,
-  c: { store: WorkStore; download: DownloadPort; outDir: string; signal: AbortSignal; emit: (e: EngineEvent) => void },
+  c: { store: WorkStore; download: DownloadPort; outDir: string; signal: AbortSignal; emit: (e: EngineEvent) => void; root?: Root },
 ): Promise<FileGot[] | null> {
   if (c.download.bucket) return fetchToBucket(row, { ...c, bucket: c.download.bucket });
   const folder = c.download.sanitizeName(row.id);
-  // The output folder's Root: the job folder made and checked now (no link at any level), every write below through it.
-  const root = outputRoot(c.outDir);
-  const jobDir = root.mkdirs(folder);
+  // The output folder's Root (the run's, or opened now): the job folder made and checked now (no link at any
+  // level), every write below through it.
+  const root = c.root ?? outputRoot(c.outDir);
+  const { path: jobDir, made } = root.mkdirsMade(folder);
+  // True until the first wait for a download or a write: the check just made still stands for the first file.
+  let checkedNow = true;
   const files = await c.store.filesOf(row.id);
   const done: Array<{ idx: number; got: Got }> = [];
   /** fsync the folder, then the rows of what is on disk (recorded by the caller's transition, or by recordNow). */
@@ -72,12 +75,15 @@ export async function fetchJob(
         texts ??= textResults(row);
         const text = texts.get(f.idx) ?? '';
         // Placed like a download: an unrelated file under that name is never replaced (a numbered name is taken).
+        checkedNow = false;
         const placed = await writeTextNoReplace(root, folder, c.download.sanitizeName(f.name), text);
         got = { path: relative(c.outDir, placed), size: Buffer.byteLength(text), sha256: sha256Hex(text), content_type: 'text/plain' };
         done.push({ idx: f.idx, got });
       } else {
-        // The job folder checked again for this file (a link put there since is refused), then downloaded into.
-        const d = await c.download.downloadFile({ url: f.url, dir: root.mkdirs(folder), name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, dirExists: true, deferDirSync: true });
+        // The job folder checked again for this file after a wait (a link put there since is refused), then downloaded into.
+        const dir = checkedNow ? jobDir : root.mkdirs(folder);
+        checkedNow = false;
+        const d = await c.download.downloadFile({ url: f.url, dir, name: f.name, expectedSize: f.expected_size ?? undefined, signal: c.signal, dirExists: true, deferDirSync: true });
         got = { path: relative(c.outDir, d.path), size: d.size, sha256: d.sha256, content_type: d.contentType };
         done.push({ idx: f.idx, got });
       }
@@ -88,8 +94,9 @@ export async function fetchJob(
     throw err;
   }
   const result = resultDocument(row, files);
-  // A result.json that is not this job's (a file that was in the folder before) is kept in previous-<n>/.
-  if (!isOwnResultFile(root, `${folder}/${RESULT_FILE}`, row.id)) await moveAsideOne(root, folder, RESULT_FILE);
+  // A result.json that is not this job's (a file that was in the folder before) is kept in previous-<n>/;
+  // a folder this call made held none.
+  if (!made && !isOwnResultFile(root, `${folder}/${RESULT_FILE}`, row.id)) await moveAsideOne(root, folder, RESULT_FILE);
   await writeFileAtomic(root, `${folder}/${RESULT_FILE}`, result);
   // One folder fsync covers every file above and result.json.
   if (done.length === 0) await c.download.syncDir(jobDir);

@@ -4,6 +4,8 @@ import { UnsafeResultError } from '../../errors.js';
 import { MinHeap } from '../../lib/heap.js';
 import type { JobRow } from '../../store/index.js';
 import { fetchJob } from '../fetch/fetch.js';
+import { outputRoot } from '../files.js';
+import type { Root } from '../../lib/root.js';
 import { errorText, type StageContext } from './context.js';
 import type { DownloadPort } from '../ports.js';
 
@@ -27,6 +29,8 @@ export class Downloads {
   private readonly again = new Map<string, number>();
   /** How often each job's download was tried again in this run. */
   private readonly retries = new Map<string, number>();
+  /** The output folder's Root, opened at the first download (none for a bucket). */
+  private root: Root | undefined;
 
   constructor(
     private readonly c: StageContext,
@@ -91,7 +95,9 @@ export class Downloads {
   private async fetch(row: JobRow): Promise<void> {
     const { store, opts } = this.c;
     try {
-      const files = await fetchJob(row, { store, download: this.download, outDir: opts.outDir, signal: opts.signal, emit: opts.emit });
+      // The output folder's Root is opened once for the run (its realpath then is the bound every job folder is checked against).
+      this.root ??= this.download.bucket ? undefined : outputRoot(opts.outDir);
+      const files = await fetchJob(row, { store, download: this.download, outDir: opts.outDir, signal: opts.signal, emit: opts.emit, root: this.root });
       // The files are recorded in the same transaction as the state change (one per job).
       if (files && (await this.c.move(row.id, 'downloading', 'done', {}, { filesDone: files }))) this.finished(row.id);
     } catch (err) {
