@@ -162,7 +162,7 @@ describe('genbatch run against the sandbox', () => {
 
   it('SIGINT stops cleanly (exit 130, report written, nothing half-submitted); a rerun finishes without duplicates', async () => {
     const w = work();
-    const manifest = imageManifest(join(w.dir, 's.yaml'), 200, 'sig');
+    const manifest = imageManifest(join(w.dir, 's.yaml'), 40, 'sig');
     const total0 = sb.stats().tasks_total;
     const args = ['run', manifest, '--base-url', sb.url, '--time-scale', SCALE, '--out', w.out, '--concurrency', '2'];
     const first = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
@@ -188,7 +188,7 @@ describe('genbatch run against the sandbox', () => {
     expect(mid.filter((j) => j.state === 'pending').length).toBeGreaterThan(0);
     const rest = await runCli(args, { GENBATCH_API_KEY: KEY });
     expect(rest.code).toBe(0);
-    expect(sb.stats().tasks_total - total0).toBe(200);
+    expect(sb.stats().tasks_total - total0).toBe(40);
   });
 
   it('uploads each local image once (by content), reuses it across jobs and runs, and replaces the path with the URL', async () => {
