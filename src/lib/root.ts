@@ -165,7 +165,7 @@ export class Root {
 
   /** The folder `name` ('' for the root), made when missing, checked all the way; returns its path. */
   mkdirs(name: string): string {
-    return this.folder(name === '' ? [] : (this.path(name), name.split('/')), true)!;
+    return this.mkdirsMade(name).path;
   }
 
   /** As mkdirs, and whether this call made a folder on the way (then the last one was empty when made). */
