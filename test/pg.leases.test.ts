@@ -108,6 +108,8 @@ describe('PostgreSQL job leases (src/store/pg/leases.ts)', () => {
 
   it('a move refused because the lease had run out, renewed by the heartbeat before the refusal is looked into, is made again', async () => {
     const runId = await seedRun(pool, 'renewed-between', [{ id: 'r' }]);
+    // The worker's row has run out too (a paused worker): nothing holds the job at the UPDATE.
+    await pool.query(`INSERT INTO workers (id, hostname, pid, lease_expires) VALUES ('racer', 'host', 1, now() - interval '1 second')`);
     const [job] = (await claim(pool, runId, 'racer', 1, 200)).jobs;
     await sleep(300);
     // The heartbeat lands between the refused UPDATE and the read that says why it was refused.
@@ -124,17 +126,46 @@ describe('PostgreSQL job leases (src/store/pg/leases.ts)', () => {
     expect((await stateOf(runId, 'r')).state).toBe('submitting');
   });
 
-  it('a heartbeat keeps the leases of a live worker past their first expiry', async () => {
+  it("a heartbeat keeps the leases of a live worker past their first expiry, writing the worker's row alone", async () => {
     const runId = await seedRun(pool, 'heartbeat', [{ id: 'h' }]);
     await pool.query(`INSERT INTO workers (id, hostname, pid) VALUES ('beating', 'host', 1)`);
     const [job] = (await claim(pool, runId, 'beating', 1, 400)).jobs;
+    const jobRow = async () => (await pool.query(`SELECT lease_expires::text AS e, xmin::text AS x FROM jobs WHERE run_id = $1 AND id = 'h'`, [runId])).rows[0];
+    const before = await jobRow();
     for (let i = 0; i < 4; i++) {
       await sleep(200);
-      expect(await heartbeat(pool, 'beating', 400)).toBe(1);
+      expect(await heartbeat(pool, 'beating', 400)).toBe(true);
     }
+    // The job's own lease has run out, its row untouched since the claim: the worker's row holds it.
+    expect(await jobRow()).toEqual(before);
     expect((await inTx(pool, (c) => takeOver(c, runId, 'thief', 30_000, 10))).adopted).toEqual([]);
     expect((await claim(pool, runId, 'thief', 1)).jobs).toEqual([]);
     expect(await guardedMove(pool, runId, 'h', { owner: 'beating', epoch: job!.lease_epoch }, 'pending', 'submitting', {}, 400)).toBe('moved');
+    // No heartbeat for a whole lease: the job's own lease (renewed by that move) and the row run out; another takes it over.
+    await sleep(500);
+    expect((await inTx(pool, (c) => takeOver(c, runId, 'thief', 30_000, 10))).uncertain).toEqual(['h']);
+  });
+
+  it("a job whose own lease ran out stays held while its worker's row is live, and is taken over once the row runs out too", async () => {
+    const runId = await seedRun(pool, 'row-holds', [{ id: 'w1' }, { id: 'w2' }]);
+    await pool.query(`INSERT INTO workers (id, hostname, pid, lease_expires) VALUES ('rowed', 'host', 1, now() + interval '600 milliseconds')`);
+    const jobs = (await claim(pool, runId, 'rowed', 2, 100)).jobs;
+    for (const j of jobs) {
+      const lease = { owner: 'rowed', epoch: j.lease_epoch };
+      expect(await guardedMove(pool, runId, j.id, lease, 'pending', 'submitting', {}, 100)).toBe('moved');
+      expect(await guardedMove(pool, runId, j.id, lease, 'submitting', 'submitted', { task_id: `t-${j.id}` }, 100)).toBe('moved');
+    }
+    await sleep(200);
+    // Own leases (100 ms) over, the row live: nobody takes them, and the holder still moves them.
+    expect((await inTx(pool, (c) => takeOver(c, runId, 'thief', 30_000, 10))).adopted).toEqual([]);
+    expect(await guardedMove(pool, runId, 'w1', { owner: 'rowed', epoch: jobs[0]!.lease_epoch }, 'submitted', 'downloading', {}, 100)).toBe('moved');
+    await sleep(600);
+    const t = await inTx(pool, (c) => takeOver(c, runId, 'thief', 30_000, 10));
+    expect(t.adopted.map((j) => [j.id, j.state])).toEqual([
+      ['w1', 'downloading'],
+      ['w2', 'submitted'],
+    ]);
+    expect(await guardedMove(pool, runId, 'w2', { owner: 'rowed', epoch: jobs[1]!.lease_epoch }, 'submitted', 'downloading', {}, 100)).toBe('lost');
   });
 
   it('refuses a change that TRANSITIONS does not list, and a wrong from-state while holding the lease', async () => {

@@ -1,5 +1,6 @@
 import type { CapLedger, CapTotals } from '../port.js';
 import { inTx, type Pool, type Queryable } from './db.js';
+import { held } from './leases.js';
 
 /**
  * The credit cap of a run shared by its workers (--max-credits / the manifest's budget): one row per run with
@@ -110,7 +111,7 @@ export class PgLedger implements CapLedger {
       `WITH t AS (UPDATE budget SET read_seq = read_seq + 1 WHERE run_id = $1 RETURNING read_seq)
        SELECT (SELECT read_seq FROM t) AS seq, COALESCE(array_agg(id), '{}') AS ids FROM jobs
         WHERE run_id = $1 AND reserved_credits IS NOT NULL
-          AND (id = ANY($2::text[]) OR (state NOT IN ('submitting', 'submitted') AND NOT (state = 'pending' AND lease_expires > now())))`,
+          AND (id = ANY($2::text[]) OR (state NOT IN ('submitting', 'submitted') AND NOT (state = 'pending' AND ${held('jobs')})))`,
       [this.runId, [...own]],
     );
     // One row always (a SELECT of aggregates).

@@ -10,11 +10,15 @@ import { NOW_ISO } from './schema.js';
  *   claim      pending jobs whose parents are done, in manifest order, `FOR UPDATE SKIP LOCKED` (two
  *              workers never get the same row, and neither waits for the other), not leased by a live
  *              worker: lease_owner = the worker, lease_expires = now() + lease, lease_epoch + 1
- *   heartbeat  renews every lease the worker holds (and its upload slot holds, its workers row)
+ *   held       while the job's own lease_expires is ahead (every move renews it: a job in active work is
+ *              held by its own row) or its owner's row in `workers` has lease_expires ahead (the heartbeat
+ *              renews that one row: a job waiting at the service is held by its worker's row, and a
+ *              heartbeat costs one statement however many jobs the worker holds)
+ *   heartbeat  renews the worker's row (and its upload slot holds); no job row is written
  *   move       a state change guarded by the lease: WHERE state = from AND lease_owner = me AND
- *              lease_epoch = mine AND lease_expires > now(). A worker paused past its lease writes nothing,
- *              whether or not another took the job over; it is told (`lost`) and drops the job
- *   takeover   the jobs of dead workers (lease expired): `submitting` -> `uncertain` (the POST may have
+ *              lease_epoch = mine AND held. A worker paused past its lease writes nothing, whether or not
+ *              another took the job over; it is told (`lost`) and drops the job
+ *   takeover   the jobs no one holds (both leases run out): `submitting` -> `uncertain` (the POST may have
  *              reached the service: never sent again blindly); `submitted` / `downloading` -> leased to the
  *              caller, which polls and downloads them
  *
@@ -41,8 +45,14 @@ const JOB_COLUMNS = `${ROW_COLUMNS}, j.lease_epoch`;
 export const READY = `NOT EXISTS (SELECT 1 FROM job_links l JOIN jobs p ON p.run_id = l.run_id AND p.id = l.parent_id
   WHERE l.run_id = j.run_id AND l.job_id = j.id AND l.kind <> 'child' AND p.state <> 'done')`;
 
-/** Not held by a live lease (table alias `a`). */
-const free = (a: string) => `(${a}.lease_expires IS NULL OR ${a}.lease_expires <= now())`;
+/**
+ * Held by a live lease (table alias or name `a`): the job's own lease, or its owner's row in `workers` (see above).
+ * A job with no owner, or an owner with no row (a worker of an older genbatch), is held by its own lease alone.
+ */
+export const held = (a: string) =>
+  `(COALESCE(${a}.lease_expires > now(), false) OR EXISTS (SELECT 1 FROM workers lw WHERE lw.id = ${a}.lease_owner AND lw.lease_expires > now()))`;
+/** Not held by a live lease (table alias or name `a`). */
+export const free = (a: string) => `NOT ${held(a)}`;
 const FREE = free('j');
 
 const leaseUntil = (param: string) => `now() + ${param} * interval '1 millisecond'`;
@@ -70,12 +80,6 @@ export async function claimPending(q: Queryable, runId: number, owner: string, l
   return { jobs: res.rows.sort((a, b) => a.seq - b.seq), heldByBudget: false };
 }
 
-/** Renew every lease `owner` holds (that no one took over): the count renewed. */
-export async function renewLeases(q: Queryable, owner: string, leaseMs: number): Promise<number> {
-  const r = await q.query(named(`UPDATE jobs SET lease_expires = ${leaseUntil('$2')} WHERE lease_owner = $1`, [owner, leaseMs]));
-  return r.rowCount ?? 0;
-}
-
 /** Drop the lease on a job (it stays in its state for any worker to take). False when the lease was no longer ours. */
 export async function releaseLease(q: Queryable, runId: number, jobId: string, lease: JobLease): Promise<boolean> {
   const r = await q.query(`UPDATE jobs SET lease_owner = NULL, lease_expires = NULL WHERE run_id = $1 AND id = $2 AND lease_owner = $3 AND lease_epoch = $4`, [
@@ -100,18 +104,18 @@ export type MoveResult = 'moved' | 'lost';
  */
 export async function guardedMove(q: Queryable, runId: number, jobId: string, lease: JobLease, from: JobState, to: JobState, patch: JobPatch, leaseMs: number): Promise<MoveResult> {
   assertAllowed(jobId, from, to);
-  const { sql, values } = moveSql(runId, jobId, from, to, patch, lease.owner, leaseMs, 'lease_owner = $4 AND lease_epoch = $5 AND lease_expires > now()', [lease.epoch]);
+  const { sql, values } = moveSql(runId, jobId, from, to, patch, lease.owner, leaseMs, `lease_owner = $4 AND lease_epoch = $5 AND ${held('jobs')}`, [lease.epoch]);
   for (let again = false; ; again = true) {
     const r = await q.query(named(sql, values));
     if (r.rowCount === 1) return 'moved';
     const cur = await q.query<{ state: string; mine: boolean }>(
-      `SELECT state, (lease_owner IS NOT DISTINCT FROM $3 AND lease_epoch = $4 AND lease_expires > now()) AS mine FROM jobs WHERE run_id = $1 AND id = $2`,
+      `SELECT state, (lease_owner IS NOT DISTINCT FROM $3 AND lease_epoch = $4 AND ${held('jobs')}) AS mine FROM jobs WHERE run_id = $1 AND id = $2`,
       [runId, jobId, lease.owner, lease.epoch],
     );
     const row = cur.rows[0];
     if (row && !row.mine) return 'lost';
-    // Ours, live and in `from` now: the lease had run out at the UPDATE and this worker's heartbeat renewed it
-    // before this read (nobody took the job: owner and epoch unchanged), so the move is made once more. Read as
+    // Ours, live and in `from` now: the lease had run out at the UPDATE and this worker's heartbeat renewed its
+    // row before this read (nobody took the job: owner and epoch unchanged), so the move is made once more. Read as
     // a bug, it threw TransitionError from a status poll and left the job held by this worker and never polled.
     if (row && row.state === from && !again) continue;
     throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${row ? row.state : 'no such job'}`);
@@ -173,7 +177,7 @@ export const DEAD_SUBMIT_ERROR = 'the worker that sent this submit stopped (its 
 export const DEAD_CHAT_ERROR = 'the worker making this chat call stopped (its lease expired); the call is made again';
 
 /**
- * The jobs whose lease expired: a `submitting` one becomes `uncertain` (chat: `pending`), its lease ended
+ * The jobs no one holds (their own lease and their owner's row run out): a `submitting` one becomes `uncertain` (chat: `pending`), its lease ended
  * and its epoch raised (the dead worker's late writes are refused); up to `n` `submitted` / `downloading`
  * ones are leased to `owner`. Rows another worker is taking over at the same moment are skipped (SKIP
  * LOCKED). `q` must be a client inside a transaction.

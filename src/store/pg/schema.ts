@@ -18,7 +18,8 @@ import { inTx, type Pool } from './db.js';
  *   jobs.sent_by, expected_credits  as on SQLite (src/store/schema.ts JOB_SEND_COLUMNS), added to older databases
  *   files.worker           the worker that wrote the file
  *   workers                one row per worker process: id (hostname:pid:random), hostname, pid, started_at,
- *                          last_seen (renewed by its heartbeat)
+ *                          last_seen and lease_expires (renewed by its heartbeat: the row holds the jobs the worker
+ *                          owns, src/store/pg/leases.ts)
  *   upload_slots           the uploads-per-minute limit of one API key (key: a fingerprint, never the key),
  *                          one row per slot n = 0..limit-1: held_by/started_at/held_until while an upload is in
  *                          flight, ended_at once it ended; slot -1 is the key's cool-down row (held_until: no
@@ -190,6 +191,8 @@ const ADDED_COLUMNS: ReadonlyArray<readonly [string, string, string]> = [
   ['jobs', 'uncertain_at', 'TEXT'],
   ['jobs', 'sent_by', 'INTEGER'],
   ['jobs', 'expected_credits', 'DOUBLE PRECISION'],
+  // Until when the worker's heartbeat holds the jobs it owns (src/store/pg/leases.ts held).
+  ['workers', 'lease_expires', 'TIMESTAMPTZ'],
 ];
 
 /** The tables of the SQLite state file that the PostgreSQL state mirrors (the readers' snapshot copies these). */
@@ -201,7 +204,7 @@ export async function migrate(pool: Pool): Promise<void> {
     await c.query('SELECT pg_advisory_xact_lock($1, 0)', [LOCK.schema]);
     await c.query(PG_SCHEMA);
     const have = await c.query<{ t: string; c: string }>(
-      `SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema() AND table_name IN ('budget', 'jobs')`,
+      `SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema() AND table_name IN ('budget', 'jobs', 'workers')`,
     );
     const present = new Set(have.rows.map((x) => `${x.t}.${x.c}`));
     for (const [table, column, def] of ADDED_COLUMNS) {

@@ -6,6 +6,7 @@ import { StateError } from '../../errors.js';
 import { openDatabase, SCHEMA_VERSION } from '../schema.js';
 import type { RunRow } from '../types.js';
 import { inTx, openPool, type Client, type Pool } from './db.js';
+import { held } from './leases.js';
 import { NOW_ISO } from './schema.js';
 import { TABLES as RUN_TABLES } from './working-copy.js';
 
@@ -237,7 +238,7 @@ export class Snapshot {
   private async noteWriter(c: Client): Promise<void> {
     const r = await c.query<{ hostname: string; pid: number; age_ms: number }>(
       `SELECT w.hostname, w.pid, (extract(epoch FROM now() - w.last_seen) * 1000)::float8 AS age_ms FROM workers w
-        WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = ANY($1) AND j.lease_owner = w.id AND j.lease_expires > now())
+        WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = ANY($1) AND j.lease_owner = w.id AND ${held('j')})
         ORDER BY w.last_seen DESC LIMIT 1`,
       [this.runIds],
     );

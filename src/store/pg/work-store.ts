@@ -8,7 +8,7 @@ import type { FileRow, JobPatch, JobRow, TakenJob } from '../types.js';
 import { releaseReservation, setBudgetCap } from './budget.js';
 import { inTx, named, type Client, type Pool, type Queryable } from './db.js';
 import { afterMove, insertChildren } from './graph.js';
-import { adoptMove, adoptWaiting, assertAllowed, claimPending, guardedMove, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
+import { adoptMove, adoptWaiting, assertAllowed, claimPending, free, guardedMove, held, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
 import { NOW_ISO, NOW_MS } from './schema.js';
 import { coolDownUploads, endUploadSlot, takeUploadSlot } from './upload-slots.js';
 import { heartbeat, newWorkerId, registerWorker, type WorkerIdentity } from './workers.js';
@@ -107,7 +107,7 @@ export class PgWorkStore implements WorkStore {
   static async open(o: PgWorkStoreOptions): Promise<PgWorkStore> {
     const worker = o.worker ?? newWorkerId();
     const s = new PgWorkStore(o, worker);
-    await registerWorker(o.pool, worker);
+    await registerWorker(o.pool, worker, s.leaseMs);
     s.reads.setWorkers(await liveWorkers(o.pool, s.leaseMs));
     if (o.creditCap !== undefined) await setBudgetCap(o.pool, o.runId, o.creditCap);
     const r = await o.pool.query<{ generation: number }>('SELECT generation FROM runs WHERE id = $1', [o.runId]);
@@ -181,7 +181,7 @@ export class PgWorkStore implements WorkStore {
   }
 
   async dropLeases(ids?: readonly string[]): Promise<void> {
-    // Owner cleared too: the heartbeat renews every lease whose owner is this worker, expired or not.
+    // Owner cleared too: this worker's row holds every job whose owner it is (leases.ts held).
     await this.pool.query(`UPDATE jobs SET lease_owner = NULL, lease_expires = NULL WHERE run_id = $1 AND lease_owner = $2 AND ($3::text[] IS NULL OR id = ANY($3::text[]))`, [
       this.runId,
       this.worker,
@@ -309,7 +309,7 @@ export class PgWorkStore implements WorkStore {
   private leaseGuard(id: string): { sql: string; values: unknown[] } {
     const epoch = this.held.get(id);
     return {
-      sql: `(lease_owner IS NULL OR lease_expires <= now() OR (lease_owner = $3 AND lease_epoch = $4))`,
+      sql: `(lease_owner IS NULL OR ${free('jobs')} OR (lease_owner = $3 AND lease_epoch = $4))`,
       values: [this.runId, id, this.worker, epoch ?? -1],
     };
   }
@@ -335,7 +335,7 @@ export class PgWorkStore implements WorkStore {
     if (epoch === undefined) return false;
     if (got.length === 0) return true;
     return inTx(this.pool, async (tx) => {
-      const mine = await tx.query('SELECT 1 FROM jobs WHERE run_id = $1 AND id = $2 AND lease_owner = $3 AND lease_epoch = $4 AND lease_expires > now() FOR UPDATE', [
+      const mine = await tx.query(`SELECT 1 FROM jobs WHERE run_id = $1 AND id = $2 AND lease_owner = $3 AND lease_epoch = $4 AND ${held('jobs')} FOR UPDATE OF jobs`, [
         this.runId,
         id,
         this.worker,

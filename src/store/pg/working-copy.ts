@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { Store } from '../store.js';
 import type { Queryable } from './db.js';
+import { free, held } from './leases.js';
 import { INCOMPLETE } from './sync-lock.js';
 
 /**
@@ -52,7 +53,7 @@ export interface WriteBack {
 const IN_FLIGHT = ['submitting', 'submitted', 'downloading'];
 
 async function heldNow(q: Queryable, runId: number, id: string): Promise<boolean> {
-  const r = await q.query('SELECT 1 FROM jobs WHERE run_id = $1 AND id = $2 AND lease_owner IS NOT NULL AND lease_expires > now()', [runId, id]);
+  const r = await q.query(`SELECT 1 FROM jobs WHERE run_id = $1 AND id = $2 AND lease_owner IS NOT NULL AND ${held('jobs')}`, [runId, id]);
   return (r.rowCount ?? 0) > 0;
 }
 
@@ -153,7 +154,7 @@ export class WorkingCopy {
         if (old.state === 'pending' || moved) sets.push('lease_owner = NULL', 'lease_expires = NULL', 'lease_epoch = lease_epoch + 1');
         // A job in flight changes state only when no live worker holds it (the copy's recoverSubmitting is then
         // the takeover of a dead worker's submit); a live worker's job keeps its state.
-        if (moved && IN_FLIGHT.includes(String(old.state))) guard.push('(lease_owner IS NULL OR lease_expires <= now())');
+        if (moved && IN_FLIGHT.includes(String(old.state))) guard.push(`(lease_owner IS NULL OR ${free('jobs')})`);
       }
       const r = await q.query(`UPDATE ${t.name} SET ${sets.join(', ')} WHERE ${guard.join(' AND ')}`, values);
       if (r.rowCount === 1) out.updated++;
