@@ -160,10 +160,11 @@ async function synced(url) {
 async function pgRun(admin, sb, path, workers, measure) {
   const url = await database(admin, `bench_run_${workers}_${randomBytes(3).toString('hex')}`);
   const out = join(WORK, `out-pg-${workers}-${randomBytes(3).toString('hex')}`);
-  const common = ['--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes', ...(CAP ? ['--max-credits', CAP] : [])];
+  const common = ['--base-url', sb.url, '--time-scale', SCALE, '--out', out, '--yes'];
   const env = { GENBATCH_API_KEY: KEY };
   const t0 = performance.now();
-  const first = cli(['run', path, '--state', url, ...common], env, measure);
+  // The cap is the run's (its budget row); `genbatch work` joins under it and takes no --max-credits.
+  const first = cli(['run', path, '--state', url, ...common, ...(CAP ? ['--max-credits', CAP] : [])], env, measure);
   // The others join once the run is in the database (its jobs written by the run's sync).
   if (workers > 1) await synced(url);
   const rest = [];
@@ -249,10 +250,16 @@ async function statements(admin, sb, path, workers) {
     }
   })();
   const cpu0 = serverCpu(srv.dir);
-  const run = await pgRun(admin, sb, path, workers, false);
-  const cpu1 = serverCpu(srv.dir);
-  sampling = false;
-  await sampler;
+  let run;
+  let cpu1;
+  try {
+    run = await pgRun(admin, sb, path, workers, false);
+    cpu1 = serverCpu(srv.dir);
+  } finally {
+    // A failed run ends the sampler before the server stops (else its client's error hides the run's).
+    sampling = false;
+    await sampler.catch(() => {});
+  }
   const rows = (await c.query(`SELECT query, calls::float8 AS calls, total_exec_time AS ms FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname LIKE 'bench_run_%'`)).rows;
   await c.end();
   const byTable = new Map();
@@ -302,6 +309,11 @@ try {
         result.statements = {};
         for (const workers of [1, 4]) result.statements[workers] = await statements(srv.url, sb, path, workers);
       }
+    } catch (err) {
+      // Said before the servers stop: a client still connected then may end the process with its own error.
+      console.error(err);
+      process.exitCode = 1;
+      throw err;
     } finally {
       sb.stop();
     }
