@@ -16,7 +16,7 @@
 //          [--claims-seconds 3] [--claims-jobs 50000] (bench/pg-claims.mjs's --seconds and --jobs in the claims part)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -114,6 +114,8 @@ function cli(args, env, measure = false) {
     let err = '';
     let usage = '';
     child.stderr.on('data', (d) => (err += d));
+    // BENCH_LOGS=DIR: each process's stderr (warnings, progress) also in DIR/<pid>.log, as it comes.
+    if (process.env.BENCH_LOGS) child.stderr.pipe(createWriteStream(join(process.env.BENCH_LOGS, `${child.pid}.log`)));
     child.stdio[3].on('data', (d) => (usage += d));
     child.on('error', rej);
     child.on('close', (code) => res({ code, stderr: err, usage: usage ? JSON.parse(usage.trim().split('\n').at(-1)) : null, end: performance.now() }));
@@ -232,6 +234,20 @@ const TABLES = ['jobs', 'files', 'job_links', 'uploads', 'upload_slots', 'rate',
 /** Rows every worker of a run (or of a key) shares: a statement on one of these is a point where workers queue. */
 const SHARED = new Set(['upload_slots', 'rate', 'budget', 'workers', 'meta', 'runs', 'invocations']);
 
+/**
+ * The shared tables a statement writes or locks: the target of UPDATE / INSERT INTO / DELETE FROM, and the tables
+ * a FOR UPDATE select reads from. A plain read of a shared row (the workers row a lease check looks at)
+ * queues no one under MVCC: counted apart.
+ */
+function sharedWrites(query) {
+  const out = new Set();
+  for (const m of query.matchAll(/\b(?:UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+(\w+)/gi)) if (SHARED.has(m[1].toLowerCase())) out.add(m[1].toLowerCase());
+  // Locked: a shared table in the FROM of the select that says FOR UPDATE (no parenthesis between them: a lease
+  // check's EXISTS (SELECT ... FROM workers ...) inside a locking select locks nothing of workers).
+  for (const t of SHARED) if (new RegExp(`\\bFROM\\s+${t}\\b[^()]*\\bFOR\\s+UPDATE\\b`, 'i').test(query)) out.add(t);
+  return out;
+}
+
 /** One run with `workers` processes; the statements it made (per job, by table) and its sessions' wait events. */
 async function statements(admin, sb, path, workers) {
   const c = new pg.Client({ connectionString: admin });
@@ -265,7 +281,9 @@ async function statements(admin, sb, path, workers) {
   const byTable = new Map();
   let all = 0;
   let shared = 0;
+  let sharedWritten = 0;
   for (const r of rows) {
+    if (sharedWrites(r.query).size > 0) sharedWritten += r.calls;
     const touched = TABLES.filter((t) => new RegExp(`\\b${t}\\b`, 'i').test(r.query));
     const key = touched.length ? touched.join('+') : '(other: BEGIN, COMMIT, SET ...)';
     const e = byTable.get(key) ?? { calls: 0, ms: 0 };
@@ -276,16 +294,18 @@ async function statements(admin, sb, path, workers) {
     if (touched.some((t) => SHARED.has(t))) shared += r.calls;
   }
   const top = [...byTable].sort((a, b) => b[1].calls - a[1].calls);
-  console.log(`  ${workers} worker(s): ${(all / JOBS).toFixed(2)} statements per job, ${(shared / JOBS).toFixed(2)} on shared rows; ${run.seconds.toFixed(2)} s`);
+  console.log(`  ${workers} worker(s): ${(all / JOBS).toFixed(2)} statements per job, ${(shared / JOBS).toFixed(2)} naming shared rows, ${(sharedWritten / JOBS).toFixed(3)} writing or locking them; ${run.seconds.toFixed(2)} s`);
   const serverMs = cpu0 === null || cpu1 === null ? null : (1000 * (cpu1 - cpu0)) / JOBS;
   if (serverMs !== null) console.log(`    PostgreSQL server CPU: ${serverMs.toFixed(2)} ms per job`);
   for (const [k, v] of top.slice(0, 12)) console.log(`    ${(v.calls / JOBS).toFixed(3).padStart(8)} per job  ${(v.ms / JOBS).toFixed(3).padStart(8)} ms per job  ${k}`);
   if (process.argv.includes('--top')) {
     for (const r of rows.sort((a, b) => b.ms - a.ms).slice(0, 12)) console.log(`      ${(r.calls / JOBS).toFixed(3).padStart(8)} /job ${(r.ms / JOBS).toFixed(3).padStart(8)} ms/job  ${r.query.replace(/\s+/g, ' ').slice(0, 150)}`);
+    console.log('    writing or locking shared rows:');
+    for (const r of rows.filter((x) => sharedWrites(x.query).size > 0).sort((a, b) => b.calls - a.calls).slice(0, 8)) console.log(`      ${(r.calls / JOBS).toFixed(3).padStart(8)} /job ${(r.ms / JOBS).toFixed(3).padStart(8)} ms/job  ${r.query.replace(/\s+/g, ' ').slice(0, 150)}`);
   }
   const w = [...waits].sort((a, b) => b[1] - a[1]);
   console.log(`    waits (share of ${samples} samples with a session in it): ${w.slice(0, 8).map(([k, n]) => `${k} ${(n / samples).toFixed(2)}`).join(', ') || 'none'}`);
-  return { server_cpu_ms_per_job: serverMs === null ? null : +serverMs.toFixed(3), per_job: +(all / JOBS).toFixed(3), shared_per_job: +(shared / JOBS).toFixed(3), seconds: +run.seconds.toFixed(2), by_table: Object.fromEntries(top.map(([k, v]) => [k, { calls_per_job: +(v.calls / JOBS).toFixed(3), ms_per_job: +(v.ms / JOBS).toFixed(3) }])), waits: Object.fromEntries(w.map(([k, n]) => [k, +(n / samples).toFixed(3)])) };
+  return { server_cpu_ms_per_job: serverMs === null ? null : +serverMs.toFixed(3), per_job: +(all / JOBS).toFixed(3), shared_per_job: +(shared / JOBS).toFixed(3), shared_written_per_job: +(sharedWritten / JOBS).toFixed(4), seconds: +run.seconds.toFixed(2), by_table: Object.fromEntries(top.map(([k, v]) => [k, { calls_per_job: +(v.calls / JOBS).toFixed(3), ms_per_job: +(v.ms / JOBS).toFixed(3) }])), waits: Object.fromEntries(w.map(([k, n]) => [k, +(n / samples).toFixed(3)])) };
 }
 
 const srv = await server();

@@ -192,6 +192,29 @@ describe('PgWorkStore: several workers on one run', () => {
     expect(await busy.transition('a', 'submitted', 'downloading', { result: '{}' })).toEqual({ moved: true, side: [] });
   });
 
+  it('a worker beating in the background keeps its jobs while its loop never calls heartbeat(); once stopped, they are taken over', async () => {
+    const runId = await run([{ id: 'a' }, { id: 'b' }]);
+    const busy = await worker(runId, 'background', { leaseMs: 300 });
+    const other = await worker(runId, 'other-bg');
+    expect(busy.heartbeatMs).toBe(100);
+    const stop = busy.beatInBackground();
+    // The pipeline does not beat while the store does.
+    expect(busy.heartbeatMs).toBeNull();
+    await busy.claimPending(2);
+    await busy.transition('a', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    await busy.transition('a', 'submitting', 'submitted', { task_id: 'task-bg' });
+    // Three leases long, no call from the loop: the timer's beats hold both jobs.
+    await sleep(900);
+    expect(busy.leaseLost).toBe(false);
+    expect((await other.claimPending(2)).jobs).toEqual([]);
+    expect((await other.takeOver()).submitted).toEqual([]);
+    await stop();
+    expect(busy.heartbeatMs).toBe(100);
+    await sleep(450);
+    expect((await other.takeOver()).submitted.map((j) => j.id)).toEqual(['a']);
+    expect((await other.claimPending(2)).jobs.map((j) => j.id)).toEqual(['b']);
+  });
+
   it('the lease is lost only when heartbeats fail for a whole lease, not after a long preparation', async () => {
     const runId = await run([{ id: 'a' }]);
     const pool = openPool(db.url, { max: 2 });

@@ -127,7 +127,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
       idleMs: workIdleMs(timeScale),
       signal: controller.signal,
       events: bus,
-      cap: await (await import('../store/pg/budget.js')).pgCap(pool, run.id),
+      cap: await (await import('../store/pg/budget.js')).pgCap(pool, run.id, store.worker),
     });
     return { outcome: outcomeName(outcome.exitCode, controller.signal.aborted), exitCode: outcome.exitCode, counts: outcome.counts, statusRequests: outcome.statusRequests, manifest: run.manifest, outDir };
   } finally {

@@ -180,7 +180,7 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
       idleMs: o.idleMs,
       signal: o.signal,
       events: o.events,
-      cap: await pg.pgCap(pool, runId),
+      cap: await pg.pgCap(pool, runId, store.worker),
     });
     // The run's end, as on SQLite (status: "last run ... to ..."; the reports' wall time): once nothing is left to move.
     const c = outcome.counts;

@@ -67,6 +67,9 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   const pc = o.cap ?? null;
   const cap = pc ? new CreditCap({ credits: pc.credits, name: pc.name, ledger: pc.ledger, balance: () => o.service.balance(), timeScale: o.timeScale, emit }) : null;
   if (pc && cap) emit({ type: 'cap', credits: pc.credits, name: pc.name, charged: await pc.spent(), pending_credits: 0, unconfirmed_jobs: counts.pending });
+  // The heartbeat on the store's own timer and connection (PostgreSQL): a loop that waits seconds on a busy
+  // database lets no lease of a live worker run out.
+  const stopBeat = o.store.beatInBackground?.() ?? null;
   try {
     const keepWaiting = async (): Promise<boolean> => {
       if (o.signal.aborted) return false;
@@ -114,7 +117,10 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
     }
     counts = await o.counts();
   } finally {
+    await stopBeat?.();
     await callbacks?.receiver.close();
+    // What this worker held of the cap for later sends goes back (else others wait for its row to run out).
+    await pc?.ledger.close?.().catch((err: unknown) => emit({ type: 'warning', message: `could not give back the credits held for later sends: ${err instanceof Error ? err.message : String(err)}` }));
   }
   const exitCode = exitCodeFor(counts, o.signal, stopReason);
   const capStop = stopReason === 'credit-cap' && !o.signal.aborted;

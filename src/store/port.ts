@@ -31,7 +31,7 @@ export interface WorkStore {
   /** True once this worker lost the right to write anything (SQLite: another process took over the state file). The pipeline then stops. */
   readonly leaseLost: boolean;
 
-  /** How often the pipeline calls heartbeat(), in ms; null: never (SQLite). */
+  /** How often the pipeline calls heartbeat(), in ms; null: never (SQLite, or a store beating on its own: beatInBackground). */
   readonly heartbeatMs: number | null;
 
   /** How often the pipeline calls takeOver() again after the start, in ms; null: only at the start (SQLite). */
@@ -98,6 +98,12 @@ export interface WorkStore {
 
   /** Renew the leases of every job this worker holds (PostgreSQL; SQLite: nothing to do). */
   heartbeat(): Promise<void>;
+
+  /**
+   * Beat from now on on a timer and a connection of the store's own, not behind the pipeline's loop (which may
+   * wait seconds on a busy database or service while the worker is alive). Returns the stop (PostgreSQL).
+   */
+  beatInBackground?(): () => Promise<void>;
 
   /** The job as stored now, or undefined when the run has no such job. */
   getJob(id: string): Promise<JobRow | undefined>;
@@ -261,6 +267,8 @@ export interface CapLedger {
   releasable(own: readonly string[]): Promise<string[]>;
   /** A balance reading: spent grows by the drop since the last reading (the first one only sets the base); the `release` jobs' reservations end. */
   settle(reading: number, release: readonly string[]): Promise<CapTotals>;
+  /** The worker is done with the ledger: what it holds for later sends goes back (a shared ledger's batches). */
+  close?(): Promise<void>;
 }
 
 export interface CapTotals {

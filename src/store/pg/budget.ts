@@ -1,5 +1,6 @@
 import type { CapLedger, CapTotals } from '../port.js';
 import pg from 'pg';
+import { fromHold, giveBack, take } from './budget-holds.js';
 import type { Pool, Queryable } from './db.js';
 import { held } from './leases.js';
 
@@ -20,7 +21,10 @@ import { held } from './leases.js';
  * charges another made since its last applied reading: pg.credit-cap recorded one task less than was charged).
  */
 export async function setBudgetCap(q: Queryable, runId: number, cap: number | null, name: string | null = null): Promise<void> {
-  if (cap === null) await q.query('DELETE FROM budget WHERE run_id = $1', [runId]);
+  if (cap === null) {
+    await q.query('DELETE FROM budget WHERE run_id = $1', [runId]);
+    await q.query('DELETE FROM budget_holds WHERE run_id = $1', [runId]);
+  }
   else {
     await q.query(
       `INSERT INTO budget (run_id, cap, name) VALUES ($1, $2, $3)
@@ -72,10 +76,14 @@ export async function releaseReservation(q: Queryable, runId: number, jobId: str
 export class PgLedger implements CapLedger {
   /** The ticket of this worker's reading in progress (releasable takes it, settle applies it), or null. */
   private ticket: number | null = null;
+  /** This worker's hold as its last statement left it (its row in budget_holds is the truth). */
+  private hold = 0;
 
+  /** `worker`: the worker's id, whose sends take credits in batches (budget-holds.ts); null: each send takes its own from the row. */
   constructor(
     private readonly pool: Pool,
     private readonly runId: number,
+    private readonly worker: string | null = null,
   ) {}
 
   /**
@@ -91,9 +99,14 @@ export class PgLedger implements CapLedger {
    * with it; a server crash before that loses a reservation whose job was never sent.
    */
   async reserve(id: string, credits: number, unknown: boolean): Promise<CapTotals & { ok: boolean }> {
+    if (this.worker !== null) {
+      const r = (!unknown && credits <= this.hold + 1e-9 ? await fromHold(this.pool, this.runId, this.worker, id, credits) : null) ?? (await take(this.pool, this.runId, this.worker, id, credits, unknown));
+      if (!r) return { ok: true, spent: 0, reserved: 0 };
+      this.hold = r.hold;
+      return { ok: r.ok, spent: r.spent, reserved: r.reserved };
+    }
     // An integer literal (bigint), so the jobs and budget keys' indexes serve the lookups.
-    if (!Number.isSafeInteger(this.runId)) throw new RangeError(`not a run id: ${this.runId}`);
-    const run = String(this.runId);
+    const run = literalInteger(this.runId);
     const job = pg.escapeLiteral(id);
     const c = literalNumber(credits);
     const text = `SET LOCAL synchronous_commit = off;
@@ -144,20 +157,29 @@ export class PgLedger implements CapLedger {
    * (settle called without releasable) the reading counts as the latest.
    */
   async settle(reading: number, release: readonly string[]): Promise<CapTotals> {
-    const r = await this.pool.query<CapTotals>(
-      `WITH j AS (
-         UPDATE jobs n SET reserved_credits = NULL FROM jobs o
-          WHERE n.run_id = $1 AND n.id = ANY($3::text[]) AND o.run_id = n.run_id AND o.id = n.id AND o.reserved_credits IS NOT NULL
+    // The budget row first (the order of every statement here: a worker's hold, the budget row, job rows), then
+    // the jobs to release that no one is writing now (SKIP LOCKED: a job being moved to done keeps its
+    // reservation until the next reading, which only holds back sends, never lets one past the cap). One simple
+    // query of literals committed without waiting for the disk: a reading lost to a server crash leaves the
+    // last one as the base, so the next counts its drop (releases lost with it only hold back sends).
+    const R = literalInteger(this.runId);
+    const ids = `ARRAY[${release.map((id) => pg.escapeLiteral(id)).join(', ')}]::text[]`;
+    const ticket = this.ticket === null ? 'NULL::bigint' : `${literalInteger(this.ticket)}::bigint`;
+    const text = `SET LOCAL synchronous_commit = off;
+      SELECT 1 FROM budget WHERE run_id = ${R} FOR UPDATE;
+      WITH j AS (
+         UPDATE jobs n SET reserved_credits = NULL
+           FROM (SELECT id, reserved_credits FROM jobs WHERE run_id = ${R} AND id = ANY(${ids}) AND reserved_credits IS NOT NULL FOR UPDATE SKIP LOCKED) o
+          WHERE n.run_id = ${R} AND n.id = o.id
           RETURNING o.reserved_credits AS c)
        UPDATE budget SET reserved = GREATEST(0, reserved - COALESCE((SELECT sum(c) FROM j), 0)),
-         spent = CASE WHEN balance IS NULL OR $4::bigint <= applied_seq THEN spent ELSE round((spent + balance - $2)::numeric, 6)::double precision END,
-         balance = CASE WHEN $4::bigint <= applied_seq THEN balance ELSE $2 END,
-         applied_seq = GREATEST(applied_seq, COALESCE($4::bigint, applied_seq))
-        WHERE run_id = $1 RETURNING spent, reserved`,
-      [this.runId, reading, [...release], this.ticket],
-    );
+         spent = CASE WHEN balance IS NULL OR ${ticket} <= applied_seq THEN spent ELSE round((spent + balance - ${literalNumber(reading)})::numeric, 6)::double precision END,
+         balance = CASE WHEN ${ticket} <= applied_seq THEN balance ELSE ${literalNumber(reading)} END,
+         applied_seq = GREATEST(applied_seq, COALESCE(${ticket}, applied_seq))
+        WHERE run_id = ${R} RETURNING spent, reserved - COALESCE((SELECT sum(credits) FROM budget_holds WHERE run_id = ${R}), 0) AS reserved`;
+    const results = (await this.pool.query(text)) as unknown as Array<pg.QueryResult<CapTotals>>;
     this.ticket = null;
-    return r.rows[0] ?? { spent: 0, reserved: 0 };
+    return results[2]?.rows[0] ?? { spent: 0, reserved: 0 };
   }
   /**
    * A new invocation's base: `reading` (taken after releasable() gave this worker its ticket, before it sends
@@ -177,6 +199,12 @@ export class PgLedger implements CapLedger {
     return (r.rowCount ?? 0) > 0;
   }
 
+  /** This worker's hold goes back to the run (at its end). */
+  async close(): Promise<void> {
+    if (this.worker === null) return;
+    await giveBack(this.pool, this.runId, this.worker);
+    this.hold = 0;
+  }
 }
 
 /** The run's cap as a worker uses it (src/engine/work.ts), or null when the run has none. */
@@ -190,13 +218,14 @@ export interface PgCap {
   note(stopped: boolean): Promise<void>;
 }
 
-export async function pgCap(pool: Pool, runId: number): Promise<PgCap | null> {
+/** `worker`: the id of the worker using it (its sends take credits in batches); null: one send at a time. */
+export async function pgCap(pool: Pool, runId: number, worker: string | null = null): Promise<PgCap | null> {
   const row = await budgetRow(pool, runId);
   if (!row) return null;
   return {
     credits: row.cap,
     name: row.name ?? `the run's credit cap of ${row.cap}`,
-    ledger: new PgLedger(pool, runId),
+    ledger: new PgLedger(pool, runId, worker),
     spent: async () => (await budgetRow(pool, runId))?.spent ?? 0,
     note: async (stopped) => {
       if (stopped) await markStopped(pool, runId);
@@ -212,4 +241,10 @@ export async function pgCap(pool: Pool, runId: number): Promise<PgCap | null> {
 function literalNumber(n: number): string {
   if (!Number.isFinite(n)) throw new RangeError(`not a finite number: ${n}`);
   return `${n}::float8`;
+}
+
+/** A safe integer as an SQL literal. */
+function literalInteger(n: number): string {
+  if (!Number.isSafeInteger(n)) throw new RangeError(`not an integer: ${n}`);
+  return String(n);
 }

@@ -28,6 +28,8 @@ import { inTx, type Pool } from './db.js';
  *   a `rate` table that databases made before hold is left unused)
  *   budget                 per run: cap (and how it was given), reserved credits, spent credits (balance drops
  *                          since the run began), the last balance reading, stopped at the cap (src/store/pg/budget.ts)
+ *   budget_holds           per run and worker: credits taken from the budget row for the worker's next sends
+ *                          (counted in budget.reserved; src/store/pg/budget-holds.ts)
  *
  * Created when missing, under an advisory lock (two workers starting together must not both run the DDL).
  */
@@ -172,6 +174,12 @@ CREATE TABLE IF NOT EXISTS budget (
   reserved DOUBLE PRECISION NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_reserved ON jobs (run_id) WHERE reserved_credits IS NOT NULL;
+CREATE TABLE IF NOT EXISTS budget_holds (
+  run_id BIGINT NOT NULL,
+  worker TEXT NOT NULL,
+  credits DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY (run_id, worker)
+);
 `;
 
 /**

@@ -72,7 +72,8 @@ const ADD_FILE = `INSERT INTO files (run_id, job_id, idx, name, url, type, conte
 
 export class PgWorkStore implements WorkStore {
   readonly worker: string;
-  readonly heartbeatMs: number;
+  /** How often this worker beats. */
+  readonly beatEveryMs: number;
   readonly takeOverMs: number;
   private readonly pool: Pool;
   private readonly runId: number;
@@ -97,7 +98,7 @@ export class PgWorkStore implements WorkStore {
     this.runId = o.runId;
     this.worker = worker.id;
     this.leaseMs = o.leaseMs ?? 30_000;
-    this.heartbeatMs = o.heartbeatMs ?? Math.max(1, Math.floor(this.leaseMs / 3));
+    this.beatEveryMs = o.heartbeatMs ?? Math.max(1, Math.floor(this.leaseMs / 3));
     this.takeOverMs = o.takeOverMs ?? 5_000;
     this.key = keyFingerprint(o.apiKey);
     this.reads = new ReadShare(o.statusRatePerSec ?? 10);
@@ -213,9 +214,41 @@ export class PgWorkStore implements WorkStore {
     return { pending: row?.pending ?? 0, inFlight: row?.in_flight ?? 0 };
   }
 
-  async heartbeat(): Promise<void> {
+  /** The pipeline's beat: none while the store beats on its own timer. */
+  get heartbeatMs(): number | null {
+    return this.beatTimer === null ? this.beatEveryMs : null;
+  }
+
+  private beatTimer: NodeJS.Timeout | null = null;
+
+  beatInBackground(): () => Promise<void> {
+    let client: Client | null = null;
+    let running: Promise<void> | null = null;
+    const beat = async () => {
+      try {
+        client ??= await this.pool.connect();
+        await this.heartbeat(client);
+      } catch (err) {
+        // The next beat takes a new connection; leaseLost says when beats failed for a whole lease.
+        client?.release(err instanceof Error ? err : true);
+        client = null;
+      }
+    };
+    this.beatTimer = setInterval(() => {
+      running ??= beat().finally(() => (running = null));
+    }, this.beatEveryMs);
+    return async () => {
+      if (this.beatTimer) clearInterval(this.beatTimer);
+      this.beatTimer = null;
+      await running;
+      client?.release();
+      client = null;
+    };
+  }
+
+  async heartbeat(q: Queryable = this.pool): Promise<void> {
     try {
-      await heartbeat(this.pool, this.worker, this.leaseMs, this.slotsHeld > 0);
+      await heartbeat(q, this.worker, this.leaseMs, this.slotsHeld > 0);
     } catch (err) {
       this.beatFailing = true;
       throw err;
@@ -223,7 +256,7 @@ export class PgWorkStore implements WorkStore {
     this.beatFailing = false;
     this.lastBeat = Date.now();
     // The share of the status-read rate follows the live workers; a failed count keeps the last one (the beat went through).
-    this.reads.setWorkers(await liveWorkers(this.pool, this.leaseMs).catch(() => this.reads.workersNow));
+    this.reads.setWorkers(await liveWorkers(q, this.leaseMs).catch(() => this.reads.workersNow));
   }
 
   async jobOfTask(taskId: string, except: string): Promise<string | null> {
