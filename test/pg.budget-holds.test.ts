@@ -118,6 +118,26 @@ describe('budget holds: credits taken in batches by each worker', () => {
     expect(await budgetRow(pool, runId)).toMatchObject({ reserved: 10 });
   });
 
+  it('a reading neither waits for a job being written nor releases it: that one is released by the next reading', async () => {
+    const runId = await seed('skip-locked', 3);
+    await setBudgetCap(pool, runId, 100);
+    const ledger = new PgLedger(pool, runId);
+    await ledger.reserve('j000', 2, false);
+    await ledger.reserve('j001', 3, false);
+    await ledger.settle(1000, []);
+    // A worker moving j000 to done holds its row.
+    const mover = await pool.connect();
+    try {
+      await mover.query('BEGIN');
+      await mover.query(`SELECT 1 FROM jobs WHERE run_id = $1 AND id = 'j000' FOR UPDATE`, [runId]);
+      expect(await ledger.settle(995, ['j000', 'j001'])).toEqual({ spent: 5, reserved: 2 });
+      await mover.query('COMMIT');
+    } finally {
+      mover.release();
+    }
+    expect(await ledger.settle(995, ['j000'])).toEqual({ spent: 5, reserved: 0 });
+  });
+
   it('a reading counts the jobs released, not the holds', async () => {
     const runId = await seed('reading', 10);
     await setBudgetCap(pool, runId, 100);
