@@ -25,6 +25,28 @@ describe('PostgreSQL schema', () => {
     expect(r.rows).toEqual([{ value: '1' }]);
   });
 
+  it("once complete, a worker's start takes no lock: it does not wait for another worker's open write to the jobs; a missing column is still added", async () => {
+    const pool = pools[0]!;
+    await migrate(pool);
+    const writer = await pool.connect();
+    try {
+      // Another worker mid-transaction (paused, say) after writing to jobs: its lock on the table stays until it ends.
+      await writer.query('BEGIN');
+      await writer.query('UPDATE jobs SET attempts = attempts WHERE run_id = -1');
+      const started = Date.now();
+      // CREATE INDEX IF NOT EXISTS would wait here for the writer (a SHARE lock on jobs) as long as it stays open.
+      await Promise.race([migrate(pools[1]!), new Promise((_, reject) => setTimeout(() => reject(new Error('migrate waited for the open write')), 5_000))]);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await writer.query('ROLLBACK');
+      writer.release();
+    }
+    await pool.query('ALTER TABLE budget DROP COLUMN stopped');
+    await migrate(pool);
+    const col = await pool.query(`SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'budget' AND column_name = 'stopped'`);
+    expect(col.rowCount).toBe(1);
+  });
+
   it('has every table and column of the SQLite state file, plus the lease columns, files.worker and the shared tables', async () => {
     const { dir, cleanup } = tempDir();
     const lite = openDatabase(join(dir, 'state.db'));

@@ -206,8 +206,32 @@ const ADDED_COLUMNS: ReadonlyArray<readonly [string, string, string]> = [
 /** The tables of the SQLite state file that the PostgreSQL state mirrors (the readers' snapshot copies these). */
 export const MIRRORED_TABLES = ['meta', 'runs', 'invocations', 'jobs', 'files', 'job_links', 'uploads', 'marks', 'job_errors'] as const;
 
-/** Create what is missing (under the schema advisory lock) and check the schema version. */
+/** The tables and indexes PG_SCHEMA makes, by name. */
+const SCHEMA_OBJECTS = [...PG_SCHEMA.matchAll(/CREATE (?:TABLE|INDEX) IF NOT EXISTS (\w+)/g)].map((m) => m[1]!);
+
+/**
+ * True when every table, index and added column is there and the version is this genbatch's: nothing to
+ * create. Read from the catalogs, with no lock: `CREATE INDEX IF NOT EXISTS` locks its table (SHARE) before it
+ * finds the index, so a worker joining a run waited for every open write of the others to the jobs, and their
+ * next writes queued behind it (a paused worker's open transaction stalled the whole run until the server
+ * ended it).
+ */
+async function complete(pool: Pool): Promise<boolean> {
+  const r = await pool.query<{ missing: number }>(
+    `SELECT (SELECT count(*) FROM unnest($1::text[]) o WHERE to_regclass(o) IS NULL)
+          + (SELECT count(*) FROM unnest($2::text[], $3::text[]) c(t, col)
+              WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass(c.t) AND a.attname = c.col AND NOT a.attisdropped)) AS missing`,
+    [SCHEMA_OBJECTS, ADDED_COLUMNS.map(([t]) => t), ADDED_COLUMNS.map(([, c]) => c)],
+  );
+  if (Number(r.rows[0]?.missing) !== 0) return false;
+  // Every table is there, meta too; a version this genbatch does not read goes the long way (and is refused there).
+  const v = await pool.query<{ value: string }>(`SELECT value FROM meta WHERE key = 'schema_version'`);
+  return v.rows[0]?.value === String(SCHEMA_VERSION);
+}
+
+/** Create what is missing (under the schema advisory lock) and check the schema version; nothing at all when nothing is missing. */
 export async function migrate(pool: Pool): Promise<void> {
+  if (await complete(pool)) return;
   await inTx(pool, async (c) => {
     await c.query('SELECT pg_advisory_xact_lock($1, 0)', [LOCK.schema]);
     await c.query(PG_SCHEMA);
