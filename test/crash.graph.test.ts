@@ -174,13 +174,21 @@ async function chainRound(out: string): Promise<void> {
     expect(j.last_error).toMatch(/HTTP 409/);
     expect(orphans.some((o) => new URL(o.callback_url!).searchParams.get('job') === j.id)).toBe(true);
   }
-  expect(jobs.filter((j) => j.state !== 'done' && j.state !== 'exists').map((j) => `${j.id} ${j.state} ${j.last_error ?? ''}`)).toEqual([]);
+  // The persona is such an endpoint too (once per track): when it ends `exists`, the song that sings with it has
+  // no persona id to send and is skipped, saying why (seen once in a CI run: a kill left the persona an orphan).
+  const skippedForExists = jobs.filter((j) => j.state === 'skipped' && exists.some((e) => (j.last_error ?? '').startsWith(`skipped because job ${e.id} is exists`)));
+  expect(
+    jobs.filter((j) => j.state !== 'done' && j.state !== 'exists' && !skippedForExists.includes(j)).map((j) => `${j.id} ${j.state} ${j.last_error ?? ''}`),
+  ).toEqual([]);
 
-  // Every task exactly once: the 12 task ids of the state (each job that sends one) are exactly the sandbox's new tasks.
+  // Every task exactly once: the 12 task ids of the state (each job that sends one, less those ended `exists` or
+  // skipped for one: for_each parents send none) are exactly the sandbox's new tasks.
+  const forEachParents = new Set(jobs.filter((j) => /\.\d+$/.test(j.id)).map((j) => j.id.replace(/\.\d+$/, '')));
+  const sending = 12 - exists.length - skippedForExists.filter((j) => !forEachParents.has(j.id)).length;
   const ids = jobs.map((j) => j.task_id).filter((x): x is string => x !== null);
-  expect(ids).toHaveLength(12 - exists.length);
+  expect(ids).toHaveLength(sending);
   // (plus the orphans counted above, each resubmitted by the user's --uncertain resubmit).
-  expect(new Set(ids).size).toBe(12 - exists.length);
+  expect(new Set(ids).size).toBe(sending);
   const server = (await sb.tasks()).map((x) => x.task_id).filter((id) => !before.has(id));
   expect([...server].sort()).toEqual([...ids, ...orphans.map((o) => o.task_id)].sort());
 
@@ -199,10 +207,12 @@ async function chainRound(out: string): Promise<void> {
   expect(checkFiles(state, out)).toBeGreaterThan(0);
   expect(JSON.parse(readFileSync(join(out, 'lyrics', 'timestamped-lyrics.json'), 'utf8'))).toHaveProperty('aligned_words');
   expect(readFileSync(join(out, 'lyrics', 'lyrics.lrc'), 'utf8')).toMatch(/^\[\d\d:\d\d\.\d\d\]\S/);
-  const sent = JSON.parse(readFileSync(join(out, 'second-song', 'result.json'), 'utf8')) as { input: { persona_id: string; title: string } };
-  const persona = readFileSync(join(out, 'persona', 'persona_id.txt'), 'utf8').trim();
-  expect(sent.input.persona_id).toBe(persona);
-  expect(sent.input.title).toBe(`Tide Tables (sung by ${persona})`);
+  if (!exists.some((j) => j.id === 'persona')) {
+    const sent = JSON.parse(readFileSync(join(out, 'second-song', 'result.json'), 'utf8')) as { input: { persona_id: string; title: string } };
+    const persona = readFileSync(join(out, 'persona', 'persona_id.txt'), 'utf8').trim();
+    expect(sent.input.persona_id).toBe(persona);
+    expect(sent.input.title).toBe(`Tide Tables (sung by ${persona})`);
+  } else expect(skippedForExists.map((j) => j.id)).toContain('second-song');
   expect(findFiles(out, (n) => n.endsWith('.part'))).toEqual([]);
   expect(integrity(state)).toBe('ok');
   const adopted = jobs.filter((j) => (j.last_error ?? '').includes('adopted')).map((j) => j.id);
