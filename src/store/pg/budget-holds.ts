@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Pool } from './db.js';
+import { sqlInteger, sqlNumber, sqlText, type Pool } from './db.js';
 
 /**
  * Credits a worker takes from its run's budget row for its next sends (`budget_holds`, one row per run and
@@ -33,23 +33,14 @@ export interface HoldResult {
   hold: number;
 }
 
-const num = (n: number): string => {
-  if (!Number.isFinite(n)) throw new RangeError(`not a finite number: ${n}`);
-  return `${n}::float8`;
-};
-const int = (n: number): string => {
-  if (!Number.isSafeInteger(n)) throw new RangeError(`not an integer: ${n}`);
-  return String(n);
-};
-
 type Rows = Array<pg.QueryResult<{ ok: boolean; spent: number; reserved: number; hold: number }>>;
 
 /** The job's price from the worker's hold; null when the hold (its row, the truth) does not cover it. */
 export async function fromHold(pool: Pool, runId: number, worker: string, id: string, credits: number): Promise<HoldResult | null> {
-  const R = int(runId);
-  const W = pg.escapeLiteral(worker);
-  const J = pg.escapeLiteral(id);
-  const C = num(credits);
+  const R = sqlInteger(runId);
+  const W = sqlText(worker);
+  const J = sqlText(id);
+  const C = sqlNumber(credits);
   const text = `SET LOCAL synchronous_commit = off;
     WITH o AS (SELECT ${C} - COALESCE((SELECT reserved_credits FROM jobs WHERE run_id = ${R} AND id = ${J}), 0) AS need),
          h AS (UPDATE budget_holds SET credits = credits - (SELECT need FROM o)
@@ -65,14 +56,14 @@ export async function fromHold(pool: Pool, runId: number, worker: string, id: st
 
 /** The send of job `id` under the budget row's lock (see above); null when the run has no budget row. `unknown`: the price is not known (credits 0, fits while any room is left). */
 export async function take(pool: Pool, runId: number, worker: string, id: string, credits: number, unknown: boolean, leaseCheck = true): Promise<HoldResult | null> {
-  const R = int(runId);
-  const W = pg.escapeLiteral(worker);
-  const J = pg.escapeLiteral(id);
-  const C = num(credits);
+  const R = sqlInteger(runId);
+  const W = sqlText(worker);
+  const J = sqlText(id);
+  const C = sqlNumber(credits);
   // free: the room no one holds (a dead worker's hold given back counted in); an unknown price fits while any
   // room is left counting this worker's hold and the job's former reservation, a known one when it fits in them.
   const fits = unknown ? 'd0.free + d0.old + d0.h > 1e-9' : 'd0.need <= d0.free + d0.h + 1e-9';
-  const extra = unknown ? '0' : `LEAST(${num(credits * BATCH_JOBS)}, GREATEST(0, d1.free - d1.lack) / 4)`;
+  const extra = unknown ? '0' : `LEAST(${sqlNumber(credits * BATCH_JOBS)}, GREATEST(0, d1.free - d1.lack) / 4)`;
   const dead = leaseCheck ? `NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = y.worker AND w.lease_expires > now())` : 'false';
   const text = `SET LOCAL synchronous_commit = off;
     SELECT 1 FROM budget_holds WHERE run_id = ${R} AND worker = ${W} FOR UPDATE;
@@ -102,8 +93,8 @@ export async function take(pool: Pool, runId: number, worker: string, id: string
 
 /** The worker's hold back to its run's budget row (at its end). */
 export async function giveBack(pool: Pool, runId: number, worker: string): Promise<void> {
-  const R = int(runId);
-  const W = pg.escapeLiteral(worker);
+  const R = sqlInteger(runId);
+  const W = sqlText(worker);
   await pool.query(`SET LOCAL synchronous_commit = off;
     SELECT 1 FROM budget_holds WHERE run_id = ${R} AND worker = ${W} FOR UPDATE;
     WITH b AS (SELECT 1 FROM budget WHERE run_id = ${R} FOR UPDATE),

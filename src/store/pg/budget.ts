@@ -1,7 +1,7 @@
 import type { CapLedger, CapTotals } from '../port.js';
 import pg from 'pg';
 import { fromHold, giveBack, take } from './budget-holds.js';
-import type { Pool, Queryable } from './db.js';
+import { sqlInteger, sqlNumber, sqlText, type Pool, type Queryable } from './db.js';
 import { held } from './leases.js';
 
 /**
@@ -106,9 +106,9 @@ export class PgLedger implements CapLedger {
       return { ok: r.ok, spent: r.spent, reserved: r.reserved };
     }
     // An integer literal (bigint), so the jobs and budget keys' indexes serve the lookups.
-    const run = literalInteger(this.runId);
-    const job = pg.escapeLiteral(id);
-    const c = literalNumber(credits);
+    const run = sqlInteger(this.runId);
+    const job = sqlText(id);
+    const c = sqlNumber(credits);
     const text = `SET LOCAL synchronous_commit = off;
       WITH b AS (SELECT cap, spent, reserved FROM budget WHERE run_id = ${run} FOR UPDATE),
            o AS (SELECT COALESCE((SELECT reserved_credits FROM jobs WHERE run_id = ${run} AND id = ${job}), 0) AS old),
@@ -162,9 +162,9 @@ export class PgLedger implements CapLedger {
     // reservation until the next reading, which only holds back sends, never lets one past the cap). One simple
     // query of literals committed without waiting for the disk: a reading lost to a server crash leaves the
     // last one as the base, so the next counts its drop (releases lost with it only hold back sends).
-    const R = literalInteger(this.runId);
-    const ids = `ARRAY[${release.map((id) => pg.escapeLiteral(id)).join(', ')}]::text[]`;
-    const ticket = this.ticket === null ? 'NULL::bigint' : `${literalInteger(this.ticket)}::bigint`;
+    const R = sqlInteger(this.runId);
+    const ids = `ARRAY[${release.map((id) => sqlText(id)).join(', ')}]::text[]`;
+    const ticket = this.ticket === null ? 'NULL::bigint' : `${sqlInteger(this.ticket)}::bigint`;
     const text = `SET LOCAL synchronous_commit = off;
       SELECT 1 FROM budget WHERE run_id = ${R} FOR UPDATE;
       WITH j AS (
@@ -173,8 +173,8 @@ export class PgLedger implements CapLedger {
           WHERE n.run_id = ${R} AND n.id = o.id
           RETURNING o.reserved_credits AS c)
        UPDATE budget SET reserved = GREATEST(0, reserved - COALESCE((SELECT sum(c) FROM j), 0)),
-         spent = CASE WHEN balance IS NULL OR ${ticket} <= applied_seq THEN spent ELSE round((spent + balance - ${literalNumber(reading)})::numeric, 6)::double precision END,
-         balance = CASE WHEN ${ticket} <= applied_seq THEN balance ELSE ${literalNumber(reading)} END,
+         spent = CASE WHEN balance IS NULL OR ${ticket} <= applied_seq THEN spent ELSE round((spent + balance - ${sqlNumber(reading)})::numeric, 6)::double precision END,
+         balance = CASE WHEN ${ticket} <= applied_seq THEN balance ELSE ${sqlNumber(reading)} END,
          applied_seq = GREATEST(applied_seq, COALESCE(${ticket}, applied_seq))
         WHERE run_id = ${R} RETURNING spent, reserved - COALESCE((SELECT sum(credits) FROM budget_holds WHERE run_id = ${R}), 0) AS reserved`;
     const results = (await this.pool.query(text)) as unknown as Array<pg.QueryResult<CapTotals>>;
@@ -235,16 +235,4 @@ export async function pgCap(pool: Pool, runId: number, worker: string | null = n
       await pool.query('INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value', [`credit_cap:${runId}`, value]);
     },
   };
-}
-
-/** A finite number as an SQL literal (float8). */
-function literalNumber(n: number): string {
-  if (!Number.isFinite(n)) throw new RangeError(`not a finite number: ${n}`);
-  return `${n}::float8`;
-}
-
-/** A safe integer as an SQL literal. */
-function literalInteger(n: number): string {
-  if (!Number.isSafeInteger(n)) throw new RangeError(`not an integer: ${n}`);
-  return String(n);
 }

@@ -49,6 +49,20 @@ export function idleInTransactionMs(leaseMs: number): number {
   return Math.max(5_000, Math.floor(leaseMs / 2));
 }
 
+/**
+ * Values written into a simple query (one that carries several statements, which takes no parameters): text
+ * through pg's escaping, numbers only when finite (an integer as one, so a key's index serves a comparison).
+ */
+export const sqlText = (s: string): string => pg.escapeLiteral(s);
+export function sqlNumber(n: number): string {
+  if (!Number.isFinite(n)) throw new RangeError(`not a finite number: ${n}`);
+  return `${n}::float8`;
+}
+export function sqlInteger(n: number): string {
+  if (!Number.isSafeInteger(n)) throw new RangeError(`not an integer: ${n}`);
+  return String(n);
+}
+
 const names = new Map<string, string>();
 
 /**

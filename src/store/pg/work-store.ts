@@ -87,6 +87,8 @@ export class PgWorkStore implements WorkStore {
   private beatFailing = false;
   private generation = 0;
   private graphOn: boolean | null = null;
+  /** The timer of beatInBackground while it runs. */
+  private beatTimer: NodeJS.Timeout | null = null;
   /** Upload slots this worker holds now: the heartbeat renews slots only while there are some (a run without uploads costs nothing). */
   private slotsHeld = 0;
   /** This worker's share of the key's status-read rate, spent locally (read-share.ts). */
@@ -218,8 +220,6 @@ export class PgWorkStore implements WorkStore {
   get heartbeatMs(): number | null {
     return this.beatTimer === null ? this.beatEveryMs : null;
   }
-
-  private beatTimer: NodeJS.Timeout | null = null;
 
   beatInBackground(): () => Promise<void> {
     let client: Client | null = null;
