@@ -213,6 +213,27 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
     expect(await b.readElsewhere('a')).toMatchObject({ state: 'submitting', attempts: 1, submitted_at: '2026-01-01T00:00:00.000Z' });
   });
 
+  it('moves asked for at once: each one that is allowed is made and committed when it resolves; one refused changes none of the others', async () => {
+    const b = await fresh([{ id: 'a' }, { id: 'b' }, { id: 'c' }, { id: 'd' }, { id: 'e' }]);
+    await b.store.claimPending(10);
+    await b.store.transition('e', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    const asked = await Promise.allSettled([
+      b.store.transition('a', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true }),
+      b.store.transition('b', 'pending', 'failed', { last_error: 'bad input' }),
+      // Refused: c is pending, not submitting.
+      b.store.transition('c', 'submitting', 'submitted', { task_id: 'task-c' }, { durable: true }),
+      b.store.transition('d', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true }),
+      b.store.transition('e', 'submitting', 'submitted', { task_id: 'task-e' }, { durable: true }),
+    ]);
+    expect(asked.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect((asked[2] as PromiseRejectedResult).reason).toBeInstanceOf(TransitionError);
+    expect(await b.readElsewhere('a')).toMatchObject({ state: 'submitting', attempts: 1 });
+    expect(await b.readElsewhere('b')).toMatchObject({ state: 'failed', last_error: 'bad input' });
+    expect(await b.readElsewhere('c')).toMatchObject({ state: 'pending', task_id: null, attempts: 0 });
+    expect(await b.readElsewhere('d')).toMatchObject({ state: 'submitting', attempts: 1 });
+    expect(await b.readElsewhere('e')).toMatchObject({ state: 'submitted', task_id: 'task-e' });
+  });
+
   it('takeOver hands over the jobs whose task is at the service, submitted and downloading, once', async () => {
     const { store } = await fresh([
       { id: 'p' },

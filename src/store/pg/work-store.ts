@@ -13,6 +13,7 @@ import { NOW_ISO, NOW_MS } from './schema.js';
 import { coolDownUploads, endUploadSlot, takeUploadSlot } from './upload-slots.js';
 import { heartbeat, newWorkerId, registerWorker, type WorkerIdentity } from './workers.js';
 import { liveWorkers, ReadShare } from './read-share.js';
+import { MoveGroup } from './move-group.js';
 
 /**
  * WorkStore over a PostgreSQL state (src/store/port.ts): one worker of any number working on one run.
@@ -93,6 +94,8 @@ export class PgWorkStore implements WorkStore {
   private slotsHeld = 0;
   /** This worker's share of the key's status-read rate, spent locally (read-share.ts). */
   private readonly reads: ReadShare;
+  /** This worker's job moves, grouped into shared transactions (move-group.ts). */
+  private readonly moves: MoveGroup;
 
   private constructor(o: PgWorkStoreOptions, worker: WorkerIdentity) {
     this.o = o;
@@ -104,6 +107,7 @@ export class PgWorkStore implements WorkStore {
     this.takeOverMs = o.takeOverMs ?? 5_000;
     this.key = keyFingerprint(o.apiKey);
     this.reads = new ReadShare(o.statusRatePerSec ?? 10);
+    this.moves = new MoveGroup(o.pool);
   }
 
   /** Register this worker and, when given, set the run's credit cap. */
@@ -272,24 +276,21 @@ export class PgWorkStore implements WorkStore {
   async transition(id: string, from: JobState, to: JobState, patch: JobPatch = {}, o: MoveOptions = {}): Promise<Moved> {
     const epoch = this.held.get(id);
     if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
-    // A durable move alone (the submit intent, the task id): one statement, its own transaction, one round trip.
+    // A move that is one statement (the submit intent, the task id) runs without BEGIN and COMMIT when its group is itself alone.
     const alone = o.durable === true && epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
-    if (alone) {
-      const r = await guardedMove(this.pool, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs);
-      if (r === 'lost' || !ACTIVE_STATES.includes(to)) this.held.delete(id);
-      return r === 'lost' ? { moved: false } : { moved: true, side: [] };
-    }
     let newEpoch: number | undefined;
-    const out = await inTx(this.pool, async (tx): Promise<Moved> => {
+    const move = async (tx: Queryable): Promise<Moved> => {
       if (epoch === undefined) newEpoch = await adoptMove(tx, this.runId, id, this.worker, from, to, patch, this.leaseMs);
       else if ((await guardedMove(tx, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs)) === 'lost') return { moved: false };
+      if (alone) return { moved: true, side: [] };
       if (typeof patch.last_error === 'string') await this.recordError(tx, id, patch.last_error);
       if (o.addFiles) await this.addFiles(tx, id, o.addFiles);
       if (o.filesDone) await this.filesDone(tx, id, o.filesDone);
       if (to === 'done') await this.clearMarkOnResult(tx, id);
       if (uncharged(from, to)) await releaseReservation(tx, this.runId, id);
       return { moved: true, side: await afterMove(tx, this.runId, id, from, to, patch.last_error) };
-    }, { durable: o.durable === true });
+    };
+    const out = await this.moves.run(move, { durable: o.durable === true, alone });
     if (!out.moved || !ACTIVE_STATES.includes(to)) this.held.delete(id);
     else if (newEpoch !== undefined) this.held.set(id, newEpoch);
     return out;
@@ -315,14 +316,16 @@ export class PgWorkStore implements WorkStore {
     await q.query('DELETE FROM job_errors WHERE run_id = $1 AND job_id = $2 AND n <= (SELECT MAX(n) FROM job_errors WHERE run_id = $1 AND job_id = $2) - 50', [this.runId, id]);
   }
 
-  /** A new result arrived: the job's current mark judged the one it replaced, so it is cleared (kept in its history). */
+  /** A new result arrived: the job's current mark judged the one it replaced, so it is cleared (kept in its history). One statement. */
   private async clearMarkOnResult(q: Queryable, id: string): Promise<void> {
-    const r = await q.query<{ mark: string | null }>(named('SELECT mark FROM marks WHERE run_id = $1 AND job_id = $2 ORDER BY n DESC LIMIT 1', [this.runId, id]));
-    const mark = r.rows[0]?.mark;
-    if (!mark) return;
     await q.query(
-      `INSERT INTO marks (run_id, job_id, n, mark, note, at) VALUES ($1, $2, (SELECT COALESCE(MAX(n), 0) + 1 FROM marks WHERE run_id = $1 AND job_id = $2), NULL, $3, ${NOW_ISO})`,
-      [this.runId, id, `cleared: a new result replaced the one marked ${mark}`],
+      named(
+        `INSERT INTO marks (run_id, job_id, n, mark, note, at)
+         SELECT $1, $2, m.n + 1, NULL, 'cleared: a new result replaced the one marked ' || m.mark, ${NOW_ISO}
+           FROM (SELECT n, mark FROM marks WHERE run_id = $1 AND job_id = $2 ORDER BY n DESC LIMIT 1) m
+          WHERE m.mark IS NOT NULL AND m.mark <> ''`,
+        [this.runId, id],
+      ),
     );
   }
 
