@@ -109,7 +109,9 @@ function claims(admin) {
 /** genbatch as a child process; resolves with its exit and, through run.measure.mjs, its resource usage. */
 function cli(args, env, measure = false) {
   return new Promise((res, rej) => {
-    const argv = measure ? [join(ROOT, 'bench', 'run.measure.mjs'), ...args] : [BIN, ...args];
+    // BENCH_PROF=DIR: a CPU profile of each genbatch process in DIR (node --cpu-prof; read it with bench/prof-summary.mjs).
+    const prof = process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROF] : [];
+    const argv = [...prof, ...(measure ? [join(ROOT, 'bench', 'run.measure.mjs'), ...args] : [BIN, ...args])];
     const child = spawn(process.execPath, argv, { env: { ...process.env, NO_COLOR: '1', ...env }, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
     let err = '';
     let usage = '';

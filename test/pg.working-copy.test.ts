@@ -57,6 +57,20 @@ describe('a PostgreSQL run changed through a SQLite working copy (the manifest s
   const jobsOf = async (runId: number) =>
     (await pool.query<{ id: string; state: string; spec: string; seq: number }>('SELECT id, state, spec, seq FROM jobs WHERE run_id = $1 ORDER BY seq', [runId])).rows;
 
+  it('a sync of 2,345 new jobs with links writes every row as the copy made it (new rows go many to a statement)', async () => {
+    const jobs = Array.from({ length: 2345 }, (_, i) => job(`j${i}`, `{"p":${i}}`, i > 0 && i % 7 === 0 ? [`j${i - 1}`] : undefined));
+    const { outcome, wb } = await syncManifest(pool, '/big.yaml', 'k-big', jobs);
+    expect(outcome).toBe('synced');
+    expect(wb!.inserted).toBeGreaterThanOrEqual(2345 + 334);
+    const runId = await ensureRun(pool, '/big.yaml', '/tmp/out');
+    const rows = await jobsOf(runId);
+    expect(rows.map((r) => [r.id, r.spec, r.state])).toEqual(jobs.map((j) => [j.id, j.spec, 'pending']));
+    expect(new Set(rows.map((r) => r.seq)).size).toBe(2345);
+    expect(rows.map((r) => r.seq)).toEqual([...rows.map((r) => r.seq)].sort((a, b) => a - b));
+    const links = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM job_links WHERE run_id = $1 AND kind = 'needs'`, [runId]);
+    expect(links.rows[0]!.n).toBe(334);
+  });
+
   it('3 processes syncing one manifest at once: one writes the jobs and links through its copy, the others join', async () => {
     const jobs = [job('a'), job('b', '{"p":2}', ['a']), job('c')];
     const results = await Promise.all([0, 1, 2].map(() => syncManifest(pool, '/sync/m.yaml', 'k1', jobs)));
