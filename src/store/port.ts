@@ -135,6 +135,9 @@ export interface WorkStore {
   /** The job's file rows, by idx. */
   filesOf(id: string): Promise<FileRow[]>;
 
+  /** The job as stored now with its file rows (by idx), read together (one round trip with PostgreSQL); undefined when the run has no such job. */
+  jobWithFiles(id: string): Promise<{ job: JobRow; files: FileRow[] } | undefined>;
+
   /**
    * Record files on disk (or in the bucket) without a state change: a job stopped or failed
    * midway keeps what it fetched. Each row records this worker. False when the lease was lost.

@@ -161,6 +161,13 @@ export class SqliteWorkStore implements WorkStore {
     return attempt(() => this.store.noteError(id, message));
   }
 
+  jobWithFiles(id: string): Promise<{ job: JobRow; files: FileRow[] } | undefined> {
+    return attempt(() => {
+      const job = this.store.getJob(id);
+      return job && { job, files: this.store.filesOf(id) };
+    });
+  }
+
   filesOf(id: string): Promise<FileRow[]> {
     return attempt(() => this.store.filesOf(id));
   }

@@ -268,6 +268,10 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
       [1, 'pending', null, null],
     ]);
     expect((await store.getJob('a'))?.state).toBe('downloading');
+    // Read together, the job and its rows are exactly what getJob and filesOf give (numbers as numbers).
+    expect(await store.jobWithFiles('a')).toEqual({ job: await store.getJob('a'), files: await store.filesOf('a') });
+    expect((await store.jobWithFiles('a'))!.files[1]).toMatchObject({ expected_size: 3, size: null, expires_at: null, content_type: 'image/png' });
+    expect(await store.jobWithFiles('nope')).toBeUndefined();
     await store.transition('a', 'downloading', 'done', {}, { filesDone: [got(1, 'two.png')] });
     const files = await store.filesOf('a');
     expect(files.map((f) => [f.idx, f.state, f.sha256])).toEqual([

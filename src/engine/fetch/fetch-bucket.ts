@@ -84,10 +84,10 @@ async function putEarlier(meta: MetaNotes, bucket: BucketPort, row: JobRow, f: F
 
 export async function fetchToBucket(
   row: JobRow,
-  c: { store: WorkStore; download: DownloadPort; bucket: BucketPort; signal: AbortSignal; emit: (e: EngineEvent) => void },
+  c: { store: WorkStore; download: DownloadPort; bucket: BucketPort; signal: AbortSignal; emit: (e: EngineEvent) => void; files?: readonly FileRow[] },
 ): Promise<FileGot[] | null> {
   const folder = c.download.sanitizeName(row.id);
-  const files = await c.store.filesOf(row.id);
+  const files = c.files ?? (await c.store.filesOf(row.id));
   const notes: MetaNotes = c.store;
   const journal = bucketJournal(c.store);
   const done: Array<{ idx: number; got: Got }> = [];

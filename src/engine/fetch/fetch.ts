@@ -39,7 +39,7 @@ function isOwnResultFile(root: Root, name: string, jobId: string): boolean {
  */
 export async function fetchJob(
   row: JobRow,
-  c: { store: WorkStore; download: DownloadPort; outDir: string; signal: AbortSignal; emit: (e: EngineEvent) => void; root?: Root },
+  c: { store: WorkStore; download: DownloadPort; outDir: string; signal: AbortSignal; emit: (e: EngineEvent) => void; root?: Root; files?: readonly FileRow[] },
 ): Promise<FileGot[] | null> {
   if (c.download.bucket) return fetchToBucket(row, { ...c, bucket: c.download.bucket });
   const folder = c.download.sanitizeName(row.id);
@@ -49,7 +49,7 @@ export async function fetchJob(
   const { path: jobDir, made } = root.mkdirsMade(folder);
   // True until the first wait for a download or a write: the check just made still stands for the first file.
   let checkedNow = true;
-  const files = await c.store.filesOf(row.id);
+  const files = c.files ?? (await c.store.filesOf(row.id));
   const done: Array<{ idx: number; got: Got }> = [];
   /** fsync the folder, then the rows of what is on disk (recorded by the caller's transition, or by recordNow). */
   const settle = async (): Promise<FileGot[]> => {

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { decide } from '../../client/index.js';
 import { UnsafeResultError } from '../../errors.js';
 import { MinHeap } from '../../lib/heap.js';
-import type { JobRow } from '../../store/index.js';
+import type { FileRow, JobRow } from '../../store/index.js';
 import { fetchJob } from '../fetch/fetch.js';
 import { outputRoot } from '../files.js';
 import type { Root } from '../../lib/root.js';
@@ -79,10 +79,11 @@ export class Downloads {
     while (this.active.size < this.c.opts.concurrency * 2) {
       const top = this.queue.pop();
       if (!top) break;
-      const row = await this.c.store.getJob(top.id);
+      const got = await this.c.store.jobWithFiles(top.id);
+      const row = got?.job;
       if (!row || row.state !== 'downloading' || this.active.has(row.id)) continue;
       this.active.add(row.id);
-      void this.fetch(row)
+      void this.fetch(row, got.files)
         .catch((err: unknown) => this.c.warn(row.id, err))
         .finally(() => {
           this.active.delete(row.id);
@@ -92,14 +93,15 @@ export class Downloads {
     return next;
   }
 
-  private async fetch(row: JobRow): Promise<void> {
+  /** `files`: the job's file rows, read with it (only this worker writes them while it holds the job). */
+  private async fetch(row: JobRow, files: FileRow[]): Promise<void> {
     const { store, opts } = this.c;
     try {
       // The output folder's Root is opened once for the run (its realpath then is the bound every job folder is checked against).
       this.root ??= this.download.bucket ? undefined : outputRoot(opts.outDir);
-      const files = await fetchJob(row, { store, download: this.download, outDir: opts.outDir, signal: opts.signal, emit: opts.emit, root: this.root });
+      const got = await fetchJob(row, { store, download: this.download, outDir: opts.outDir, signal: opts.signal, emit: opts.emit, root: this.root, files });
       // The files are recorded in the same transaction as the state change (one per job).
-      if (files && (await this.c.move(row.id, 'downloading', 'done', {}, { filesDone: files }))) this.finished(row.id);
+      if (got && (await this.c.move(row.id, 'downloading', 'done', {}, { filesDone: got }))) this.finished(row.id);
     } catch (err) {
       if (opts.signal.aborted) return;
       if (this.download.isGone(err)) {

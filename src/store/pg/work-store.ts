@@ -63,6 +63,8 @@ function uncharged(from: JobState, to: JobState): boolean {
 
 const TAKE_OVER_BATCH = 1000;
 
+const FILE_COLUMNS = 'job_id, idx, name, url, type, content_type, expected_size, path, size, sha256, expires_at, state';
+
 /** A file of a job now on disk (or in the bucket), written by this worker. */
 const FILE_DONE = `UPDATE files SET path = $4, size = $5, sha256 = $6, content_type = COALESCE($7, content_type), state = 'done', worker = $8 WHERE run_id = $1 AND job_id = $2 AND idx = $3`;
 
@@ -359,11 +361,23 @@ export class PgWorkStore implements WorkStore {
   }
 
   async filesOf(id: string): Promise<FileRow[]> {
-    const r = await this.pool.query<FileRow>(
-      'SELECT job_id, idx, name, url, type, content_type, expected_size, path, size, sha256, expires_at, state FROM files WHERE run_id = $1 AND job_id = $2 ORDER BY idx',
-      [this.runId, id],
-    );
+    const r = await this.pool.query<FileRow>(named(`SELECT ${FILE_COLUMNS} FROM files WHERE run_id = $1 AND job_id = $2 ORDER BY idx`, [this.runId, id]));
     return r.rows;
+  }
+
+  async jobWithFiles(id: string): Promise<{ job: JobRow; files: FileRow[] } | undefined> {
+    // The file rows as JSON beside the job's columns: their numbers (sizes, expires_at in ms) are exact in a double.
+    const r = await this.pool.query<JobRow & { files_json: FileRow[] }>(
+      named(
+        `SELECT ${ROW_COLUMNS}, COALESCE((SELECT json_agg(f ORDER BY f.idx) FROM (SELECT ${FILE_COLUMNS} FROM files WHERE run_id = j.run_id AND job_id = j.id) f), '[]') AS files_json
+           FROM jobs j WHERE j.run_id = $1 AND j.id = $2`,
+        [this.runId, id],
+      ),
+    );
+    const row = r.rows[0];
+    if (!row) return undefined;
+    const { files_json, ...job } = row;
+    return { job, files: files_json };
   }
 
   async recordFiles(id: string, got: readonly FileGot[]): Promise<boolean> {
