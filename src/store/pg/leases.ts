@@ -97,17 +97,34 @@ const LEASED_STATES: readonly JobState[] = ['submitting', 'submitted', 'download
 export type MoveResult = 'moved' | 'lost';
 
 /**
+ * A write made with a move, in the move's own statement (a data-modifying WITH query): a statement over
+ * `moved` (the job's run_id and id; no row when the move was refused, so then it writes nothing), its values
+ * through `p` (which answers their placeholder).
+ */
+export type WithMove = (p: (v: unknown) => string) => string;
+
+/**
  * Move a job from `from` to `to`, setting `patch`, guarded by the lease (see above). A successful move
  * also renews the lease (or ends it, in a state no worker works on). 'lost': the lease is no longer the
  * caller's (expired, or taken over: owner or epoch changed), nothing was written. Throws TransitionError
  * when the change is not in TRANSITIONS, or the lease is ours and the job is not in `from` (a bug).
  */
-export async function guardedMove(q: Queryable, runId: number, jobId: string, lease: JobLease, from: JobState, to: JobState, patch: JobPatch, leaseMs: number): Promise<MoveResult> {
+export async function guardedMove(
+  q: Queryable,
+  runId: number,
+  jobId: string,
+  lease: JobLease,
+  from: JobState,
+  to: JobState,
+  patch: JobPatch,
+  leaseMs: number,
+  also: readonly WithMove[] = [],
+): Promise<MoveResult> {
   assertAllowed(jobId, from, to);
-  const { sql, values } = moveSql(runId, jobId, from, to, patch, lease.owner, leaseMs, `lease_owner = $4 AND lease_epoch = $5 AND ${held('jobs')}`, [lease.epoch]);
+  const { sql, values } = moveSql(runId, jobId, from, to, patch, lease.owner, leaseMs, `lease_owner = $4 AND lease_epoch = $5 AND ${held('jobs')}`, [lease.epoch], false, also);
   for (let again = false; ; again = true) {
-    const r = await q.query(named(sql, values));
-    if (r.rowCount === 1) return 'moved';
+    const r = await q.query<{ n: number }>(named(sql, values));
+    if (also.length === 0 ? r.rowCount === 1 : r.rows[0]?.n === 1) return 'moved';
     const cur = await q.query<{ state: string; mine: boolean }>(
       `SELECT state, (lease_owner IS NOT DISTINCT FROM $3 AND lease_epoch = $4 AND ${held('jobs')}) AS mine FROM jobs WHERE run_id = $1 AND id = $2`,
       [runId, jobId, lease.owner, lease.epoch],
@@ -137,8 +154,11 @@ export async function adoptMove(q: Queryable, runId: number, jobId: string, owne
   throw new TransitionError(`job ${jobId}: expected state ${from} for ${from} -> ${to}, found ${cur.rows[0]?.state ?? 'no such job'}`);
 }
 
-/** The UPDATE of one move: $1 run, $2 job, $3 from, $4 owner, then `extra` guard values, then the lease length and the patch. */
-function moveSql(runId: number, jobId: string, from: JobState, to: JobState, patch: JobPatch, owner: string, leaseMs: number, guard: string, extra: unknown[], adopt = false) {
+/**
+ * The UPDATE of one move: $1 run, $2 job, $3 from, $4 owner, then `extra` guard values, then the lease length and the patch.
+ * With `also`: one statement that writes them too, answering `n`, the rows moved (0 or 1).
+ */
+function moveSql(runId: number, jobId: string, from: JobState, to: JobState, patch: JobPatch, owner: string, leaseMs: number, guard: string, extra: unknown[], adopt = false, also: readonly WithMove[] = []) {
   const values: unknown[] = [runId, jobId, from, owner, ...extra];
   const p = (v: unknown) => {
     values.push(v);
@@ -156,7 +176,19 @@ function moveSql(runId: number, jobId: string, from: JobState, to: JobState, pat
   if (patch.attemptsInc) sets.push(`attempts = attempts + ${p(patch.attemptsInc)}`);
   // $4 must appear in the statement for its type to be known.
   const ownerUsed = guard.includes('$4') || (adopt && LEASED_STATES.includes(to)) ? '' : ' AND $4::text IS NOT NULL';
-  return { sql: `UPDATE jobs SET ${sets.join(', ')} WHERE run_id = $1 AND id = $2 AND state = $3 AND ${guard}${ownerUsed}`, values };
+  const update = `UPDATE jobs SET ${sets.join(', ')} WHERE run_id = $1 AND id = $2 AND state = $3 AND ${guard}${ownerUsed}`;
+  if (also.length === 0) return { sql: update, values };
+  const writes = also.map((w, i) => `w${i} AS (${w(p)})`);
+  return { sql: `WITH moved AS (${update} RETURNING jobs.run_id, jobs.id), ${writes.join(', ')} SELECT count(*)::int AS n FROM moved`, values };
+}
+
+/** The writes of `also` for a job moved otherwise (adopted): one statement, `moved` being the job. */
+export async function writeWith(q: Queryable, runId: number, jobId: string, also: readonly WithMove[]): Promise<void> {
+  if (also.length === 0) return;
+  const values: unknown[] = [runId, jobId];
+  const p = (v: unknown) => `$${values.push(v)}`;
+  const writes = also.map((w, i) => `w${i} AS (${w(p)})`);
+  await q.query(named(`WITH moved AS (SELECT $1::bigint AS run_id, $2::text AS id), ${writes.join(', ')} SELECT 1`, values));
 }
 
 export function assertAllowed(jobId: string, from: JobState, to: JobState): void {

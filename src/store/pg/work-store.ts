@@ -2,13 +2,14 @@ import { createHash } from 'node:crypto';
 import { throwIfAborted } from '../../client/retry.js';
 import { TransitionError } from '../../errors.js';
 import type { ChildInput } from '../graph.js';
-import type { Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from '../port.js';
+import type { Claim, FileGot, MoveOptions, Moved, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from '../port.js';
 import { ACTIVE_STATES, PARENT_FAILED_STATES, type JobState } from '../states.js';
 import type { FileRow, JobPatch, JobRow, TakenJob } from '../types.js';
 import { releaseReservation, setBudgetCap } from './budget.js';
 import { inTx, named, type Client, type Pool, type Queryable } from './db.js';
 import { afterMove, insertChildren } from './graph.js';
-import { adoptMove, adoptWaiting, assertAllowed, claimPending, free, guardedMove, held, ROW_COLUMNS, takeOver, type LeasedJob } from './leases.js';
+import { adoptMove, adoptWaiting, assertAllowed, claimPending, free, guardedMove, held, ROW_COLUMNS, takeOver, writeWith, type WithMove } from './leases.js';
+import { addFiles, clearMark, filesDone } from './move-writes.js';
 import { NOW_ISO, NOW_MS } from './schema.js';
 import { coolDownUploads, endUploadSlot, takeUploadSlot } from './upload-slots.js';
 import { heartbeat, newWorkerId, registerWorker, type WorkerIdentity } from './workers.js';
@@ -64,14 +65,6 @@ function uncharged(from: JobState, to: JobState): boolean {
 const TAKE_OVER_BATCH = 1000;
 
 const FILE_COLUMNS = 'job_id, idx, name, url, type, content_type, expected_size, path, size, sha256, expires_at, state';
-
-/** A file of a job now on disk (or in the bucket), written by this worker. */
-const FILE_DONE = `UPDATE files SET path = $4, size = $5, sha256 = $6, content_type = COALESCE($7, content_type), state = 'done', worker = $8 WHERE run_id = $1 AND job_id = $2 AND idx = $3`;
-
-/** A file row of a job's results (again, when the job is fetched again). */
-const ADD_FILE = `INSERT INTO files (run_id, job_id, idx, name, url, type, content_type, expected_size, expires_at, state, worker) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10)
-  ON CONFLICT (run_id, job_id, idx) DO UPDATE SET name = EXCLUDED.name, url = EXCLUDED.url, type = EXCLUDED.type, content_type = EXCLUDED.content_type,
-    expected_size = EXCLUDED.expected_size, expires_at = EXCLUDED.expires_at, state = 'pending', path = NULL, size = NULL, sha256 = NULL, worker = EXCLUDED.worker`;
 
 export class PgWorkStore implements WorkStore {
   readonly worker: string;
@@ -280,15 +273,19 @@ export class PgWorkStore implements WorkStore {
     if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
     // A move that is one statement (the submit intent, the task id) runs without BEGIN and COMMIT when its group is itself alone.
     const alone = o.durable === true && epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
+    // The file rows and the mark cleared by a new result: written by the move's own statement.
+    const also: WithMove[] = [];
+    if (o.addFiles && o.addFiles.length > 0) also.push(addFiles(o.addFiles, this.worker));
+    if (o.filesDone && o.filesDone.length > 0) also.push(filesDone(o.filesDone, this.worker));
+    if (to === 'done') also.push(clearMark);
     let newEpoch: number | undefined;
     const move = async (tx: Queryable): Promise<Moved> => {
-      if (epoch === undefined) newEpoch = await adoptMove(tx, this.runId, id, this.worker, from, to, patch, this.leaseMs);
-      else if ((await guardedMove(tx, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs)) === 'lost') return { moved: false };
+      if (epoch === undefined) {
+        newEpoch = await adoptMove(tx, this.runId, id, this.worker, from, to, patch, this.leaseMs);
+        await writeWith(tx, this.runId, id, also);
+      } else if ((await guardedMove(tx, this.runId, id, { owner: this.worker, epoch }, from, to, patch, this.leaseMs, also)) === 'lost') return { moved: false };
       if (alone) return { moved: true, side: [] };
       if (typeof patch.last_error === 'string') await this.recordError(tx, id, patch.last_error);
-      if (o.addFiles) await this.addFiles(tx, id, o.addFiles);
-      if (o.filesDone) await this.filesDone(tx, id, o.filesDone);
-      if (to === 'done') await this.clearMarkOnResult(tx, id);
       if (uncharged(from, to)) await releaseReservation(tx, this.runId, id);
       return { moved: true, side: await afterMove(tx, this.runId, id, from, to, patch.last_error) };
     };
@@ -316,31 +313,6 @@ export class PgWorkStore implements WorkStore {
       [this.runId, id, message],
     );
     await q.query('DELETE FROM job_errors WHERE run_id = $1 AND job_id = $2 AND n <= (SELECT MAX(n) FROM job_errors WHERE run_id = $1 AND job_id = $2) - 50', [this.runId, id]);
-  }
-
-  /** A new result arrived: the job's current mark judged the one it replaced, so it is cleared (kept in its history). One statement. */
-  private async clearMarkOnResult(q: Queryable, id: string): Promise<void> {
-    await q.query(
-      named(
-        `INSERT INTO marks (run_id, job_id, n, mark, note, at)
-         SELECT $1, $2, m.n + 1, NULL, 'cleared: a new result replaced the one marked ' || m.mark, ${NOW_ISO}
-           FROM (SELECT n, mark FROM marks WHERE run_id = $1 AND job_id = $2 ORDER BY n DESC LIMIT 1) m
-          WHERE m.mark IS NOT NULL AND m.mark <> ''`,
-        [this.runId, id],
-      ),
-    );
-  }
-
-  private async addFiles(q: Queryable, id: string, files: readonly NewFile[]): Promise<void> {
-    for (const f of files) {
-      await q.query(named(ADD_FILE, [this.runId, id, f.idx, f.name, f.url, f.type, f.content_type, f.expected_size, f.expires_at, this.worker]));
-    }
-  }
-
-  private async filesDone(q: Queryable, id: string, got: readonly FileGot[]): Promise<void> {
-    for (const f of got) {
-      await q.query(named(FILE_DONE, [this.runId, id, f.idx, f.path, f.size, f.sha256, f.content_type, this.worker]));
-    }
   }
 
   /** Writes about a job outside a state change, guarded by this worker's lease on it (or by no live lease at all). */
@@ -392,7 +364,7 @@ export class PgWorkStore implements WorkStore {
         epoch,
       ]);
       if (mine.rowCount !== 1) return false;
-      await this.filesDone(tx, id, got);
+      await writeWith(tx, this.runId, id, [filesDone(got, this.worker)]);
       return true;
     });
   }
