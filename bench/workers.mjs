@@ -194,12 +194,20 @@ async function cpu(admin, sb, path) {
   const state = join(WORK, 'cpu-sqlite', 'state.db');
   const lite = await cli(['run', path, '--state', state, '--base-url', sb.url, '--time-scale', SCALE, '--out', join(WORK, 'cpu-sqlite'), '--yes'], { GENBATCH_API_KEY: KEY }, true);
   if (lite.code !== 0) throw new Error(`the SQLite run exited ${lite.code}: ${lite.stderr.slice(-500)}`);
-  const r = {
-    postgres: { ms_per_job: +perJob(pgUse).toFixed(3), wall_s: +pgUse.wall_s.toFixed(2), max_rss_mb: Math.round(pgUse.max_rss_mb) },
-    sqlite: { ms_per_job: +perJob(lite.usage).toFixed(3), wall_s: +lite.usage.wall_s.toFixed(2), max_rss_mb: Math.round(lite.usage.max_rss_mb) },
-  };
-  console.log(`  PostgreSQL: ${r.postgres.ms_per_job} ms CPU per job (${r.postgres.wall_s} s wall, ${r.postgres.max_rss_mb} MB RSS)`);
-  console.log(`  SQLite:     ${r.sqlite.ms_per_job} ms CPU per job (${r.sqlite.wall_s} s wall, ${r.sqlite.max_rss_mb} MB RSS)`);
+  const of = (u) => ({
+    ms_per_job: +perJob(u).toFixed(3),
+    user_ms_per_job: +((1000 * u.user_s) / JOBS).toFixed(3),
+    sys_ms_per_job: +((1000 * u.sys_s) / JOBS).toFixed(3),
+    wall_s: +u.wall_s.toFixed(2),
+    jobs_per_s: +(JOBS / u.wall_s).toFixed(1),
+    max_rss_mb: Math.round(u.max_rss_mb),
+  });
+  const r = { postgres: of(pgUse), sqlite: of(lite.usage) };
+  r.jobs_per_s_postgres_over_sqlite = +(r.postgres.jobs_per_s / r.sqlite.jobs_per_s).toFixed(2);
+  const line = (x) => `${x.ms_per_job} ms CPU per job (user ${x.user_ms_per_job}, system ${x.sys_ms_per_job}), ${x.jobs_per_s} jobs/s (${x.wall_s} s wall), ${x.max_rss_mb} MB RSS`;
+  console.log(`  PostgreSQL: ${line(r.postgres)}`);
+  console.log(`  SQLite:     ${line(r.sqlite)}`);
+  console.log(`  jobs/s of one PostgreSQL worker / one SQLite run: ${r.jobs_per_s_postgres_over_sqlite}x (issue #24: at least 0.8x)`);
   return r;
 }
 

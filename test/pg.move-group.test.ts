@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPool, type Pool } from '../src/store/pg/db.js';
 import { migrate } from '../src/store/pg/schema.js';
+import { MoveGroup } from '../src/store/pg/move-group.js';
 import { PgWorkStore } from '../src/store/pg/work-store.js';
 import { seedRun, testDatabase, type TestDatabase } from './helpers/pg.js';
 
 const got = (name: string) => [{ idx: 0, path: `${name}/0.png`, size: 3, sha256: 'cd'.repeat(32), content_type: 'image/png' }];
 const file = (name: string) => [{ idx: 0, name: '0.png', url: `http://files.test/${name}.png`, type: 'image', content_type: 'image/png', expected_size: 3, expires_at: null }];
+const turn = () => new Promise((r) => setImmediate(r));
 
 describe('PgWorkStore: a worker\'s moves grouped into shared transactions', () => {
   let db: TestDatabase;
@@ -66,6 +68,79 @@ describe('PgWorkStore: a worker\'s moves grouped into shared transactions', () =
     expect(marks.rows).toEqual([
       { job_id: 'm', n: 1, mark: 'rejected', note: 'too dark' },
       { job_id: 'm', n: 2, mark: null, note: 'cleared: a new result replaced the one marked rejected' },
+    ]);
+  });
+
+  it('file rows written by the moves carry every field: url, sizes, expiry, the content type found on disk, the sha256', async () => {
+    const { w, runId } = await worker(['f']);
+    await w.transition('f', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+    await w.transition('f', 'submitting', 'submitted', { task_id: 'task-f' }, { durable: true });
+    const files = [
+      { idx: 0, name: 'a.png', url: 'http://files.test/a.png', type: 'image', content_type: 'image/png', expected_size: 1234, expires_at: 1_900_000_000_123 },
+      { idx: 1, name: 'b.png', url: 'http://files.test/b.png', type: 'image', content_type: null, expected_size: null, expires_at: null },
+    ];
+    await w.transition('f', 'submitted', 'downloading', { result: '{}' }, { addFiles: files });
+    const gotten = [
+      { idx: 0, path: 'f/a.png', size: 1234, sha256: 'a1'.repeat(32), content_type: null },
+      { idx: 1, path: 'f/b.webp', size: 77, sha256: 'b2'.repeat(32), content_type: 'image/webp' },
+    ];
+    await w.transition('f', 'downloading', 'done', {}, { filesDone: gotten });
+    const rows = await admin.query('SELECT idx, name, url, type, content_type, expected_size, expires_at, path, size, sha256, state, worker FROM files WHERE run_id = $1 ORDER BY idx', [runId]);
+    expect(rows.rows).toEqual([
+      { ...files[0], path: 'f/a.png', size: 1234, sha256: 'a1'.repeat(32), state: 'done', worker: 'w' + runs },
+      { ...files[1], content_type: 'image/webp', path: 'f/b.webp', size: 77, sha256: 'b2'.repeat(32), state: 'done', worker: 'w' + runs },
+    ]);
+  });
+
+  it('moves asked for one by one while a group waits on a lock form one next group when it ends', async () => {
+    const { w, runId } = await worker(['a', 'b1', 'b2', 'b3', 'b4', 'b5']);
+    const holder = await admin.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM jobs WHERE run_id = $1 AND id = 'a' FOR UPDATE`, [runId]);
+      const first = w.transition('a', 'pending', 'submitting', { attemptsInc: 1 }, { durable: true });
+      // The group of a waits for the row lock.
+      for (let i = 0; ; i++) {
+        const r = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+        if (r.rows[0]!.n > 0) break;
+        if (i > 500) throw new Error('the move never waited for the lock');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const rest: Array<Promise<unknown>> = [];
+      for (const id of ['b1', 'b2', 'b3', 'b4', 'b5']) {
+        rest.push(w.transition(id, 'pending', 'submitting', { attemptsInc: 1 }, { durable: true }));
+        await turn();
+      }
+      await holder.query('COMMIT');
+      await Promise.all([first, ...rest]);
+    } finally {
+      holder.release();
+    }
+    const x = await writers(runId);
+    expect(new Set(['b1', 'b2', 'b3', 'b4', 'b5'].map((id) => x.get(id))).size).toBe(1);
+    expect(x.get('a')).not.toBe(x.get('b1'));
+  });
+
+  it('a group commits durably when one of its moves is durable; a move alone that is one statement runs without a transaction', async () => {
+    // A session whose default is synchronous_commit = on (the test server's is off), so a transaction's own setting shows.
+    const url = new URL(db.url);
+    url.searchParams.set('options', '-c synchronous_commit=on');
+    const pool = openPool(url.toString(), { max: 4 });
+    pools.push(pool);
+    const g = new MoveGroup(pool);
+    // now() is the transaction's start: equal to the statement's only when the statement is its own transaction.
+    const probe = (q: { query: Pool['query'] }) =>
+      q.query<{ sc: string; own: boolean }>(`SELECT current_setting('synchronous_commit') AS sc, now() = statement_timestamp() AS own`).then((r) => r.rows[0]!);
+    expect(await g.run(probe, { durable: true, alone: true })).toEqual({ sc: 'on', own: true });
+    expect(await g.run(probe, { durable: true, alone: false })).toEqual({ sc: 'on', own: false });
+    expect(await g.run(probe, { durable: false, alone: false })).toEqual({ sc: 'off', own: false });
+    expect(await Promise.all([g.run(probe, { durable: false, alone: false }), g.run(probe, { durable: false, alone: true })])).toEqual([
+      { sc: 'off', own: false },
+      { sc: 'off', own: false },
+    ]);
+    expect(await Promise.all([g.run(probe, { durable: false, alone: false }), g.run(probe, { durable: true, alone: true })])).toEqual([
+      { sc: 'on', own: false },
+      { sc: 'on', own: false },
     ]);
   });
 });

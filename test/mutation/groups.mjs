@@ -40,7 +40,13 @@ export const GROUPS = {
   },
   // The budget reservation on PostgreSQL: N workers never reserve past the run's cap together (real PostgreSQL).
   budget: {
-    mutate: ['src/store/pg/budget.ts'],
-    tests: ['test/pg.budget.test.ts', 'test/pg.sync-budget.test.ts', 'test/pg.budget-reclaim.test.ts', 'test/pg.work-store.test.ts'],
+    mutate: ['src/store/pg/budget.ts', 'src/store/pg/budget-holds.ts'],
+    tests: ['test/pg.budget.test.ts', 'test/pg.sync-budget.test.ts', 'test/pg.budget-reclaim.test.ts', 'test/pg.budget-holds.test.ts', 'test/pg.work-store.test.ts'],
+  },
+  // A worker's moves grouped into shared transactions on PostgreSQL: each settles after its COMMIT, one that fails
+  // undoes none of the others; a move's file rows and mark written by its own statement, nothing by a refused one.
+  moves: {
+    mutate: ['src/store/pg/move-group.ts', 'src/store/pg/move-writes.ts'],
+    tests: ['test/pg.move-group.test.ts', 'test/workstore.behaviour.test.ts', 'test/pg.work-store.test.ts'],
   },
 };

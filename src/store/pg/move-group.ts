@@ -25,6 +25,7 @@ interface Member {
  */
 export class MoveGroup {
   private queue: Member[] = [];
+  /** A flush is due or running: moves asked for meanwhile wait for it to end and form the next group. */
   private busy = false;
 
   constructor(private readonly pool: Pool) {}
@@ -32,22 +33,22 @@ export class MoveGroup {
   run<T>(fn: (q: Queryable) => Promise<T>, o: { durable: boolean; alone: boolean }): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ fn, durable: o.durable, alone: o.alone, done: (err, out) => (err === null ? resolve(out as T) : reject(err)) });
-      if (this.queue.length === 1 && !this.busy) setImmediate(() => void this.flush());
+      if (!this.busy) {
+        this.busy = true;
+        setImmediate(() => void this.flush());
+      }
     });
   }
 
   private async flush(): Promise<void> {
-    if (this.busy) return;
     const batch = this.queue.splice(0, GROUP_MAX);
-    if (batch.length === 0) return;
-    this.busy = true;
     try {
       if (batch.length === 1) await this.one(batch[0]!);
       else await this.many(batch);
     } finally {
-      this.busy = false;
       // Moves asked for during this group's commit form the next group.
       if (this.queue.length > 0) setImmediate(() => void this.flush());
+      else this.busy = false;
     }
   }
 
