@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { REPORT_ROWS_KEPT, buildReportData } from '../src/engine/finish/report-data.js';
 import { writeReports } from '../src/report/index.js';
 import { Store, type JobInput } from '../src/store/index.js';
@@ -73,6 +73,22 @@ describe('report data', () => {
     expect(jobs[25]).toMatchObject({ id: 'j25', prompt: 'ask j25', input: { prompt: 'ask j25', image_urls: ['local.png'] } });
     expect(read(join(dir, 'kept'))).toEqual(streamed);
     expect(read(join(dir, 'over'))).toEqual(streamed);
+  });
+
+  it('a whole report walks the jobs table once for the rows and their inputs (one statement), and once for the files', async () => {
+    const { store, dir } = state();
+    const prepare = vi.spyOn(store.db, 'prepare');
+    await writeReports(join(dir, 'walk'), buildReportData(store, 12.5, 0));
+    const walks = prepare.mock.calls.map(([sql]) => String(sql)).filter((sql) => /FROM jobs( j)? INDEXED BY jobs_by_seq/.test(sql));
+    prepare.mockRestore();
+    // A walk of the table in manifest order reads every row's record (at 100,000 jobs ~110 MB of pages): the rows and
+    // their inputs were two walks before.
+    expect(walks).toHaveLength(2);
+    expect(walks.filter((sql) => /JOIN files/.test(sql))).toHaveLength(1);
+    const jobs = (JSON.parse(readFileSync(join(dir, 'walk', 'report.json'), 'utf8')) as { jobs: Array<{ id: string; input: unknown; sent_by: unknown }> }).jobs;
+    expect(jobs.map((j) => j.id)).toEqual(Array.from({ length: 30 }, (_, i) => `j${i}`));
+    expect(jobs[3]).toMatchObject({ input: { prompt: 'ask j3', image_urls: ['https://up/j3.png'] } });
+    expect(jobs[25]).toMatchObject({ input: { prompt: 'ask j25', image_urls: ['local.png'] }, sent_by: null });
   });
 
   it('every pass sees every job, also when a pass stops early', () => {

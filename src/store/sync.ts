@@ -103,14 +103,13 @@ export function syncJob(h: SyncHost, job: JobInput): SyncResult {
  * named by it (`seen`) and not a for_each child (`children`), in a state that
  * may become skipped, except done (a removed job's results stay).
  */
-export function removedJobs(stmt: Prepare, runId: number, seen: Set<string>, children: Set<string>): { id: string; state: JobState }[] {
+export function removedJobs(raw: Prepare, runId: number, seen: Set<string>, children: Set<string>): { id: string; state: JobState }[] {
   // Every state that may become skipped (TRANSITIONS), except done: a removed job's results stay.
   const from = JOB_STATES.filter((st) => st !== 'done' && TRANSITIONS[st].includes('skipped'));
-  // In the order the earlier index (run_id, state, expires_at, seq) gave them.
-  return (
-    stmt(`SELECT id, state FROM jobs WHERE run_id = ? AND state IN (${from.map(() => '?').join(', ')}) ORDER BY state, expires_at, seq`).all(runId, ...from) as {
-      id: string;
-      state: JobState;
-    }[]
-  ).filter((r) => !seen.has(r.id) && !children.has(r.id));
+  // In the order the earlier index (run_id, state, expires_at, seq) gave them; streamed (a first sync of 100,000 jobs
+  // finds them all pending, and keeps none).
+  const out: { id: string; state: JobState }[] = [];
+  const rows = raw(`SELECT id, state FROM jobs WHERE run_id = ? AND state IN (${from.map(() => '?').join(', ')}) ORDER BY state, expires_at, seq`).iterate(runId, ...from) as IterableIterator<[string, JobState]>;
+  for (const [id, state] of rows) if (!seen.has(id) && !children.has(id)) out.push({ id, state });
+  return out;
 }

@@ -4,6 +4,7 @@ import { promptOf, varsOf } from '../../report/prompt.js';
 import { findModel } from '../../models/index.js';
 import type { InvocationRow, Mark, Store, SummaryRow } from '../../store/index.js';
 import { hasJobSendColumns } from '../../store/schema.js';
+import { summaryRowsWith } from '../../store/reads.js';
 import type { TaskView } from '../ports.js';
 import { extractResults } from '../results.js';
 import { keptChanged } from '../prepare/changed.js';
@@ -176,13 +177,13 @@ const filesInJobOrder = (stretch: boolean): string => `SELECT f.job_id, f.name, 
 type FileTuple = [string, string, string | null, string, string | null, string, number | null, string | null];
 
 /**
- * Each job's input as sent (submitted_input), else as the manifest gives it (the spec's input), in the order of
- * store.summaryRows(): read beside the rows, like the files, so the summary rows stay without the large columns.
+ * Each job's input as sent (submitted_input), else as the manifest gives it (the spec's input), and its send columns
+ * (JobExtra), read beside the summary rows in the same order, so the summary rows stay without the large columns.
  */
-const SENT_COLUMNS = (has: boolean): string => (has ? 'sent_by, expected_credits' : 'NULL, NULL');
-const inputsInJobOrder = (has: boolean, stretch: boolean): string =>
-  `SELECT id, COALESCE(submitted_input, json_extract(spec, '$.input')), ${SENT_COLUMNS(has)} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ?${stretch ? ' AND seq > ? AND seq <= ?' : ''} ORDER BY seq`;
-const inputOf = (has: boolean): string => `SELECT COALESCE(submitted_input, json_extract(spec, '$.input')), ${SENT_COLUMNS(has)} FROM jobs WHERE run_id = ? AND id = ?`;
+const INPUT_COLUMNS = (has: boolean): string[] => [`COALESCE(submitted_input, json_extract(spec, '$.input'))`, ...(has ? ['sent_by', 'expected_credits'] : ['NULL', 'NULL'])];
+/** The inputs of a stretch of jobs (seq in (after, upto]), in the order of its rows. */
+const inputsInStretch = (has: boolean): string => `SELECT id, ${INPUT_COLUMNS(has).join(', ')} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq`;
+const inputOf = (has: boolean): string => `SELECT ${INPUT_COLUMNS(has).join(', ')} FROM jobs WHERE run_id = ? AND id = ?`;
 
 /** id, input, sent_by, expected_credits. */
 type InputTuple = [string, string | null, number | null, number | null];
@@ -200,22 +201,17 @@ function* streamed(store: Store, marks: ReadonlyMap<string, Mark>, refused: stri
   const runId = store.run().id;
   const args = stretch ? [runId, stretch.after, stretch.upto] : [runId];
   const files = store.db.prepare(filesInJobOrder(stretch !== undefined)).raw(true).iterate(...args) as IterableIterator<FileTuple>;
-  const inputs = store.db.prepare(inputsInJobOrder(hasJobSendColumns(store.db), stretch !== undefined)).raw(true).iterate(...args) as IterableIterator<InputTuple>;
-  // Jobs no longer in the manifest, when left out: their files and inputs are passed over with them.
+  // Jobs no longer in the manifest, when left out: their files (and rows) are passed over with them.
   const out = store.leftOutIds();
   try {
     let head = files.next();
-    for (const row of stretch ? stretch.rows : store.summaryRows()) {
+    for (const [row, extra] of stretch ? withInputs(store, stretch, args, out) : rowsWithInputs(store, out)) {
       const list: FileTuple[] = [];
       while (!head.done && head.value[0] !== row.id && out.has(head.value[0])) head = files.next();
       while (!head.done && head.value[0] === row.id) {
         list.push(head.value);
         head = files.next();
       }
-      let input = inputs.next();
-      while (!input.done && input.value[0] !== row.id && out.has(input.value[0])) input = inputs.next();
-      // Same query order as the rows; should it ever differ, the job's input is read on its own.
-      const extra: JobExtra = !input.done && input.value[0] === row.id ? [input.value[1], input.value[2], input.value[3]] : jobExtra(store, row.id);
       yield reportJob(store, row, marks, refused, list, extra);
     }
     while (!head.done && out.has(head.value[0])) head = files.next();
@@ -223,6 +219,27 @@ function* streamed(store: Store, marks: ReadonlyMap<string, Mark>, refused: stri
     if (!head.done) throw new Error(`report: the files of job ${head.value[0]} were not met in job order`);
   } finally {
     files.return?.();
+  }
+}
+
+/** The whole run: each summary row with its input and send columns, read by the same statement (one walk of the table). */
+function* rowsWithInputs(store: Store, out: ReadonlySet<string>): Iterable<[SummaryRow, JobExtra]> {
+  for (const [row, extra] of summaryRowsWith(store.db, store.run().id, INPUT_COLUMNS(hasJobSendColumns(store.db)))) {
+    if (!out.has(row.id)) yield [row, extra as JobExtra];
+  }
+}
+
+/** A stretch (the view): its rows were read already; their inputs are read beside them by the same bound. */
+function* withInputs(store: Store, stretch: Stretch, args: number[], out: ReadonlySet<string>): Iterable<[SummaryRow, JobExtra]> {
+  const inputs = store.db.prepare(inputsInStretch(hasJobSendColumns(store.db))).raw(true).iterate(...args) as IterableIterator<InputTuple>;
+  try {
+    for (const row of stretch.rows) {
+      let input = inputs.next();
+      while (!input.done && input.value[0] !== row.id && out.has(input.value[0])) input = inputs.next();
+      // Same query order as the rows; should it ever differ, the job's input is read on its own.
+      yield [row, !input.done && input.value[0] === row.id ? [input.value[1], input.value[2], input.value[3]] : jobExtra(store, row.id)];
+    }
+  } finally {
     inputs.return?.();
   }
 }

@@ -91,8 +91,8 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
   const kept = guard ? keptChanged(store) : {};
   const keptNow: Record<string, string> = {};
   const changedDone: Array<ChangedJob & { input: JobInput }> = [];
+  // A job id used twice is a problem of the second job (JobBuilder.takeId): no set of the ids here too.
   const problems: Problem[] = [];
-  const seen = new Set<string>();
   store.beginSync({ resubmitUncertain });
   // Inside the sync's transaction: a sync that commits never leaves the previous key behind.
   clearKey(store);
@@ -103,11 +103,6 @@ async function syncAll(store: Store, manifest: Manifest, userPrices: Record<stri
         for (const p of job.problems) problems.push(p);
         continue;
       }
-      if (seen.has(job.id)) {
-        problems.push({ job: job.id, where: job.where, path: 'id', message: 'the same job id is used twice' });
-        continue;
-      }
-      seen.add(job.id);
       if (problems.length > 0) continue; // keep checking, stop writing: the transaction is rolled back anyway
       const refs: StoredSpec['refs'] = [];
       let refProblem = false;

@@ -201,7 +201,9 @@ export function selectPending(store: Store, match: ((id: string) => boolean) | n
     const broken = rooms.filter((r) => estimate.known + cost > r.credits + 1e-9);
     if (broken.length === 0) return true;
     const room = broken.reduce((a, b) => (b.credits < a.credits || (b.credits === a.credits && b.kind === 'balance') ? b : a));
-    held.set(room.reason, [...(held.get(room.reason) ?? []), id]);
+    const list = held.get(room.reason);
+    if (list) list.push(id);
+    else held.set(room.reason, [id]);
     heldBy[room.kind]++;
     return false;
   };
