@@ -83,8 +83,8 @@ export function jobRow(r: JobTuple): StoredJobRow {
 const SUMMARY_COLUMNS = 'id, model, kind, "where", state, task_id, attempts, submitted_at, finished_at, last_error, estimated_credits, permanent';
 
 type SummaryTuple = [string, string, string, string, JobState, string | null, number, string | null, string | null, string | null, number | null, number];
-/** How many columns SUMMARY_COLUMNS names. */
-const SUMMARY_WIDTH = 12;
+/** How many columns SUMMARY_COLUMNS names (none has a comma inside). */
+const SUMMARY_WIDTH = SUMMARY_COLUMNS.split(',').length;
 
 function summaryRow(r: SummaryTuple): SummaryRow {
   return {
@@ -169,9 +169,8 @@ export function jobIds(db: Database.Database, runId: number): string[] {
  * table instead of two (the extra columns sit after the summary ones; an index walk of the table each).
  */
 export function summaryRowsWith(db: Database.Database, runId: number, extra: readonly string[]): IterableIterator<[SummaryRow, unknown[]]> {
-  const n = SUMMARY_WIDTH;
   const stmt = db.prepare(`SELECT ${SUMMARY_COLUMNS}, ${extra.join(', ')} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? ORDER BY seq`).raw(true);
-  return mapRows(stmt.iterate(runId), (r: unknown[]): [SummaryRow, unknown[]] => [summaryRow(r as SummaryTuple), r.slice(n)]);
+  return mapRows(stmt.iterate(runId), (r: unknown[]): [SummaryRow, unknown[]] => [summaryRow(r as SummaryTuple), r.slice(SUMMARY_WIDTH)]);
 }
 
 /** Every job of the run, in manifest order, without the large spec and input columns (reports, status). */

@@ -178,8 +178,7 @@ function moveSql(runId: number, jobId: string, from: JobState, to: JobState, pat
   const ownerUsed = guard.includes('$4') || (adopt && LEASED_STATES.includes(to)) ? '' : ' AND $4::text IS NOT NULL';
   const update = `UPDATE jobs SET ${sets.join(', ')} WHERE run_id = $1 AND id = $2 AND state = $3 AND ${guard}${ownerUsed}`;
   if (also.length === 0) return { sql: update, values };
-  const writes = also.map((w, i) => `w${i} AS (${w(p)})`);
-  return { sql: `WITH moved AS (${update} RETURNING jobs.run_id, jobs.id), ${writes.join(', ')} SELECT count(*)::int AS n FROM moved`, values };
+  return { sql: `WITH moved AS (${update} RETURNING jobs.run_id, jobs.id), ${clauses(also, p)} SELECT count(*)::int AS n FROM moved`, values };
 }
 
 /** The writes of `also` for a job moved otherwise (adopted): one statement, `moved` being the job. */
@@ -187,9 +186,11 @@ export async function writeWith(q: Queryable, runId: number, jobId: string, also
   if (also.length === 0) return;
   const values: unknown[] = [runId, jobId];
   const p = (v: unknown) => `$${values.push(v)}`;
-  const writes = also.map((w, i) => `w${i} AS (${w(p)})`);
-  await q.query(named(`WITH moved AS (SELECT $1::bigint AS run_id, $2::text AS id), ${writes.join(', ')} SELECT 1`, values));
+  await q.query(named(`WITH moved AS (SELECT $1::bigint AS run_id, $2::text AS id), ${clauses(also, p)} SELECT 1`, values));
 }
+
+/** The WITH clauses of `also`, after `moved`. */
+const clauses = (also: readonly WithMove[], p: (v: unknown) => string): string => also.map((w, i) => `w${i} AS (${w(p)})`).join(', ');
 
 export function assertAllowed(jobId: string, from: JobState, to: JobState): void {
   if (!TRANSITIONS[from].includes(to)) throw new TransitionError(`job ${jobId}: ${from} -> ${to} is not an allowed state change`);
