@@ -14,9 +14,11 @@ export default defineConfig({
     // file that uses it (25 files). No test mocks a module or changes process.env, so nothing leaks between
     // files but open handles, which each file closes in its afterAll.
     isolate: false,
-    // Two test files at a time on a 2-core machine (vitest's default there is one): most tests wait on
-    // child processes, sandboxes and timers, not on the CPU. Measured: 375 s -> 247 s for the suite.
-    maxWorkers: 2,
+    // Three test files at a time on a 2-core machine (vitest's default there is one): most tests wait on
+    // child processes, sandboxes and timers, not on the CPU. Measured: one -> two, 375 s -> 247 s for the
+    // suite (when it was smaller); two -> three, 846 s (CI) -> 668 s (here) (1,665 tests, the CPUs then 96% busy, so
+    // a fourth would only queue).
+    maxWorkers: 3,
     // In CI the results are also written as JSON, which .ci/check-skips.mjs reads: a skipped test outside
     // its allow-list fails CI.
     ...(process.env.CI === 'true'
