@@ -257,12 +257,13 @@ describe('the outcome of a POST', () => {
 
   it('a stop before the POST was sent (during a retry wait) leaves the job pending: nothing was created', async () => {
     const { store, out } = stateWith([{ id: 'a' }]);
-    const slow = new ServiceClient({ baseUrl: sb.url, apiKey: KEY, policy: { baseMs: 60_000, maxMs: 60_000, maxAttempts: 5 } });
+    const stop = new AbortController();
+    // The stop comes when the wait after the 503 begins (the answer is in: nothing is at the service), not after a
+    // fixed delay, which a loaded machine can outrun while the first POST is still in flight.
+    const slow = new ServiceClient({ baseUrl: sb.url, apiKey: KEY, policy: { baseMs: 60_000, maxMs: 60_000, maxAttempts: 5 }, onRetry: () => stop.abort('SIGINT') });
     cleanups.push(() => void slow.close());
     sb.script('submit', ['503']); // one step: the stop comes during the wait after it
-    const stop = new AbortController();
-    const svc = service(slow, () => setTimeout(() => stop.abort('SIGINT'), 100));
-    await run(new SqliteWorkStore(store), out, svc, { signal: stop.signal });
+    await run(new SqliteWorkStore(store), out, service(slow), { signal: stop.signal });
     expect(store.getJob('a')).toMatchObject({ state: 'pending', last_error: 'the run was stopped before this submit was sent' });
   });
 
