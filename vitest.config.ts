@@ -5,8 +5,10 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Builds dist/ when a source is newer than it, once per run (the CLI tests spawn bin/genbatch.js).
     globalSetup: ['test/global-setup.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // A guard against a test that hangs, not a speed check: three files at a time keep both CPUs busy, and an
+    // end-to-end test that takes 16 s alone took up to 25 s beside two others.
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
     pool: 'forks',
     // Test files share their worker's process, one after another (vitest's default starts a process per file):
     // the sources are imported once per worker instead of once per file (169 s of the suite's import time went

@@ -1,4 +1,5 @@
-import { Agent, request, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
+import { undici } from './undici.js';
 import { ApiError, BadResponseError, NetworkError, UnusableAnswerError, UsageError } from '../errors.js';
 import { retryAfterMs } from './http.js';
 import { ANSWER_MAX_BYTES, DEFAULT_CHAT_TIMEOUT_MS, nestingWithin, MAX_DEPTH, sizeText } from './limits.js';
@@ -63,7 +64,7 @@ export class ChatClient {
     if (opts.dispatcher) this.#dispatcher = opts.dispatcher;
     else {
       const idle = Math.min(120_000, this.#requestMs + 1_000);
-      this.#ownAgent = new Agent({ keepAliveTimeout: 4_000, connect: { timeout: t.connectMs ?? 10_000 }, headersTimeout: t.headersMs ?? idle, bodyTimeout: t.bodyMs ?? idle });
+      this.#ownAgent = new (undici().Agent)({ keepAliveTimeout: 4_000, connect: { timeout: t.connectMs ?? 10_000 }, headersTimeout: t.headersMs ?? idle, bodyTimeout: t.bodyMs ?? idle });
       this.#dispatcher = this.#ownAgent;
     }
   }
@@ -96,7 +97,7 @@ export class ChatClient {
     let text: string;
     const deadline = AbortSignal.timeout(this.#requestMs);
     try {
-      res = await request(this.baseUrl + wire.path, { method: 'POST', headers, body: JSON.stringify(wire.body), signal: signal ? AbortSignal.any([signal, deadline]) : deadline, dispatcher: this.#dispatcher });
+      res = await undici().request(this.baseUrl + wire.path, { method: 'POST', headers, body: JSON.stringify(wire.body), signal: signal ? AbortSignal.any([signal, deadline]) : deadline, dispatcher: this.#dispatcher });
       text = await readBounded(res, req.stream, what);
     } catch (err) {
       if (signal?.aborted) throw abortReason(signal);

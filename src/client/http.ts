@@ -1,4 +1,5 @@
-import { errors, type Dispatcher, type FormData } from 'undici';
+import type { Dispatcher, FormData } from 'undici';
+import { undici } from './undici.js';
 import { ApiError, BadResponseError, DeadlineError, GenbatchError, NetworkError } from '../errors.js';
 import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, UPLOAD_MIN_BYTES_PER_SEC } from './limits.js';
 import { abortReason, retryAfterMs } from './retry.js';
@@ -81,7 +82,7 @@ export function requestTarget(base: string, split: { origin: string; basePath: s
   if (split !== null && PLAIN_TARGET.test(path) && !DOT_SEGMENT.test(path)) return { origin: split.origin, path: split.basePath + path };
   const url = new URL(base + path);
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new errors.InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.');
+    throw new (undici().errors.InvalidArgumentError)('Invalid URL protocol: the URL must start with `http:` or `https:`.');
   }
   return { origin: url.origin, path: url.search ? `${url.pathname}${url.search}` : url.pathname };
 }

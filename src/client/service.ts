@@ -1,7 +1,8 @@
 import { openAsBlob } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { Agent, FormData, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher, FormData } from 'undici';
+import { undici } from './undici.js';
 import type { z } from 'zod';
 import { ApiError, BadResponseError, UsageError } from '../errors.js';
 import { HttpContext, type SendOptions } from './http.js';
@@ -102,7 +103,7 @@ export class ServiceClient {
     let dispatcher = opts.dispatcher;
     const t = opts.timeouts ?? {};
     if (!dispatcher) {
-      this.#ownAgent = new Agent({
+      this.#ownAgent = new (undici().Agent)({
         // Below common server idle timeouts (Node's 5 s), so an idle socket is dropped by us first:
         // a POST written on a socket the server is closing would end as an uncertain submit.
         keepAliveTimeout: 4_000,
@@ -168,7 +169,7 @@ export class ServiceClient {
     const blob = typeof file === 'string' ? await openFile(file) : new Blob([new Uint8Array(file)]);
     const name = opts.fileName ?? (typeof file === 'string' ? basename(file) : 'upload');
     const makeForm = (): FormData => {
-      const form = new FormData();
+      const form = new (undici().FormData)();
       form.set('file', blob, name);
       if (opts.fileName !== undefined) form.set('file_name', opts.fileName);
       if (opts.uploadPath !== undefined) form.set('upload_path', opts.uploadPath);

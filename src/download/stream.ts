@@ -1,7 +1,8 @@
 /** The streaming path: undici `request` and a Readable body, for bodies over SMALL_BODY or without file_size. */
 import { createHash } from 'node:crypto';
 import { closeSync, openSync } from 'node:fs';
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { undici } from '../client/undici.js';
 import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
 import { fsyncFd, removeQuietly, tmpSuffix, writeAllV } from './fileops.js';
 import { MAX_REDIRECTS, asNetworkError, discard, header, mediaType, parseHttpUrl, shown } from './http.js';
@@ -20,7 +21,7 @@ async function get(start: URL, opts: Pick<DownloadOptions, 'signal' | 'dispatche
   for (let hop = 0; ; hop++) {
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(url, {
+      res = await undici().request(url, {
         method: 'GET',
         headers: { 'accept-encoding': 'identity' },
         signal: opts.signal ?? null,

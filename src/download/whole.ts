@@ -1,6 +1,7 @@
 /** The whole-body path: `file_size` at most SMALL_BODY, read through one undici dispatch with a small handler. */
 import { createHash, type Hash } from 'node:crypto';
-import { errors as undiciErrors, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { undici } from '../client/undici.js';
 import { ApiError, NetworkError, UnsafeResultError } from '../errors.js';
 import { tmpSuffix } from './fileops.js';
 import { MAX_REDIRECTS, asNetworkError, header, mediaType, parseHttpUrl, shown } from './http.js';
@@ -47,10 +48,10 @@ class WholeBody implements Dispatcher.DispatchHandler {
     private readonly reject: (err: unknown) => void,
   ) {
     if (signal?.aborted) {
-      this.abortReason = (signal.reason as Error | undefined) ?? new undiciErrors.RequestAbortedError();
+      this.abortReason = (signal.reason as Error | undefined) ?? new (undici().errors.RequestAbortedError)();
     } else if (signal) {
       this.onAbort = () => {
-        const reason = (signal.reason as Error | undefined) ?? new undiciErrors.RequestAbortedError();
+        const reason = (signal.reason as Error | undefined) ?? new (undici().errors.RequestAbortedError)();
         this.abortReason = reason;
         this.controller?.abort(reason);
       };
