@@ -191,7 +191,7 @@ describe('sandbox lifecycle and files', () => {
   });
 
   it('returns n files for n images; fewer with partialRate and refunds the rest', async () => {
-    const sb = await sandbox({ partialRate: 1 });
+    const sb = await sandbox({ partialRate: 1, timeScale: 1 });
     const before = await balance(sb);
     const id = (await submit(sb, { model: 'dream-4', input: { prompt: 'p', n: 4 } })).body.data.task_id as string;
     expect(await balance(sb)).toBe(before - 16);
