@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { sanitizeName } from '../download/names.js'; // not the barrel: it loads the HTTP client (undici), which readers of a state never use
+import { sanitizeName } from '../download/names.js'; // not the barrel: it loads the whole downloader, which readers of a state never use
 import { UnsafeResultError } from '../errors.js';
 import { lrc } from '../graph/index.js';
 import { musicResultTexts, musicResultUrls, parseTimestampedLyrics } from '../models/music/results.js';

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, relative, resolve, sep } from 'node:path';
 import pLimit from 'p-limit';
-import { sanitizeName } from '../download/names.js'; // not the barrel: it loads the HTTP client (undici), which readers of a state never use
+import { sanitizeName } from '../download/names.js'; // not the barrel: it loads the whole downloader, which readers of a state never use
 import { setAtPath } from '../engine/index.js';
 import type { StoredSpec } from '../engine/spec.js';
 import { UnsafePathError, UsageError } from '../errors.js';

@@ -1,5 +1,5 @@
 import { Root } from '../../lib/root.js';
-import { sanitizeName } from '../../download/names.js'; // not the barrel: it loads the HTTP client (undici)
+import { sanitizeName } from '../../download/names.js'; // not the barrel: it loads the whole downloader
 import type { Store } from '../../store/index.js';
 import type { PreviousFile } from '../../store/previous.js';
 import { ownResultRecord } from '../prepare/previous.js';
