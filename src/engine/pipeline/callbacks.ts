@@ -47,6 +47,8 @@ export class Callbacks {
   constructor(
     private readonly c: StageContext,
     private readonly polls: Pick<Polls, 'notify' | 'readNow' | 'waitOn'>,
+    /** The job is in a submit of this run: its submitEnded is still to come. */
+    private readonly inSubmit: (id: string) => boolean = () => false,
   ) {
     if (c.opts.callbackUrlFor) for (const id of c.opts.recoveredUncertain ?? []) this.uncertainHere.add(id);
   }
@@ -86,6 +88,14 @@ export class Callbacks {
       const row = await this.c.store.getJob(note.job);
       if (this.c.opts.signal.aborted) return;
       if (!row) return this.ignore();
+      // The job came to be waited on during the read above.
+      if (this.polls.notify(note.job, note.taskId) === 'read') return;
+      if (this.inSubmit(note.job) && (row.state === 'submitting' || (row.state === 'submitted' && row.task_id === note.taskId))) {
+        // Its submit is still out, or its answer is written and the WAL's fsync not yet done (the job is waited on
+        // only after it): the note is kept for the end of that submit, which reads the task then.
+        this.early.set(note.job, (this.early.get(note.job) ?? new Set()).add(note.taskId));
+        return;
+      }
       if (row.state === 'submitted' && row.task_id === note.taskId) {
         // Waited on by another worker (PostgreSQL, receivers behind one public URL): this one takes it over
         // and reads it now; the other's writes about it are refused from then on.

@@ -41,7 +41,7 @@ export class Pipeline {
     if (opts.cap) opts.cap.wake = ctx.wake;
     this.downloads = new Downloads(ctx, download, () => this.submits.finished());
     this.polls = new Polls(ctx, service, this.downloads);
-    this.callbacks = new Callbacks(ctx, this.polls);
+    this.callbacks = new Callbacks(ctx, this.polls, (id) => this.submits.inSubmit(id));
     this.submits = new Submits(ctx, service, download, () => this.polls.size, {
       sent: (id, taskId, model, sentAt) => this.polls.waitOn(id, taskId, model, sentAt),
       uncertain: (id) => this.callbacks.uncertain(id),

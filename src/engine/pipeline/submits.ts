@@ -78,6 +78,11 @@ export class Submits {
   }
 
   /** Submits running now. */
+  /** Job `id` is in a submit of this run (its hooks.ended is still to come). */
+  inSubmit(id: string): boolean {
+    return this.inHand.has(id);
+  }
+
   get busy(): number {
     return this.inFlight;
   }
