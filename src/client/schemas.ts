@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * zod schemas of the service's answers (the `data` of the success envelope).

@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Agent, Dispatcher, FormData } from 'undici';
 import { undici } from './undici.js';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import { ApiError, BadResponseError, UsageError } from '../errors.js';
 import { HttpContext, type SendOptions } from './http.js';
 import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS } from './limits.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { listModels } from '../models/index.js';
 import { CHAT_MODELS } from '../models/chat.js';
 import { MAX_USER_PRICE } from '../pricing/index.js';

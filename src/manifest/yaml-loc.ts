@@ -1,5 +1,5 @@
 import { isMap, isPair, isSeq, isScalar, parseDocument, YAMLParseError, type Document, type LineCounter, type Pair, type YAMLMap } from 'yaml';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import type { Problem } from '../errors.js';
 import { joinPath } from '../models/index.js';
 import { nearest } from '../lib/nearest.js';

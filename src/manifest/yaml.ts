@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { LineCounter } from 'yaml';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import type { Problem } from '../errors.js';
 import { joinPath } from '../models/index.js';
 import { splitPath } from './coerce.js';

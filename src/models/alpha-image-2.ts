@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { oneOf } from './common.js';
 import { IMAGE_SECONDS, imageList, refused, requiredPrompt } from './image-common.js';
 import type { ModelSpec, PriceQuote } from './types.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { imageRef } from './common.js';
 import type { PriceQuote } from './types.js';
 

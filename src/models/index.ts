@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { UnknownModelError } from '../errors.js';
 import * as flash from './flash.js';
 import * as alphaImage2 from './alpha-image-2.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { fieldIssue, imageRef, promptText, ratioString } from './common.js';
 import type { ModelSpec } from './types.js';
 

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type * as z from 'zod';
 
 /** What a model produces. */
 export type ModelKind = 'image' | 'video' | 'music' | 'audio' | 'lyrics' | 'chat';

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { z } from 'zod';
+import * as z from 'zod';
 import { UsageError, type Problem } from '../errors.js';
 import { findChatModel, findModel } from '../models/index.js';
 import { BOOK_MARK, observedLabel, PriceBook, type BookEntry } from './book.js';

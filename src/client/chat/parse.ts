@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { ApiError, BadResponseError, NetworkError, UnusableAnswerError } from '../../errors.js';
 import { MAX_DEPTH, nestingWithin } from '../limits.js';
 import type { ChatProtocol } from '../../models/chat.js';

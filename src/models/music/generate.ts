@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { charCount } from '../common.js';
 import { DEFAULT_MV, GENERATE_MUSIC_TITLE_MAX, NON_CUSTOM_PROMPT_MAX, TEXT_LIMITS } from './limits.js';
 import {

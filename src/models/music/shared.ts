@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { charCount, oneOf, weight01 } from '../common.js';
 import type { ModelKind, ModelSpec } from '../types.js';
 import { ADD_MODEL_VERSIONS, DEFAULT_MV, MUSIC_VERSIONS, TEXT_LIMITS, type MusicVersion, type TextLimits } from './limits.js';

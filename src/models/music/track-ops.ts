@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { BOOST_CONTENT_MAX, LYRICS_PROMPT_MAX_WORDS, VIDEO_TEXT_MAX, wordCount } from './limits.js';
 import { maxChars, musicInput, musicSpec, requiredText } from './shared.js';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { oneOf, weight01 } from '../common.js';
 import { DEFAULT_MV, NON_CUSTOM_PROMPT_MAX } from './limits.js';
 import { CUSTOM_MODE_WORKFLOW, PARAM_FLAG_WORKFLOW, TRACK_VARIATIONS } from './generate.js';

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import type { ChatProtocol } from '../../models/chat.js';
 import type { ChatPrompt, ChatReply } from './reply.js';
 import type { SseWriter } from './sse.js';

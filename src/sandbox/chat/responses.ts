@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { contentText } from './reply.js';
 import { bearer, cutPoint, firstIssue, type ChatCall, type ProtocolHandler } from './protocol.js';
 import { midStreamError } from './errors.js';
