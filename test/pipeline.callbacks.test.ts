@@ -1,8 +1,8 @@
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, UploadLimiter } from '../src/client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
-import { Pipeline } from '../src/engine/pipeline/pipeline.js';
+import { Pipeline, type PipelineOptions } from '../src/engine/pipeline/pipeline.js';
 import type { DownloadPort, ServicePort } from '../src/engine/ports.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { SqliteWorkStore, Store, type JobPatch, type JobState, type MoveOptions, type Moved } from '../src/store/index.js';
@@ -11,12 +11,15 @@ import { tempDir } from './helpers/tmp.js';
 
 /**
  * Completion callbacks in the pipeline (src/engine/pipeline/callbacks.ts), in process over a real SQLite state and
- * the in-process sandbox. A callback is a hint: it makes the runner read the task's status at once.
+ * the in-process sandbox. A callback is a hint, never a source: it makes the runner read the task's status at once
+ * (one read, whose answer alone is acted on), or adopts a task for an uncertain job when its URL proves it came
+ * from that job's latest submit. Anything else is ignored and counted. The service does not sign callbacks, so
+ * every note below could be a forgery on a leaked URL.
  */
 const KEY = 'sk-pipeline-callbacks';
 let sb: Sandbox;
 let client: ServiceClient;
-const t = tempDir('genbatch-pipeline-callbacks-');
+const cleanups: Array<() => void> = [];
 
 beforeAll(async () => {
   sb = await startSandbox({ port: 0, keys: { [KEY]: 100_000 }, timeScale: 0.001, seed: 5, allowLoopback: true });
@@ -25,32 +28,83 @@ beforeAll(async () => {
 afterAll(async () => {
   await client.close();
   await sb.close();
-  t.cleanup();
+});
+afterEach(() => {
+  while (cleanups.length) cleanups.pop()!();
 });
 
-const service: ServicePort = {
+const service = (): ServicePort => ({
   submit: (body, signal) => client.submit(body, signal ? { signal } : {}),
   status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
   musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
   balance: () => client.balance(),
   uploadStream: (file, o) => client.uploadStream(file, o),
   uploadBase64: (data, o) => client.uploadBase64(data, o),
-};
+});
 const download: DownloadPort = { downloadFile, isGone, cleanupPartials, syncDir: fsyncDir, sanitizeName: (n) => sanitizeName(n, 'job') };
+const callbackUrlFor = (id: string, attempt: number) => `http://127.0.0.1:9/cb?job=${id}&attempt=${attempt}`;
 
-async function taskState(taskId: string): Promise<string | undefined> {
-  const { tasks } = (await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Array<{ task_id: string; state: string }> };
-  return tasks.find((x) => x.task_id === taskId)?.state;
+/** A state file with these image jobs, pending. */
+function stateWith(ids: string[]): { store: Store; out: string } {
+  const t = tempDir('genbatch-pipeline-callbacks-');
+  const out = join(t.dir, 'out');
+  const store = Store.openForWrite(join(t.dir, 'state.db'));
+  cleanups.push(t.cleanup, () => store.close());
+  store.openRun(join(t.dir, 'm.yaml'), out, sb.url, true, false);
+  store.beginSync();
+  for (const id of ids) {
+    store.syncJob({ id, model: 'alpha-image-2', kind: 'submit', where: `m.yaml:${id}`, specHash: `h-${id}`, spec: JSON.stringify({ model: 'alpha-image-2', input: { prompt: `a lighthouse ${id}` }, refs: [] }), estimatedCredits: 2 });
+  }
+  store.commitSync();
+  return { store, out };
 }
+
+/** Job `id` made uncertain after `attempts` submits whose answers were lost (no task id recorded). */
+function makeUncertain(store: Store, id: string, attempts = 1): void {
+  for (let i = 0; i < attempts; i++) {
+    store.transition(id, 'pending', 'submitting', { attemptsInc: 1 });
+    store.transition(id, 'submitting', i === attempts - 1 ? 'uncertain' : 'pending', { last_error: 'the answer was lost' });
+  }
+}
+
+function pipelineFor(work: SqliteWorkStore, out: string, more: Partial<PipelineOptions> = {}): Pipeline {
+  return new Pipeline(work, service(), download, {
+    outDir: out,
+    concurrency: 1,
+    maxActive: 10,
+    timeScale: 0.001,
+    signal: new AbortController().signal,
+    emit: () => undefined,
+    callbackUrlFor,
+    baseUrl: sb.url,
+    uploadMaxAgeMs: 60_000,
+    statusRate: 1000,
+    ...more,
+  });
+}
+
+/** A real task at the sandbox (a job's lost submit made it, or anyone's). */
+async function taskAtService(prompt: string): Promise<string> {
+  return (await client.submit({ model: 'alpha-image-2', input: { prompt } })).task_id;
+}
+
+interface Listed {
+  task_id: string;
+  state: string;
+  callback_url: string | null;
+}
+async function tasks(): Promise<Listed[]> {
+  return ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Listed[] }).tasks;
+}
+async function taskState(taskId: string): Promise<string | undefined> {
+  return (await tasks()).find((x) => x.task_id === taskId)?.state;
+}
+/** Status reads of `taskId` the sandbox answered since log index `from`. */
+const readsOf = (taskId: string, from: number): number => sb.requestLog().slice(from).filter((r) => r.path.includes(taskId) && r.path.includes('status')).length;
 
 describe('a completion callback', () => {
   it('that comes once the task id is written but before the job is waited on (the WAL fsync still out) is read at once, not dropped', async () => {
-    const store = Store.openForWrite(join(t.dir, 'state.db'));
-    const out = join(t.dir, 'out');
-    store.openRun(join(t.dir, 'm.yaml'), out, sb.url, true, false);
-    store.beginSync();
-    store.syncJob({ id: 'a', model: 'alpha-image-2', kind: 'submit', where: 'm.yaml:a', specHash: 'h-a', spec: JSON.stringify({ model: 'alpha-image-2', input: { prompt: 'a lighthouse' }, refs: [] }), estimatedCredits: 2 });
-    store.commitSync();
+    const { store, out } = stateWith(['a']);
     let pipeline: Pipeline | null = null;
     let task = '';
     /** The callback is delivered when the task id is committed and the move has not yet answered the pipeline. */
@@ -69,24 +123,134 @@ describe('a completion callback', () => {
     }
     const reads = sb.requestLog().length;
     // Time scale 20: without the callback, the first status read of an image task would come 300 s after its submit.
-    pipeline = new Pipeline(new Window(store), service, download, {
-      outDir: out,
-      concurrency: 1,
-      maxActive: 10,
-      timeScale: 20,
-      signal: new AbortController().signal,
-      emit: () => undefined,
-      callbackUrlFor: (id, attempt) => `http://127.0.0.1:9/cb?job=${id}&attempt=${attempt}`,
-      baseUrl: sb.url,
-      uploadMaxAgeMs: 60_000,
-      statusRate: 1000,
-    });
+    pipeline = pipelineFor(new Window(store), out, { timeScale: 20 });
     let timer: NodeJS.Timeout | undefined;
     const ended = await Promise.race([pipeline.run().then(() => 'ended'), new Promise((r) => (timer = setTimeout(() => r('no read in 30 s: the callback was dropped'), 30_000)))]);
     clearTimeout(timer);
     expect(ended).toBe('ended');
     expect(store.getJob('a')).toMatchObject({ state: 'done', task_id: task });
-    expect(sb.requestLog().slice(reads).filter((r) => r.path.includes(task) && r.path.includes('status'))).toHaveLength(1);
-    store.close();
+    expect(readsOf(task, reads)).toBe(1);
+    expect(pipeline.callbacksIgnored).toBe(0);
   }, 60_000);
+
+  it('naming another task than the job\'s (during its submit, or while it is waited on) is ignored and counted; the job ends with its own task', async () => {
+    const { store, out } = stateWith(['a', 'b']);
+    const other = await taskAtService('someone else');
+    const reads = sb.requestLog().length;
+    let pipeline: Pipeline | null = null;
+    let waited = false;
+    pipeline = pipelineFor(new SqliteWorkStore(store), out, {
+      emit: (e) => {
+        // Job a: as its task id is written (its submit not yet ended). Job b: once it is waited on.
+        if (e.type === 'job' && e.id === 'a' && e.to === 'submitted') pipeline!.onCallback({ job: 'a', attempt: 1, taskId: other, status: 'finished' });
+        if (e.type === 'job' && e.id === 'b' && e.to === 'submitted') setImmediate(() => ((waited = true), pipeline!.onCallback({ job: 'b', attempt: 1, taskId: other, status: 'finished' })));
+      },
+    });
+    await pipeline.run();
+    expect(waited).toBe(true);
+    expect(pipeline.callbacksIgnored).toBe(2);
+    for (const id of ['a', 'b']) expect(store.getJob(id)).toMatchObject({ state: 'done' });
+    expect(new Set([store.getJob('a')!.task_id, store.getJob('b')!.task_id, other]).size).toBe(3);
+    expect(readsOf(other, reads)).toBe(0);
+  });
+
+  it('for a job this run does not have is ignored and counted; nothing is read', async () => {
+    const { store, out } = stateWith(['a']);
+    const other = await taskAtService('no job of ours');
+    const reads = sb.requestLog().length;
+    const pipeline = pipelineFor(new SqliteWorkStore(store), out);
+    const running = pipeline.run();
+    pipeline.onCallback({ job: 'not-a-job', attempt: 1, taskId: other, status: 'finished' });
+    await running;
+    expect(pipeline.callbacksIgnored).toBe(1);
+    expect(readsOf(other, reads)).toBe(0);
+    expect(store.getJob('a')?.state).toBe('done');
+  });
+});
+
+describe('a callback for an uncertain job (its submit\'s answer lost)', () => {
+  it('from its latest submit adopts the task it names: read, downloaded, done with that task id', async () => {
+    const { store, out } = stateWith(['a']);
+    makeUncertain(store, 'a');
+    const task = await taskAtService('the lost submit of a');
+    const reads = sb.requestLog().length;
+    const pipeline = pipelineFor(new SqliteWorkStore(store), out, { recoveredUncertain: ['a'] });
+    const running = pipeline.run();
+    pipeline.onCallback({ job: 'a', attempt: 1, taskId: task, status: 'finished' });
+    await running;
+    expect(store.getJob('a')).toMatchObject({ state: 'done', task_id: task, attempts: 1 });
+    expect(readsOf(task, reads)).toBeGreaterThanOrEqual(1);
+    expect(pipeline.callbacksIgnored).toBe(0);
+    expect(pipeline.submitsSent).toBe(0);
+  });
+
+  it('from an earlier submit (its URL names another attempt) never adopts: ignored, the job stays uncertain', async () => {
+    const { store, out } = stateWith(['a']);
+    makeUncertain(store, 'a', 2);
+    const task = await taskAtService('the first submit of a');
+    const reads = sb.requestLog().length;
+    const pipeline = pipelineFor(new SqliteWorkStore(store), out, { recoveredUncertain: ['a'] });
+    const running = pipeline.run();
+    pipeline.onCallback({ job: 'a', attempt: 1, taskId: task, status: 'finished' });
+    await running;
+    expect(store.getJob('a')).toMatchObject({ state: 'uncertain', task_id: null, attempts: 2 });
+    expect(pipeline.callbacksIgnored).toBe(1);
+    expect(readsOf(task, reads)).toBe(0);
+  });
+
+  it('naming a task another job records never adopts it (one task is the result of one job at most)', async () => {
+    const { store, out } = stateWith(['a', 'b']);
+    makeUncertain(store, 'b');
+    // Job a runs first and records its task; b's leaked URL then names it.
+    const first = pipelineFor(new SqliteWorkStore(store), out, { selected: new Set(['a']) });
+    await first.run();
+    const taskOfA = store.getJob('a')!.task_id!;
+    expect(taskOfA).toMatch(/\S/);
+    const pipeline = pipelineFor(new SqliteWorkStore(store), out, { recoveredUncertain: ['b'] });
+    const running = pipeline.run();
+    pipeline.onCallback({ job: 'b', attempt: 1, taskId: taskOfA, status: 'finished' });
+    await running;
+    expect(store.getJob('b')).toMatchObject({ state: 'uncertain', task_id: null });
+    expect(store.getJob('a')).toMatchObject({ state: 'done', task_id: taskOfA });
+    expect(pipeline.callbacksIgnored).toBe(1);
+  });
+
+  it('that came while its submit was out adopts the task when it named one alone; two task ids (a forgery\'s sign) adopt neither', async () => {
+    for (const forged of [false, true]) {
+      const { store, out } = stateWith(['a']);
+      let pipeline: Pipeline | null = null;
+      let made = '';
+      const svc = service();
+      // The service makes the task and its answer is lost (500 after creating it); its callback, and with `forged`
+      // a second naming another task, arrive before the submit ends.
+      svc.submit = async (body, signal) => {
+        sb.script('submit', ['500-after']);
+        try {
+          return await client.submit(body, signal ? { signal } : {});
+        } catch (err) {
+          made = (await tasks()).find((x) => x.callback_url === callbackUrlFor('a', 1))!.task_id;
+          pipeline!.onCallback({ job: 'a', attempt: 1, taskId: made, status: 'finished' });
+          if (forged) pipeline!.onCallback({ job: 'a', attempt: 1, taskId: await taskAtService('forged'), status: 'finished' });
+          await new Promise((r) => setImmediate(r));
+          throw err;
+        }
+      };
+      pipeline = new Pipeline(new SqliteWorkStore(store), svc, download, {
+        outDir: out,
+        concurrency: 1,
+        maxActive: 10,
+        timeScale: 0.001,
+        signal: new AbortController().signal,
+        emit: () => undefined,
+        callbackUrlFor,
+        baseUrl: sb.url,
+        uploadMaxAgeMs: 60_000,
+        statusRate: 1000,
+      });
+      await pipeline.run();
+      expect(made).toMatch(/\S/);
+      if (forged) expect(store.getJob('a')).toMatchObject({ state: 'uncertain', task_id: null, attempts: 1 });
+      else expect(store.getJob('a')).toMatchObject({ state: 'done', task_id: made, attempts: 1 });
+    }
+  });
 });

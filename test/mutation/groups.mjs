@@ -49,4 +49,10 @@ export const GROUPS = {
     mutate: ['src/store/pg/move-group.ts', 'src/store/pg/move-writes.ts'],
     tests: ['test/pg.move-group.test.ts', 'test/workstore.behaviour.test.ts', 'test/pg.work-store.test.ts'],
   },
+  // Completion callbacks are hints, never a source: read at once, adopted only from the job's latest submit and
+  // only a task no other job records, anything else ignored and counted; none dropped in a submit's last step.
+  callbacks: {
+    mutate: ['src/engine/pipeline/callbacks.ts'],
+    tests: ['test/pipeline.callbacks.test.ts'],
+  },
 };
