@@ -2,7 +2,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, UploadLimiter } from '../src/client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
+import { callbackDeadline, sentTime } from '../src/engine/pipeline/callbacks.js';
 import { Pipeline, type PipelineOptions } from '../src/engine/pipeline/pipeline.js';
+import type { EngineEvent } from '../src/engine/index.js';
 import type { DownloadPort, ServicePort } from '../src/engine/ports.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { SqliteWorkStore, Store, type JobPatch, type JobState, type MoveOptions, type Moved } from '../src/store/index.js';
@@ -102,6 +104,22 @@ async function taskState(taskId: string): Promise<string | undefined> {
 /** Status reads of `taskId` the sandbox answered since log index `from`. */
 const readsOf = (taskId: string, from: number): number => sb.requestLog().slice(from).filter((r) => r.path.includes(taskId) && r.path.includes('status')).length;
 
+describe('when a run stops waiting for callbacks', () => {
+  it('a task that may still call back: sent at t, its model\'s typical maximum plus the callback retries later (x time scale)', () => {
+    const t = '2026-11-28T10:00:00.000Z';
+    // alpha-image-2: at most 60 s; the service's callback retries: 10 s.
+    expect(callbackDeadline(t, 'alpha-image-2', 1)).toBe(Date.parse(t) + 70_000);
+    expect(callbackDeadline(t, 'alpha-image-2', 0.5)).toBe(Date.parse(t) + 35_000);
+    // An unknown model: 300 s.
+    expect(callbackDeadline(t, 'no-such-model', 1)).toBe(Date.parse(t) + 310_000);
+    expect(callbackDeadline(null, 'alpha-image-2', 1)).toBeNull();
+    expect(callbackDeadline('not a time', 'alpha-image-2', 1)).toBeNull();
+    expect(sentTime(t, 5)).toBe(Date.parse(t));
+    expect(sentTime(null, 5)).toBe(5);
+    expect(sentTime('not a time', 5)).toBe(5);
+  });
+});
+
 describe('a completion callback', () => {
   it('that comes once the task id is written but before the job is waited on (the WAL fsync still out) is read at once, not dropped', async () => {
     const { store, out } = stateWith(['a']);
@@ -123,7 +141,8 @@ describe('a completion callback', () => {
     }
     const reads = sb.requestLog().length;
     // Time scale 20: without the callback, the first status read of an image task would come 300 s after its submit.
-    pipeline = pipelineFor(new Window(store), out, { timeScale: 20 });
+    const warned: string[] = [];
+    pipeline = pipelineFor(new Window(store), out, { timeScale: 20, emit: (e) => void (e.type === 'warning' && warned.push(e.message)) });
     let timer: NodeJS.Timeout | undefined;
     const ended = await Promise.race([pipeline.run().then(() => 'ended'), new Promise((r) => (timer = setTimeout(() => r('no read in 30 s: the callback was dropped'), 30_000)))]);
     clearTimeout(timer);
@@ -131,7 +150,43 @@ describe('a completion callback', () => {
     expect(store.getJob('a')).toMatchObject({ state: 'done', task_id: task });
     expect(readsOf(task, reads)).toBe(1);
     expect(pipeline.callbacksIgnored).toBe(0);
+    // The job was answered, so nothing is adopted at the end of its submit (an adoption would be refused: a warning).
+    expect(warned).toEqual([]);
   }, 60_000);
+
+  it('of the job\'s own task once it is done (a duplicate, a late delivery) changes nothing and is not counted as ignored', async () => {
+    const { store, out } = stateWith(['a', 'b']);
+    let pipeline: Pipeline | null = null;
+    const warned: string[] = [];
+    pipeline = pipelineFor(new SqliteWorkStore(store), out, {
+      emit: (e: EngineEvent) => {
+        if (e.type === 'warning') warned.push(e.message);
+        if (e.type === 'job' && e.id === 'a' && e.to === 'done') pipeline!.onCallback({ job: 'a', attempt: 1, taskId: store.getJob('a')!.task_id!, status: 'finished' });
+      },
+    });
+    const reads = sb.requestLog().length;
+    await pipeline.run();
+    const task = store.getJob('a')!.task_id!;
+    expect(store.getJob('a')).toMatchObject({ state: 'done', attempts: 1 });
+    expect(pipeline.callbacksIgnored).toBe(0);
+    expect(warned).toEqual([]);
+    expect(readsOf(task, reads)).toBe(1);
+  });
+
+  it('naming the latest attempt of a job that is pending again (its submit proved nothing was made) adopts nothing: the job is sent as it would be', async () => {
+    const { store, out } = stateWith(['a']);
+    store.transition('a', 'pending', 'submitting', { attemptsInc: 1 });
+    store.transition('a', 'submitting', 'pending', { last_error: '503 three times' });
+    const forged = await taskAtService('forged for a');
+    const warned: string[] = [];
+    const pipeline = pipelineFor(new SqliteWorkStore(store), out, { emit: (e) => void (e.type === 'warning' && warned.push(e.message)) });
+    const running = pipeline.run();
+    pipeline.onCallback({ job: 'a', attempt: 1, taskId: forged, status: 'finished' });
+    await running;
+    expect(store.getJob('a')).toMatchObject({ state: 'done', attempts: 2 });
+    expect(store.getJob('a')!.task_id).not.toBe(forged);
+    expect(warned).toEqual([]);
+  });
 
   it('naming another task than the job\'s (during its submit, or while it is waited on) is ignored and counted; the job ends with its own task', async () => {
     const { store, out } = stateWith(['a', 'b']);
@@ -169,20 +224,43 @@ describe('a completion callback', () => {
 });
 
 describe('a callback for an uncertain job (its submit\'s answer lost)', () => {
-  it('from its latest submit adopts the task it names: read, downloaded, done with that task id', async () => {
-    const { store, out } = stateWith(['a']);
+  it('from its latest submit (or from a URL without an attempt, older genbatch) adopts the task it names: read at once, downloaded, done with that task id', async () => {
+    const { store, out } = stateWith(['a', 'b']);
     makeUncertain(store, 'a');
+    makeUncertain(store, 'b');
     const task = await taskAtService('the lost submit of a');
+    const taskB = await taskAtService('the lost submit of b');
+    for (let i = 0; i < 400 && ((await taskState(task)) !== 'finished' || (await taskState(taskB)) !== 'finished'); i++) await new Promise((r) => setTimeout(r, 25));
     const reads = sb.requestLog().length;
-    const pipeline = pipelineFor(new SqliteWorkStore(store), out, { recoveredUncertain: ['a'] });
+    // Time scale 20: an adopted task not read at once would be read 300 s later.
+    const pipeline = pipelineFor(new SqliteWorkStore(store), out, { recoveredUncertain: ['a', 'b'], timeScale: 20 });
     const running = pipeline.run();
     pipeline.onCallback({ job: 'a', attempt: 1, taskId: task, status: 'finished' });
-    await running;
+    pipeline.onCallback({ job: 'b', attempt: null, taskId: taskB, status: 'finished' });
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([running.then(() => 'ended'), new Promise((r) => (timer = setTimeout(() => r('not read at once'), 20_000)))]);
+    clearTimeout(timer);
+    expect(ended).toBe('ended');
     expect(store.getJob('a')).toMatchObject({ state: 'done', task_id: task, attempts: 1 });
-    expect(readsOf(task, reads)).toBeGreaterThanOrEqual(1);
+    expect(store.getJob('b')).toMatchObject({ state: 'done', task_id: taskB, attempts: 1 });
+    expect(store.getJob('a')!.last_error).toMatch(/adopted from a late completion callback/);
+    expect(readsOf(task, reads)).toBe(1);
     expect(pipeline.callbacksIgnored).toBe(0);
     expect(pipeline.submitsSent).toBe(0);
-  });
+  }, 60_000);
+
+  it('that comes late: the run waits for it at its end (its grace), then adopts the task', async () => {
+    const { store, out } = stateWith(['a']);
+    makeUncertain(store, 'a');
+    const task = await taskAtService('the lost submit of a, late');
+    // Time scale 0.05: a grace of 6 s at the end of the run; the callback comes 1.5 s after the run began.
+    const pipeline = pipelineFor(new SqliteWorkStore(store), out, { recoveredUncertain: ['a'], timeScale: 0.05 });
+    const running = pipeline.run();
+    const late = setTimeout(() => pipeline.onCallback({ job: 'a', attempt: 1, taskId: task, status: 'finished' }), 1_500);
+    await running;
+    clearTimeout(late);
+    expect(store.getJob('a')).toMatchObject({ state: 'done', task_id: task });
+  }, 60_000);
 
   it('from an earlier submit (its URL names another attempt) never adopts: ignored, the job stays uncertain', async () => {
     const { store, out } = stateWith(['a']);

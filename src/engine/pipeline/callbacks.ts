@@ -90,9 +90,9 @@ export class Callbacks {
       if (!row) return this.ignore();
       // The job came to be waited on during the read above.
       if (this.polls.notify(note.job, note.taskId) === 'read') return;
-      if (this.inSubmit(note.job) && (row.state === 'submitting' || (row.state === 'submitted' && row.task_id === note.taskId))) {
-        // Its submit is still out, or its answer is written and the WAL's fsync not yet done (the job is waited on
-        // only after it): the note is kept for the end of that submit, which reads the task then.
+      if (row.state === 'submitted' && row.task_id === note.taskId && this.inSubmit(note.job)) {
+        // Its submit's answer is written and the WAL's fsync not yet done (the job is waited on only after it): the
+        // note is kept for the end of that submit, which reads the task then, as for a job still `submitting` (below).
         this.early.set(note.job, (this.early.get(note.job) ?? new Set()).add(note.taskId));
         return;
       }
