@@ -20,8 +20,9 @@ export default defineConfig({
     // child processes, sandboxes and timers, not on the CPU. Measured: one -> two, 375 s -> 247 s for the suite
     // (when it was smaller). Three were tried (2026-11-28): the suite took 668-789 s instead of ~800-850 s, but
     // the CPUs were then 96% busy and three of five full CI runs failed a test on time (a retry wait, a sandbox
-    // task, a callback's status read outrun by the load): two of them fixed, the third not understood yet. Two
-    // stay until the suite holds at three.
+    // task, a callback's status read outrun by the load). All three are fixed (the third was a race in the runner:
+    // a callback dropped between the task id's commit and its fsync; test/pipeline.callbacks.test.ts). Two stay
+    // until several full CI runs at three have shown no fourth.
     maxWorkers: 2,
     // In CI the results are also written as JSON, which .ci/check-skips.mjs reads: a skipped test outside
     // its allow-list fails CI.
