@@ -1,14 +1,14 @@
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, UploadLimiter } from '../src/client/index.js';
-import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
 import { callbackDeadline, sentTime } from '../src/engine/pipeline/callbacks.js';
 import { Pipeline, type PipelineOptions } from '../src/engine/pipeline/pipeline.js';
 import type { EngineEvent } from '../src/engine/index.js';
-import type { DownloadPort, ServicePort } from '../src/engine/ports.js';
+import type { ServicePort } from '../src/engine/ports.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { SqliteWorkStore, Store, type JobPatch, type JobState, type MoveOptions, type Moved } from '../src/store/index.js';
-import { admin } from './helpers/admin.js';
+import { sandboxTasks } from './helpers/admin.js';
+import { plainDownload, servicePortOf } from './helpers/ports.js';
 import { tempDir } from './helpers/tmp.js';
 
 /**
@@ -35,15 +35,6 @@ afterEach(() => {
   while (cleanups.length) cleanups.pop()!();
 });
 
-const service = (): ServicePort => ({
-  submit: (body, signal) => client.submit(body, signal ? { signal } : {}),
-  status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
-  musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
-  balance: () => client.balance(),
-  uploadStream: (file, o) => client.uploadStream(file, o),
-  uploadBase64: (data, o) => client.uploadBase64(data, o),
-});
-const download: DownloadPort = { downloadFile, isGone, cleanupPartials, syncDir: fsyncDir, sanitizeName: (n) => sanitizeName(n, 'job') };
 const callbackUrlFor = (id: string, attempt: number) => `http://127.0.0.1:9/cb?job=${id}&attempt=${attempt}`;
 
 /** A state file with these image jobs, pending. */
@@ -69,8 +60,8 @@ function makeUncertain(store: Store, id: string, attempts = 1): void {
   }
 }
 
-function pipelineFor(work: SqliteWorkStore, out: string, more: Partial<PipelineOptions> = {}): Pipeline {
-  return new Pipeline(work, service(), download, {
+function pipelineFor(work: SqliteWorkStore, out: string, more: Partial<PipelineOptions> = {}, service: ServicePort = servicePortOf(client)): Pipeline {
+  return new Pipeline(work, service, plainDownload, {
     outDir: out,
     concurrency: 1,
     maxActive: 10,
@@ -90,16 +81,8 @@ async function taskAtService(prompt: string): Promise<string> {
   return (await client.submit({ model: 'alpha-image-2', input: { prompt } })).task_id;
 }
 
-interface Listed {
-  task_id: string;
-  state: string;
-  callback_url: string | null;
-}
-async function tasks(): Promise<Listed[]> {
-  return ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Listed[] }).tasks;
-}
 async function taskState(taskId: string): Promise<string | undefined> {
-  return (await tasks()).find((x) => x.task_id === taskId)?.state;
+  return (await sandboxTasks(sb)).find((x) => x.task_id === taskId)?.state;
 }
 /** Status reads of `taskId` the sandbox answered since log index `from`. */
 const readsOf = (taskId: string, from: number): number => sb.requestLog().slice(from).filter((r) => r.path.includes(taskId) && r.path.includes('status')).length;
@@ -298,7 +281,7 @@ describe('a callback for an uncertain job (its submit\'s answer lost)', () => {
       const { store, out } = stateWith(['a']);
       let pipeline: Pipeline | null = null;
       let made = '';
-      const svc = service();
+      const svc = servicePortOf(client);
       // The service makes the task and its answer is lost (500 after creating it); its callback, and with `forged`
       // a second naming another task, arrive before the submit ends.
       svc.submit = async (body, signal) => {
@@ -306,25 +289,14 @@ describe('a callback for an uncertain job (its submit\'s answer lost)', () => {
         try {
           return await client.submit(body, signal ? { signal } : {});
         } catch (err) {
-          made = (await tasks()).find((x) => x.callback_url === callbackUrlFor('a', 1))!.task_id;
+          made = (await sandboxTasks(sb)).find((x) => x.callback_url === callbackUrlFor('a', 1))!.task_id;
           pipeline!.onCallback({ job: 'a', attempt: 1, taskId: made, status: 'finished' });
           if (forged) pipeline!.onCallback({ job: 'a', attempt: 1, taskId: await taskAtService('forged'), status: 'finished' });
           await new Promise((r) => setImmediate(r));
           throw err;
         }
       };
-      pipeline = new Pipeline(new SqliteWorkStore(store), svc, download, {
-        outDir: out,
-        concurrency: 1,
-        maxActive: 10,
-        timeScale: 0.001,
-        signal: new AbortController().signal,
-        emit: () => undefined,
-        callbackUrlFor,
-        baseUrl: sb.url,
-        uploadMaxAgeMs: 60_000,
-        statusRate: 1000,
-      });
+      pipeline = pipelineFor(new SqliteWorkStore(store), out, {}, svc);
       await pipeline.run();
       expect(made).toMatch(/\S/);
       if (forged) expect(store.getJob('a')).toMatchObject({ state: 'uncertain', task_id: null, attempts: 1 });

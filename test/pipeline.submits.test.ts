@@ -3,7 +3,6 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ChatClient, ServiceClient, UploadLimiter } from '../src/client/index.js';
-import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
 import type { EngineEvent } from '../src/engine/index.js';
 import { CreditCap, LocalLedger, classOf } from '../src/engine/pipeline/cap.js';
 import { Pipeline, type PipelineOptions } from '../src/engine/pipeline/pipeline.js';
@@ -14,6 +13,7 @@ import { ApiError } from '../src/errors.js';
 import { startSandbox, type Sandbox, type ScriptStep } from '../src/sandbox/index.js';
 import { SqliteWorkStore, Store, type Claim, type JobPatch, type JobRow, type JobState, type MoveOptions, type Moved } from '../src/store/index.js';
 import { solidPng } from './helpers/png.js';
+import { plainDownload, servicePortOf } from './helpers/ports.js';
 import { tempDir } from './helpers/tmp.js';
 
 /**
@@ -50,19 +50,16 @@ function clientFor(key: string): ServiceClient {
 
 /** The service as the pipeline sees it; `onSubmit` looks at each POST as it leaves. */
 function service(c: ServiceClient, onSubmit: (body: { model: string; input: Record<string, unknown>; callback_url?: string }) => void = () => undefined): ServicePort {
+  const port = servicePortOf(c);
   return {
+    ...port,
     submit: (body, signal) => {
       onSubmit(body);
-      return c.submit(body, signal ? { signal } : {});
+      return port.submit(body, signal);
     },
-    status: (taskId, signal) => c.status(taskId, signal ? { signal } : {}),
-    musicDetail: (taskId, signal) => c.musicDetail(taskId, signal ? { signal } : {}),
-    balance: () => c.balance(),
-    uploadStream: (file, o) => c.uploadStream(file, o),
-    uploadBase64: (data, o) => c.uploadBase64(data, o),
   };
 }
-const download: DownloadPort = { downloadFile, isGone, cleanupPartials, syncDir: fsyncDir, sanitizeName: (n) => sanitizeName(n, 'job') };
+const download: DownloadPort = plainDownload;
 
 type Job = { id: string; image?: string; spec?: Partial<StoredSpec>; estimate?: number | null; kind?: string; needs?: string[] };
 const png = (rgb: [number, number, number]): string => `data:image/png;base64,${solidPng(8, 8, rgb).toString('base64')}`;

@@ -1,7 +1,6 @@
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, UploadLimiter } from '../src/client/index.js';
-import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../src/download/index.js';
 import type { EngineEvent } from '../src/engine/index.js';
 import { Pipeline, type PipelineOptions } from '../src/engine/pipeline/pipeline.js';
 import type { DownloadPort, ServicePort } from '../src/engine/ports.js';
@@ -9,6 +8,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { SqliteWorkStore, Store, type JobPatch, type JobState, type MoveOptions, type Moved, type ReleaseUploadSlot, type TakenOver } from '../src/store/index.js';
 import { sha256Hex } from '../src/engine/results.js';
 import { solidPng } from './helpers/png.js';
+import { plainDownload, servicePortOf } from './helpers/ports.js';
 import { tempDir } from './helpers/tmp.js';
 
 /**
@@ -35,15 +35,8 @@ afterEach(() => {
   while (cleanups.length) cleanups.pop()!();
 });
 
-const service = (): ServicePort => ({
-  submit: (body, signal) => client.submit(body, signal ? { signal } : {}),
-  status: (taskId, signal) => client.status(taskId, signal ? { signal } : {}),
-  musicDetail: (taskId, signal) => client.musicDetail(taskId, signal ? { signal } : {}),
-  balance: () => client.balance(),
-  uploadStream: (file, o) => client.uploadStream(file, o),
-  uploadBase64: (data, o) => client.uploadBase64(data, o),
-});
-const download: DownloadPort = { downloadFile, isGone, cleanupPartials, syncDir: fsyncDir, sanitizeName: (n) => sanitizeName(n, 'job') };
+const service = (): ServicePort => servicePortOf(client);
+const download: DownloadPort = plainDownload;
 
 /** A state file with these jobs (alpha-image-2 prompts, or an edit of a Data URL image), pending. */
 function stateWith(jobs: Array<{ id: string; image?: string }>): { store: Store; out: string } {

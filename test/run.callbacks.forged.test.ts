@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { admin } from './helpers/admin.js';
+import { sandboxTasks, type ListedTask } from './helpers/admin.js';
 import { ensureBuilt, imageManifest, spawnCli } from './helpers/cli.js';
 import { solidPng } from './helpers/png.js';
 import { tempDir } from './helpers/tmp.js';
@@ -41,15 +41,7 @@ afterAll(async () => {
   t.cleanup();
 });
 
-interface Listed {
-  task_id: string;
-  state: string;
-  callback_url: string | null;
-}
-
-async function tasks(): Promise<Listed[]> {
-  return ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: Listed[] }).tasks;
-}
+const tasks = (): Promise<ListedTask[]> => sandboxTasks(sb);
 
 function forged(taskId: string): string {
   return JSON.stringify({
@@ -123,7 +115,7 @@ describe('a forged completion callback with the right token', () => {
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const closed = new Promise<number | null>((r) => child.on('close', r));
-    const jobOf = (x: Listed) => (x.callback_url === null ? null : new URL(x.callback_url).searchParams.get('job'));
+    const jobOf = (x: ListedTask) => (x.callback_url === null ? null : new URL(x.callback_url).searchParams.get('job'));
     let own = '';
     let other = '';
     try {

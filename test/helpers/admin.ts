@@ -11,3 +11,16 @@ export function printedAdminToken(stdout: string): string | null {
   const m = /^admin token \(.*\): (\S+)$/m.exec(stdout);
   return m?.[1] && m[1] !== '(as' ? m[1] : null;
 }
+
+/** A task as the sandbox's admin listing shows it. */
+export interface ListedTask {
+  task_id: string;
+  state: string;
+  callback_url: string | null;
+  callback_delivered: boolean;
+}
+
+/** Every task the sandbox holds (GET /__sandbox/tasks). */
+export async function sandboxTasks(sb: { url: string; adminToken: string }): Promise<ListedTask[]> {
+  return ((await (await fetch(`${sb.url}/__sandbox/tasks`, admin(sb))).json()) as { tasks: ListedTask[] }).tasks;
+}
