@@ -48,7 +48,7 @@ export class Callbacks {
     private readonly c: StageContext,
     private readonly polls: Pick<Polls, 'notify' | 'readNow' | 'waitOn'>,
     /** The job is in a submit of this run: its submitEnded is still to come. */
-    private readonly inSubmit: (id: string) => boolean = () => false,
+    private readonly inSubmit: (id: string) => boolean,
   ) {
     if (c.opts.callbackUrlFor) for (const id of c.opts.recoveredUncertain ?? []) this.uncertainHere.add(id);
   }
