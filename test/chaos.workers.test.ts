@@ -205,8 +205,12 @@ async function chaosRound(round: number, url: string, pool: Pool, sb: SandboxPro
   const hung = await Promise.race([ended.then(() => false), sleep(90_000).then(() => true)]);
   if (hung) {
     if (watch) clearInterval(watch);
-    const left = await pool.query(`SELECT id, state, lease_owner, round(extract(epoch FROM lease_expires - now())::numeric, 1) AS left_s FROM jobs WHERE state NOT IN ('done', 'uncertain') ORDER BY seq LIMIT 20`);
-    const up = workers.filter((w) => w.running).map((w) => `${w.pid}: ${JSON.stringify(w.events.slice(-3))}`);
+    const left = await pool.query(
+      `SELECT id, state, attempts, last_error, lease_owner, round(extract(epoch FROM lease_expires - now())::numeric, 1) AS left_s FROM jobs WHERE state NOT IN ('done', 'uncertain') ORDER BY seq LIMIT 20`,
+    );
+    const up = workers
+      .filter((w) => w.running)
+      .map((w) => `${w.pid}: ${JSON.stringify(w.events.slice(-3))}, warnings ${JSON.stringify(w.events.filter((e) => e.type === 'warning').slice(-5))}`);
     throw new Error(`workers still running 90 s after the chaos: ${up.join('; ')}; jobs left: ${JSON.stringify(left.rows)}`);
   }
   const exits = await ended;

@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceClient, UploadLimiter, withRetry } from '../src/client/index.js';
@@ -15,6 +15,7 @@ import { ensureRun, WorkingCopy } from '../src/store/pg/working-copy.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { imageManifest } from './helpers/cli.js';
 import { testDatabase, type TestDatabase } from './helpers/pg.js';
+import { solidPng } from './helpers/png.js';
 import { tempDir } from './helpers/tmp.js';
 
 const KEY = 'sk-pg-pipeline-key';
@@ -70,7 +71,10 @@ describe('the pipeline on a PostgreSQL state', () => {
 
   /** The manifest synced into the database as `genbatch run` would (prepare on a working copy), once. */
   async function synced(name: string, n: number): Promise<{ runId: number; outDir: string }> {
-    const manifest = imageManifest(join(tmp.dir, `${name}.yaml`), n, name);
+    return syncedFile(name, imageManifest(join(tmp.dir, `${name}.yaml`), n, name));
+  }
+
+  async function syncedFile(name: string, manifest: string): Promise<{ runId: number; outDir: string }> {
     const outDir = join(tmp.dir, `out-${name}`);
     const runId = await ensureRun(admin, manifest, outDir);
     await syncOnce(admin, runId, 'k1', async (c) => {
@@ -207,5 +211,28 @@ describe('the pipeline on a PostgreSQL state', () => {
     expect((await w1.store.takeOver([...w1.pipeline.givenUp])).downloading).toEqual([]);
     const w2 = await worker(runId, outDir, 'takes-it');
     expect((await w2.store.takeOver()).downloading.map((j) => j.id)).toEqual([row.rows[0]!.id]);
+  }, 60_000);
+  it('a job whose uploads keep failing is given up: left pending with its lease dropped, the worker ends, it claims the job no more and another worker may', async () => {
+    writeFileSync(join(tmp.dir, 'upfail-ref.png'), solidPng(8, 8, [10, 200, 30]));
+    const manifest = join(tmp.dir, 'upfail.yaml');
+    writeFileSync(manifest, 'jobs:\n  - id: up\n    model: alpha-image-2-edit\n    input:\n      prompt: "make it a sunset"\n      image_urls: ["upfail-ref.png"]\n');
+    const { runId, outDir } = await syncedFile('upfail', manifest);
+    const uploads = sb.stats().requests.upload ?? 0;
+    // Every upload fails: a 5xx for each of the client's 10 tries in each of the run's rounds (the first and 3 more).
+    sb.script('upload', Array.from({ length: 40 }, () => '500' as const));
+    const w1 = await worker(runId, outDir, 'uploads-fail', {
+      keepWaiting: async () => {
+        const w = await w1.store.workLeft([...w1.pipeline.givenUp]);
+        return w.pending + w.inFlight > 0;
+      },
+    });
+    await w1.pipeline.run();
+    expect((sb.stats().requests.upload ?? 0) - uploads).toBe(40);
+    const row = await admin.query('SELECT id, state, attempts, lease_owner, last_error FROM jobs WHERE run_id = $1', [runId]);
+    expect(row.rows).toEqual([{ id: 'up', state: 'pending', attempts: 0, lease_owner: null, last_error: expect.stringMatching(/^upload failed: HTTP 500/) }]);
+    expect([...w1.pipeline.givenUp]).toEqual(['up']);
+    expect((await w1.store.claimPending(1, { skip: w1.pipeline.givenUp })).jobs).toEqual([]);
+    const w2 = await worker(runId, outDir, 'claims-it');
+    expect((await w2.store.claimPending(1)).jobs.map((j) => j.id)).toEqual(['up']);
   }, 60_000);
 });

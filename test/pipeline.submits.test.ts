@@ -412,6 +412,28 @@ describe('uploads before the POST', () => {
     expect(warnings(events)).toEqual([expect.stringMatching(/^job e: upload failed, left pending: .*500/)]);
   });
 
+  it('a job queued again after a failed upload is sent, in a job graph too: a pass of the loop while its submit is still ending does not drop it', async () => {
+    // z needs e: the run has a job graph, whose check passes over a job still in a submit.
+    const { store, out } = stateWith([{ id: 'e', image: png([20, 160, 90]) }, { id: 'z', needs: ['e'] }]);
+    sb.script('upload', Array<ScriptStep>(TRIES).fill('500'));
+    // The end of e's first submit gives its reservation back slowly, and wakes the loop meanwhile.
+    class SlowBack extends LocalLedger {
+      wake: () => void = () => undefined;
+      override async unreserve(id: string): Promise<void> {
+        this.wake();
+        await new Promise((r) => setTimeout(r, 200));
+        return super.unreserve(id);
+      }
+    }
+    const ledger = new SlowBack(1000, 0, null);
+    const cap = new CreditCap({ credits: 1000, name: '--max-credits 1000', ledger, balance: () => client.balance(), timeScale: SCALE, emit: () => undefined });
+    ledger.wake = () => cap.wake();
+    const events = await run(new SqliteWorkStore(store), out, service(client), { cap });
+    expect(store.getJob('e')).toMatchObject({ state: 'done', attempts: 1 });
+    expect(store.getJob('z')).toMatchObject({ state: 'done', attempts: 1 });
+    expect(warnings(events)).toEqual([]);
+  });
+
   it('an upload 429 on every try is not a refusal: the job is queued again in the run and sent', async () => {
     const { store, out } = stateWith([{ id: 'e', image: png([90, 40, 140]) }]);
     sb.script('upload', Array<ScriptStep>(TRIES).fill('429'));

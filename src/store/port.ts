@@ -44,8 +44,8 @@ export interface WorkStore {
    * Claim up to `n` pending jobs that are ready (every graph parent done), in manifest
    * order (`seq`), and not held by this worker already. Each returned job is held by
    * this worker (its lease set with the database's clock) until it leaves `pending`
-   * or is given back with release(). Jobs not in `only` (when given) are neither
-   * claimed nor returned. Fewer than `n` (or none) when no more are ready now; a
+   * or is given back with release(). Jobs not in `only` (when given), and jobs in `skip`
+   * (those this worker gave up on), are neither claimed nor returned. Fewer than `n` (or none) when no more are ready now; a
    * job becomes ready when its last parent becomes `done` (a later call returns it).
    *
    * Budget: with a credit cap (--max-credits, the manifest budget), each claimed job's
@@ -55,7 +55,7 @@ export interface WorkStore {
    * or from `submitting` to `failed`/`exists`), or by release(). SQLite: no reservation
    * (the cap is checked before the run starts), overBudget is always false.
    */
-  claimPending(n: number, opts?: { only?: ReadonlySet<string> | null }): Promise<Claim>;
+  claimPending(n: number, opts?: { only?: ReadonlySet<string> | null; skip?: ReadonlySet<string> }): Promise<Claim>;
 
   /**
    * Give back pending jobs this worker claimed and will not send in this run (stopped

@@ -53,7 +53,7 @@ export class SqliteWorkStore implements WorkStore {
     return (this.graphOn ??= this.store.graph.any());
   }
 
-  claimPending(n: number, opts: { only?: ReadonlySet<string> | null } = {}): Promise<Claim> {
+  claimPending(n: number, opts: { only?: ReadonlySet<string> | null; skip?: ReadonlySet<string> } = {}): Promise<Claim> {
     return attempt(() => {
       const only = opts.only ?? null;
       const jobs: JobRow[] = [];
@@ -67,7 +67,7 @@ export class SqliteWorkStore implements WorkStore {
         }
         const row = this.ahead.shift()!;
         this.cursor = row.seq;
-        if (this.held.has(row.id) || (only && !only.has(row.id))) continue;
+        if (this.held.has(row.id) || (only && !only.has(row.id)) || opts.skip?.has(row.id)) continue;
         this.held.set(row.id, row.seq);
         if (only) this.givenOnly.add(row.id);
         jobs.push(row);

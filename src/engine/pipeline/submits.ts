@@ -133,13 +133,29 @@ export class Submits {
       if (this.selected && !this.uploadRetries.has(row.id)) this.handedOut++;
       this.inHand.add(row.id);
       this.inFlight++;
-      const sent = this.submit(row).catch((err: unknown) => this.c.warn(row.id, err));
+      let next: 'again' | 'give-up' | void;
+      // Anything unexpected (a store error): the job is given up like one whose upload kept failing.
+      const sent = this.submit(row).then(
+        (outcome) => void (next = outcome),
+        (err: unknown) => {
+          this.c.warn(row.id, err);
+          next = 'give-up';
+        },
+      );
       // Under a cap, a job that was not sent after all gives its reservation back (no extra step without one).
       const cap = opts.cap;
       void (cap ? sent.then(() => cap.handBack(row.id)).catch((err: unknown) => this.c.warn(row.id, err)) : sent)
+        // Given up: its lease dropped, so no worker waits for a job held and worked on by no one (another may try it).
+        .then(() => (next === 'give-up' ? this.c.giveUp(row.id) : undefined))
+        .catch((err: unknown) => this.c.warn(row.id, err))
         .finally(() => {
           this.inFlight--;
           this.inHand.delete(row.id);
+          // Queued again only now: while its submit is in hand, the graph check above passes it over (and so would drop it).
+          if (next === 'again') {
+            this.buffer.push(row);
+            this.exhausted = false;
+          }
           this.hooks.ended(row.id);
           if (row.kind === 'chat') this.finished();
           this.c.wake();
@@ -168,7 +184,7 @@ export class Submits {
       this.exhausted = true;
       return;
     }
-    const claim = await this.c.store.claimPending(Math.min(CLAIM_MAX, Math.max(1, this.c.opts.concurrency)), { only: this.selected });
+    const claim = await this.c.store.claimPending(Math.min(CLAIM_MAX, Math.max(1, this.c.opts.concurrency)), { only: this.selected, skip: this.c.givenUp });
     if (claim.overBudget && !this.overBudgetSaid) {
       this.overBudgetSaid = true;
       this.c.opts.emit({ type: 'warning', message: 'pending jobs were left unclaimed: their estimated credits would go over the credit limit' });
@@ -227,7 +243,11 @@ export class Submits {
     return r.input === spec.input ? row : { ...row, spec: JSON.stringify({ ...spec, input: r.input }) };
   }
 
-  private async submit(queued: JobRow): Promise<void> {
+  /**
+   * Returns 'again' when the job is to be queued again in this run (its upload failed transiently), 'give-up'
+   * when it is left pending for a later run or another worker (its upload kept failing, or its image is gone).
+   */
+  private async submit(queued: JobRow): Promise<'again' | 'give-up' | void> {
     const { opts } = this.c;
     const row = this.c.graphOn ? await this.withRefs(queued) : queued;
     if (!row) return;
@@ -266,11 +286,11 @@ export class Submits {
         // The client's retries were used up on a transient error: the job comes back in this run (at most UPLOAD_REQUEUES times).
         this.uploadRetries.set(row.id, (this.uploadRetries.get(row.id) ?? 0) + 1);
         await this.c.store.noteError(row.id, `upload failed, tried again in this run: ${errorText(err)}`);
-        this.buffer.push(queued);
-        this.exhausted = false;
+        return 'again';
       } else {
         await this.c.store.noteError(row.id, `upload failed: ${errorText(err)}`);
         opts.emit({ type: 'warning', message: `job ${row.id}: upload failed, left pending: ${errorText(err)}` });
+        return 'give-up';
       }
       return;
     }

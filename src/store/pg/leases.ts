@@ -68,15 +68,23 @@ export interface Claim {
  * or the caller's). No credits are reserved here: a claimed job may wait in its worker's hands, and under a
  * cap only what is sent counts (PgLedger.reserve).
  */
-export async function claimPending(q: Queryable, runId: number, owner: string, leaseMs: number, n: number, only: readonly string[] | null = null): Promise<Claim> {
+export async function claimPending(
+  q: Queryable,
+  runId: number,
+  owner: string,
+  leaseMs: number,
+  n: number,
+  only: readonly string[] | null = null,
+  skip: readonly string[] | null = null,
+): Promise<Claim> {
   const text = `WITH cand AS (
        SELECT j.id FROM jobs j
-        WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($5::text[])' : ''}
+        WHERE j.run_id = $1 AND j.state = 'pending' AND ${FREE} AND ${READY} ${only ? 'AND j.id = ANY($5::text[])' : ''} ${skip ? `AND j.id <> ALL($${only ? 6 : 5}::text[])` : ''}
         ORDER BY j.seq LIMIT $2 FOR UPDATE OF j SKIP LOCKED)
      UPDATE jobs j SET lease_owner = $3, lease_expires = ${leaseUntil('$4')}, lease_epoch = j.lease_epoch + 1
        FROM cand WHERE j.run_id = $1 AND j.id = cand.id
        RETURNING ${JOB_COLUMNS}`;
-  const res = await q.query<LeasedJob>(named(text, only ? [runId, n, owner, leaseMs, only] : [runId, n, owner, leaseMs]));
+  const res = await q.query<LeasedJob>(named(text, [runId, n, owner, leaseMs, ...(only ? [only] : []), ...(skip ? [skip] : [])]));
   return { jobs: res.rows.sort((a, b) => a.seq - b.seq), heldByBudget: false };
 }
 

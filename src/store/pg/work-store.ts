@@ -130,11 +130,12 @@ export class PgWorkStore implements WorkStore {
     return this.graphOn;
   }
 
-  async claimPending(n: number, opts: { only?: ReadonlySet<string> | null } = {}): Promise<Claim> {
+  async claimPending(n: number, opts: { only?: ReadonlySet<string> | null; skip?: ReadonlySet<string> } = {}): Promise<Claim> {
     if (n <= 0) return { jobs: [], overBudget: false };
     const only = opts.only ? [...opts.only] : null;
+    const skip = opts.skip && opts.skip.size > 0 ? [...opts.skip] : null;
     // A claim need not survive a server crash (its job would be pending and free again).
-    const c = await inTx(this.pool, (tx) => claimPending(tx, this.runId, this.worker, this.leaseMs, n, only), { durable: false });
+    const c = await inTx(this.pool, (tx) => claimPending(tx, this.runId, this.worker, this.leaseMs, n, only, skip), { durable: false });
     return { jobs: c.jobs.map((j) => this.hold(j)), overBudget: c.heldByBudget };
   }
 
@@ -203,11 +204,11 @@ export class PgWorkStore implements WorkStore {
   /**
    * What the run still has for some worker (genbatch work --until-empty decides from it): pending jobs
    * (ready or waiting for parents) and jobs in flight (submitting, submitted, downloading; held by any
-   * worker or left by a dead one).
+   * worker or left by a dead one); never the `exclude` ids (the jobs this worker gave up on).
    */
   async workLeft(exclude: readonly string[] = []): Promise<{ pending: number; inFlight: number }> {
     const r = await this.pool.query<{ pending: number; in_flight: number }>(
-      `SELECT (SELECT count(*) FROM jobs WHERE run_id = $1 AND state = 'pending')::int AS pending,
+      `SELECT (SELECT count(*) FROM jobs WHERE run_id = $1 AND state = 'pending' AND NOT (id = ANY($2::text[])))::int AS pending,
               (SELECT count(*) FROM jobs WHERE run_id = $1 AND state IN ('submitting', 'submitted', 'downloading') AND NOT (id = ANY($2::text[])))::int AS in_flight`,
       [this.runId, [...exclude]],
     );
