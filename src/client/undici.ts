@@ -1,19 +1,59 @@
 /**
- * undici, evaluated on first use rather than when a module naming it is loaded. Commands that only read a state
- * (status, report, view, mark, export) reach the HTTP client's modules through shared ones but never send a
- * request. Evaluating undici was 125 ms of a profiled `genbatch status`; measured without the profiler, status
- * went from 0.52 to 0.44 s of CPU (20 runs each).
+ * undici, evaluated on first use rather than when a module naming it is loaded, and only the parts the client
+ * uses. Commands that only read a state (status, report, view, mark, export) reach the HTTP client's modules
+ * through shared ones but never send a request. Evaluating undici was 125 ms of a profiled `genbatch status`;
+ * measured without the profiler, status went from 0.52 to 0.44 s of CPU (20 runs each).
  *
- * In the CLI bundle (bin/bundle.js) esbuild sees the bare `require('undici')` and bundles undici as before, called
- * here at first use; in the unbundled library (dist/, ES modules, where `require` is not defined) Node's
- * createRequire loads the same package. Types come from `import type`, which emits nothing.
+ * The client needs the Agent, the dispatcher's request API, the errors and (for uploads) FormData; undici's
+ * index also evaluates its fetch (and through it Node's own fetch, which its cookies module reaches by touching
+ * globalThis.Headers), WebSocket, mock agents and caches: 130-180 ms of CPU against 50-80 ms for these parts
+ * alone (`node -e` of each, 3 runs). So the parts are required by path, as undici's index requires them (undici
+ * has no `exports` map; the version is pinned by package-lock.json, and test/client.undici-parts.test.ts checks
+ * each part is the one the index exports). `request` below is the index's request() with the dispatcher always
+ * given, as every caller here gives one.
+ *
+ * In the CLI bundle (bin/bundle.js) esbuild sees the bare `require(...)` calls and bundles those modules; in
+ * the unbundled library (dist/, ES modules, where `require` is not defined) Node's createRequire loads the same
+ * files. Types come from `import type`, which emits nothing.
  */
 import { createRequire } from 'node:module';
+import type * as U from 'undici';
 
-type Undici = typeof import('undici');
+export interface Undici {
+  Agent: typeof U.Agent;
+  errors: typeof U.errors;
+  /** FormData (evaluated on first use: only uploads need it). */
+  readonly FormData: typeof U.FormData;
+  /** undici's request(url, opts) for a caller that always names its dispatcher. */
+  request(url: string | URL, opts: Omit<U.Dispatcher.RequestOptions, 'origin' | 'path'> & { dispatcher: U.Dispatcher }): Promise<U.Dispatcher.ResponseData>;
+}
+
+type Require = (id: string) => unknown;
 
 let loaded: Undici | undefined;
 
 export function undici(): Undici {
-  return (loaded ??= typeof require === 'function' ? (require('undici') as Undici) : (createRequire(import.meta.url)('undici') as Undici));
+  return (loaded ??= load(typeof require === 'function' ? require : createRequire(import.meta.url)));
+}
+
+function load(req: Require): Undici {
+  // As undici's index.js: the request API (request, stream, pipeline, ...) lives on every dispatcher's prototype.
+  const Dispatcher = req('undici/lib/dispatcher/dispatcher') as { prototype: object };
+  Object.assign(Dispatcher.prototype, req('undici/lib/api'));
+  const Agent = req('undici/lib/dispatcher/agent') as typeof U.Agent;
+  const errors = req('undici/lib/core/errors') as typeof U.errors;
+  const util = req('undici/lib/core/util') as { parseURL(url: string | URL): URL };
+  let formData: typeof U.FormData | undefined;
+  return {
+    Agent,
+    errors,
+    get FormData() {
+      return (formData ??= (req('undici/lib/web/fetch/formdata') as { FormData: typeof U.FormData }).FormData);
+    },
+    request(url, opts) {
+      // The same URL checks and request target as undici's request().
+      const u = util.parseURL(url);
+      return opts.dispatcher.request({ ...opts, origin: u.origin, path: u.search ? `${u.pathname}${u.search}` : u.pathname, method: opts.method ?? (opts.body ? 'PUT' : 'GET') });
+    },
+  };
 }
