@@ -25,7 +25,7 @@ import { checkFiles, findFiles, integrity, readJobs } from './helpers/verify.js'
  * Finished: every job done, 12 stems per stem-split (the server's bytes),
  * every task created exactly once (the sandbox's own task list).
  */
-const SCALE = process.env.GENBATCH_CRASH_SCALE ?? '0.1';
+const SCALE = process.env.GENBATCH_CRASH_SCALE ?? '0.03';
 const SLOW = process.env.GENBATCH_SLOW === '1';
 /** Kills per chain; GENBATCH_SLOW=1 runs the chain 5 times (10 kills). */
 const KILLS = 2;
