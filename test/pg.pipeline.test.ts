@@ -120,6 +120,35 @@ describe('the pipeline on a PostgreSQL state', () => {
     return { store, pipeline };
   }
 
+  /**
+   * A worker waiting for the run to empty (as `genbatch work --until-empty`), run until it ends. One that has not
+   * ended after `ms` is stopped and the test fails with its last events and the run's jobs, instead of a bare timeout.
+   */
+  async function untilEmpty(runId: number, outDir: string, id: string, ms = 40_000) {
+    const events: EngineEvent[] = [];
+    const stop = new AbortController();
+    const w = await worker(runId, outDir, id, {
+      signal: stop.signal,
+      emit: (e) => events.push(e),
+      keepWaiting: async () => {
+        const left = await w.store.workLeft([...w.pipeline.givenUp]);
+        return left.pending + left.inFlight > 0;
+      },
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const hung = new Promise<boolean>((r) => (timer = setTimeout(() => r(true), ms)));
+    const running = w.pipeline.run();
+    const late = await Promise.race([running.then(() => false), hung]);
+    clearTimeout(timer);
+    if (late) {
+      stop.abort();
+      await running.catch(() => undefined);
+      const jobs = await admin.query('SELECT id, state, attempts, lease_owner, last_error FROM jobs WHERE run_id = $1', [runId]);
+      throw new Error(`worker ${id} still running after ${ms} ms; jobs ${JSON.stringify(jobs.rows)}; its last events ${JSON.stringify(events.slice(-25))}`);
+    }
+    return w;
+  }
+
   it('two workers run one synced manifest together: every job done once, each task created once, every file on disk with the worker that wrote it', async () => {
     const { runId, outDir } = await synced('two', 30);
     const tasksBefore = sb.stats().tasks_total;
@@ -197,13 +226,7 @@ describe('the pipeline on a PostgreSQL state', () => {
     const { runId, outDir } = await synced('giveup', 1);
     // Every download of the file fails (a 5xx, more times than the client's retries and the run's rounds of them).
     sb.script('file', Array.from({ length: 200 }, () => '500' as const));
-    const w1 = await worker(runId, outDir, 'gives-up', {
-      keepWaiting: async () => {
-        const w = await w1.store.workLeft([...w1.pipeline.givenUp]);
-        return w.pending + w.inFlight > 0;
-      },
-    });
-    await w1.pipeline.run();
+    const w1 = await untilEmpty(runId, outDir, 'gives-up');
     const row = await admin.query<{ id: string; state: string; lease_owner: string | null }>('SELECT id, state, lease_owner FROM jobs WHERE run_id = $1', [runId]);
     expect(row.rows).toEqual([{ id: expect.stringMatching(/^giveup-/), state: 'downloading', lease_owner: null }]);
     expect([...w1.pipeline.givenUp]).toEqual([row.rows[0]!.id]);
@@ -220,13 +243,7 @@ describe('the pipeline on a PostgreSQL state', () => {
     const uploads = sb.stats().requests.upload ?? 0;
     // Every upload fails: a 5xx for each of the client's 10 tries in each of the run's rounds (the first and 3 more).
     sb.script('upload', Array.from({ length: 40 }, () => '500' as const));
-    const w1 = await worker(runId, outDir, 'uploads-fail', {
-      keepWaiting: async () => {
-        const w = await w1.store.workLeft([...w1.pipeline.givenUp]);
-        return w.pending + w.inFlight > 0;
-      },
-    });
-    await w1.pipeline.run();
+    const w1 = await untilEmpty(runId, outDir, 'uploads-fail');
     expect((sb.stats().requests.upload ?? 0) - uploads).toBe(40);
     const row = await admin.query('SELECT id, state, attempts, lease_owner, last_error FROM jobs WHERE run_id = $1', [runId]);
     expect(row.rows).toEqual([{ id: 'up', state: 'pending', attempts: 0, lease_owner: null, last_error: expect.stringMatching(/^upload failed: HTTP 500/) }]);
