@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { buildIfStale } from './build.js';
+import { REPORT_ARGS, watchHang } from './hang.js';
 import { join, resolve } from 'node:path';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -29,6 +30,7 @@ export function runCli(args: string[], env: Record<string, string> = {}, cwd = R
   return new Promise((resolveP, reject) => {
     const child = spawnCli(args, env, cwd);
     const timer = killAfterMs === undefined ? null : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    const unwatch = watchHang(child);
     let stdout = '';
     let stderr = '';
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -36,6 +38,7 @@ export function runCli(args: string[], env: Record<string, string> = {}, cwd = R
     child.on('error', reject);
     child.on('close', (code, signal) => {
       if (timer) clearTimeout(timer);
+      unwatch();
       resolveP({ code, signal, stdout, stderr });
     });
   });
@@ -49,7 +52,7 @@ export function cliEnv(env: Record<string, string> = {}): Record<string, string>
 }
 
 export function spawnCli(args: string[], env: Record<string, string> = {}, cwd = ROOT): ChildProcess {
-  return spawn(process.execPath, [BIN, ...args], { cwd, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  return spawn(process.execPath, [...REPORT_ARGS, BIN, ...args], { cwd, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** A YAML manifest of `n` alpha-image-2 jobs (a contract price of 2 credits each). */
