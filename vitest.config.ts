@@ -9,6 +9,10 @@ export default defineConfig({
     // 25 s on a busy machine.
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // expect.poll waits on real processes, servers and a browser: vitest's default of 1 s failed a view test in CI
+    // when the rest of a large page's rows took longer on a loaded machine. A poll that passes returns as soon as it
+    // does; only a wrong result waits the whole 15 s.
+    expect: { poll: { timeout: 15_000 } },
     pool: 'forks',
     // Test files share their worker's process, one after another (vitest's default starts a process per file):
     // the sources are imported once per worker instead of once per file (169 s of the suite's import time went
