@@ -97,6 +97,14 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
     expect(ids((await store.claimPending(10, { only: new Set(['b', 'c']) })).jobs)).toEqual(['b', 'c']);
   });
 
+  it('never claims the jobs named by `skip` (those this worker gave up on), with or without `only`', async () => {
+    const jobs = [{ id: 'a' }, { id: 'b' }, { id: 'c' }, { id: 'd' }];
+    const one = (await fresh(jobs)).store;
+    expect(ids((await one.claimPending(10, { skip: new Set(['a', 'c']) })).jobs)).toEqual(['b', 'd']);
+    const two = (await fresh(jobs)).store;
+    expect(ids((await two.claimPending(10, { only: new Set(['a', 'b']), skip: new Set(['a']) })).jobs)).toEqual(['b']);
+  });
+
   it('a released job can be claimed again', async () => {
     const { store } = await fresh([{ id: 'a' }, { id: 'b' }]);
     expect(ids((await store.claimPending(10)).jobs)).toEqual(['a', 'b']);
