@@ -144,3 +144,85 @@ describe('PgWorkStore: a worker\'s moves grouped into shared transactions', () =
     ]);
   });
 });
+
+describe('MoveGroup: moves of their own jobs sent together on the connection\'s pipeline', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  beforeAll(async () => {
+    db = await testDatabase();
+    pool = openPool(db.url, { max: 4 });
+    await pool.query('CREATE TABLE t (id TEXT PRIMARY KEY, n INT NOT NULL)');
+  });
+  afterAll(async () => {
+    await pool.end();
+    await db.drop();
+  });
+
+  /** A move writing row `id`; `log` records when it was called and when its answer came. */
+  const writer = (id: string, log: string[], sql = `INSERT INTO t (id, n) VALUES ($1, 1) ON CONFLICT (id) DO UPDATE SET n = t.n + 1`) => async (q: { query: Pool['query'] }) => {
+    log.push(`call ${id}`);
+    const r = await q.query(sql, [id]);
+    log.push(`answer ${id}`);
+    return r.rowCount;
+  };
+  const rows = async () => (await pool.query<{ id: string; n: number }>('SELECT id, n FROM t ORDER BY id')).rows;
+
+  it('a pool\'s connections pipeline their statements', async () => {
+    const c = await pool.connect();
+    try {
+      expect((c as unknown as { pipeline: boolean }).pipeline).toBe(true);
+    } finally {
+      c.release();
+    }
+  });
+
+  it('every move of a group of own moves is sent before the first answer comes, and one transaction commits them all', async () => {
+    await pool.query('TRUNCATE t');
+    const g = new MoveGroup(pool);
+    const log: string[] = [];
+    const ids = ['a', 'b', 'c', 'd'];
+    await Promise.all(ids.map((id) => g.run(writer(id, log), { durable: false, alone: false, own: true })));
+    expect(log.slice(0, 4)).toEqual(ids.map((id) => `call ${id}`));
+    const x = await pool.query<{ x: string }>('SELECT DISTINCT xmin::text AS x FROM t');
+    expect(x.rows).toHaveLength(1);
+    expect(await rows()).toEqual(ids.map((id) => ({ id, n: 1 })));
+  });
+
+  it('a group with a move that is not its job\'s own runs its moves one after another, in the order asked', async () => {
+    await pool.query('TRUNCATE t');
+    const g = new MoveGroup(pool);
+    const log: string[] = [];
+    await Promise.all([
+      g.run(writer('a', log), { durable: false, alone: false, own: true }),
+      g.run(writer('b', log), { durable: false, alone: false, own: false }),
+      g.run(writer('c', log), { durable: false, alone: false, own: true }),
+    ]);
+    expect(log).toEqual(['call a', 'answer a', 'call b', 'answer b', 'call c', 'answer c']);
+    expect(await rows()).toEqual(['a', 'b', 'c'].map((id) => ({ id, n: 1 })));
+  });
+
+  it('one failing move of a pipelined group commits nothing of the group; each move is made again alone, the failure its own caller\'s', async () => {
+    await pool.query('TRUNCATE t');
+    const g = new MoveGroup(pool);
+    const log: string[] = [];
+    const results = await Promise.allSettled([
+      g.run(writer('a', log), { durable: true, alone: false, own: true }),
+      g.run(writer('bad', log, 'INSERT INTO t (id, n) VALUES ($1, 1 / 0)'), { durable: true, alone: false, own: true }),
+      g.run(writer('c', log), { durable: true, alone: false, own: true }),
+      g.run(async () => {
+        throw new Error('thrown before any statement');
+      }, { durable: true, alone: false, own: true }),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected']);
+    expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/division by zero/);
+    expect(String((results[3] as PromiseRejectedResult).reason)).toMatch(/thrown before any statement/);
+    // Written once each: the group's writes were rolled back before each move was made alone.
+    expect(await rows()).toEqual([
+      { id: 'a', n: 1 },
+      { id: 'c', n: 1 },
+    ]);
+    // The connections are clean afterwards: a next group commits.
+    await Promise.all(['d', 'e'].map((id) => g.run(writer(id, []), { durable: false, alone: false, own: true })));
+    expect((await rows()).map((r) => r.id)).toEqual(['a', 'c', 'd', 'e']);
+  });
+});

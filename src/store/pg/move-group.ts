@@ -1,4 +1,4 @@
-import { inTx, type Pool, type Queryable } from './db.js';
+import { inPipelinedTx, inTx, type Pool, type Queryable } from './db.js';
 
 /** The most moves one transaction carries (each holds its job row's lock until the group's COMMIT). */
 export const GROUP_MAX = 64;
@@ -8,6 +8,8 @@ interface Member {
   durable: boolean;
   /** One statement that may run outside a transaction (its own commit) when the group is this move alone. */
   alone: boolean;
+  /** Its statements write only its own job's rows (no graph, budget or error history): it may run beside the group's others. */
+  own: boolean;
   done: (err: unknown, out?: unknown) => void;
 }
 
@@ -17,6 +19,11 @@ interface Member {
  * transaction on one connection, with one COMMIT: one BEGIN, one COMMIT and one WAL flush for the group instead
  * of one per move. Each promise settles after the COMMIT, so the submit intent is still committed before its
  * POST; a durable move makes its group's COMMIT wait for the disk.
+ *
+ * Moves that write only their own job's rows (most of them: the submit intent, the task id, a result with its
+ * file rows, done) are sent together on the connection's pipeline, BEGIN first and COMMIT after all answered:
+ * the group costs two round trips, not one per move. A group with any other move (graph effects, the budget,
+ * an error history) runs its moves one after another, in the order asked.
  *
  * One failing move does not undo the others: when a move throws (a job not in the state asked for, a deadlock,
  * a lost connection) the group's transaction is rolled back and each of its moves is made again alone, in its
@@ -30,9 +37,9 @@ export class MoveGroup {
 
   constructor(private readonly pool: Pool) {}
 
-  run<T>(fn: (q: Queryable) => Promise<T>, o: { durable: boolean; alone: boolean }): Promise<T> {
+  run<T>(fn: (q: Queryable) => Promise<T>, o: { durable: boolean; alone: boolean; own?: boolean }): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ fn, durable: o.durable, alone: o.alone, done: (err, out) => (err === null ? resolve(out as T) : reject(err)) });
+      this.queue.push({ fn, durable: o.durable, alone: o.alone, own: o.own === true, done: (err, out) => (err === null ? resolve(out as T) : reject(err)) });
       if (!this.busy) {
         this.busy = true;
         setImmediate(() => void this.flush());
@@ -62,16 +69,20 @@ export class MoveGroup {
 
   private async many(batch: Member[]): Promise<void> {
     let outs: unknown[];
+    const durable = batch.some((m) => m.durable);
     try {
-      outs = await inTx(
-        this.pool,
-        async (c) => {
-          const got: unknown[] = [];
-          for (const m of batch) got.push(await m.fn(c));
-          return got;
-        },
-        { durable: batch.some((m) => m.durable) },
-      );
+      // Moves of their own jobs only: sent together (two round trips for the group); else one after another.
+      if (batch.every((m) => m.own)) outs = await inPipelinedTx(this.pool, batch.map((m) => m.fn), { durable });
+      else
+        outs = await inTx(
+          this.pool,
+          async (c) => {
+            const got: unknown[] = [];
+            for (const m of batch) got.push(await m.fn(c));
+            return got;
+          },
+          { durable },
+        );
     } catch {
       // Rolled back: nothing of the group was written. Each move alone, so one failure is its own caller's.
       await Promise.all(batch.map((m) => this.one(m)));

@@ -273,7 +273,9 @@ export class PgWorkStore implements WorkStore {
     const epoch = this.held.get(id);
     if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
     // A move that is one statement (the submit intent, the task id) runs without BEGIN and COMMIT when its group is itself alone.
-    const alone = o.durable === true && epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !o.addFiles && !o.filesDone && to !== 'done' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
+    // A move whose statements are its guarded move alone (and, when that moved nothing, a read of its own job).
+    const own = epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
+    const alone = own && o.durable === true && !o.addFiles && !o.filesDone && to !== 'done';
     // The file rows and the mark cleared by a new result: written by the move's own statement.
     const also: WithMove[] = [];
     if (o.addFiles && o.addFiles.length > 0) also.push(addFiles(o.addFiles, this.worker));
@@ -290,7 +292,7 @@ export class PgWorkStore implements WorkStore {
       if (uncharged(from, to)) await releaseReservation(tx, this.runId, id);
       return { moved: true, side: await afterMove(tx, this.runId, id, from, to, patch.last_error) };
     };
-    const out = await this.moves.run(move, { durable: o.durable === true, alone });
+    const out = await this.moves.run(move, { durable: o.durable === true, alone, own });
     if (!out.moved || !ACTIVE_STATES.includes(to)) this.held.delete(id);
     else if (newEpoch !== undefined) this.held.set(id, newEpoch);
     return out;
