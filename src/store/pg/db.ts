@@ -134,9 +134,17 @@ export async function inPipelinedTx(pool: Pool, fns: ReadonlyArray<(c: Client) =
     const onError = (err: Error) => (broken = err);
     c.on('error', onError);
     try {
-      const begun = c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
-      // Each fn called now, in order (one that throws at once is a rejection like any).
-      const outs = await Promise.allSettled([begun, ...fns.map(async (fn) => fn(c))]);
+      // The group's messages leave in one write: the socket is corked while BEGIN and each fn's first statement
+      // are queued (each fn called now, in order; one that throws at once is a rejection like any).
+      const stream = streamOf(c);
+      stream?.cork();
+      let sent: Array<Promise<unknown>>;
+      try {
+        sent = [c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN'), ...fns.map(async (fn) => fn(c))];
+      } finally {
+        stream?.uncork();
+      }
+      const outs = await Promise.allSettled(sent);
       const failed = outs.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed) throw failed.reason;
       if (broken) throw broken;
@@ -154,6 +162,12 @@ export async function inPipelinedTx(pool: Pool, fns: ReadonlyArray<(c: Client) =
       c.release(broken);
     }
   }
+}
+
+/** The socket under a client (pg's connection stream), where it has one that can be corked. */
+function streamOf(c: Client): { cork(): void; uncork(): void } | null {
+  const stream = (c as unknown as { connection?: { stream?: { cork?: unknown; uncork?: unknown } } }).connection?.stream;
+  return stream && typeof stream.cork === 'function' && typeof stream.uncork === 'function' ? (stream as { cork(): void; uncork(): void }) : null;
 }
 
 /** A StateError about the PostgreSQL state at `url`, naming it without its password (displayUrl). */
