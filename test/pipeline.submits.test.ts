@@ -268,8 +268,18 @@ describe('the outcome of a POST', () => {
     const { store, out } = stateWith([{ id: 'a' }]);
     sb.script('submit', ['slow']);
     const stop = new AbortController();
-    await run(new SqliteWorkStore(store), out, service(client, () => setTimeout(() => stop.abort('SIGINT'), 50)), { signal: stop.signal });
+    // The stop once the POST is at the sandbox (its slow step taken), not after a fixed delay a loaded machine can outrun.
+    const arrived = sb.stats().requests.submit ?? 0;
+    const atService = () => {
+      const watch = setInterval(() => {
+        if ((sb.stats().requests.submit ?? 0) === arrived) return;
+        clearInterval(watch);
+        stop.abort('SIGINT');
+      }, 5);
+    };
+    await run(new SqliteWorkStore(store), out, service(client, atService), { signal: stop.signal });
     expect(store.getJob('a')).toMatchObject({ state: 'uncertain', attempts: 1 });
+    expect((sb.stats().requests.submit ?? 0) - arrived).toBe(1);
   });
 
   it('an unexpected error once the request may have left makes the job uncertain (never a guess)', async () => {
@@ -443,18 +453,17 @@ describe('uploads before the POST', () => {
 
   it('a stop during an upload leaves the job pending with nothing noted', async () => {
     const { store, out } = stateWith([{ id: 'e', image: png([40, 40, 240]) }]);
-    const slow = new ServiceClient({ baseUrl: sb.url, apiKey: KEY, policy: { baseMs: 60_000, maxMs: 60_000, maxAttempts: 5 } });
-    cleanups.push(() => void slow.close());
-    sb.script('upload', ['503']); // one step: the stop comes during the wait after it
     const stop = new AbortController();
-    const svc = service(slow);
-    svc.uploadBase64 = (data, o) => {
-      setTimeout(() => stop.abort('SIGINT'), 100);
-      return slow.uploadBase64(data, o);
-    };
-    const events = await run(new SqliteWorkStore(store), out, svc, { signal: stop.signal });
+    // The stop comes when the wait after the 503 begins (the answer is in), not after a fixed delay: a loaded
+    // machine could outrun that before the upload reached the sandbox, leaving the 503 to the next test's upload.
+    const slow = new ServiceClient({ baseUrl: sb.url, apiKey: KEY, policy: { baseMs: 60_000, maxMs: 60_000, maxAttempts: 5 }, onRetry: () => stop.abort('SIGINT') });
+    cleanups.push(() => void slow.close());
+    const refused = sb.stats().uploads.refused;
+    sb.script('upload', ['503']); // one step: the stop comes during the wait after it
+    const events = await run(new SqliteWorkStore(store), out, service(slow), { signal: stop.signal });
     expect(store.getJob('e')).toMatchObject({ state: 'pending', attempts: 0, last_error: null });
     expect(warnings(events)).toEqual([]);
+    expect(sb.stats().uploads.refused).toBe(refused + 1);
   });
 
   it('a reference to an image the input no longer holds leaves the job pending with a warning, never sent', async () => {
