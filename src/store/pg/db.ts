@@ -83,41 +83,21 @@ export function named(text: string, values: unknown[]): pg.QueryConfig {
   return { name, text, values };
 }
 
+const begin = (o: { durable?: boolean }): string => (o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
+
 /**
  * fn inside BEGIN ... COMMIT on one client; ROLLBACK and rethrow on a throw. `durable: false`: the COMMIT
  * does not wait for the WAL to reach the disk (synchronous_commit off for this transaction: a server crash
  * may lose the last fraction of a second of such commits, never a client's crash), as the SQLite state's
  * synchronous=NORMAL commits; the submit intent and the task id are durable.
  */
-export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { durable?: boolean } = {}): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    const c = await pool.connect();
-    // The session may end under the transaction (the server's idle-in-transaction limit after a pause, a
-    // restart): the client then emits 'error', which without a listener ends the process; the query fails
-    // with it, and the client is discarded, not given back to the pool. Nothing was committed then (the
-    // COMMIT was not sent): the transaction is made once more on a new connection.
-    let broken: Error | undefined;
-    let committing = false;
-    const onError = (err: Error) => (broken = err);
-    c.on('error', onError);
-    try {
-      await c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
-      const out = await fn(c);
-      // Ended after fn's last answer came (paused between it and the COMMIT: the answer and the server's end of
-      // the session are read together on waking): the COMMIT is never sent, so nothing was committed either.
-      if (broken) throw broken;
-      committing = true;
-      await c.query('COMMIT');
-      return out;
-    } catch (err) {
-      if (broken && !committing && attempt === 1) continue;
-      await c.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      c.off('error', onError);
-      c.release(broken);
-    }
-  }
+export function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { durable?: boolean } = {}): Promise<T> {
+  return transaction(pool, async (c, commit) => {
+    await c.query(begin(o));
+    const out = await fn(c);
+    await commit();
+    return out;
+  });
 }
 
 /**
@@ -126,33 +106,51 @@ export async function inTx<T>(pool: Pool, fn: (c: Client) => Promise<T>, o: { du
  * answered, so the group costs two round trips instead of one per statement. Answers each fn's result in
  * order. When any fn throws, nothing is committed (ROLLBACK) and the first error is thrown.
  */
-export async function inPipelinedTx(pool: Pool, fns: ReadonlyArray<(c: Client) => Promise<unknown>>, o: { durable?: boolean } = {}): Promise<unknown[]> {
+export function inPipelinedTx(pool: Pool, fns: ReadonlyArray<(c: Client) => Promise<unknown>>, o: { durable?: boolean } = {}): Promise<unknown[]> {
+  return transaction(pool, async (c, commit) => {
+    // The group's messages leave in one write: the socket is corked while BEGIN and each fn's first statement
+    // are queued (each fn called now, in order; one that throws at once is a rejection like any).
+    const stream = streamOf(c);
+    stream?.cork();
+    let sent: Array<Promise<unknown>>;
+    try {
+      sent = [c.query(begin(o)), ...fns.map(async (fn) => fn(c))];
+    } finally {
+      stream?.uncork();
+    }
+    const outs = await Promise.allSettled(sent);
+    const failed = outs.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    // A transaction a statement failed in answers COMMIT with ROLLBACK; none failed here, so this commits.
+    const end = await commit();
+    if (end.command !== 'COMMIT') throw new Error(`the group's transaction ended with ${end.command}, not COMMIT`);
+    return outs.slice(1).map((r) => (r as PromiseFulfilledResult<unknown>).value);
+  });
+}
+
+/**
+ * `body` makes one transaction on a client of the pool, sending its COMMIT through `commit()`; ROLLBACK and
+ * rethrow on a throw. The session may end under the transaction (the server's idle-in-transaction limit after
+ * a pause, a restart): the client then emits 'error', which without a listener ends the process; the query
+ * fails with it, and the client is discarded, not given back to the pool. Nothing was committed then (the
+ * COMMIT was not sent): the transaction is made once more on a new connection.
+ */
+async function transaction<T>(pool: Pool, body: (c: Client, commit: () => Promise<pg.QueryResult>) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     const c = await pool.connect();
     let broken: Error | undefined;
     let committing = false;
     const onError = (err: Error) => (broken = err);
     c.on('error', onError);
-    try {
-      // The group's messages leave in one write: the socket is corked while BEGIN and each fn's first statement
-      // are queued (each fn called now, in order; one that throws at once is a rejection like any).
-      const stream = streamOf(c);
-      stream?.cork();
-      let sent: Array<Promise<unknown>>;
-      try {
-        sent = [c.query(o.durable === false ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN'), ...fns.map(async (fn) => fn(c))];
-      } finally {
-        stream?.uncork();
-      }
-      const outs = await Promise.allSettled(sent);
-      const failed = outs.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (failed) throw failed.reason;
+    const commit = () => {
+      // Ended after the last answer came (paused between it and the COMMIT: the answer and the server's end of
+      // the session are read together on waking): the COMMIT is never sent, so nothing was committed either.
       if (broken) throw broken;
       committing = true;
-      // A transaction a statement failed in answers COMMIT with ROLLBACK; none failed here, so this commits.
-      const end = await c.query('COMMIT');
-      if (end.command !== 'COMMIT') throw new Error(`the group's transaction ended with ${end.command}, not COMMIT`);
-      return outs.slice(1).map((r) => (r as PromiseFulfilledResult<unknown>).value);
+      return c.query('COMMIT');
+    };
+    try {
+      return await body(c, commit);
     } catch (err) {
       if (broken && !committing && attempt === 1) continue;
       await c.query('ROLLBACK').catch(() => undefined);
