@@ -142,6 +142,15 @@ describe('PgWorkStore: a worker\'s moves grouped into shared transactions', () =
       { sc: 'on', own: false },
       { sc: 'on', own: false },
     ]);
+    // The same for a group sent in one go (moves of their own jobs).
+    expect(await Promise.all([g.run(probe, { durable: false, alone: false, own: true }), g.run(probe, { durable: false, alone: true, own: true })])).toEqual([
+      { sc: 'off', own: false },
+      { sc: 'off', own: false },
+    ]);
+    expect(await Promise.all([g.run(probe, { durable: false, alone: false, own: true }), g.run(probe, { durable: true, alone: true, own: true })])).toEqual([
+      { sc: 'on', own: false },
+      { sc: 'on', own: false },
+    ]);
   });
 });
 
