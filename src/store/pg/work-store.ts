@@ -273,7 +273,7 @@ export class PgWorkStore implements WorkStore {
     const epoch = this.held.get(id);
     if (epoch === undefined && from !== 'uncertain') return this.notHeld(id, from, to);
     // A move that is one statement (the submit intent, the task id) runs without BEGIN and COMMIT when its group is itself alone.
-    // A move whose statements are its guarded move alone (and, when that moved nothing, a read of its own job).
+    // A move whose statements touch its own job alone: its guarded move (and, when that moved nothing, a read of the job and at most one more try).
     const own = epoch !== undefined && from !== 'uncertain' && typeof patch.last_error !== 'string' && !uncharged(from, to) && !PARENT_FAILED_STATES.includes(to);
     const alone = own && o.durable === true && !o.addFiles && !o.filesDone && to !== 'done';
     // The file rows and the mark cleared by a new result: written by the move's own statement.
