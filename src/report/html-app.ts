@@ -274,10 +274,10 @@ layout.addEventListener("change", render);
 across.addEventListener("change", () => { pickAcross = across.value; render(); });
 down.addEventListener("change", () => { pickDown = down.value; render(); });
 // A link can open the page searched and filtered: report.html#q=harbour&state=done&model=...&kind=image&sort=newest.
-const want = new URLSearchParams(location.hash.slice(1));
+// An address changed in the open page (only its #...) does the same: what it does not name goes back to the default.
+let want = new URLSearchParams(), touched = false;
 const pick = (sel, name, label) => { if (!want.has(name)) return; for (const o of sel.options) if (o.value !== "" && label(o.value) === want.get(name)) sel.value = o.value; };
 // A state, model, kind or mark the first rows do not have yet is picked once rows that have it come (the view), until the reader picks one.
-let touched = false;
 const pickAll = () => {
   if (touched) return;
   pick(fState, "state", (v) => meta.states[v]);
@@ -286,14 +286,21 @@ const pickAll = () => {
   pick(fMark, "mark", (v) => (v === "-" ? "none" : v));
 };
 for (const el of [fState, fModel, fKind, fMark]) el.addEventListener("change", () => { touched = true; });
-q.value = want.get("q") || "";
-pickAll();
-if (want.get("layout") === "grid") layout.value = "grid";
-if (want.has("across")) pickAcross = want.get("across");
-if (want.has("down")) pickDown = want.get("down");
-if (["s", "m", "l"].includes(want.get("size"))) size.value = want.get("size");
-sized();
-if (want.has("sort") && Object.prototype.hasOwnProperty.call(SORTS, want.get("sort"))) sortBy.value = want.get("sort");
+const fromHash = () => {
+  want = new URLSearchParams(location.hash.slice(1));
+  touched = false;
+  for (const sel of [fState, fModel, fKind, fMark]) sel.value = "";
+  q.value = want.get("q") || "";
+  pickAll();
+  layout.value = want.get("layout") === "grid" ? "grid" : "cards";
+  pickAcross = want.has("across") ? want.get("across") : null;
+  pickDown = want.has("down") ? want.get("down") : null;
+  size.value = ["s", "m", "l"].includes(want.get("size")) ? want.get("size") : "m";
+  sized();
+  sortBy.value = want.has("sort") && Object.prototype.hasOwnProperty.call(SORTS, want.get("sort")) ? want.get("sort") : "order";
+};
+fromHash();
+addEventListener("hashchange", () => { fromHash(); apply(); });
 $("gb-controls").hidden = false;
 apply();
 // The view (src/view/) brings rows that changed: each replaces the row of its id, or is added at the end.
