@@ -7,6 +7,6 @@ export type { JobState } from './states.js';
 export { pidAlive } from '../lib/pid.js';
 export { MARK_STATES } from './marks.js';
 export type { Mark, MarkEvent, MarkState } from './marks.js';
-export type { CapLedger, CapTotals, Claim, FileGot, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, UploadOutcome, WorkStore } from './port.js';
+export type { CapLedger, CapTotals, Claim, FileGot, JobWithFiles, MoveOptions, Moved, NewFile, ReleaseUploadSlot, SideMove, TakenOver, UploadOutcome, WorkStore } from './port.js';
 export { SqliteWorkStore } from './sqlite-work.js';
 export { GroupCommit } from './group-commit.js';

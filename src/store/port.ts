@@ -135,8 +135,11 @@ export interface WorkStore {
   /** The job's file rows, by idx. */
   filesOf(id: string): Promise<FileRow[]>;
 
-  /** The job as stored now with its file rows (by idx), read together (one round trip with PostgreSQL); undefined when the run has no such job. */
-  jobWithFiles(id: string): Promise<{ job: JobRow; files: FileRow[] } | undefined>;
+  /**
+   * The jobs as stored now, each with its file rows (by idx), read together (one statement with PostgreSQL),
+   * by id; an id the run does not have is absent.
+   */
+  jobsWithFiles(ids: readonly string[]): Promise<Map<string, JobWithFiles>>;
 
   /**
    * Record files on disk (or in the bucket) without a state change: a job stopped or failed
@@ -191,6 +194,12 @@ export interface WorkStore {
    * Rejects with the signal's reason on abort.
    */
   acquireStatusRead(signal?: AbortSignal): Promise<void>;
+}
+
+/** A job as stored now and its file rows (by idx), read together. */
+export interface JobWithFiles {
+  job: JobRow;
+  files: FileRow[];
 }
 
 /** What claimPending handed to this worker. */

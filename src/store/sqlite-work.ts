@@ -1,6 +1,6 @@
 import { GroupCommit } from './group-commit.js';
 import type { ChildInput } from './graph.js';
-import type { Claim, FileGot, MoveOptions, Moved, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from './port.js';
+import type { Claim, FileGot, JobWithFiles, MoveOptions, Moved, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from './port.js';
 import type { JobState } from './states.js';
 import type { Store } from './store.js';
 import type { FileRow, JobPatch, JobRow, TakenJob } from './types.js';
@@ -161,10 +161,14 @@ export class SqliteWorkStore implements WorkStore {
     return attempt(() => this.store.noteError(id, message));
   }
 
-  jobWithFiles(id: string): Promise<{ job: JobRow; files: FileRow[] } | undefined> {
+  jobsWithFiles(ids: readonly string[]): Promise<Map<string, JobWithFiles>> {
     return attempt(() => {
-      const job = this.store.getJob(id);
-      return job && { job, files: this.store.filesOf(id) };
+      const got = new Map<string, JobWithFiles>();
+      for (const id of ids) {
+        const job = this.store.getJob(id);
+        if (job) got.set(id, { job, files: this.store.filesOf(id) });
+      }
+      return got;
     });
   }
 

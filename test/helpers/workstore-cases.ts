@@ -263,7 +263,7 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
   });
 
   it('file rows: added with a state change, recorded midway, done with the last state change', async () => {
-    const { store } = await fresh([{ id: 'a', state: 'submitted' }]);
+    const { store } = await fresh([{ id: 'a', state: 'submitted' }, { id: 'b' }]);
     await store.takeOver();
     await store.transition('a', 'submitted', 'downloading', { result: '{}', expires_at: 1_900_000_000_000 }, { addFiles: [file(0, 'one.png'), file(1, 'two.png')] });
     expect((await store.filesOf('a')).map((f) => [f.idx, f.name, f.state, f.path])).toEqual([
@@ -277,9 +277,12 @@ export function workStoreBehaviour(make: MakeWorkStore): void {
     ]);
     expect((await store.getJob('a'))?.state).toBe('downloading');
     // Read together, the job and its rows are exactly what getJob and filesOf give (numbers as numbers).
-    expect(await store.jobWithFiles('a')).toEqual({ job: await store.getJob('a'), files: await store.filesOf('a') });
-    expect((await store.jobWithFiles('a'))!.files[1]).toMatchObject({ expected_size: 3, size: null, expires_at: null, content_type: 'image/png' });
-    expect(await store.jobWithFiles('nope')).toBeUndefined();
+    const read = await store.jobsWithFiles(['nope', 'a', 'b', 'a']);
+    expect([...read.keys()].sort()).toEqual(['a', 'b']);
+    expect(read.get('a')).toEqual({ job: await store.getJob('a'), files: await store.filesOf('a') });
+    expect(read.get('b')).toEqual({ job: await store.getJob('b'), files: [] });
+    expect(read.get('a')!.files[1]).toMatchObject({ expected_size: 3, size: null, expires_at: null, content_type: 'image/png' });
+    expect((await store.jobsWithFiles([])).size).toBe(0);
     await store.transition('a', 'downloading', 'done', {}, { filesDone: [got(1, 'two.png')] });
     const files = await store.filesOf('a');
     expect(files.map((f) => [f.idx, f.state, f.sha256])).toEqual([

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { throwIfAborted } from '../../client/retry.js';
 import { TransitionError } from '../../errors.js';
 import type { ChildInput } from '../graph.js';
-import type { Claim, FileGot, MoveOptions, Moved, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from '../port.js';
+import type { Claim, FileGot, JobWithFiles, MoveOptions, Moved, ReleaseUploadSlot, SideMove, TakenOver, WorkStore } from '../port.js';
 import { ACTIVE_STATES, PARENT_FAILED_STATES, type JobState } from '../states.js';
 import type { FileRow, JobPatch, JobRow, TakenJob } from '../types.js';
 import { releaseReservation, setBudgetCap } from './budget.js';
@@ -340,19 +340,19 @@ export class PgWorkStore implements WorkStore {
     return r.rows;
   }
 
-  async jobWithFiles(id: string): Promise<{ job: JobRow; files: FileRow[] } | undefined> {
+  async jobsWithFiles(ids: readonly string[]): Promise<Map<string, JobWithFiles>> {
+    const got = new Map<string, JobWithFiles>();
+    if (ids.length === 0) return got;
     // The file rows as JSON beside the job's columns: their numbers (sizes, expires_at in ms) are exact in a double.
     const r = await this.pool.query<JobRow & { files_json: FileRow[] }>(
       named(
         `SELECT ${ROW_COLUMNS}, COALESCE((SELECT json_agg(f ORDER BY f.idx) FROM (SELECT ${FILE_COLUMNS} FROM files WHERE run_id = j.run_id AND job_id = j.id) f), '[]') AS files_json
-           FROM jobs j WHERE j.run_id = $1 AND j.id = $2`,
-        [this.runId, id],
+           FROM jobs j WHERE j.run_id = $1 AND j.id = ANY($2::text[])`,
+        [this.runId, [...new Set(ids)]],
       ),
     );
-    const row = r.rows[0];
-    if (!row) return undefined;
-    const { files_json, ...job } = row;
-    return { job, files: files_json };
+    for (const { files_json, ...job } of r.rows) got.set(job.id, { job, files: files_json });
+    return got;
   }
 
   async recordFiles(id: string, got: readonly FileGot[]): Promise<boolean> {
