@@ -147,9 +147,14 @@ describe('PgWorkStore: a worker\'s moves grouped into shared transactions', () =
       { sc: 'off', own: false },
       { sc: 'off', own: false },
     ]);
+    expect(await Promise.all([g.run(probe, { durable: true, alone: false, own: true }), g.run(probe, { durable: true, alone: true, own: true })])).toEqual([
+      { sc: 'on', own: false },
+      { sc: 'on', own: false },
+    ]);
+    // A move of its own job that need not wait for the disk never joins a durable group: each commits as it asks.
     expect(await Promise.all([g.run(probe, { durable: false, alone: false, own: true }), g.run(probe, { durable: true, alone: true, own: true })])).toEqual([
-      { sc: 'on', own: false },
-      { sc: 'on', own: false },
+      { sc: 'off', own: false },
+      { sc: 'on', own: true },
     ]);
   });
 });
@@ -202,12 +207,43 @@ describe('MoveGroup: moves of their own jobs sent together on the connection\'s 
     const g = new MoveGroup(pool);
     const log: string[] = [];
     await Promise.all([
-      g.run(writer('a', log), { durable: false, alone: false, own: true }),
+      g.run(writer('a', log), { durable: true, alone: false, own: true }),
       g.run(writer('b', log), { durable: false, alone: false, own: false }),
-      g.run(writer('c', log), { durable: false, alone: false, own: true }),
+      g.run(writer('c', log), { durable: true, alone: false, own: true }),
     ]);
     expect(log).toEqual(['call a', 'answer a', 'call b', 'answer b', 'call c', 'answer c']);
     expect(await rows()).toEqual(['a', 'b', 'c'].map((id) => ({ id, n: 1 })));
+  });
+
+  it('a move of its own job that need not wait for the disk is committed while a durable group still waits', async () => {
+    await pool.query('TRUNCATE t');
+    await pool.query(`INSERT INTO t (id, n) VALUES ('held', 0)`);
+    const g = new MoveGroup(pool);
+    const log: string[] = [];
+    // Another session holds row 'held': the durable group writing it waits until that session ends.
+    const other = await pool.connect();
+    let durable: Promise<unknown> = Promise.resolve();
+    try {
+      await other.query('BEGIN');
+      await other.query(`SELECT * FROM t WHERE id = 'held' FOR UPDATE`);
+      durable = Promise.all(['held', 'd2'].map((id) => g.run(writer(id, log), { durable: true, alone: false, own: true })));
+      // The same in the other lane: a result or a done, of other jobs. (Behind the durable group they would wait for ever.)
+      const quick = Promise.all(['q1', 'q2'].map((id) => g.run(writer(id, log), { durable: false, alone: false, own: true })));
+      const late = new Promise((_, fail) => setTimeout(() => fail(new Error('the moves that need not wait for the disk waited behind the durable group')), 10_000).unref());
+      await Promise.race([quick, late]);
+      expect(log).not.toContain('answer held');
+      expect((await rows()).map((r) => r.id)).toEqual(['held', 'q1', 'q2']);
+    } finally {
+      await other.query('COMMIT');
+      other.release();
+    }
+    await durable;
+    expect(await rows()).toEqual([
+      { id: 'd2', n: 1 },
+      { id: 'held', n: 1 },
+      { id: 'q1', n: 1 },
+      { id: 'q2', n: 1 },
+    ]);
   });
 
   it('one failing move of a pipelined group commits nothing of the group; each move is made again alone, the failure its own caller\'s', async () => {

@@ -25,12 +25,37 @@ interface Member {
  * the group costs two round trips, not one per move. A group with any other move (graph effects, the budget,
  * an error history) runs its moves one after another, in the order asked.
  *
+ * Moves of their own jobs that need not wait for the disk (a result with its file rows, done) have a lane of their
+ * own: their groups commit while a durable group waits for its WAL flush, not after it.
+ *
  * One failing move does not undo the others: when a move throws (a job not in the state asked for, a deadlock,
  * a lost connection) the group's transaction is rolled back and each of its moves is made again alone, in its
  * own transaction, so each caller gets what that move alone gives. A group of one move is made as before: its
  * own transaction, or a single statement when it is one.
  */
 export class MoveGroup {
+  /** Moves that make their COMMIT wait for the disk, and any move that is not its job's own. */
+  private readonly main: Lane;
+  /**
+   * Moves of their own job's rows that need not wait for the disk (a result and its file rows, done): their own
+   * groups, on their own connection, so they never wait behind a group's WAL flush. A job's next move is asked for
+   * only once its last one settled, so the two lanes write different jobs' rows; where they meet on a row the row
+   * lock orders them (a deadlock rolls one group back, and its moves are made again alone).
+   */
+  private readonly quick: Lane;
+
+  constructor(pool: Pool) {
+    this.main = new Lane(pool);
+    this.quick = new Lane(pool);
+  }
+
+  run<T>(fn: (q: Queryable) => Promise<T>, o: { durable: boolean; alone: boolean; own?: boolean }): Promise<T> {
+    return (o.own === true && !o.durable ? this.quick : this.main).run(fn, o);
+  }
+}
+
+/** One queue of moves: one group in flight at a time; the moves asked for meanwhile form the next group. */
+class Lane {
   private queue: Member[] = [];
   /** A flush is due or running: moves asked for meanwhile wait for it to end and form the next group. */
   private busy = false;
