@@ -533,6 +533,31 @@ describe('claims', () => {
     expect(last.heldByBudget).toBe(false);
   });
 
+  it('without a job graph, the next jobs are claimed while the last claimed ones are still being sent; each job sent once', async () => {
+    const ids = ['a', 'b', 'c', 'd', 'e'];
+    const { store, out } = stateWith(ids.map((id) => ({ id })));
+    /** Claims and intents in the order the pipeline asked for them. */
+    class Ordered extends SqliteWorkStore {
+      log: string[] = [];
+      override transition(id: string, from: JobState, to: JobState, patch?: JobPatch, o?: MoveOptions): Promise<Moved> {
+        if (to === 'submitting') this.log.push(`intent ${id}`);
+        return super.transition(id, from, to, patch, o);
+      }
+      override claimPending(n: number, opts?: { only?: ReadonlySet<string> | null }): Promise<Claim> {
+        this.log.push(`claim ${n}`);
+        return super.claimPending(n, opts);
+      }
+    }
+    const work = new Ordered(store);
+    const before = submitsAtService();
+    await run(work, out, service(client), { concurrency: 2 });
+    // The second claim is asked for once job a is handed out, before job b (the last of the first claim) is.
+    expect(work.log.slice(0, 4)).toEqual(['claim 2', 'claim 2', 'intent a', 'intent b']);
+    expect(ids.map((id) => store.getJob(id)?.state)).toEqual(ids.map(() => 'done'));
+    expect(work.log.filter((l) => l.startsWith('intent')).sort()).toEqual(ids.map((id) => `intent ${id}`));
+    expect(submitsAtService() - before).toBe(ids.length);
+  });
+
   it('with --only, the store is not asked again once every chosen job was handed out', async () => {
     const { store, out } = stateWith([{ id: 'a' }, { id: 'b' }, { id: 'c' }]);
     const work = new Recording(store);

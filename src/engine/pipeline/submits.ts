@@ -42,6 +42,10 @@ export class Submits {
   // Stryker disable next-line BooleanLiteral: true at the start only makes the first claim give back its buffer, which is empty then.
   private rescan = false;
   private inFlight = 0;
+  /** A claim made ahead (before the buffer runs dry), while it runs. */
+  private claiming: Promise<void> | null = null;
+  /** What that claim threw: thrown by the next fill(), as a claim made there would have. */
+  private claimError: unknown = null;
   /** Why the credit cap holds the next submit now (told as a wait event), or null. */
   private capWait: string | null = null;
   /** Jobs handed to submit() and not finished with it (a later claim must not hand them out again). */
@@ -84,7 +88,7 @@ export class Submits {
   }
 
   get busy(): number {
-    return this.inFlight;
+    return this.inFlight + (this.claiming ? 1 : 0);
   }
 
   /** Nothing more will be sent in this run (no ready pending job left, or stopped). */
@@ -107,10 +111,14 @@ export class Submits {
   /** Start the submits capacity allows. */
   async fill(): Promise<void> {
     const { opts } = this.c;
+    this.throwClaimError();
     while (!this.c.stopReason && this.inFlight < opts.concurrency && this.waitedOn() + this.inFlight < opts.maxActive) {
       if (this.buffer.length === 0 || this.rescan) {
-        if (this.exhausted && !this.rescan) return;
-        await this.claim();
+        if (this.claiming) {
+          await this.claiming;
+          this.throwClaimError();
+        } else if (this.exhausted && !this.rescan) return;
+        else await this.claim();
         continue;
       }
       const row = this.buffer.shift()!;
@@ -131,6 +139,7 @@ export class Submits {
         }
       }
       if (this.selected && !this.uploadRetries.has(row.id)) this.handedOut++;
+      this.claimAhead();
       this.inHand.add(row.id);
       this.inFlight++;
       let next: 'again' | 'give-up' | void;
@@ -163,8 +172,30 @@ export class Submits {
     }
   }
 
+  /**
+   * Without a job graph, the next jobs are claimed while the last ones are handed out (fewer than --concurrency
+   * left): a submit slot that frees finds one waiting instead of a claim's round trip (with PostgreSQL, one
+   * claim per --concurrency jobs). With a graph, a claim may give the buffer back first (rescan): claimed when empty.
+   */
+  private claimAhead(): void {
+    if (this.c.graphOn || this.claiming || this.exhausted || this.c.stopReason || this.buffer.length >= this.c.opts.concurrency) return;
+    this.claiming = this.claim()
+      .catch((err: unknown) => void (this.claimError = err))
+      .finally(() => {
+        this.claiming = null;
+        this.c.wake();
+      });
+  }
+
+  private throwClaimError(): void {
+    const err = this.claimError;
+    this.claimError = null;
+    if (err !== null) throw err;
+  }
+
   /** Jobs claimed and never sent in this run go back to the store (for a later run, or another worker). */
   async close(): Promise<void> {
+    await this.claiming;
     // Both stores' release() does nothing for an empty list.
     await this.c.store.release([...this.unsent]);
     this.unsent.clear();
