@@ -13,7 +13,8 @@ import { Uploader } from '../submit/uploads.js';
 const UPLOAD_REQUEUES = 3;
 /**
  * Pending jobs claimed from the store at a time, at most: as many as may be sent at once (--concurrency), so a
- * worker on a shared run holds (and reserves credits for) little more than it sends, and others get the rest.
+ * worker on a shared run holds little more than it sends (with the claim ahead, about twice that), and others get
+ * the rest.
  */
 const CLAIM_MAX = 64;
 
