@@ -90,10 +90,11 @@ export class Downloads {
       if (tops.length === 0) break;
       const got = await this.c.store.jobsWithFiles(tops);
       for (const id of tops) {
-        const row = got.get(id)?.job;
-        if (!row || row.state !== 'downloading' || this.active.has(row.id)) continue;
+        const read = got.get(id);
+        if (!read || read.job.state !== 'downloading' || this.active.has(id)) continue;
+        const row = read.job;
         this.active.add(row.id);
-        void this.fetch(row, got.get(id)!.files)
+        void this.fetch(row, read.files)
           .catch((err: unknown) => this.c.warn(row.id, err))
           .finally(() => {
             this.active.delete(row.id);
