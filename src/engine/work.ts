@@ -126,7 +126,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   const capStop = stopReason === 'credit-cap' && !o.signal.aborted;
   await pc?.note(capStop).catch((err: unknown) => emit({ type: 'warning', message: `could not record the credit cap's state: ${err instanceof Error ? err.message : String(err)}` }));
   const spent = pc ? await pc.spent() : null;
-  const [failed, expired] = await Promise.all((['failed', 'expired'] as const).map((s) => (counts[s] > 0 ? o.firstIds(s, SUMMARY_IDS) : [])));
+  const [failed, expired, uncertain] = await Promise.all((['failed', 'expired', 'uncertain'] as const).map((s) => (counts[s] > 0 ? o.firstIds(s, SUMMARY_IDS) : [])));
   emit({
     type: 'finish',
     counts,
@@ -138,6 +138,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
     run_charged: spent,
     failed_ids: failed ?? [],
     expired_ids: expired ?? [],
+    uncertain_ids: uncertain ?? [],
     ...(callbacks ? { callbacks_ignored: callbacksIgnored } : {}),
     ...(pc && cap && spent !== null ? { cap: { credits: pc.credits, name: pc.name, stopped: capStop, charged: spent, left_pending: counts.pending, left_credits: null } } : {}),
   });
