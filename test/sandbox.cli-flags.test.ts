@@ -154,6 +154,8 @@ describe('genbatch sandbox option flags: bad values', () => {
     [{ callbackTimeoutMs: 'x' }, '--callback-timeout-ms expects a number from 0 to 2147483647 ms, got "x"'],
     [{ clockStart: 'yesterday' }, '--clock-start expects epoch ms or an ISO date such as 2026-01-01 or 2026-01-01T12:00:00Z (no zone: UTC), got "yesterday"'],
     [{ clockStart: '2026-02-30' }, 'got "2026-02-30"'],
+    [{ maxConnections: '0' }, '--max-connections expects an integer from 1 to 1000000, got "0"'],
+    [{ maxConnectionsPerClient: '2.5' }, '--max-connections-per-client expects an integer from 1 to 1000000, got "2.5"'],
     [{ clockStart: '99999999999999999' }, '--clock-start expects epoch ms from 0 (1970-01-01T00:00:00Z) to 250215091200000 (9899-01-01T00:00:00Z), got "99999999999999999"'],
   ];
   it('each names the flag, the range and the value given (a UsageError: exit 2)', () => {
@@ -163,6 +165,8 @@ describe('genbatch sandbox option flags: bad values', () => {
       expect(f, JSON.stringify(flags)).toThrow(message);
     }
     expect(sandboxOptions({ ...base, bannedWords: ' a, ,B ', clockStart: '2026-01-01T12:00' })).toMatchObject({ bannedWords: ['a', 'B'], clockStart: Date.UTC(2026, 0, 1, 12) });
+    expect(sandboxOptions({ ...base, maxConnections: '64', maxConnectionsPerClient: '8' }).connections).toEqual({ total: 64, perClient: 8 });
+    expect(sandboxOptions({ ...base, maxConnectionsPerClient: '8' }).connections).toEqual({ perClient: 8 });
   });
 
   it('the CLI exits 2 with that one line', async () => {

@@ -233,6 +233,8 @@ export function buildProgram(setCode: (code: number) => void): Command {
     .option('--video-bytes <n>', 'serve every video result padded to exactly n bytes, made as it is sent (to try large files; default: as generated)')
     .option('--callback-timeout-ms <ms>', 'how long a callback receiver may take to answer (default: 10000 x time scale, at least 1000)')
     .option('--clock-start <when>', 'virtual clock start: epoch ms or ISO date, e.g. 2026-01-01T00:00:00Z (default: now)')
+    .option('--max-connections <n>', 'open connections in all; past it the oldest that sent nothing yet is closed (default: 2048)')
+    .option('--max-connections-per-client <n>', 'open connections from one address; a request on one past it is answered 503 with Retry-After: 1 (default: 1024)')
     .option('--admin-token <token>', 'token the /__sandbox/ endpoints require in X-Sandbox-Admin-Token, 16+ characters (default: random, printed; or GENBATCH_SANDBOX_ADMIN_TOKEN); clock and faults answer without it from loopback when --host is loopback; tasks and stats need it always')
     .action(wrap(lazy('sandbox')));
 

@@ -4,10 +4,18 @@ import type { Socket } from 'node:net';
 /**
  * Caps on the sandbox's connections, so that a slowloris (many connections that send nothing, or
  * their headers a byte at a time) cannot starve it:
- * - per client address: a connection past `perClient` open from the same address is closed at once;
+ * - per client address: a connection past `perClient` open from the same address is past the cap;
  * - in all: at `total` open connections, a new one makes room by closing the oldest connection that
  *   has not sent a request yet (an idle one), so a client that sends its request is served even
- *   while idle connections from many addresses fill the server; when none is idle, the new one is closed;
+ *   while idle connections from many addresses fill the server; when none is idle, the new one is past the cap;
+ * - past a cap: the connection is not served, but not cut blind either. Closed at once, a client that
+ *   had written a submit could not know whether a task was made (genbatch marks such a job uncertain:
+ *   a person must decide). So its first request is answered 503 with Retry-After: 1 and the connection
+ *   closed (a 503 makes nothing: the client sends it again later); its body is read first, so the close
+ *   is a clean one. Such a connection must send its request within OVER_MS, and at most OVER_MAX of them
+ *   wait at once (more are closed at once): a slowloris past the cap costs little.
+ *   Many workers on one machine against one sandbox (each holds about --concurrency + 12 connections)
+ *   stay under the default per-address cap up to about 20 workers; past it they are slowed, never harmed;
  * - in time: the headers of a request (the first from the moment of connection) must arrive within
  *   `headersMs`, and the whole request within `requestMs` (node's checks, every second).
  * These are the sandbox's own bounds; a keep-alive connection is closed after 30 s idle (server.ts).
@@ -19,19 +27,30 @@ export interface ConnectionCaps {
   requestMs: number;
 }
 
-export const DEFAULT_CONNECTION_CAPS: ConnectionCaps = { perClient: 256, total: 1000, headersMs: 10_000, requestMs: 600_000 };
+export const DEFAULT_CONNECTION_CAPS: ConnectionCaps = { perClient: 1024, total: 2048, headersMs: 10_000, requestMs: 600_000 };
+
+/** How long a connection past a cap may take to send its request (then it is closed), and how many may wait at once. */
+export const OVER_MS = 2_000;
+export const OVER_MAX = 256;
 
 /** node http server options that make it check its connections' headers and request deadlines every second. */
 export const HTTP_OPTIONS = { connectionsCheckingInterval: 1000 };
 
-/** What the caps did: connections open now, refused (past a cap) and closed to make room (idle, in all). */
+/**
+ * What the caps did: connections open now, refused (past a cap: answered 503 or, past OVER_MAX or silent for
+ * OVER_MS, closed), of which `answered_503` got a 503 for their request, and closed to make room (idle, in all).
+ */
 export interface ConnectionCounts {
   open: number;
   refused: number;
+  answered_503: number;
   evicted: number;
 }
 
-export function capConnections(server: Server, caps: ConnectionCaps, counts: ConnectionCounts): void {
+/** Whether a request's connection is past a cap (its request is to be answered 503 and the connection closed). */
+export type PastCap = (socket: Socket) => boolean;
+
+export function capConnections(server: Server, caps: ConnectionCaps, counts: ConnectionCounts): PastCap {
   server.headersTimeout = caps.headersMs;
   const perAddress = new Map<string, number>();
   /** Counted connections, with their client address. */
@@ -48,9 +67,17 @@ export function capConnections(server: Server, caps: ConnectionCaps, counts: Con
     if (n <= 0) perAddress.delete(address);
     else perAddress.set(address, n);
   };
+  /** Connections past a cap waiting for their request (to be answered 503). */
+  const over = new Set<Socket>();
   const refuse = (socket: Socket): void => {
     counts.refused++;
-    socket.destroy();
+    if (over.size >= OVER_MAX) {
+      socket.destroy();
+      return;
+    }
+    over.add(socket);
+    socket.setTimeout(OVER_MS, () => socket.destroy());
+    socket.once('close', () => over.delete(socket));
   };
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? '';
@@ -72,4 +99,5 @@ export function capConnections(server: Server, caps: ConnectionCaps, counts: Con
   server.on('request', (req) => {
     idle.delete(req.socket);
   });
+  return (socket) => over.has(socket);
 }

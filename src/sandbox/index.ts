@@ -18,7 +18,7 @@ export type { FaultEndpoint, FaultKind, FaultRule, ScriptStep } from './faults.j
 export type { SandboxStats } from './routes/admin.js';
 export type { RequestLogEntry } from './stats.js';
 export { parseFaults } from './faults.js';
-export { checkAdminToken, checkClockStart, checkImageEdge, checkNonNegative, checkRate, checkTimerMs, checkVideoBytes, parseKeys, parseWords } from './options.js';
+export { checkAdminToken, checkClockStart, checkConnections, checkImageEdge, checkNonNegative, checkRate, checkTimerMs, checkVideoBytes, parseKeys, parseWords } from './options.js';
 export { keyHash } from './accounts.js';
 
 export interface Sandbox {

@@ -224,6 +224,12 @@ function checkCaps(c: ConnectionCaps): ConnectionCaps {
   return c;
 }
 
+/** A connection count (`--max-connections`, `--max-connections-per-client`): an integer from 1 to 1,000,000. */
+export function checkConnections(name: string, v: number, given: string = String(v)): number {
+  if (!Number.isInteger(v) || v < 1 || v > 1_000_000) throw new UsageError(`${name} expects an integer from 1 to 1000000, got ${given}`);
+  return v;
+}
+
 /** An admin token: 16 to 256 printable ASCII characters without spaces (a short one is guessable). */
 export function checkAdminToken(token: string): string {
   if (!/^[\x21-\x7e]{16,256}$/.test(token)) throw new UsageError('--admin-token must be 16 to 256 printable ASCII characters without spaces');

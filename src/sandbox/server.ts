@@ -1,4 +1,6 @@
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import { finished } from 'node:stream/promises';
+import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chatRoutes } from './chat.js';
 import { capConnections, HTTP_OPTIONS } from './connections.js';
@@ -31,6 +33,19 @@ const FAULT_MESSAGE: Readonly<Record<number, string>> = {
   503: 'service unavailable',
 };
 
+/**
+ * A request on a connection past a cap (connections.ts): its body read (so that closing the connection loses
+ * nothing the client could miss the answer for), then 503 with Retry-After: 1, and the connection closed.
+ */
+async function busy(raw: IncomingMessage, reply: FastifyReply, endpoint: string, ctx: SandboxContext): Promise<FastifyReply> {
+  raw.resume();
+  // Ends when the body is read or the connection lost (then the answer goes nowhere, harmlessly).
+  await finished(raw).catch(() => undefined);
+  ctx.stats.connections.answered_503++;
+  reply.header('retry-after', '1').header('connection', 'close');
+  return sendError(reply, 503, 'service unavailable: too many connections open from your address; retry later', styleOf(endpoint));
+}
+
 function styleOf(endpoint: string | undefined): ErrorStyle {
   return endpoint && DETAIL_ENDPOINTS.has(endpoint) ? 'detail' : 'error';
 }
@@ -55,13 +70,14 @@ export function buildServer(ctx: SandboxContext): FastifyInstance {
     },
     clientErrorHandler,
   });
-  capConnections(app.server, ctx.options.connections, ctx.stats.connections);
+  const pastCap = capConnections(app.server, ctx.options.connections, ctx.stats.connections);
   // Every endpoint takes JSON (or multipart, stream upload): a text/plain body is a 415 like any
   // other non-JSON type, instead of a string that then fails as "must be a JSON object".
   app.removeContentTypeParser('text/plain');
 
   app.addHook('onRequest', async (req, reply) => {
     const endpoint = req.routeOptions.config.endpoint ?? 'other';
+    if (pastCap(req.raw.socket)) return busy(req.raw, reply, endpoint, ctx);
     ctx.stats.request(endpoint, req.url);
     if (endpoint === 'admin' && !adminAllowed(ctx, req)) {
       const which = req.routeOptions.config.secret === true ? `${req.routeOptions.url ?? 'this endpoint'} needs` : 'the /__sandbox/ endpoints need';

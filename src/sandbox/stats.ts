@@ -17,8 +17,8 @@ export class Stats {
   /** refused: every upload answered with an error; rate_limited: those of them refused by the upload rate limit (429, not an injected fault). */
   readonly uploads = { accepted: 0, refused: 0, rate_limited: 0 };
   readonly callbacks = { attempted: 0, delivered: 0, failed: 0, abandoned: 0 };
-  /** Connection caps (connections.ts): open now, refused past a cap, idle ones closed to make room. */
-  readonly connections = { open: 0, refused: 0, evicted: 0 };
+  /** Connection caps (connections.ts): open now, refused past a cap (of which answered 503), idle ones closed to make room. */
+  readonly connections = { open: 0, refused: 0, answered_503: 0, evicted: 0 };
 
   /** The latest requests in order of arrival (in-process: `Sandbox.requestLog()`). */
   private log: RequestLogEntry[] = [];

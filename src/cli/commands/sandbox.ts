@@ -2,6 +2,7 @@ import { UsageError } from '../../errors.js';
 import {
   checkAdminToken,
   checkClockStart,
+  checkConnections,
   checkImageEdge,
   checkNonNegative,
   checkRate,
@@ -35,6 +36,8 @@ interface SandboxFlags {
   callbackTimeoutMs?: string;
   clockStart?: string;
   adminToken?: string;
+  maxConnections?: string;
+  maxConnectionsPerClient?: string;
 }
 
 type Check = (name: string, v: number, given: string) => number;
@@ -83,6 +86,12 @@ export function sandboxOptions(opts: SandboxFlags): SandboxOptions {
   if (opts.videoBytes !== undefined) o.videoBytes = numberFlag('--video-bytes', opts.videoBytes, checkVideoBytes);
   if (opts.callbackTimeoutMs !== undefined) o.callbackTimeoutMs = numberFlag('--callback-timeout-ms', opts.callbackTimeoutMs, checkTimerMs);
   if (opts.clockStart !== undefined) o.clockStart = parseClockStart(opts.clockStart);
+  if (opts.maxConnections !== undefined || opts.maxConnectionsPerClient !== undefined) {
+    o.connections = {
+      ...(opts.maxConnections !== undefined ? { total: numberFlag('--max-connections', opts.maxConnections, checkConnections) } : {}),
+      ...(opts.maxConnectionsPerClient !== undefined ? { perClient: numberFlag('--max-connections-per-client', opts.maxConnectionsPerClient, checkConnections) } : {}),
+    };
+  }
   const adminToken = opts.adminToken ?? process.env.GENBATCH_SANDBOX_ADMIN_TOKEN;
   if (adminToken !== undefined) o.adminToken = checkAdminToken(adminToken);
   return o;
