@@ -126,4 +126,21 @@ describe('progress lines fit', () => {
     expect(plain(err.text)).toMatch(/^downloaded .* 7\/10 jobs, 10 files$/m);
     expect(plain(err.text)).toMatch(/^credits .* 20\/20 estimated, sent$/m);
   });
+
+  it("a worker on PostgreSQL shows the whole run: a counts event replaces what its own job events added up", async () => {
+    const bus = new EventBus();
+    const out = new Sink(false);
+    const stop = attachProgress(bus, { json: false, tty: false, out, err: new Sink(false), everyS: 0.01 });
+    bus.emit({ type: 'synced', jobs: 10, new: 0, changed: 0, unchanged: 10, skipped: 0, counts: { ...zero(), pending: 10 }, files: 0, joined: true });
+    bus.emit({ type: 'estimate', pending_credits: 20, total_credits: 20, unknown_price_jobs: [], balance: null });
+    // Jobs another worker had sent, taken over by this one (their lease ran out): counted out of states never counted in.
+    for (const id of ['x', 'y']) bus.emit({ type: 'job', id, from: 'submitted', to: 'done' });
+    await new Promise((r) => setTimeout(r, 30));
+    expect(out.text).toContain('genbatch: 2/10 done, -2 running, 10 pending');
+    bus.emit({ type: 'counts', counts: { ...zero(), pending: 5, submitted: 3, done: 2 } });
+    out.text = '';
+    await new Promise((r) => setTimeout(r, 30));
+    stop();
+    expect(out.text).toContain('genbatch: 2/10 done, 3 running, 5 pending');
+  });
 });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { pgSandbox } from './helpers/pg-fixture.js';
 import { copyToPostgres } from './helpers/pg-copy.js';
@@ -100,6 +100,14 @@ describe('genbatch work on PostgreSQL', () => {
     // Nothing to do: it keeps looking (a second passes with it still running), then stops on SIGTERM.
     await new Promise((r) => setTimeout(r, 1000));
     expect(child.exitCode).toBeNull();
+    // Meanwhile it reads the run's counts for its progress every 2 s: the database's, every worker's jobs.
+    await vi.waitFor(() => expect(out).toContain('"type":"counts"'), { timeout: 10_000 });
+    const counts = out
+      .split('\n')
+      .filter((l) => l.includes('"type":"counts"'))
+      .map((l) => (JSON.parse(l) as { counts: Record<string, number> }).counts)[0]!;
+    const db = await f.pool.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM jobs GROUP BY state');
+    for (const r of db.rows) expect(counts[r.state], r.state).toBe(r.n);
     const t0 = Date.now();
     child.kill('SIGTERM');
     expect(await exited).toBe(143);

@@ -173,6 +173,11 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
           c[e.to]++;
         }
         break;
+      case 'counts':
+        // The whole run as the database holds it now (a worker on PostgreSQL): replaces what the job events added up.
+        tally.counts = { ...e.counts };
+        tally.total = Object.entries(e.counts).reduce((a, [k, n]) => (k === 'skipped' ? a : a + n), 0);
+        break;
       case 'wait':
         if (e.queued === 0) tally.waits.delete(e.what);
         else if (e.what === 'credit-cap') tally.waits.set(e.what, { text: `waiting for the credit cap: ${e.rule}`, until: null, timed: false });

@@ -70,6 +70,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   // The heartbeat on the store's own timer and connection (PostgreSQL): a loop that waits seconds on a busy
   // database lets no lease of a live worker run out.
   const stopBeat = o.store.beatInBackground?.() ?? null;
+  const stopCounts = countsEvery(o, emit);
   try {
     const keepWaiting = async (): Promise<boolean> => {
       if (o.signal.aborted) return false;
@@ -117,6 +118,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
     }
     counts = await o.counts();
   } finally {
+    await stopCounts();
     await stopBeat?.();
     await callbacks?.receiver.close();
     // What this worker held of the cap for later sends goes back (else others wait for its row to run out).
@@ -143,6 +145,30 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
     ...(pc && cap && spent !== null ? { cap: { credits: pc.credits, name: pc.name, stopped: capStop, charged: spent, left_pending: counts.pending, left_credits: null } } : {}),
   });
   return { exitCode, counts, statusRequests };
+}
+
+/** How often a worker reads the run's counts for its progress (every worker's jobs: its own events show only its own moves). */
+export const COUNTS_EVERY_MS = 2_000;
+
+/**
+ * The run's counts as a `counts` event every COUNTS_EVERY_MS (one GROUP BY), so that a worker's progress follows
+ * the whole run: counted from its own job events alone, it drifted (other workers' moves unseen, jobs it took
+ * over from them counted out twice: "-19 running"). A failed read is skipped (the next one comes). Returns the stop.
+ */
+function countsEvery(o: WorkEngineOptions, emit: EventBus['emit']): () => Promise<void> {
+  let reading: Promise<void> | null = null;
+  const timer = setInterval(() => {
+    reading ??= o
+      .counts()
+      .then((counts) => emit({ type: 'counts', counts }))
+      .catch(() => undefined)
+      .finally(() => (reading = null));
+  }, COUNTS_EVERY_MS);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    await reading;
+  };
 }
 
 /** Start the callback receiver (as runEngine does) and say where it listens. */
