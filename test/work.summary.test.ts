@@ -38,4 +38,14 @@ describe('the summary of a run on PostgreSQL', () => {
       .find((e) => e.type === 'finish');
     expect(finish?.uncertain_ids).toEqual(ids);
   });
+
+  it('a worker whose callback URL the service would refuse (--listen alone, a service not on this machine) exits 2 before it works', async () => {
+    const env = { GENBATCH_API_KEY: KEY, GENBATCH_STATE: f.db.url };
+    const workers = async () => (await f.pool.query('SELECT count(*)::int AS n FROM workers')).rows[0] as { n: number };
+    const before = await workers();
+    const r = await runCli(['work', '--until-empty', '--base-url', 'https://api.example.com', '--listen', '127.0.0.1:0'], env);
+    expect(r.code, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toContain('--listen 127.0.0.1:0 without --callback-url gives the service http://127.0.0.1:0/ to call back');
+    expect(await workers()).toEqual(before);
+  });
 });

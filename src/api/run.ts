@@ -17,6 +17,7 @@ import { defaultOutDir, defaultStateBeside } from './paths.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
 import type { ObjectOut } from '../storage/object-out.js';
 import { parseStateLocation } from '../store/location.js';
+import { callbackUrlProblem, isLoopbackHost } from '../lib/address.js';
 import { serviceMark } from '../engine/prepare/same-service.js';
 import type { JobState } from '../store/states.js';
 
@@ -142,6 +143,22 @@ function checkCallbackUrl(value: string): void {
   }
 }
 
+/**
+ * Before anything is sent: the callback URL the service would be given must be one it takes (the contract: HTTPS
+ * only, publicly reachable, no private or internal address), or every submit is refused with a 400 and every job
+ * fails (--listen 127.0.0.1:0 alone gives http://127.0.0.1:PORT/). A service on a loopback address is a sandbox
+ * on this machine, which may take loopback callbacks (`genbatch sandbox --allow-loopback`): not checked.
+ */
+export function checkCallbackTarget(o: Pick<RunOptions, 'listen' | 'callbackUrl'>, baseUrl: string): void {
+  if (o.listen === undefined || isLoopbackHost(new URL(baseUrl).hostname)) return;
+  const why = o.callbackUrl === undefined ? 'must be an HTTPS URL' : callbackUrlProblem(o.callbackUrl, false);
+  if (why === null) return;
+  const given = o.callbackUrl === undefined ? `--listen ${o.listen} without --callback-url gives the service http://${o.listen}/ to call back` : `--callback-url ${o.callbackUrl}`;
+  throw new UsageError(
+    `${given}, which it refuses (a callback URL ${why}; the service takes only public HTTPS callback URLs): give --callback-url https://... (a public address that reaches the receiver on ${o.listen}: a reverse proxy or a tunnel), or leave out --listen (results are polled)`,
+  );
+}
+
 /** The options about the service and its callbacks that run and work share, checked (UsageError naming the flag). */
 export type ServiceOptions = Pick<RunOptions, 'concurrency' | 'callbackUrl' | 'listen' | 'timeScale' | 'sandbox' | 'requestTimeout' | 'statusRate'>;
 
@@ -198,6 +215,7 @@ export async function run(manifest: string, o: RunOptions = {}): Promise<RunSumm
     baseUrl = sandbox.url;
   } else {
     ({ baseUrl, apiKey } = serviceConfigFromEnv({ ...(o.baseUrl !== undefined ? { baseUrl: o.baseUrl } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) }));
+    checkCallbackTarget(o, baseUrl);
   }
   let bucket: ObjectOut | null = null;
   try {

@@ -10,7 +10,7 @@ import { UsageError } from '../errors.js';
 import type { JobState, RunRow } from '../store/index.js';
 import { parseStateLocation } from '../store/location.js';
 import { chooseRun, runName } from '../store/run-name.js';
-import { checkServiceOptions, followSignal, openWritableBucket, outcomeName, type RunOptions, type RunOutcomeName } from './run.js';
+import { checkCallbackTarget, checkServiceOptions, followSignal, openWritableBucket, outcomeName, type RunOptions, type RunOutcomeName } from './run.js';
 import { servicePorts } from './ports.js';
 import { workIdleMs, workLeaseMs } from './lease.js';
 import { isS3Url, parseS3Url, s3UrlOf } from '../storage/url.js';
@@ -85,6 +85,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
   // The run's service unless told otherwise: its tasks are there.
   const named = o.baseUrl ?? (process.env.GENBATCH_BASE_URL ? undefined : (run.base_url ?? undefined));
   const { baseUrl, apiKey } = serviceConfigFromEnv({ ...(named !== undefined ? { baseUrl: named } : {}), ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}) });
+  checkCallbackTarget(o, baseUrl);
 
   const { idleInTransactionMs, openPool } = await import('../store/pg/db.js');
   const { PgWorkStore } = await import('../store/pg/work-store.js');
