@@ -17,6 +17,7 @@ import { checkSameService, parseServiceMark, serviceMetaKey, type ServiceMark } 
 import { redoJobs, type RedoState } from './prepare/select.js';
 import { manifestPrint, pricesHash } from './prepare/sync-key.js';
 import { workEngine } from './work.js';
+import { Root } from '../lib/root.js';
 
 /**
  * `genbatch run <manifest> --state postgres://...`: any number of such processes, on any machines, share one
@@ -127,6 +128,9 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
       await pool.query('DELETE FROM runs r WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = r.id)', [runId]).catch(() => undefined);
       throw err;
     }
+    // The output folder from the start, as a SQLite run has it (its state file is there): a worker joining on this
+    // machine before the first result is downloaded finds it (else: "not on this machine", exit 2).
+    if (!o.download.bucket) Root.open(o.outDir, { create: true });
     for (const id of replaced) {
       const folder = o.download.sanitizeName(id);
       try {
