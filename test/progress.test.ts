@@ -127,7 +127,7 @@ describe('progress lines fit', () => {
     expect(plain(err.text)).toMatch(/^credits .* 20\/20 estimated, sent$/m);
   });
 
-  it("a worker on PostgreSQL shows the whole run: a counts event replaces what its own job events added up", async () => {
+  it("a worker on PostgreSQL shows the whole run: a counts event replaces the counts and files its own events added up", async () => {
     const bus = new EventBus();
     const out = new Sink(false);
     const stop = attachProgress(bus, { json: false, tty: false, out, err: new Sink(false), everyS: 0.01 });
@@ -137,10 +137,10 @@ describe('progress lines fit', () => {
     for (const id of ['x', 'y']) bus.emit({ type: 'job', id, from: 'submitted', to: 'done' });
     await new Promise((r) => setTimeout(r, 30));
     expect(out.text).toContain('genbatch: 2/10 done, -2 running, 10 pending');
-    bus.emit({ type: 'counts', counts: { ...zero(), pending: 5, submitted: 3, done: 2 } });
+    bus.emit({ type: 'counts', counts: { ...zero(), pending: 5, submitted: 3, done: 2 }, files: 4 });
     out.text = '';
     await new Promise((r) => setTimeout(r, 30));
     stop();
-    expect(out.text).toContain('genbatch: 2/10 done, 3 running, 5 pending');
+    expect(out.text).toContain('genbatch: 2/10 done, 3 running, 5 pending, 0 failed, 4 files');
   });
 });

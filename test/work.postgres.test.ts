@@ -102,12 +102,15 @@ describe('genbatch work on PostgreSQL', () => {
     expect(child.exitCode).toBeNull();
     // Meanwhile it reads the run's counts for its progress every 2 s: the database's, every worker's jobs.
     await vi.waitFor(() => expect(out).toContain('"type":"counts"'), { timeout: 10_000 });
-    const counts = out
+    const event = out
       .split('\n')
       .filter((l) => l.includes('"type":"counts"'))
-      .map((l) => (JSON.parse(l) as { counts: Record<string, number> }).counts)[0]!;
+      .map((l) => JSON.parse(l) as { counts: Record<string, number>; files: number })[0]!;
     const db = await f.pool.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM jobs GROUP BY state');
-    for (const r of db.rows) expect(counts[r.state], r.state).toBe(r.n);
+    for (const r of db.rows) expect(event.counts[r.state], r.state).toBe(r.n);
+    const files = await f.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM files WHERE state = 'done'`);
+    expect(event.files).toBe(files.rows[0]!.n);
+    expect(event.files).toBeGreaterThan(0);
     const t0 = Date.now();
     child.kill('SIGTERM');
     expect(await exited).toBe(143);

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { redactDeep, serviceConfigFromEnv } from '../client/index.js';
 import { EventBus } from '../engine/index.js';
 import type { EngineEvent } from '../engine/events.js';
-import { callbackToken, countsOf, firstIdsOf } from '../engine/run-pg.js';
+import { callbackToken, countsOf, filesDoneOf, firstIdsOf } from '../engine/run-pg.js';
 import { workEngine } from '../engine/work.js';
 import { checkSameService, parseServiceMark, serviceMark, serviceMetaKey, type ServiceMark } from '../engine/prepare/same-service.js';
 import { UsageError } from '../errors.js';
@@ -112,6 +112,7 @@ export async function work(o: WorkOptions): Promise<WorkSummary> {
     const outcome = await workEngine({
       store,
       counts: () => countsOf(pool, run.id),
+      filesDone: () => filesDoneOf(pool, run.id),
       firstIds: (state, max) => firstIdsOf(pool, run.id, state, max),
       workLeft: (exclude) => store.workLeft(exclude),
       service: ports.service,

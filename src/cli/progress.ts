@@ -177,6 +177,7 @@ export function attachProgress(bus: EventBus, o: ProgressOptions): () => void {
         // The whole run as the database holds it now (a worker on PostgreSQL): replaces what the job events added up.
         tally.counts = { ...e.counts };
         tally.total = Object.entries(e.counts).reduce((a, [k, n]) => (k === 'skipped' ? a : a + n), 0);
+        tally.files = e.files;
         break;
       case 'wait':
         if (e.queued === 0) tally.waits.delete(e.what);

@@ -41,8 +41,8 @@ export type EngineEvent =
   /** A job sent again: the files of its earlier result were moved to `dir` (relative to the output folder). */
   | { type: 'previous'; id: string; dir: string }
   | { type: 'job'; id: string; from: JobState; to: JobState; task_id?: string | null; error?: string | null }
-  /** A worker on PostgreSQL, every COUNTS_EVERY_MS: the run's jobs by state now, every worker's (what its progress shows). */
-  | { type: 'counts'; counts: Record<JobState, number> }
+  /** A worker on PostgreSQL, every COUNTS_EVERY_MS: the run's jobs by state and its result files now, every worker's (what its progress shows). */
+  | { type: 'counts'; counts: Record<JobState, number>; files: number }
   /** A submit POST is about to be sent (its intent is committed); the job's estimated price (null: unknown). */
   | { type: 'sending'; id: string; estimated_credits: number | null }
   /** A for_each job made its children (new pending jobs `<id>.<index>`). */

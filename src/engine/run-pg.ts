@@ -167,6 +167,7 @@ export async function runOnPostgres(o: PgRunOptions): Promise<RunOutcome> {
     const outcome = await workEngine({
       store,
       counts: () => countsOf(pool, runId),
+      filesDone: () => filesDoneOf(pool, runId),
       firstIds: (state, max) => firstIdsOf(pool, runId, state, max),
       workLeft: (exclude) => store.workLeft(exclude),
       service: o.service,
@@ -237,6 +238,12 @@ export async function countsOf(pool: import('../store/pg/db.js').Pool, runId: nu
   return counts;
 }
 type JobStateName = import('../store/index.js').JobState;
+
+/** The run's result files recorded done (every worker's). */
+export async function filesDoneOf(pool: import('../store/pg/db.js').Pool, runId: number): Promise<number> {
+  const r = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM files WHERE run_id = $1 AND state = 'done'`, [runId]);
+  return r.rows[0]?.n ?? 0;
+}
 
 /** The first `max` ids of the run's jobs in `state`, in manifest order. */
 export async function firstIdsOf(pool: import('../store/pg/db.js').Pool, runId: number, state: JobStateName, max: number): Promise<string[]> {

@@ -19,6 +19,8 @@ export interface WorkEngineOptions {
   store: WorkStore;
   /** The run's jobs by state, as the store holds them now (every worker's). */
   counts(): Promise<Record<JobState, number>>;
+  /** The run's result files recorded done, every worker's (what its progress shows). */
+  filesDone(): Promise<number>;
   /** The first `max` ids of the run's jobs in `state`, in manifest order (the end-of-run line lists failed and expired ones). */
   firstIds(state: JobState, max: number): Promise<string[]>;
   /** The run's pending jobs and jobs in flight, any worker's (PgWorkStore.workLeft). */
@@ -55,7 +57,7 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   const emit = o.events.emit;
   if (o.announce !== false) emit({ type: 'start', manifest: o.manifest, out_dir: o.outDir, state: o.state, base_url: o.baseUrl, sandbox: false });
   let counts = await o.counts();
-  emit({ type: 'synced', jobs: total(counts), new: 0, changed: 0, unchanged: total(counts), skipped: 0, counts, files: 0, joined: true });
+  emit({ type: 'synced', jobs: total(counts), new: 0, changed: 0, unchanged: total(counts), skipped: 0, counts, files: await o.filesDone(), joined: true });
   // Callbacks go to the pass running; those that come between passes wait for the next one.
   let pipeline: Pipeline | null = null;
   const early: CallbackNote[] = [];
@@ -147,20 +149,19 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   return { exitCode, counts, statusRequests };
 }
 
-/** How often a worker reads the run's counts for its progress (every worker's jobs: its own events show only its own moves). */
+/** How often a worker reads the run's counts and files for its progress (every worker's: its own events show only its own). */
 export const COUNTS_EVERY_MS = 2_000;
 
 /**
- * The run's counts as a `counts` event every COUNTS_EVERY_MS (one GROUP BY), so that a worker's progress follows
+ * The run's counts and files as a `counts` event every COUNTS_EVERY_MS (two counts), so that a worker's progress follows
  * the whole run: counted from its own job events alone, it drifted (other workers' moves unseen, jobs it took
  * over from them counted out twice: "-19 running"). A failed read is skipped (the next one comes). Returns the stop.
  */
 function countsEvery(o: WorkEngineOptions, emit: EventBus['emit']): () => Promise<void> {
   let reading: Promise<void> | null = null;
   const timer = setInterval(() => {
-    reading ??= o
-      .counts()
-      .then((counts) => emit({ type: 'counts', counts }))
+    reading ??= Promise.all([o.counts(), o.filesDone()])
+      .then(([counts, files]) => emit({ type: 'counts', counts, files }))
       .catch(() => undefined)
       .finally(() => (reading = null));
   }, COUNTS_EVERY_MS);
