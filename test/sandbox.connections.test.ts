@@ -4,7 +4,7 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { imageManifest, runCli } from './helpers/cli.js';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
 
 /**
@@ -123,6 +123,126 @@ describe('the sandbox under a slowloris', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  describe('past a cap, exactly', () => {
+    /** A raw connection from 127.0.0.1 (its life seen exactly: no client pool in between). */
+    async function conn(sb: Sandbox): Promise<Socket & { gone: Promise<void> }> {
+      const s = await new Promise<Socket>((res, rej) => {
+        const c = connect({ host: '127.0.0.1', port: Number(new URL(sb.localUrl).port) }, () => res(c));
+        c.once('error', rej);
+      });
+      s.on('error', () => undefined);
+      return Object.assign(s, { gone: new Promise<void>((res) => s.once('close', () => res())) });
+    }
+    /** One keep-alive request on `s`: the status of its answer, or 'closed' when the connection ends first. */
+    function ask(s: Socket): Promise<number | 'closed'> {
+      return new Promise((res) => {
+        let got = '';
+        const onData = (d: Buffer) => {
+          got += d.toString();
+          const head = got.indexOf('\r\n\r\n');
+          const length = Number(/content-length: (\d+)/i.exec(got)?.[1] ?? -1);
+          if (head < 0 || length < 0 || got.length < head + 4 + length) return;
+          s.off('data', onData);
+          s.off('close', onClose);
+          res(Number(got.slice(9, 12)));
+        };
+        const onClose = () => res('closed');
+        s.on('data', onData);
+        s.once('close', onClose);
+        s.write('GET /api/user/balance HTTP/1.1\r\nHost: sandbox\r\nAuthorization: Bearer k1\r\n\r\n');
+      });
+    }
+    const settle = (ms = 150) => new Promise((r) => setTimeout(r, ms));
+    const closedWithin = (s: { gone: Promise<void> }, ms: number) => Promise.race([s.gone.then(() => true), settle(ms).then(() => false)]);
+
+    it('connections from an address that closed leave room for new ones from it', async () => {
+      const sb = await sandbox({ connections: { perClient: 2 } });
+      for (let round = 0; round < 3; round++) {
+        const pair = [await conn(sb), await conn(sb)];
+        for (const s of pair) expect(await ask(s)).toBe(200);
+        for (const s of pair) s.destroy();
+        await Promise.all(pair.map((s) => s.gone));
+        await vi.waitFor(() => expect(sb.stats().connections.open).toBe(0));
+      }
+      expect(sb.stats().connections.refused).toBe(0);
+    });
+
+    it("one of an address's connections closing frees one place, not all of them", async () => {
+      const sb = await sandbox({ connections: { perClient: 2 } });
+      const a = await conn(sb);
+      const b = await conn(sb);
+      a.destroy();
+      await a.gone;
+      await vi.waitFor(() => expect(sb.stats().connections.open).toBe(1));
+      const c = await conn(sb);
+      const d = await conn(sb);
+      expect(await ask(c)).toBe(200);
+      expect(await ask(d)).toBe(503);
+      expect(await ask(b)).toBe(200);
+      b.destroy();
+      c.destroy();
+    });
+
+    it('at most overMax connections past the cap wait for their request; one more is closed at once', async () => {
+      const sb = await sandbox({ connections: { perClient: 1, overMax: 2, overMs: 10_000 } });
+      const first = await conn(sb);
+      const waiting = [await conn(sb), await conn(sb)];
+      const more = await conn(sb);
+      expect(await closedWithin(more, 2000)).toBe(true);
+      for (const s of waiting) expect(await closedWithin(s, 100)).toBe(false);
+      for (const s of waiting) expect(await ask(s)).toBe(503);
+      expect(await ask(first)).toBe(200);
+      expect(sb.stats().connections).toMatchObject({ refused: 3, answered_503: 2 });
+      first.destroy();
+    });
+
+    it('a connection past the cap that sends nothing is closed after overMs', async () => {
+      const sb = await sandbox({ connections: { perClient: 1, overMs: 300 } });
+      const first = await conn(sb);
+      const silent = await conn(sb);
+      expect(await closedWithin(silent, 3000)).toBe(true);
+      expect(await closedWithin(first, 100)).toBe(false);
+      first.destroy();
+    });
+
+    it('connections answered 503 leave room for the next ones past the cap', async () => {
+      const sb = await sandbox({ connections: { perClient: 1, overMax: 1 } });
+      const first = await conn(sb);
+      for (let i = 0; i < 3; i++) {
+        const s = await conn(sb);
+        expect(await ask(s)).toBe(503);
+        await s.gone;
+      }
+      expect(sb.stats().connections.answered_503).toBe(3);
+      first.destroy();
+    });
+
+    it('at the total cap with no connection idle, a new one is answered 503; an idle one (nothing sent yet) makes room first', async () => {
+      const sb = await sandbox({ connections: { total: 2 } });
+      const a = await conn(sb);
+      const b = await conn(sb);
+      expect(await ask(a)).toBe(200);
+      expect(await ask(b)).toBe(200);
+      // Both have sent a request: neither is idle, so the third waits for its 503.
+      const c = await conn(sb);
+      expect(await ask(c)).toBe(503);
+      await c.gone;
+      b.destroy();
+      await b.gone;
+      await vi.waitFor(() => expect(sb.stats().connections.open).toBe(1));
+      // One idle (d, nothing sent) beside a (which has): e makes room by closing d, never a.
+      const d = await conn(sb);
+      await vi.waitFor(() => expect(sb.stats().connections.open).toBe(2));
+      const e = await conn(sb);
+      await d.gone;
+      expect(await ask(a)).toBe(200);
+      expect(await ask(e)).toBe(200);
+      expect(sb.stats().connections.evicted).toBe(1);
+      a.destroy();
+      e.destroy();
+    });
+  });
 
   it('refuses caps that cannot work', async () => {
     await expect(startSandbox({ connections: { perClient: 0 } })).rejects.toThrow('connections.perClient expects an integer >= 1, got 0');

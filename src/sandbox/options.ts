@@ -57,8 +57,10 @@ export interface SandboxOptions {
   clockStart?: number;
   /**
    * Connection caps against a slowloris (connections.ts): at most `perClient` open connections per client
-   * address (default 256) and `total` in all (default 1000; the oldest idle one makes room), headers within
-   * `headersMs` (default 10000), a whole request within `requestMs` (default 600000).
+   * address (default 1024) and `total` in all (default 2048; the oldest idle one makes room), headers within
+   * `headersMs` (default 10000), a whole request within `requestMs` (default 600000); a connection past a cap
+   * is answered 503 if it sends its request within `overMs` (default 2000), at most `overMax` (default 256)
+   * waiting at once.
    */
   connections?: Partial<ConnectionCaps>;
   /** How long a callback receiver may take to answer, in real ms. Default 10000 x timeScale, at least 1000. */

@@ -49,6 +49,12 @@ export const GROUPS = {
     mutate: ['src/store/pg/move-group.ts', 'src/store/pg/move-writes.ts'],
     tests: ['test/pg.move-group.test.ts', 'test/workstore.behaviour.test.ts', 'test/pg.work-store.test.ts'],
   },
+  // The sandbox's connection caps: a connection past a cap gets a 503 for its request (nothing made, sent again),
+  // never a cut after the client wrote a submit (an uncertain job); a slowloris still costs little.
+  connections: {
+    mutate: ['src/sandbox/connections.ts'],
+    tests: ['test/sandbox.connections.test.ts'],
+  },
   // Completion callbacks are hints, never a source: read at once, adopted only from the job's latest submit and
   // only a task no other job records, anything else ignored and counted; none dropped in a submit's last step.
   callbacks: {
