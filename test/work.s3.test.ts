@@ -71,5 +71,17 @@ describe('results in a bucket, state in PostgreSQL', () => {
     }
     expect([...objects.keys()].filter((k) => k.includes('.genbatch-partial'))).toEqual([]);
     expect(s3.pendingUploads().filter((u) => u.key.startsWith('pg/'))).toEqual([]);
+
+    // The readers on this state reach the bucket from here as the workers did: a bucket is no folder that must be
+    // on this machine (report and export said "the output folder of m, s3://bucket/pg, is not on this machine").
+    const readers = { ...env, GENBATCH_STATE: db.url };
+    const report = await runCli(['report', 'm'], readers, t.dir);
+    expect(report.code, report.stderr).toBe(0);
+    expect(report.stdout).toContain(`${s3.url('pg')}/report.json`);
+    const exported = await runCli(['export', 'm', '--to', join(t.dir, 'exported')], readers, t.dir);
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(exported.stdout).toContain(`exported ${JOBS} file(s) of ${JOBS} job(s)`);
+    const marked = await runCli(['mark', 'm', '--approve', 'pic-0000'], readers, t.dir);
+    expect(marked.code, marked.stderr).toBe(0);
   }, 120_000);
 });

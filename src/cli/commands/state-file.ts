@@ -142,8 +142,9 @@ async function openPostgresForRead(location: StateLocation & { kind: 'postgres' 
     if (runs.length === 0) throw new UsageError(`the PostgreSQL state ${location.display} holds no run yet`);
     if (manifest !== undefined) runs = [chooseRun(runs, manifest, `the PostgreSQL state ${location.display}`)];
     if (outDir !== undefined && runs.length > 1) throw new UsageError(`--out names the output folder of one run, and ${location.display} holds ${runs.length}; name the run:\n${listRuns(runs)}`);
-    const files = outDir === undefined ? undefined : resolve(outDir);
-    const away = runs.find((r) => !existsSync(r.out_dir));
+    // A bucket is seen alike from every machine: its prefix is no folder to find here, nor to map the files to.
+    const files = outDir === undefined || isS3Url(outDir) ? undefined : resolve(outDir);
+    const away = runs.find((r) => !isS3Url(r.out_dir) && !existsSync(r.out_dir));
     if (files === undefined && away !== undefined && command !== 'status') {
       throw new UsageError(`the output folder of ${runName(away)}, ${away.out_dir}, is not on this machine; pass --out DIR, where this machine sees it`);
     }
