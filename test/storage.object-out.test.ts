@@ -59,6 +59,38 @@ describe('ObjectOut', () => {
     }
   }, 60_000);
 
+  it("the writable probe tries again a bucket's passing fault (a cut connection twice), and refuses a wrong key at once", async () => {
+    const proxy = await startProxy(s3.port);
+    const client = (keyId: string) =>
+      new S3Client({
+        endpoint: proxy.url,
+        region: 'us-east-1',
+        forcePathStyle: true,
+        credentials: { accessKeyId: keyId, secretAccessKey: S3_SECRET },
+        requestChecksumCalculation: 'WHEN_REQUIRED',
+        responseChecksumValidation: 'WHEN_REQUIRED',
+        maxAttempts: 1,
+      });
+    const fast = { baseMs: 10, maxMs: 50, maxAttempts: 5, jitter: 'full' as const };
+    const out = new ObjectOut(client(S3_KEY_ID), { bucket: s3.bucket, prefix: 'probe' });
+    const bad = new ObjectOut(client('NOT-A-KEY'), { bucket: s3.bucket, prefix: 'probe' });
+    try {
+      // The probe's PUT answered by a cut connection twice (before any byte comes back), then by the bucket.
+      proxy.cutAfter(0, { direction: 'down', times: 2 });
+      await out.checkWritable(fast);
+      expect(proxy.cuts).toBe(2);
+      expect(await s3.keys('probe/')).toEqual([]);
+      // A 403 is a refusal: no second try (one connection's worth of requests), exit 74's error.
+      const before = proxy.connections;
+      await expect(bad.checkWritable(fast)).rejects.toThrow(`bucket "${s3.bucket}" is not writable (PUT of a probe object: HTTP 403`);
+      expect(proxy.connections - before).toBeLessThanOrEqual(1);
+    } finally {
+      out.close();
+      bad.close();
+      await proxy.stop();
+    }
+  }, 60_000);
+
   it('clears a recorded upload of an earlier process by its UploadId, and one with no UploadId by listing (abortStale)', async () => {
     const { CreateMultipartUploadCommand } = await import('@aws-sdk/client-s3');
     const out = new ObjectOut(s3.client, { bucket: s3.bucket, prefix: 'stale' });

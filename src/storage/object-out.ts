@@ -27,6 +27,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { GenbatchError, NetworkError, StorageError } from '../errors.js';
+import { withRetry, type RetryPolicy } from '../client/retry.js';
 import { numberedName } from '../download/names.js';
 import { inertType, type InertType } from './inert.js';
 import { journalsFor, type PendingUpload, type UploadJournal } from './journal.js';
@@ -39,6 +40,8 @@ export const PART_SIZE = 8 * 1024 * 1024;
 export const QUEUE_SIZE = 2;
 /** Names `name (2).ext` ... `name (999).ext` are tried before giving up, as on disk. */
 const MAX_NUMBERED = 999;
+/** Tries of the writable probe's requests (a bucket's passing 5xx or cut connection is no refusal). */
+export const PROBE_RETRY: RetryPolicy = { baseMs: 500, maxMs: 5_000, maxAttempts: 5, jitter: 'full' };
 /** Temporary objects of multipart uploads, under the prefix. */
 export const PARTIAL_DIR = '.genbatch-partial';
 
@@ -445,32 +448,35 @@ export class ObjectOut {
    * deleted, so wrong credentials, a missing bucket, a read-only key or a lying endpoint stop the run here
    * (StorageError, exit 74, naming the bucket), not after credits were spent.
    */
-  async checkWritable(): Promise<void> {
+  async checkWritable(policy: RetryPolicy = PROBE_RETRY): Promise<void> {
     const { DeleteObjectCommand, PutObjectCommand } = await import('@aws-sdk/client-s3');
     const rel = `${PARTIAL_DIR}/probe-${randomBytes(8).toString('hex')}`;
     const key = this.keyOf(rel);
     const body = randomBytes(32);
     const sha256 = sha256Hex(body);
     const refuse = (err: unknown, what: string): StorageError => {
-      const f = sdkFailure(err);
+      const f = sdkFailure(err instanceof GenbatchError && err.cause !== undefined ? err.cause : err);
       return new StorageError(
         `--out ${this.where}: bucket "${this.loc.bucket}" is not writable (${what}: ${f.status !== null ? `HTTP ${f.status} ` : ''}${f.name}: ${f.message}); check the credentials, region and endpoint (AWS_* environment, profile)`,
         { cause: err },
       );
     };
+    // A 5xx, a 429 or a cut connection is tried again (the one retry layer; the probe's requests are idempotent):
+    // a bucket's passing fault is no refusal. A 4xx (credentials, permission, no such bucket) is one at once.
+    const tried = <T>(what: string, request: () => Promise<T>): Promise<T> => withRetry(() => this.call(request, what, key), { policy, method: 'GET' });
     try {
       const put = { Bucket: this.loc.bucket, Key: key, Body: body, ContentLength: body.length, Metadata: { sha256 }, ChecksumAlgorithm: 'SHA256' as const, ChecksumSHA256: base64OfHex(sha256) };
-      await this.client.send(new PutObjectCommand({ ...put, ContentType: 'application/octet-stream' }));
+      await tried('PUT', () => this.client.send(new PutObjectCommand({ ...put, ContentType: 'application/octet-stream' })));
     } catch (err) {
       throw refuse(err, 'PUT of a probe object');
     }
-    const why = unproven(await this.head(rel), { size: body.length, sha256, md5: md5Hex(body) });
+    const why = unproven(await withRetry(() => this.head(rel), { policy, method: 'GET' }), { size: body.length, sha256, md5: md5Hex(body) });
     if (why !== null) {
       await this.client.send(new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: key })).catch(() => undefined);
       throw new StorageError(`--out ${this.where}: bucket "${this.loc.bucket}" does not keep what it is sent (a probe object ${key}: ${why}); check the endpoint (AWS_ENDPOINT_URL_S3, a proxy before it)`);
     }
     try {
-      await this.client.send(new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: key }));
+      await tried('DELETE', () => this.client.send(new DeleteObjectCommand({ Bucket: this.loc.bucket, Key: key })));
     } catch (err) {
       throw refuse(err, `DELETE of the probe object ${key}`);
     }
