@@ -150,7 +150,7 @@ function checkCallbackUrl(value: string): void {
  * on this machine, which may take loopback callbacks (`genbatch sandbox --allow-loopback`): not checked.
  */
 export function checkCallbackTarget(o: Pick<RunOptions, 'listen' | 'callbackUrl'>, baseUrl: string): void {
-  if (o.listen === undefined || isLoopbackHost(new URL(baseUrl).hostname)) return;
+  if (o.listen === undefined || !URL.canParse(baseUrl) || isLoopbackHost(new URL(baseUrl).hostname)) return;
   const why = o.callbackUrl === undefined ? 'must be an HTTPS URL' : callbackUrlProblem(o.callbackUrl, false);
   if (why === null) return;
   const given = o.callbackUrl === undefined ? `--listen ${o.listen} without --callback-url gives the service http://${o.listen}/ to call back` : `--callback-url ${o.callbackUrl}`;
