@@ -1,5 +1,5 @@
 import type { Agent, Dispatcher } from 'undici';
-import { undici } from './undici.js';
+import { KEEP_IDLE, undici } from './undici.js';
 import { ApiError, BadResponseError, NetworkError, UnusableAnswerError, UsageError } from '../errors.js';
 import { retryAfterMs } from './http.js';
 import { ANSWER_MAX_BYTES, DEFAULT_CHAT_TIMEOUT_MS, nestingWithin, MAX_DEPTH, sizeText } from './limits.js';
@@ -64,7 +64,7 @@ export class ChatClient {
     if (opts.dispatcher) this.#dispatcher = opts.dispatcher;
     else {
       const idle = Math.min(120_000, this.#requestMs + 1_000);
-      this.#ownAgent = new (undici().Agent)({ keepAliveTimeout: 4_000, connect: { timeout: t.connectMs ?? 10_000 }, headersTimeout: t.headersMs ?? idle, bodyTimeout: t.bodyMs ?? idle });
+      this.#ownAgent = new (undici().Agent)({ ...KEEP_IDLE, connect: { timeout: t.connectMs ?? 10_000 }, headersTimeout: t.headersMs ?? idle, bodyTimeout: t.bodyMs ?? idle });
       this.#dispatcher = this.#ownAgent;
     }
   }

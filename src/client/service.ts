@@ -2,7 +2,7 @@ import { openAsBlob } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Agent, Dispatcher, FormData } from 'undici';
-import { undici } from './undici.js';
+import { KEEP_IDLE, undici } from './undici.js';
 import type * as z from 'zod';
 import { ApiError, BadResponseError, UsageError } from '../errors.js';
 import { HttpContext, type SendOptions } from './http.js';
@@ -104,9 +104,7 @@ export class ServiceClient {
     const t = opts.timeouts ?? {};
     if (!dispatcher) {
       this.#ownAgent = new (undici().Agent)({
-        // Below common server idle timeouts (Node's 5 s), so an idle socket is dropped by us first:
-        // a POST written on a socket the server is closing would end as an uncertain submit.
-        keepAliveTimeout: 4_000,
+        ...KEEP_IDLE,
         connect: { timeout: t.connectMs ?? 10_000 },
         // Idle timeouts a little past the request deadline, which ends a request first (with its own message).
         headersTimeout: t.headersMs ?? (t.requestMs ?? DEFAULT_REQUEST_TIMEOUT_MS) + 1_000,

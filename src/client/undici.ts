@@ -19,6 +19,16 @@
 import { createRequire } from 'node:module';
 import type * as U from 'undici';
 
+/**
+ * How long genbatch keeps an idle connection, whatever the server's Keep-Alive hint says (undici takes the hint,
+ * less a second, up to keepAliveMaxTimeout: 29 s against the sandbox's 30 s). Below common server idle timeouts
+ * (Node's 5 s), so an idle socket is dropped by us first (a POST written on a socket the server is closing would
+ * end as an uncertain submit), and a process's idle sockets do not hold a server's connections per client for
+ * half a minute: against a server that caps those, the service client's idle ones kept the downloads' out
+ * (every download answered 503 for 29 s).
+ */
+export const KEEP_IDLE = { keepAliveTimeout: 4_000, keepAliveMaxTimeout: 4_000 } as const;
+
 export interface Undici {
   Agent: typeof U.Agent;
   errors: typeof U.errors;

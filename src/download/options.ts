@@ -1,6 +1,6 @@
 /** The downloader's options, result and size limits (used by every path: download.ts, whole.ts, stream.ts). */
 import type { Agent, Dispatcher } from 'undici';
-import { undici } from '../client/undici.js';
+import { KEEP_IDLE, undici } from '../client/undici.js';
 import type { DownloadPace } from './pace.js';
 
 /** Default cap on one downloaded file. */
@@ -68,5 +68,5 @@ let own: Agent | null = null;
  * method"), so every download of a library user who had started the sandbox or called fetch() first failed.
  */
 export function ownDispatcher(): Dispatcher {
-  return (own ??= new (undici().Agent)());
+  return (own ??= new (undici().Agent)({ ...KEEP_IDLE }));
 }
