@@ -149,25 +149,37 @@ export async function workEngine(o: WorkEngineOptions): Promise<RunOutcome> {
   return { exitCode, counts, statusRequests };
 }
 
-/** How often a worker reads the run's counts and files for its progress (every worker's: its own events show only its own). */
+/** How often a worker reads the run's counts and files for its progress (every worker's: its own events show only its own), at most. */
 export const COUNTS_EVERY_MS = 2_000;
+/** The pause after a read is at least this many times the read's own time: on a large run the counts cost the server about 1% per worker. */
+export const COUNTS_PAUSE_FACTOR = 100;
 
 /**
- * The run's counts and files as a `counts` event every COUNTS_EVERY_MS (two counts), so that a worker's progress follows
- * the whole run: counted from its own job events alone, it drifted (other workers' moves unseen, jobs it took
- * over from them counted out twice: "-19 running"). A failed read is skipped (the next one comes). Returns the stop.
+ * The run's counts and files as a `counts` event every COUNTS_EVERY_MS, or less often when the two counts take long
+ * (a large run: at 1,000,000 jobs a count scans them all), so that a worker's progress follows the whole run:
+ * counted from its own job events alone, it drifted (other workers' moves unseen, jobs it took over from them
+ * counted out twice: "-19 running"). A failed read is skipped (the next one comes). Returns the stop.
  */
 function countsEvery(o: WorkEngineOptions, emit: EventBus['emit']): () => Promise<void> {
-  let reading: Promise<void> | null = null;
-  const timer = setInterval(() => {
-    reading ??= Promise.all([o.counts(), o.filesDone()])
+  let reading: Promise<void> = Promise.resolve();
+  let timer: NodeJS.Timeout | null = null;
+  let stopped = false;
+  const next = (ms: number): void => {
+    if (stopped) return;
+    timer = setTimeout(read, ms);
+    timer.unref();
+  };
+  const read = (): void => {
+    const t0 = performance.now();
+    reading = Promise.all([o.counts(), o.filesDone()])
       .then(([counts, files]) => emit({ type: 'counts', counts, files }))
       .catch(() => undefined)
-      .finally(() => (reading = null));
-  }, COUNTS_EVERY_MS);
-  timer.unref();
+      .finally(() => next(Math.max(COUNTS_EVERY_MS, COUNTS_PAUSE_FACTOR * (performance.now() - t0))));
+  };
+  next(COUNTS_EVERY_MS);
   return async () => {
-    clearInterval(timer);
+    stopped = true;
+    if (timer) clearTimeout(timer);
     await reading;
   };
 }
