@@ -97,6 +97,8 @@ export const clip02: ModelSpec = {
   price: noPrice('clip-02'),
   imageFields: ['start_image_url', 'end_image_url'],
   sandboxCredits: 30,
+  // Sandbox: 6 or 10 s only, so an omitted duration gets the shorter (not the generic 5 s).
+  videoSeconds: (i) => (typeof i.duration === 'number' ? i.duration : 6),
   choices: [...CLIP02_CHOICES, 'resolution default not shown: none filled in'],
 };
 
@@ -111,6 +113,8 @@ export const clip02Pro: ModelSpec = {
   price: noPrice('clip-02-pro'),
   imageFields: ['start_image_url', 'end_image_url'],
   sandboxCredits: 50,
+  // Sandbox: the service makes 6 s videos only.
+  videoSeconds: () => 6,
   choices: [...CLIP02_CHOICES, 'duration and resolution are checked only when present: 6 and 1080P are the only values'],
 };
 

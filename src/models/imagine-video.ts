@@ -42,6 +42,8 @@ export const imagineVideo: ModelSpec = {
   resultEndpoint: 'status',
   outputCount: () => 1,
   sandboxCredits: 40,
+  // Sandbox: 6 or 10 s only, so an omitted duration gets the shorter (not the generic 5 s).
+  videoSeconds: (i) => (typeof i.duration === 'number' ? i.duration : 6),
   choices: [
     'style parameter name not shown: called mode (fun, normal, spicy)',
     'image parameter name not shown: image_urls with exactly one URL, as imagine-image',

@@ -64,7 +64,8 @@ export interface ModelSpec {
   outputCount?(input: Record<string, unknown>): number | null;
   /**
    * Sandbox only: the length in seconds of a video result when it is not simply input.duration
-   * (undefined: the sandbox's default length). For a model whose service ignores duration in some workflow.
+   * (undefined: the sandbox's default length). For a model whose service ignores duration in some workflow,
+   * or gives an omitted duration its own default (video 1.5: 6 s, 8 s in reference mode).
    */
   videoSeconds?(input: Record<string, unknown>): number | undefined;
   /** Sandbox-only price when the service gives none. Never used by the runner's estimate. */

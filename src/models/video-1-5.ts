@@ -87,6 +87,8 @@ export const video15: ModelSpec = {
   typicalSeconds: [90, 300],
   resultEndpoint: 'status',
   outputCount: () => 1,
+  // The sandbox's video is as long as what is billed: 6 s by default, 8 s in reference mode.
+  videoSeconds: video15Duration,
   choices: [
     'model identifier not shown: catalogued as imagine-video-1.5',
     'duration and aspect_ratio defaults depend on the mode: not filled into the input; price uses 6 s (8 s in reference mode) when duration is omitted',

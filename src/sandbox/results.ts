@@ -7,7 +7,7 @@ import type { TaskRecord, TaskResult } from './tasks.js';
  * Generic result builders: what a finished task returns in `files` when no
  * extension (see extensions.ts) builds it. Images: PNG or JPEG per
  * output_format, aspect from size, served small (longest edge = imageEdge),
- * nominal dimensions in metadata. Video: MP4 of input.duration (default 5 s; spec.videoSeconds where the model says otherwise).
+ * nominal dimensions in metadata. Video: MP4 of input.duration (default 5 s; spec.videoSeconds where the model says otherwise: its default or only lengths).
  * Music and audio: MP3 (music) or WAV (audio) of a drawn 30 to 60 s. Lyrics: text.
  */
 
