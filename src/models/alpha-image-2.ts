@@ -91,6 +91,12 @@ function inputSchema(edit: boolean) {
     .superRefine(checkResolution);
 }
 
+/** Rule 1 for the sandbox's image: size omitted or auto is made at 1K; otherwise at the resolution given. */
+function processedResolution(input: Record<string, unknown>): string | undefined {
+  if (input.size === undefined || input.size === 'auto') return '1K';
+  return typeof input.resolution === 'string' ? input.resolution : undefined;
+}
+
 /** The resolution a valid input is billed at, and the rule that decided it. */
 export function billedResolution(input: Record<string, unknown>): { resolution: Resolution; rule: string } {
   const size = typeof input.size === 'string' ? input.size : undefined;
@@ -148,6 +154,7 @@ export const alphaImage2: ModelSpec = {
   typicalSeconds: IMAGE_SECONDS,
   resultEndpoint: 'status',
   outputCount: () => 1,
+  imageResolution: processedResolution,
   choices: CHOICES,
 };
 
@@ -166,6 +173,7 @@ export const alphaImage2Edit: ModelSpec = {
   typicalSeconds: IMAGE_SECONDS,
   resultEndpoint: 'status',
   outputCount: () => 1,
+  imageResolution: processedResolution,
   choices: CHOICES,
 };
 

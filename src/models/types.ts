@@ -68,6 +68,11 @@ export interface ModelSpec {
    * or gives an omitted duration its own default (video 1.5: 6 s, 8 s in reference mode).
    */
   videoSeconds?(input: Record<string, unknown>): number | undefined;
+  /**
+   * Sandbox only: the resolution (`1K`, `2K`, `4K`) an image result is made at when it is not simply
+   * input.resolution (alpha-image-2's rule 1: size omitted or auto is processed as 1K whatever resolution says).
+   */
+  imageResolution?(input: Record<string, unknown>): string | undefined;
   /** Sandbox-only price when the service gives none. Never used by the runner's estimate. */
   sandboxCredits?: number;
   /** One-line notes on choices made where the service says "not shown". */

@@ -35,12 +35,15 @@ function exact(s: unknown): [number, number] | null {
 
 const round16 = (n: number) => Math.max(16, Math.round(n / 16) * 16);
 
-/** Nominal image size from `size` (ratio, WxH, {width,height}, 2K-style preset, auto) and `resolution`. */
-export function imageSize(input: Record<string, unknown>): { width: number; height: number } {
+/**
+ * Nominal image size from `size` (ratio, WxH, {width,height}, 2K-style preset, auto) and the resolution
+ * (`resolution`, or what the model processes instead: spec.imageResolution).
+ */
+export function imageSize(input: Record<string, unknown>, resolution: unknown = input.resolution): { width: number; height: number } {
   const fixed = exact(input.size);
   if (fixed) return { width: fixed[0], height: fixed[1] };
   const preset = typeof input.size === 'string' ? EDGE[input.size] : undefined;
-  const edge = preset ?? (typeof input.resolution === 'string' ? EDGE[input.resolution.toUpperCase()] : undefined) ?? 1024;
+  const edge = preset ?? (typeof resolution === 'string' ? EDGE[resolution.toUpperCase()] : undefined) ?? 1024;
   const [a, b] = ratio(input.size) ?? ratio(input.aspect_ratio) ?? [1, 1];
   return a >= b ? { width: edge, height: round16((edge * b) / a) } : { width: round16((edge * a) / b), height: edge };
 }
@@ -85,7 +88,7 @@ export function genericResult(task: TaskRecord, files: FileStore, imageEdge: num
     const seed = mixSeed(task.seed, i + 1);
     const base = `${task.id}-${i + 1}`;
     if (kind === 'image') {
-      const nominal = imageSize(task.input);
+      const nominal = imageSize(task.input, task.spec.imageResolution ? task.spec.imageResolution(task.input) : task.input.resolution);
       const served = servedSize(nominal.width, nominal.height, imageEdge);
       const b = blob(`${base}.${format === 'png' ? 'png' : 'jpg'}`, format, { type: format, ...served, seed });
       blobs.push(b);
