@@ -75,3 +75,14 @@ describe('sandbox video length when duration is omitted', () => {
     expect((await finishedVideo(sb, id)).metadata.duration).toBe(3);
   });
 });
+
+describe('sandbox video size of clip-02-pro', () => {
+  it('is 1080P, its only resolution, when resolution is omitted', async () => {
+    const sb = await startSandbox({ keys: { k1: 100000 }, timeScale: 0.001, seed: 3 });
+    open.push(sb);
+    const id = (await post(sb, { model: 'clip-02-pro', input: { prompt: 'waves' } })).data.task_id as string;
+    expect((await finishedVideo(sb, id)).metadata).toMatchObject({ width: 1920, height: 1080 });
+    const given = (await post(sb, { model: 'clip-02', input: { prompt: 'waves', resolution: '512P' } })).data.task_id as string;
+    expect((await finishedVideo(sb, given)).metadata).toMatchObject({ width: 912, height: 512 });
+  });
+});

@@ -113,8 +113,9 @@ export const clip02Pro: ModelSpec = {
   price: noPrice('clip-02-pro'),
   imageFields: ['start_image_url', 'end_image_url'],
   sandboxCredits: 50,
-  // Sandbox: the service makes 6 s videos only.
+  // Sandbox: the service makes 6 s videos at 1080P only.
   videoSeconds: () => 6,
+  videoResolution: () => '1080P',
   choices: [...CLIP02_CHOICES, 'duration and resolution are checked only when present: 6 and 1080P are the only values'],
 };
 

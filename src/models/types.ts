@@ -73,6 +73,8 @@ export interface ModelSpec {
    * input.resolution (alpha-image-2's rule 1: size omitted or auto is processed as 1K whatever resolution says).
    */
   imageResolution?(input: Record<string, unknown>): string | undefined;
+  /** Sandbox only: the resolution (`720p`, `1080P`) a video result is made at when input.resolution does not say (clip-02-pro: 1080P only). */
+  videoResolution?(input: Record<string, unknown>): string | undefined;
   /** Sandbox-only price when the service gives none. Never used by the runner's estimate. */
   sandboxCredits?: number;
   /** One-line notes on choices made where the service says "not shown". */

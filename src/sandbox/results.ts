@@ -48,11 +48,12 @@ export function imageSize(input: Record<string, unknown>, resolution: unknown = 
   return a >= b ? { width: edge, height: round16((edge * b) / a) } : { width: round16((edge * a) / b), height: edge };
 }
 
-/** Nominal video size from `aspect_ratio` (`1280*720` or `16:9`) and `resolution` (`720p`, `1080P`; default 720p). */
-export function videoSize(input: Record<string, unknown>): { width: number; height: number } {
+/** Nominal video size from `aspect_ratio` (`1280*720` or `16:9`) and `resolution` (`720p`, `1080P`; else `fallback`, else 720p). */
+export function videoSize(input: Record<string, unknown>, fallback?: string): { width: number; height: number } {
   const fixed = exact(input.aspect_ratio) ?? exact(input.size);
   if (fixed) return { width: fixed[0], height: fixed[1] };
-  const m = typeof input.resolution === 'string' ? /^(\d+)p$/i.exec(input.resolution) : null;
+  const resolution = input.resolution ?? fallback;
+  const m = typeof resolution === 'string' ? /^(\d+)p$/i.exec(resolution) : null;
   const short = m ? Number(m[1]) : 720;
   const [a, b] = ratio(input.aspect_ratio) ?? ratio(input.size) ?? [16, 9];
   return a >= b ? { width: round16((short * a) / b), height: short } : { width: short, height: round16((short * b) / a) };
@@ -94,7 +95,7 @@ export function genericResult(task: TaskRecord, files: FileStore, imageEdge: num
       blobs.push(b);
       entries.push(files.entry(task, b, 'image', { metadata: { width: nominal.width, height: nominal.height, served_width: served.width, served_height: served.height } }));
     } else if (kind === 'video') {
-      const nominal = videoSize(task.input);
+      const nominal = videoSize(task.input, task.spec.videoResolution?.(task.input));
       const served = servedSize(nominal.width, nominal.height, imageEdge);
       const dur = seconds(task.spec.videoSeconds ? task.spec.videoSeconds(task.input) : task.input.duration, 5);
       const b = blob(`${base}.mp4`, 'mp4', { type: 'mp4', seconds: dur, ...served });
