@@ -327,20 +327,44 @@ describe('readings', () => {
   });
 
   it('reads at once when a job of its own ended, and a job that goes on to submitted does not end it', async () => {
-    const { cap, read } = harness(100);
+    const { cap, read, events } = harness(100);
     await cap.admit(job('a', 'model-a', 5));
     await read();
     await cap.admit(job('a', 'model-a', 5));
     let woken = 0;
     cap.wake = () => woken++;
     cap.moved('a', 'pending', 'submitting');
-    cap.moved('a', 'submitting', 'submitted');
     cap.moved('other', 'submitted', 'done');
     expect(woken).toBe(0);
+    // The job sent alone, once submitted, asks for one reading (what it was charged before any refund at its end) ...
+    cap.moved('a', 'submitting', 'submitted');
+    expect(woken).toBe(1);
+    await read();
+    // ... which does not end it: no price yet, and no reading due until the periodic one.
+    expect(events.some((e) => e.type === 'cap-price')).toBe(false);
     expect(cap.tick(Date.now())).toBeGreaterThan(Date.now());
+    woken = 0;
+    cap.wake = () => woken++;
     cap.moved('a', 'submitted', 'done');
     expect(woken).toBe(1);
     await read();
+    expect(events.some((e) => e.type === 'cap-price')).toBe(true);
+  });
+
+  it('a task partly refunded at its end is priced at its charge before the refund (the lowest reading while it ran)', async () => {
+    const { cap, read, balance, events } = harness(1000);
+    await cap.admit(job('a', 'model-a', null));
+    await read();
+    await cap.admit(job('a', 'model-a', null));
+    cap.moved('a', 'pending', 'submitting');
+    balance.value = 940; // charged 60 at submission
+    cap.moved('a', 'submitting', 'submitted');
+    await read();
+    balance.value = 996; // 56 refunded at its end: it delivered 1 output of 15
+    cap.moved('a', 'submitted', 'done');
+    await read();
+    expect(events.find((e) => e.type === 'cap-price')).toMatchObject({ charged: 60, price: 60 });
+    expect(cap.prices.get(classOf(job('b', 'model-a', null)))).toBe(60);
   });
 
   it('a job refused at the POST (submitting to failed or pending) ends too, and an end brings a failed reading forward', async () => {

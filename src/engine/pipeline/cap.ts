@@ -14,11 +14,13 @@ import type { StoredSpec } from '../spec.js';
  *   classes   a job's expected price is the price observed for its price class in this process; a class not yet
  *             observed sends its first job alone (nothing else of this process in flight), reserving the known
  *             estimate (published, yours, learned), or nothing when there is none (sent only while spent <
- *             cap): its charge, the balance before it was sent minus the balance after it ended, becomes the
- *             class's price (the higher of that and the estimate). A task that failed (refunded) or never
+ *             cap): its charge, the balance before it was sent minus the lowest balance read until it ended (one
+ *             reading is taken once its submit is answered: a partial refund at its end does not lower it), becomes
+ *             the class's price (the higher of that and the estimate). A task that failed (refunded) or never
  *             existed teaches nothing: the next job of the class goes alone again.
  *   readings  after each job of this process leaves `submitting`/`submitted` (its reservation ends with the first
- *             reading begun after that), and every few seconds while anything is reserved.
+ *             reading begun after that), once the job sent alone is submitted, and every few seconds while anything
+ *             is reserved.
  *   stop      the next job does not fit and nothing this process sent is still waiting for a reading: stop
  *             sending (the run finishes what is in flight and exits with EXIT.capReached). With jobs of its own
  *             (or, with PostgreSQL, of another worker) still reserved, it waits for their readings instead.
@@ -55,7 +57,8 @@ export class CreditCap {
   /** Observed price per price class (this process). */
   readonly prices = new Map<string, number>();
   private readonly own = new Map<string, Held>();
-  private alone: { id: string; cls: string; before: number; estimate: number | null } | null = null;
+  /** The job sent alone to learn its class's price; `low` is the lowest balance read since it was admitted. */
+  private alone: { id: string; cls: string; before: number; low: number; estimate: number | null } | null = null;
   private reading: Promise<number | null> | null = null;
   private lastReadAt = 0;
   /** The last reading, and when it began (ms epoch). */
@@ -103,7 +106,7 @@ export class CreditCap {
       this.totals = r;
       if (!r.ok) return r.reserved > 0 ? 'wait' : 'stop';
       this.own.set(row.id, { cls, sent: false, ended: null });
-      this.alone = { id: row.id, cls, before, estimate };
+      this.alone = { id: row.id, cls, before, low: before, estimate };
       return 'go';
     }
     const r = await this.o.ledger.reserve(row.id, price, false);
@@ -127,7 +130,12 @@ export class CreditCap {
     const h = this.own.get(id);
     if (!h) return;
     if (to === 'submitting') h.sent = true;
-    else if ((from === 'submitting' || from === 'submitted') && to !== 'submitted') {
+    else if (to === 'submitted' && from === 'submitting' && this.alone?.id === id) {
+      // A reading while the job sent alone runs: the service charges at submission and refunds what a task did
+      // not deliver when it ends, so only a reading before its end shows what a task of its class is charged.
+      this.wantRead = true;
+      this.wake();
+    } else if ((from === 'submitting' || from === 'submitted') && to !== 'submitted') {
       h.ended = to;
       this.retryAt = 0;
       this.wake();
@@ -209,6 +217,7 @@ export class CreditCap {
     this.lastReadAt = Date.now();
     this.lastReading = reading;
     this.lastReadStart = started;
+    if (this.alone) this.alone.low = Math.min(this.alone.low, reading);
     for (const id of own) {
       const h = this.own.get(id)!;
       this.own.delete(id);
@@ -217,7 +226,8 @@ export class CreditCap {
       this.alone = null;
       // Charged only when the task finished with results (a failed task is refunded; a job back to pending or uncertain tells nothing).
       if (h.ended === 'downloading' || h.ended === 'done') {
-        const charge = Math.max(0, round6(a.before - reading));
+        // The deepest drop seen, not the last: a task that delivered fewer outputs than asked was partly refunded at its end.
+        const charge = Math.max(0, round6(a.before - a.low));
         const price = Math.max(charge, a.estimate ?? 0);
         this.prices.set(a.cls, price);
         this.o.emit({ type: 'cap-price', id, class: a.cls, charged: charge, expected: a.estimate, price });
