@@ -12,7 +12,8 @@ import type { StoredSpec } from '../spec.js';
  *             shown yet). A job is sent only when spent + reserved + its expected price fits in the cap.
  *             In memory for a SQLite state (LocalLedger), the budget row for PostgreSQL (one for every worker).
  *   classes   a job's expected price is the price observed for its price class in this process; a class not yet
- *             observed sends its first job alone (nothing else of this process in flight), reserving the known
+ *             observed sends its first job alone (nothing else of this process in flight, the tasks it resumed
+ *             included: adopt()), reserving the known
  *             estimate (published, yours, learned), or nothing when there is none (sent only while spent <
  *             cap): its charge, the balance before it was sent minus the lowest balance read until it ended (one
  *             reading is taken once its submit is answered: a partial refund at its end does not lower it), becomes
@@ -140,6 +141,16 @@ export class CreditCap {
       this.retryAt = 0;
       this.wake();
     }
+  }
+
+  /**
+   * Job `id` was sent by an earlier process (a run resumed after a kill, or with PostgreSQL a dead worker's job taken
+   * over) and this process now waits on its task: held like a job of its own, with no reservation (its charge is in
+   * the balance already), so that a class's first job still goes alone: the refund of such a task when it fails would
+   * otherwise be read as part of that job's charge (a class learned at 0, every job sent at once).
+   */
+  adopt(id: string): void {
+    if (!this.own.has(id)) this.own.set(id, { cls: '', sent: true, ended: null });
   }
 
   /** The submit of job `id` is over: when it was never sent, its reservation goes back at once. */

@@ -161,7 +161,11 @@ export class Pipeline {
       if (m.to === 'uncertain') this.callbacks.uncertain(m.id);
     }
     const now = Date.now();
-    for (const row of t.submitted) if (row.task_id) this.polls.resume(row.id, row.task_id, row.model, sentTime(row.submitted_at, now));
+    for (const row of t.submitted) {
+      if (!row.task_id) continue;
+      this.opts.cap?.adopt(row.id);
+      this.polls.resume(row.id, row.task_id, row.model, sentTime(row.submitted_at, now));
+    }
     for (const row of t.downloading) await this.downloads.takeOver(row.id, row.expires_at);
   }
 
