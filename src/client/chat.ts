@@ -3,7 +3,7 @@ import { KEEP_IDLE, undici } from './undici.js';
 import { ApiError, BadResponseError, NetworkError, UnusableAnswerError, UsageError } from '../errors.js';
 import { retryAfterMs } from './http.js';
 import { ANSWER_MAX_BYTES, DEFAULT_CHAT_TIMEOUT_MS, nestingWithin, MAX_DEPTH, sizeText } from './limits.js';
-import { REDACTED, holdsKey, redact, redactDeep } from './redact.js';
+import { REDACTED, holdsKey, redact, redactDeep, redactType } from './redact.js';
 import { abortReason, checkPolicy, DEFAULT_POLICY, withRetry, type RetryInfo, type RetryPolicy } from './retry.js';
 import { errorOf, readJson, readStream, type ChatAnswer } from './chat/parse.js';
 import { wireRequest, type ChatRequest } from './chat/wire.js';
@@ -116,7 +116,7 @@ export class ChatClient {
       }
       const e = errorOf(payload);
       const message = e?.message ?? (text.trim().slice(0, 300) || `HTTP ${status}`);
-      throw new ApiError(status, e?.type ?? null, this.#redact(`${what}: ${message}`), retryAfterMs(res.headers['retry-after']));
+      throw new ApiError(status, redactType(e?.type, this.#apiKey), this.#redact(`${what}: ${message}`), retryAfterMs(res.headers['retry-after']));
     }
     try {
       if (req.stream) return this.#redactStream(readStream(req.protocol, text, what));

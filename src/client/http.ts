@@ -4,7 +4,7 @@ import { ApiError, BadResponseError, DeadlineError, GenbatchError, NetworkError 
 import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, UPLOAD_MIN_BYTES_PER_SEC } from './limits.js';
 import { abortReason, retryAfterMs } from './retry.js';
 import { ErrorBodySchema } from './schemas.js';
-import { redact, redactDeep } from './redact.js';
+import { redact, redactDeep, redactType } from './redact.js';
 import { Exchange, SignalWatch } from './exchange.js';
 
 /**
@@ -177,7 +177,7 @@ export class HttpContext {
     const asError = typeof parsed === 'object' && parsed !== null && 'error' in parsed ? ErrorBodySchema.safeParse(parsed) : null;
     if (asError?.success && 'error' in asError.data) {
       const code = asError.data.code ?? status;
-      if (code !== 200) throw new ApiError(code >= 400 && code < 600 ? code : 500, asError.data.error.type ?? null, redact(asError.data.error.message, apiKey), retryAfterMs(retryAfter));
+      if (code !== 200) throw new ApiError(code >= 400 && code < 600 ? code : 500, redactType(asError.data.error.type, apiKey), redact(asError.data.error.message, apiKey), retryAfterMs(retryAfter));
     }
     // The key never goes further than this: a server may echo it in any field.
     return redactDeep(parsed, apiKey);
@@ -215,7 +215,7 @@ function apiError(status: number, retryAfter: string | string[] | undefined, tex
     const body = ErrorBodySchema.safeParse(JSON.parse(text));
     if (body.success) {
       if ('error' in body.data) {
-        type = body.data.error.type ?? null;
+        type = redactType(body.data.error.type, apiKey);
         message = body.data.error.message;
       } else {
         message = detailText(body.data.detail);

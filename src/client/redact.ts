@@ -64,6 +64,11 @@ export function redact(text: string, apiKey: string): string {
   return text.replace(patterns(apiKey).all, REDACTED);
 }
 
+/** An error body's `type`, the key redacted: it is part of the error's message (`HTTP 400 <type>: ...`). */
+export function redactType(type: string | null | undefined, apiKey: string): string | null {
+  return type === null || type === undefined ? null : redact(type, apiKey);
+}
+
 /** True when `text` holds the key, plain or percent-encoded, or in base64 or hex. */
 export function holdsKey(text: string, apiKey: string): boolean {
   if (apiKey.length < 4) return false;
