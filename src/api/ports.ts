@@ -3,7 +3,7 @@
  * library's declarations (dist/api/run.d.ts, reached from the package's index) do not reach the engine's
  * and the store's types (better-sqlite3's among them, which a library user need not have).
  */
-import { ChatClient, ServiceClient, UploadLimiter, withRetry, type UploadOptions } from '../client/index.js';
+import { ChatClient, ServiceClient, UploadLimiter, holdsKey, redact, withRetry, type UploadOptions } from '../client/index.js';
 import { cleanupPartials, downloadFile, fsyncDir, isGone, sanitizeName } from '../download/index.js';
 import type { DownloadPort, EventBus, ServicePort, UploadCall } from '../engine/index.js';
 import type { ObjectOut } from '../storage/object-out.js';
@@ -55,10 +55,11 @@ export function servicePorts(
     uploadBase64: (data, opts) => client.uploadBase64(data, uploadCall(opts)),
     uploadUrl: (url, opts) => client.uploadUrl(url, uploadCall(opts)),
   };
+  const keyless = keyOut(apiKey);
   // Downloads go through the client's one retry layer (GET: 429, 5xx, dropped and truncated bodies).
   const download: DownloadPort = {
     downloadFile: (d) =>
-      withRetry(() => downloadFile(d), {
+      withRetry(() => downloadFile(d).then((r) => ({ ...r, contentType: keyless.type(r.contentType) }), keyless.error), {
         policy: client.policy,
         method: 'GET',
         ...(d.signal ? { signal: d.signal } : {}),
@@ -71,14 +72,23 @@ export function servicePorts(
   };
   // --out s3://...: results go to the bucket, each file retried as a whole (a new GET and a new upload) by the same layer.
   if (s.bucket) {
-    download.bucket = resultsBucket(s.bucket, (fn, signal) =>
-      withRetry(fn, {
+    const bucket = resultsBucket(s.bucket, (fn, signal) =>
+      withRetry(() => fn().catch(keyless.error), {
         policy: client.policy,
         method: 'GET',
         ...(signal ? { signal } : {}),
         onRetry: (info) => bus.emit({ type: 'retry', what: 'download', attempt: info.attempt, delay_ms: info.delayMs, error: info.error.message }),
       }),
     );
+    download.bucket = {
+      ...bucket,
+      fetchFile: async (o) => {
+        const beforeWrite = o.beforeWrite;
+        const clean = beforeWrite ? { ...o, beforeWrite: (p: Parameters<typeof beforeWrite>[0]) => beforeWrite({ ...p, contentType: keyless.type(p.contentType) }) } : o;
+        const got = await bucket.fetchFile(clean);
+        return { ...got, contentType: keyless.type(got.contentType) };
+      },
+    };
   }
 
   return {
@@ -88,6 +98,23 @@ export function servicePorts(
       await client.close();
       await chatClient.close();
     },
+  };
+}
+
+/**
+ * The key out of what a download's answer gives. The client redacts the service's answers, but a download
+ * is answered by whatever host the file URL (or a redirect) names, and the client never sees that answer:
+ * an error names a redirect's target (its Location, which may hold the key), and a Content-Type may be
+ * `image/<key>` (a plain media type, kept as the file's type). Errors are redacted before the retry layer
+ * reports them; a media type holding the key is dropped (null: none given).
+ */
+function keyOut(apiKey: string): { error: (err: unknown) => never; type: (contentType: string | null) => string | null } {
+  return {
+    error: (err) => {
+      if (err instanceof Error) err.message = redact(err.message, apiKey);
+      throw err;
+    },
+    type: (contentType) => (contentType !== null && holdsKey(contentType, apiKey) ? null : contentType),
   };
 }
 

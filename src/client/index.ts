@@ -6,7 +6,7 @@ export { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_STOP_GRACE_MS, MA
 export type { RetryDecision, RetryInfo, RetryMethod, RetryOptions, RetryPolicy } from './retry.js';
 export { TokenBucket, UploadLimiter, type LimiterWait } from './limiters.js';
 export { retryAfterMs, redact } from './http.js';
-export { redactDeep } from './redact.js';
+export { holdsKey, redactDeep } from './redact.js';
 export {
   MusicFileSchema,
   MusicTaskSchema,
