@@ -76,6 +76,20 @@ function visible(line: string): string {
   return line.replace(INVISIBLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
+/** Longest piece of a server's free text kept in a message (the raw text of an error answer was already cut at 300). */
+export const SERVER_TEXT_MAX = 1000;
+
+/**
+ * A server's free text (an error answer's message, a failed task's error_message) as genbatch's messages carry
+ * it: one visible line (control characters and bidi overrides as \uXXXX, as a manifest's), at most
+ * SERVER_TEXT_MAX characters. It is printed (warnings, `status --jobs`), stored (last_error) and reported: a
+ * server must not drive the terminal (ESC sequences), forge a line of genbatch's own (CR, LF) or fill them.
+ */
+export function serverText(text: string): string {
+  const line = visible(text);
+  return line.length > SERVER_TEXT_MAX ? `${line.slice(0, SERVER_TEXT_MAX)}... (${line.length} characters in all)` : line;
+}
+
 /** The manifest (or one of its jobs) is invalid. Carries every problem found, not just the first. */
 export class ManifestError extends GenbatchError {
   readonly problems: Problem[];

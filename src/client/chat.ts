@@ -1,6 +1,6 @@
 import type { Agent, Dispatcher } from 'undici';
 import { KEEP_IDLE, undici } from './undici.js';
-import { ApiError, BadResponseError, NetworkError, UnusableAnswerError, UsageError } from '../errors.js';
+import { ApiError, BadResponseError, NetworkError, UnusableAnswerError, UsageError, serverText } from '../errors.js';
 import { retryAfterMs } from './http.js';
 import { ANSWER_MAX_BYTES, DEFAULT_CHAT_TIMEOUT_MS, nestingWithin, MAX_DEPTH, sizeText } from './limits.js';
 import { REDACTED, holdsKey, redact, redactDeep, redactType } from './redact.js';
@@ -116,7 +116,8 @@ export class ChatClient {
       }
       const e = errorOf(payload);
       const message = e?.message ?? (text.trim().slice(0, 300) || `HTTP ${status}`);
-      throw new ApiError(status, redactType(e?.type, this.#apiKey), this.#redact(`${what}: ${message}`), retryAfterMs(res.headers['retry-after']));
+      const type = redactType(e?.type, this.#apiKey);
+      throw new ApiError(status, type === null ? null : serverText(type), `${what}: ${serverText(this.#redact(message))}`, retryAfterMs(res.headers['retry-after']));
     }
     try {
       if (req.stream) return this.#redactStream(readStream(req.protocol, text, what));
@@ -129,7 +130,8 @@ export class ChatClient {
       }
       return redactDeep(readJson(req.protocol, body, what), this.#apiKey);
     } catch (err) {
-      if (err instanceof Error) err.message = this.#redact(err.message);
+      // A stream's error event carries the server's text: one visible line, bounded, as any error answer's.
+      if (err instanceof Error) err.message = serverText(this.#redact(err.message));
       throw err;
     }
   }

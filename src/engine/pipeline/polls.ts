@@ -1,5 +1,5 @@
 import { decide, TokenBucket } from '../../client/index.js';
-import { ApiError, DeadlineError, UnusableAnswerError } from '../../errors.js';
+import { ApiError, DeadlineError, UnusableAnswerError, serverText } from '../../errors.js';
 import { MinHeap } from '../../lib/heap.js';
 import { findModel } from '../../models/index.js';
 import { nowIso } from '../../store/index.js';
@@ -310,7 +310,7 @@ export class Polls {
     this.ready.delete(id);
     this.urgent.delete(id);
     if (task.status === 'failed') {
-      await this.c.move(id, 'submitted', 'failed', { last_error: task.error_message ?? 'task failed (no message)', result: JSON.stringify(task), finished_at: nowIso(), permanent: isRefusedTask(task.error_message) ? 1 : 0 });
+      await this.c.move(id, 'submitted', 'failed', { last_error: task.error_message === null ? 'task failed (no message)' : serverText(task.error_message), result: JSON.stringify(task), finished_at: nowIso(), permanent: isRefusedTask(task.error_message) ? 1 : 0 });
       return;
     }
     let extracted;
