@@ -87,7 +87,7 @@ function submitBody(r: Gen, rate: number): string {
   return mutate(
     r,
     [
-      ['task_id', () => pick(r, ['"t-1"', '""'])],
+      ['task_id', () => pick(r, ['"t-1"', '"t-1"', '"t-1"', '""', JSON.stringify('t'.repeat(256)), JSON.stringify('t'.repeat(257)), '"t-\\u001b[2J"', '"t-\\u202e"'])],
       ['status', () => pick(r, STATUSES)],
       ['created_time', () => '"2026-11-21T10:00:00"'],
     ],

@@ -18,6 +18,7 @@ const NASTY = `${ESC}]52;c;ZWNobyBwd25lZA==\u0007${ESC}[2J${ESC}[31mred\r\ngenba
 const t = tempDir('genbatch-hostile-text-');
 let service: FakeService;
 let statusReads = 0;
+let submits = 0;
 
 beforeAll(async () => {
   ensureBuilt();
@@ -25,7 +26,10 @@ beforeAll(async () => {
     const url = req.url ?? '/';
     if (url === '/api/user/balance') return json(res, 200, BALANCE);
     if (url === '/api/generate/submit') {
+      submits++;
       const prompt = (JSON.parse(body) as { input: { prompt: string } }).input.prompt;
+      if (prompt.startsWith('long')) return json(res, 200, submitted('t'.repeat(300_000)));
+      if (prompt.startsWith('escaped')) return json(res, 200, submitted(`t-${ESC}[2J${ESC}]0;title\u0007`));
       if (prompt.startsWith('refused')) return json(res, 400, { code: 400, error: { message: `no ${NASTY} ${'x'.repeat(200_000)}`, type: 'invalid_request' } });
       return json(res, 200, submitted(`t-${prompt.split(' ')[0]}`));
     }
@@ -68,6 +72,31 @@ describe('a server whose error text holds terminal escapes, line breaks and a me
       expect(printed).not.toContain('\r');
       expect(printed).not.toMatch(/^genbatch: all jobs done/m);
       expect(printed.length).toBeLessThan(20_000);
+    }
+  }, 60_000);
+
+  it('a task id of 300,000 characters or with terminal escapes is not taken: the job is uncertain (a task may exist), sent once', async () => {
+    const manifest = join(t.dir, 'ids.yaml');
+    writeFileSync(
+      manifest,
+      ['jobs:', '  - {id: long, model: alpha-image-2, input: {prompt: long harbour}}', '  - {id: escaped, model: alpha-image-2, input: {prompt: escaped harbour}}'].join('\n') + '\n',
+    );
+    const out = join(t.dir, 'out-ids');
+    const env = { GENBATCH_API_KEY: KEY };
+    const before = submits;
+    const run = await runCli(['run', manifest, '--base-url', service.base, '--time-scale', '0.001', '--out', out, '--yes'], env, undefined, 30_000);
+    expect(run.code, run.stderr).toBe(4);
+    expect(submits - before).toBe(2);
+    const jobs = readJobs(join(out, 'state.db'));
+    expect(jobs.map((j) => [j.id, j.state, j.task_id])).toEqual([['long', 'uncertain', null], ['escaped', 'uncertain', null]]);
+    expect(jobs.map((j) => j.last_error)).toEqual([
+      'submit outcome unknown, a task may have been created: submit: the answer\'s data does not have the documented shape: task_id: is longer than 256 characters',
+      'submit outcome unknown, a task may have been created: submit: the answer\'s data does not have the documented shape: task_id: holds control characters',
+    ]);
+    const status = await runCli(['status', '--state', join(out, 'state.db'), '--jobs'], env);
+    for (const printed of [run.stdout, run.stderr, status.stdout, status.stderr]) {
+      expect(printed).not.toContain(ESC);
+      expect(printed).not.toContain('t'.repeat(1000));
     }
   }, 60_000);
 });

@@ -84,8 +84,24 @@ export type Task = z.infer<typeof TaskSchema>;
 export const MusicTaskSchema = z.object({ ...taskShape, files: filesOf(MusicFileSchema) });
 export type MusicTask = z.infer<typeof MusicTaskSchema>;
 
+/** Longest task id taken from a submit answer (real ones are a few dozen characters). */
+export const TASK_ID_MAX = 256;
+/** Control characters and bidi overrides (as errors.ts shows them escaped), never in a task id taken. */
+const TASK_ID_INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+
+/**
+ * A submit answer's task id is stored, printed (`status --jobs`, warnings) and put in every status URL, so it
+ * is bounded and visible: one of 300,000 characters or with terminal escapes is an answer that cannot be
+ * used (the job is uncertain: a task may exist), never a task followed for a day.
+ */
+const taskIdTaken = z
+  .string()
+  .min(1)
+  .max(TASK_ID_MAX, { error: `is longer than ${TASK_ID_MAX} characters` })
+  .refine((id) => !TASK_ID_INVISIBLE.test(id), { error: 'holds control characters' });
+
 export const SubmitResultSchema = z.object({
-  task_id: z.string().min(1),
+  task_id: taskIdTaken,
   status: TaskStatusSchema,
   created_time: z.string(),
 });
@@ -154,6 +170,7 @@ export function fastSubmitResult(d: unknown): SubmitResult | undefined {
   const status = d.status;
   const created_time = d.created_time;
   if (typeof task_id !== 'string' || task_id.length === 0 || !isTaskStatus(status) || typeof created_time !== 'string') return undefined;
+  if (task_id.length > TASK_ID_MAX || TASK_ID_INVISIBLE.test(task_id)) return undefined;
   return { task_id, status, created_time };
 }
 
