@@ -106,7 +106,15 @@ export class Namer {
   }
 }
 
+/**
+ * Most entries a task's `files` may list (an image task gives a few, a music task a few tracks or stem sets).
+ * A longer list is not a result: it would be recorded and downloaded entry by entry, each file up to the
+ * downloader's cap, for one job.
+ */
+export const MAX_RESULT_FILES = 1000;
+
 export function extractResults(task: TaskView, endpoint: 'status' | 'music', workflow: string): Extracted {
+  if (task.files.length > MAX_RESULT_FILES) throw new UnsafeResultError(`the task lists ${task.files.length} files, over the limit of ${MAX_RESULT_FILES} per task`);
   const namer = new Namer();
   const downloads: Downloadable[] = [];
   const texts: TextResult[] = [];

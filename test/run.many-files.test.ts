@@ -1,0 +1,66 @@
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBuilt, runCli } from './helpers/cli.js';
+import { BALANCE, bytes, json, startFakeService, submitted, type FakeService } from './helpers/fake-service.js';
+import { solidPng } from './helpers/png.js';
+import { tempDir } from './helpers/tmp.js';
+import { readJobs } from './helpers/verify.js';
+
+/**
+ * A finished image task whose `files` lists 100,000 entries (3.5 MB of status answer, well under its 16 MiB
+ * limit). Before: the run recorded 100,000 files and downloaded them one by one (each may be up to 2 GiB), for
+ * one job that asked for one image. Now a list over 1,000 entries is not a usable result: the job fails
+ * with the reason and nothing is downloaded.
+ */
+const KEY = 'sk-many-files-0123456789';
+const PNG = solidPng(4, 4, [5, 6, 7]);
+const t = tempDir('genbatch-many-files-');
+let service: FakeService;
+let fetched = 0;
+
+beforeAll(async () => {
+  ensureBuilt();
+  service = await startFakeService((req, body, res) => {
+    const url = req.url ?? '/';
+    if (url === '/api/user/balance') return json(res, 200, BALANCE);
+    if (url === '/api/generate/submit') {
+      const prompt = (JSON.parse(body) as { input: { prompt: string } }).input.prompt;
+      return json(res, 200, submitted(`t-${prompt.split(' ')[0]}`));
+    }
+    if (url.startsWith('/api/generate/status/')) {
+      const id = url.slice('/api/generate/status/'.length);
+      const n = id === 't-many' ? 100_000 : 3;
+      const files = Array.from({ length: n }, (_, i) => ({ file_url: `${service.base}/f/${i}.png`, file_type: 'image', file_size: PNG.length }));
+      return json(res, 200, { code: 200, data: { task_id: id, status: 'finished', files, created_time: '2026-01-01T00:00:00', progress: 100, error_message: null } });
+    }
+    if (url.startsWith('/f/')) {
+      fetched++;
+      return bytes(res, 'image/png', PNG);
+    }
+    json(res, 404, { detail: 'not found' });
+  });
+}, 60_000);
+afterAll(async () => {
+  await service?.close();
+  t.cleanup();
+});
+
+describe('a task whose result lists 100,000 files', () => {
+  it('fails its job with the reason, downloads nothing; a task with 3 files is done', async () => {
+    const manifest = join(t.dir, 'many.yaml');
+    writeFileSync(
+      manifest,
+      ['jobs:', '  - {id: many, model: alpha-image-2, input: {prompt: many harbours}}', '  - {id: few, model: alpha-image-2, input: {prompt: few harbours}}'].join('\n') + '\n',
+    );
+    const out = join(t.dir, 'out');
+    const run = await runCli(['run', manifest, '--base-url', service.base, '--time-scale', '0.001', '--out', out, '--yes'], { GENBATCH_API_KEY: KEY }, undefined, 60_000);
+    expect(run.code, run.stderr).toBe(1);
+    const jobs = readJobs(join(out, 'state.db'));
+    expect(jobs.map((j) => [j.id, j.state])).toEqual([['many', 'failed'], ['few', 'done']]);
+    expect(jobs[0]!.last_error).toBe('result not usable: the task lists 100000 files, over the limit of 1000 per task');
+    expect(fetched).toBe(3);
+    expect(existsSync(join(out, 'many'))).toBe(false);
+    expect(readdirSync(join(out, 'few')).sort()).toEqual(['image-1.png', 'image-2.png', 'image-3.png', 'result.json']);
+  }, 90_000);
+});
