@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, runCli } from './helpers/cli.js';
@@ -30,8 +30,11 @@ beforeAll(async () => {
     }
     if (url.startsWith('/api/generate/status/')) {
       const id = url.slice('/api/generate/status/'.length);
-      const n = id === 't-many' ? 100_000 : 3;
-      const files = Array.from({ length: n }, (_, i) => ({ file_url: `${service.base}/f/${i}.png`, file_type: 'image', file_size: PNG.length }));
+      const n = id === 't-many' ? 100_000 : id === 't-long' ? 1 : 3;
+      // t-long: one URL of 10,000,000 characters (a server refuses it with 431: the job was left downloading, the URL
+      // stored in the state four times over and printed in each warning).
+      const path = id === 't-long' ? `/f/${'a'.repeat(10_000_000)}` : '/f/';
+      const files = Array.from({ length: n }, (_, i) => ({ file_url: `${service.base}${path}${i}.png`, file_type: 'image', file_size: PNG.length }));
       return json(res, 200, { code: 200, data: { task_id: id, status: 'finished', files, created_time: '2026-01-01T00:00:00', progress: 100, error_message: null } });
     }
     if (url.startsWith('/f/')) {
@@ -46,7 +49,7 @@ afterAll(async () => {
   t.cleanup();
 });
 
-describe('a task whose result lists 100,000 files', () => {
+describe('a task whose result is over its bounds', () => {
   it('fails its job with the reason, downloads nothing; a task with 3 files is done', async () => {
     const manifest = join(t.dir, 'many.yaml');
     writeFileSync(
@@ -62,5 +65,20 @@ describe('a task whose result lists 100,000 files', () => {
     expect(fetched).toBe(3);
     expect(existsSync(join(out, 'many'))).toBe(false);
     expect(readdirSync(join(out, 'few')).sort()).toEqual(['image-1.png', 'image-2.png', 'image-3.png', 'result.json']);
+  }, 90_000);
+
+  it('a file URL of 10,000,000 characters: the job fails with the reason, nothing is fetched, nothing that long is kept or printed', async () => {
+    const manifest = join(t.dir, 'long.yaml');
+    writeFileSync(manifest, ['jobs:', '  - {id: long, model: alpha-image-2, input: {prompt: long harbours}}'].join('\n') + '\n');
+    const out = join(t.dir, 'out-long');
+    const before = fetched;
+    const run = await runCli(['run', manifest, '--base-url', service.base, '--time-scale', '0.001', '--out', out, '--yes'], { GENBATCH_API_KEY: KEY }, undefined, 60_000);
+    expect(run.code, run.stderr.slice(0, 500)).toBe(1);
+    const [job] = readJobs(join(out, 'state.db'));
+    expect(job!.state).toBe('failed');
+    expect(job!.last_error).toBe('result not usable: files[0].file_url has 10000030 characters, over the limit of 8192');
+    expect(fetched).toBe(before);
+    expect(run.stdout.length + run.stderr.length).toBeLessThan(20_000);
+    expect(statSync(join(out, 'report.json')).size).toBeLessThan(100_000);
   }, 90_000);
 });

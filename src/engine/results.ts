@@ -113,8 +113,22 @@ export class Namer {
  */
 export const MAX_RESULT_FILES = 1000;
 
+/**
+ * Longest result URL taken (signed CDN URLs are a few hundred to a couple of thousand characters; servers refuse
+ * a request line past about 8 KiB). A URL is stored, put in result.json and the reports, and named in errors.
+ */
+export const MAX_RESULT_URL = 8192;
+
 export function extractResults(task: TaskView, endpoint: 'status' | 'music', workflow: string): Extracted {
   if (task.files.length > MAX_RESULT_FILES) throw new UnsafeResultError(`the task lists ${task.files.length} files, over the limit of ${MAX_RESULT_FILES} per task`);
+  const got = extract(task, endpoint, workflow);
+  for (const d of got.downloads) {
+    if (d.url.length > MAX_RESULT_URL) throw new UnsafeResultError(`${endpoint === 'status' ? `files[${d.idx}].file_url` : `the ${d.type} URL`} has ${d.url.length} characters, over the limit of ${MAX_RESULT_URL}`);
+  }
+  return got;
+}
+
+function extract(task: TaskView, endpoint: 'status' | 'music', workflow: string): Extracted {
   const namer = new Namer();
   const downloads: Downloadable[] = [];
   const texts: TextResult[] = [];
