@@ -292,7 +292,9 @@ describe('balance', () => {
     expect(s.calls[0]?.url).toBe('/api/user/balance');
   });
 
-  it.each([{ code: 200, data: { a: 1, b: 2 } }, { code: 200, data: 'lots' }, { code: 200, data: { note: 'x' } }])('rejects %j with a clear error', async (body) => {
+  // A numeric string of 400 digits is Infinity as a number: read as a balance, it printed "Infinity credits" and charged NaN.
+  const huge = '9'.repeat(400);
+  it.each([{ code: 200, data: { a: 1, b: 2 } }, { code: 200, data: 'lots' }, { code: 200, data: { note: 'x' } }, { code: 200, data: huge }, { code: 200, data: { balance: huge } }])('rejects %j with a clear error', async (body) => {
     const s = await serve([json(200, body)]);
     const err = await failure(client(s.url).balance());
     expect(err).toBeInstanceOf(BadResponseError);

@@ -292,7 +292,8 @@ function dataOf(raw: unknown, operation: string): unknown {
 
 function asNumber(v: unknown): number | null {
   if (typeof v === 'number' && Number.isFinite(v)) return v;
-  if (typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v.trim())) return Number(v);
+  // A string of 400 digits parses to Infinity: refused as a number Infinity is (charges of Infinity - Infinity are NaN).
+  if (typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v.trim()) && Number.isFinite(Number(v))) return Number(v);
   return null;
 }
 
