@@ -84,3 +84,22 @@ describe('a symbolic link in place of a job folder', () => {
     expect(code).toBe(7); // left downloading for the next run
   }, 60_000);
 });
+
+describe('a symbolic link in place of the state file', () => {
+  it('out/state.db -> a file outside: exit 74 naming it, nothing sent, nothing written through it', async () => {
+    const { manifest, out, victim } = setup('state');
+    mkdirSync(out);
+    // An empty file is what SQLite makes a new database in: before, the run's state went there (outside the
+    // output folder), its journal beside the target where genbatch did not look, and the job sent stayed
+    // `submitting` with its task id lost.
+    writeFileSync(join(victim, 'empty.db'), '');
+    symlinkSync('../victim/empty.db', join(out, 'state.db'));
+    const tasksBefore = sb.stats().tasks_total;
+    const r = await runCli(['run', manifest, '--base-url', sb.url, '--time-scale', '0.005', '--out', out, '--yes'], env);
+    expect(r.stderr).toContain(`${join(out, 'state.db')} is a symbolic link`);
+    expect(r.code).toBe(74);
+    expect(sb.stats().tasks_total).toBe(tasksBefore);
+    expect(readdirSync(victim).sort()).toEqual(['empty.db', 'important.txt']);
+    expect(readFileSync(join(victim, 'empty.db'), 'utf8')).toBe('');
+  });
+});

@@ -1,7 +1,7 @@
-import { mkdirSync } from 'node:fs';
+import { lstatSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type Database from 'better-sqlite3';
-import { StateError, TransitionError } from '../errors.js';
+import { EXIT, GenbatchError, StateError, TransitionError } from '../errors.js';
 import { nowIso } from './clock.js';
 import { StoreConn } from './conn.js';
 import { GraphLinks } from './graph.js';
@@ -87,6 +87,11 @@ export class Store {
   static openForWrite(path: string, lease: LeaseOptions = {}): Store {
     const abs = resolve(path);
     mkdirSync(dirname(abs), { recursive: true });
+    // Never written through a link (one put in the output folder would take the state outside it), and SQLite makes
+    // the journal beside the link's target, where the WAL's fsync (WalSync) does not look: a job's answer was lost.
+    if (lstatSync(abs, { throwIfNoEntry: false })?.isSymbolicLink()) {
+      throw new GenbatchError('GB_UNSAFE_PATH', `${abs} is a symbolic link; genbatch writes its state only into a real file (remove the link, or name the file itself with --state)`, EXIT.io);
+    }
     const store = new Store(openDatabase(abs), abs);
     store.lease = new Lease(store.db, lease);
     try {
