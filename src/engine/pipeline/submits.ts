@@ -31,8 +31,9 @@ export interface SubmitHooks {
 /**
  * Submits: pending jobs claimed from the store in manifest order (graph steps: for_each jobs make
  * their children, references are filled), their images uploaded, the intent committed, the POST
- * and its outcome. At most `concurrency` submits at once and `maxActive` tasks waited on
- * (`waitedOn()`, counted with the submits in flight).
+ * and its outcome. At most `concurrency` submits hold a slot at once (from the intent to the POST's answer: the
+ * task id is committed after the slot is free) and `maxActive` tasks waited on (`waitedOn()`, counted with the
+ * submits in hand).
  */
 export class Submits {
   /** Claimed jobs not yet handed to submit(), in manifest order. */
@@ -42,6 +43,7 @@ export class Submits {
   /** A job became done: jobs waiting for it may be ready, so the next claim starts from the first of them. */
   // Stryker disable next-line BooleanLiteral: true at the start only makes the first claim give back its buffer, which is empty then.
   private rescan = false;
+  /** Submits holding a slot (--concurrency): from the intent to the POST's answer. */
   private inFlight = 0;
   /** A claim made ahead (before the buffer runs dry), while it runs. */
   private claiming: Promise<void> | null = null;
@@ -82,14 +84,14 @@ export class Submits {
     this.uploader = new Uploader(c.store, service, { baseUrl: o.baseUrl, maxAgeMs: o.uploadMaxAgeMs, signal: o.signal, emit: o.emit });
   }
 
-  /** Submits running now. */
   /** Job `id` is in a submit of this run (its hooks.ended is still to come). */
   inSubmit(id: string): boolean {
     return this.inHand.has(id);
   }
 
+  /** Submits in hand (a slot's, or committing the task id after it) and a claim running. */
   get busy(): number {
-    return this.inFlight + (this.claiming ? 1 : 0);
+    return this.inHand.size + (this.claiming ? 1 : 0);
   }
 
   /** Nothing more will be sent in this run (no ready pending job left, or stopped). */
@@ -113,7 +115,7 @@ export class Submits {
   async fill(): Promise<void> {
     const { opts } = this.c;
     this.throwClaimError();
-    while (!this.c.stopReason && this.inFlight < opts.concurrency && this.waitedOn() + this.inFlight < opts.maxActive) {
+    while (!this.c.stopReason && this.inFlight < opts.concurrency && this.waitedOn() + this.inHand.size < opts.maxActive) {
       if (this.buffer.length === 0 || this.rescan) {
         if (this.claiming) {
           await this.claiming;
@@ -143,9 +145,18 @@ export class Submits {
       this.claimAhead();
       this.inHand.add(row.id);
       this.inFlight++;
+      let slot = true;
+      // The slot is given back once the POST is answered: the next submit's intent and POST need not wait for
+      // this one's task id to reach the disk (a durable commit, tens of ms where fsync is slow).
+      const freeSlot = (): void => {
+        if (!slot) return;
+        slot = false;
+        this.inFlight--;
+        this.c.wake();
+      };
       let next: 'again' | 'give-up' | void;
       // Anything unexpected (a store error): the job is given up like one whose upload kept failing.
-      const sent = this.submit(row).then(
+      const sent = this.submit(row, freeSlot).then(
         (outcome) => void (next = outcome),
         (err: unknown) => {
           this.c.warn(row.id, err);
@@ -159,7 +170,7 @@ export class Submits {
         .then(() => (next === 'give-up' ? this.c.giveUp(row.id) : undefined))
         .catch((err: unknown) => this.c.warn(row.id, err))
         .finally(() => {
-          this.inFlight--;
+          freeSlot();
           this.inHand.delete(row.id);
           // Queued again only now: while its submit is in hand, the graph check above passes it over (and so would drop it).
           if (next === 'again') {
@@ -279,7 +290,7 @@ export class Submits {
    * Returns 'again' when the job is to be queued again in this run (its upload failed transiently), 'give-up'
    * when it is left pending for a later run or another worker (its upload kept failing, or its image is gone).
    */
-  private async submit(queued: JobRow): Promise<'again' | 'give-up' | void> {
+  private async submit(queued: JobRow, freeSlot: () => void): Promise<'again' | 'give-up' | void> {
     const { opts } = this.c;
     const row = this.c.graphOn ? await this.withRefs(queued) : queued;
     if (!row) return;
@@ -343,9 +354,11 @@ export class Submits {
       this.submitsSent++;
       taskId = (await this.service.submit(body, opts.signal)).task_id;
     } catch (err) {
+      // The slot is kept until the outcome is written: a 402 stops the sending there, before a next POST.
       await this.failed(row.id, err);
       return;
     }
+    freeSlot();
     const sentAt = Date.now();
     if (await this.c.move(row.id, 'submitting', 'submitted', { task_id: taskId }, { durable: true })) this.hooks.sent(row.id, taskId, spec.model, sentAt);
   }
