@@ -33,6 +33,13 @@ export class Downloads {
   private readonly retries = new Map<string, number>();
   /** The output folder's Root, opened at the first download (none for a bucket). */
   private root: Root | undefined;
+  /**
+   * The read of the next jobs' rows and the downloads it starts, while it runs: one at a time, and the pipeline's
+   * loop does not wait for it (with PostgreSQL a round trip, during which a free submit slot would wait too).
+   */
+  private reading: Promise<void> | null = null;
+  /** What that read threw: thrown by the next fill(), as a read made there would have. */
+  private readError: unknown = null;
 
   constructor(
     private readonly c: StageContext,
@@ -40,9 +47,9 @@ export class Downloads {
     private readonly finished: (id: string) => void,
   ) {}
 
-  /** Downloads running now. */
+  /** Downloads running now, and the read that starts the next ones. */
   get busy(): number {
-    return this.active.size;
+    return this.active.size + (this.reading ? 1 : 0);
   }
 
   /** Jobs waiting for their download (queued, or paused before a try again). */
@@ -66,6 +73,9 @@ export class Downloads {
 
   /** Start downloads, soonest-expiring first; returns when the next paused one may be tried again (ms epoch). */
   async fill(): Promise<number> {
+    const err = this.readError;
+    this.readError = null;
+    if (err !== null) throw err;
     let next = Infinity;
     if (this.again.size > 0) {
       const now = Date.now();
@@ -78,8 +88,21 @@ export class Downloads {
         }
       }
     }
+    // Only with room for a download: a read that could start none would end, wake the loop, and be made again at once.
+    if (!this.reading && this.queue.size > 0 && this.active.size < this.c.opts.concurrency * 2) {
+      this.reading = this.start()
+        .catch((e: unknown) => void (this.readError = e))
+        .finally(() => {
+          this.reading = null;
+          this.c.wake();
+        });
+    }
+    return next;
+  }
+
+  /** Read the next jobs (soonest-expiring first) up to the room left, with their file rows in one go, and start them. */
+  private async start(): Promise<void> {
     for (;;) {
-      // The next jobs (soonest-expiring first) up to the room left, read with their file rows in one go.
       const tops: string[] = [];
       const room = Math.min(READ_AT_ONCE, this.c.opts.concurrency * 2 - this.active.size);
       while (tops.length < room) {
@@ -89,6 +112,8 @@ export class Downloads {
       }
       if (tops.length === 0) break;
       const got = await this.c.store.jobsWithFiles(tops);
+      // Stopped during the read (Ctrl-C, the lease lost): none started; they stay `downloading` for the next run.
+      if (this.c.opts.signal.aborted || this.c.stopReason === 'lease-lost') return;
       for (const id of tops) {
         const read = got.get(id);
         if (!read || read.job.state !== 'downloading' || this.active.has(id)) continue;
@@ -102,7 +127,6 @@ export class Downloads {
           });
       }
     }
-    return next;
   }
 
   /** `files`: the job's file rows, read with it (only this worker writes them while it holds the job). */
