@@ -60,6 +60,15 @@ export const json =
 
 export const ok = (data: unknown): Reply => json(200, { code: 200, data });
 
+/** A 200 status answer (task()) about the task the request asks for: its path's last part, or its task_id parameter. */
+export const okTaskAsked =
+  (over: Record<string, unknown> = {}): Reply =>
+  (req, res, call) => {
+    const url = new URL(call.url, 'http://x');
+    const id = url.searchParams.get('task_id') ?? decodeURIComponent(url.pathname.split('/').pop() ?? '');
+    ok(task({ ...over, task_id: id }))(req, res, call);
+  };
+
 /** Close the connection without any answer (after the request was fully received). */
 export const drop: Reply = (req) => {
   req.socket.destroy();

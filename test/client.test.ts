@@ -41,6 +41,22 @@ const SUBMIT = { model: 'alpha-image-2', input: { prompt: 'a fox' } };
 const SUBMITTED = { task_id: 'task-9', status: 'not_started', created_time: '2026-11-21T10:00:00' };
 const serverError = (status: number) => json(status, { code: status, error: { message: 'boom', type: 'internal_error' } });
 
+describe('a status answer about another task', () => {
+  it('is not taken as the task asked about: a BadResponseError naming both ids (its results would go to the wrong job)', async () => {
+    const s = await serve([ok(task({ task_id: 't-other' }))]);
+    const err = await failure(client(s.url).status('t-1'));
+    expect(err).toBeInstanceOf(BadResponseError);
+    expect((err as Error).message).toBe('status: the answer is about task t-other, not t-1');
+  });
+
+  it('is not taken from the music detail endpoint either', async () => {
+    const s = await serve([ok(task({ task_id: 't-other', files: [] }))]);
+    const err = await failure(client(s.url).musicDetail('t-1'));
+    expect(err).toBeInstanceOf(BadResponseError);
+    expect((err as Error).message).toContain('is about task t-other, not t-1');
+  });
+});
+
 describe('GET retries', () => {
   it('retries a dropped connection, then a 500, then succeeds', async () => {
     const s = await serve([drop, serverError(500), ok(task())]);
@@ -260,7 +276,7 @@ describe('answers are parsed, never cast', () => {
 
   it('reads music detail entries keyed by workflow, without file_url', async () => {
     const files = [{ audio_id: 'a1', audio_url: 'http://x/1.mp3', title: 'Song', duration: 181.5, stem_split: '{"bass_url":"http://x/b.mp3"}' }];
-    const s = await serve([ok({ task_id: 'm1', status: 'finished', files, created_time: '2026-11-21T10:00:00', error_message: null })]);
+    const s = await serve([ok({ task_id: 'm 1', status: 'finished', files, created_time: '2026-11-21T10:00:00', error_message: null })]);
     const t = await client(s.url).musicDetail('m 1');
     expect(t.files).toEqual(files);
     expect(t.progress).toBeUndefined();
@@ -268,7 +284,7 @@ describe('answers are parsed, never cast', () => {
   });
 
   it('reads a missing or null files list as empty', async () => {
-    const s = await serve([ok(task({ status: 'running', files: null, progress: 40 })), ok({ task_id: 't', status: 'not_started', created_time: 'x' })]);
+    const s = await serve([ok(task({ status: 'running', files: null, progress: 40 })), ok({ task_id: 't-1', status: 'not_started', created_time: 'x' })]);
     expect((await client(s.url).status('t-1')).files).toEqual([]);
     expect((await client(s.url).status('t-1')).files).toEqual([]);
   });
@@ -407,7 +423,7 @@ describe('status rate cap', () => {
     const s = await serve([ok(task())]);
     const c = client(s.url, { statusRatePerSec: 20 });
     const start = performance.now();
-    await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? c.status(`t${i}`) : c.musicDetail(`t${i}`).catch(() => null))));
+    await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? c.status('t-1') : c.musicDetail('t-1').catch(() => null))));
     expect(s.calls).toHaveLength(8);
     // 20/s with a burst of 1: the 8th request cannot start before 7 x 50 ms.
     expect((s.calls[7]?.at ?? 0) - start).toBeGreaterThanOrEqual(7 * 50 - 10);

@@ -4,7 +4,7 @@ import { basename } from 'node:path';
 import type { Agent, Dispatcher, FormData } from 'undici';
 import { KEEP_IDLE, undici } from './undici.js';
 import type * as z from 'zod';
-import { ApiError, BadResponseError, UsageError } from '../errors.js';
+import { ApiError, BadResponseError, UsageError, serverText } from '../errors.js';
 import { HttpContext, type SendOptions } from './http.js';
 import { ANSWER_MAX_BYTES, DEFAULT_REQUEST_TIMEOUT_MS } from './limits.js';
 import { TokenBucket, UploadLimiter } from './limiters.js';
@@ -137,14 +137,14 @@ export class ServiceClient {
   async status(taskId: string, opts?: CallOptions): Promise<Task> {
     const path = `/api/generate/status/${encodeURIComponent(taskId)}`;
     const data = await this.#call('status', { method: 'GET', path, signal: signalOf(opts), maxBytes: ANSWER_MAX_BYTES.status }, this.statusBucket);
-    return this.#parse(TaskSchema, data, 'status', fastTask);
+    return sameTask(this.#parse(TaskSchema, data, 'status', fastTask), taskId, 'status');
   }
 
   /** GET /api/generate/detail/music?task_id=..., under the shared status rate cap. */
   async musicDetail(taskId: string, opts?: CallOptions): Promise<MusicTask> {
     const path = `/api/generate/detail/music?task_id=${encodeURIComponent(taskId)}`;
     const data = await this.#call('music detail', { method: 'GET', path, signal: signalOf(opts), maxBytes: ANSWER_MAX_BYTES.musicDetail }, this.statusBucket);
-    return this.#parse(MusicTaskSchema, data, 'music detail');
+    return sameTask(this.#parse(MusicTaskSchema, data, 'music detail'), taskId, 'music detail');
   }
 
   /**
@@ -267,6 +267,15 @@ export class ServiceClient {
     if (!r.success) throw new BadResponseError(200, `${operation}: the answer's data does not have the documented shape: ${issuesText(r.error)}`);
     return r.data;
   }
+}
+
+/**
+ * The answer about task `asked`, or a BadResponseError: an answer naming another task is not this task's (its
+ * results would be saved for the wrong job); the poll reads it as a failed read and tries again.
+ */
+function sameTask<T extends { task_id: string }>(task: T, asked: string, operation: string): T {
+  if (task.task_id !== asked) throw new BadResponseError(200, `${operation}: the answer is about task ${serverText(task.task_id)}, not ${asked}`);
+  return task;
 }
 
 async function openFile(path: string): Promise<Blob> {
