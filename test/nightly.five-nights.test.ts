@@ -3,12 +3,12 @@ import { spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ServiceClient } from '../src/client/index.js';
 import { EXIT } from '../src/errors.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { admin } from './helpers/admin.js';
 import { BIN, ROOT, cliEnv, ensureBuilt, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { keyBalance } from './helpers/balance.js';
 
 /**
  * Five nights of the nightly example (manifests/nightly: nightly.yaml and nightly.sh run as written, `genbatch` on
@@ -54,14 +54,7 @@ function rows(n: number, refused: number[] = []): void {
   writeFileSync(join(dir, 'products.csv'), lines.join('\n') + '\n');
 }
 
-async function balance(): Promise<number> {
-  const c = new ServiceClient({ baseUrl: sb.url, apiKey: KEY });
-  try {
-    return await c.balance();
-  } finally {
-    await c.close();
-  }
-}
+const balance = (): Promise<number> => keyBalance(sb.url, KEY);
 async function tasksTotal(): Promise<number> {
   return ((await (await fetch(`${sb.url}/__sandbox/stats`, admin(sb))).json()) as { tasks_total: number }).tasks_total;
 }

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ServiceClient } from '../src/client/index.js';
 import { EXIT } from '../src/errors.js';
 import { imageManifest, runCli } from './helpers/cli.js';
 import { pgSandbox } from './helpers/pg-fixture.js';
+import { keyBalance } from './helpers/balance.js';
 
 /**
  * Three processes on one PostgreSQL run share one credit cap and one record of what was charged (the budget
@@ -18,14 +18,7 @@ const CHARGE = 37;
 const WORKERS = 3;
 const f = pgSandbox({ prefix: 'genbatch-pg-cap-', key: KEY, migrate: false, sandbox: { priceFactor: 18.5 } });
 
-async function balance(): Promise<number> {
-  const client = new ServiceClient({ baseUrl: f.sandbox.url, apiKey: KEY });
-  try {
-    return await client.balance();
-  } finally {
-    await client.close();
-  }
-}
+const balance = (): Promise<number> => keyBalance(f.sandbox.url, KEY);
 
 const measured: string[] = [];
 afterAll(() => console.log(`credit cap on PostgreSQL, charged totals measured:\n${measured.join('\n')}`));

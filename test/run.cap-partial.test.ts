@@ -1,12 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ServiceClient } from '../src/client/index.js';
 import { EXIT } from '../src/errors.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, runCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
+import { keyBalance } from './helpers/balance.js';
 
 /**
  * --max-credits when the task that teaches a class its price delivers fewer outputs than asked: the service
@@ -34,14 +34,7 @@ afterAll(async () => {
   tmp.cleanup();
 });
 
-async function balance(): Promise<number> {
-  const client = new ServiceClient({ baseUrl: sb.url, apiKey: KEY });
-  try {
-    return await client.balance();
-  } finally {
-    await client.close();
-  }
-}
+const balance = (): Promise<number> => keyBalance(sb.url, KEY);
 
 describe('--max-credits with a partly refunded first task', () => {
   it('prices the class at the charge before the refund: charged at most the cap plus one task (exit 5, the rest pending)', async () => {

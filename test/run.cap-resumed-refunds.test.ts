@@ -1,11 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ServiceClient } from '../src/client/index.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
+import { keyBalance } from './helpers/balance.js';
 
 /**
  * --max-credits in a run resumed after a SIGKILL, with tasks of the killed run still at the service that fail (and
@@ -33,14 +33,7 @@ afterAll(async () => {
   tmp.cleanup();
 });
 
-async function balance(): Promise<number> {
-  const client = new ServiceClient({ baseUrl: sb.url, apiKey: KEY });
-  try {
-    return await client.balance();
-  } finally {
-    await client.close();
-  }
-}
+const balance = (): Promise<number> => keyBalance(sb.url, KEY);
 
 /** `genbatch run ... --json`; `onLine` sees each stdout line (and may kill the child). */
 function run(args: string[], env: Record<string, string>, onLine: (line: string, kill: () => void) => void): Promise<number | null> {

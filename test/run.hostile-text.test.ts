@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, runCli } from './helpers/cli.js';
-import { BALANCE, json, startFakeService, submitted, type FakeService } from './helpers/fake-service.js';
+import { BALANCE, json, promptIn, startFakeService, submitted, type FakeService } from './helpers/fake-service.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
 
@@ -27,7 +27,7 @@ beforeAll(async () => {
     if (url === '/api/user/balance') return json(res, 200, BALANCE);
     if (url === '/api/generate/submit') {
       submits++;
-      const prompt = (JSON.parse(body) as { input: { prompt: string } }).input.prompt;
+      const prompt = promptIn(body);
       if (prompt.startsWith('long')) return json(res, 200, submitted('t'.repeat(300_000)));
       if (prompt.startsWith('escaped')) return json(res, 200, submitted(`t-${ESC}[2J${ESC}]0;title\u0007`));
       if (prompt.startsWith('refused')) return json(res, 400, { code: 400, error: { message: `no ${NASTY} ${'x'.repeat(200_000)}`, type: 'invalid_request' } });

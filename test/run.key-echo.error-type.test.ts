@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, runCli } from './helpers/cli.js';
-import { BALANCE, json, startFakeService, type FakeService } from './helpers/fake-service.js';
+import { BALANCE, json, promptIn, startFakeService, type FakeService } from './helpers/fake-service.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
 
@@ -26,7 +26,7 @@ beforeAll(async () => {
     const url = req.url ?? '/';
     if (url === '/api/user/balance') return json(res, 200, BALANCE);
     if (url === '/api/generate/submit') {
-      const prompt = (JSON.parse(body) as { input: { prompt: string } }).input.prompt;
+      const prompt = promptIn(body);
       if (prompt.includes('envelope')) return json(res, 200, { code: 422, error: { message: 'refused in a 200', type: `kind_${KEY}` } });
       return json(res, 400, { code: 400, error: { message: 'refused', type: `invalid_${KEY}` } });
     }

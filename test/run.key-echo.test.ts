@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, runCli } from './helpers/cli.js';
-import { BALANCE, json, startFakeService, type FakeService } from './helpers/fake-service.js';
+import { BALANCE, json, promptIn, startFakeService, type FakeService } from './helpers/fake-service.js';
 import { solidPng } from './helpers/png.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
@@ -37,7 +37,7 @@ beforeAll(async () => {
       return;
     }
     if (url === '/api/generate/submit') {
-      const prompt = (JSON.parse(body) as { input: { prompt: string } }).input.prompt;
+      const prompt = promptIn(body);
       n++;
       const id = prompt.includes('hide') ? `t-hide-${prompt.includes('fail') ? 'fail-' : ''}${n}` : prompt.includes('fail') ? `t-fail-${n}` : `t-${KEY}-${n}`;
       return json(res, 200, { code: 200, data: { task_id: id, status: 'not_started', created_time: '2026-01-01T00:00:00' } });

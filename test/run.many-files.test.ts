@@ -2,7 +2,7 @@ import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, runCli } from './helpers/cli.js';
-import { BALANCE, bytes, json, startFakeService, submitted, type FakeService } from './helpers/fake-service.js';
+import { BALANCE, bytes, json, promptIn, startFakeService, submitted, type FakeService } from './helpers/fake-service.js';
 import { solidPng } from './helpers/png.js';
 import { tempDir } from './helpers/tmp.js';
 import { readJobs } from './helpers/verify.js';
@@ -25,7 +25,7 @@ beforeAll(async () => {
     const url = req.url ?? '/';
     if (url === '/api/user/balance') return json(res, 200, BALANCE);
     if (url === '/api/generate/submit') {
-      const prompt = (JSON.parse(body) as { input: { prompt: string } }).input.prompt;
+      const prompt = promptIn(body);
       return json(res, 200, submitted(`t-${prompt.split(' ')[0]}`));
     }
     if (url.startsWith('/api/generate/status/')) {

@@ -45,4 +45,6 @@ export function bytes(res: ServerResponse, contentType: string, data: Buffer): v
 
 /** The contract's answers for balance and submit, which most fake services give as they are. */
 export const BALANCE = { code: 200, data: { balance: 1000 } };
+/** The prompt of a submit request's body. */
+export const promptIn = (body: string): string => (JSON.parse(body) as { input: { prompt: string } }).input.prompt;
 export const submitted = (taskId: string) => ({ code: 200, data: { task_id: taskId, status: 'not_started', created_time: '2026-01-01T00:00:00' } });
