@@ -116,8 +116,7 @@ export class ChatClient {
       }
       const e = errorOf(payload);
       const message = e?.message ?? (text.trim().slice(0, 300) || `HTTP ${status}`);
-      const type = redactType(e?.type, this.#apiKey);
-      throw new ApiError(status, type === null ? null : serverText(type), `${what}: ${serverText(this.#redact(message))}`, retryAfterMs(res.headers['retry-after']));
+      throw new ApiError(status, redactType(e?.type, this.#apiKey), `${what}: ${serverText(this.#redact(message))}`, retryAfterMs(res.headers['retry-after']));
     }
     try {
       if (req.stream) return this.#redactStream(readStream(req.protocol, text, what));

@@ -177,7 +177,7 @@ export class HttpContext {
     const asError = typeof parsed === 'object' && parsed !== null && 'error' in parsed ? ErrorBodySchema.safeParse(parsed) : null;
     if (asError?.success && 'error' in asError.data) {
       const code = asError.data.code ?? status;
-      if (code !== 200) throw new ApiError(code >= 400 && code < 600 ? code : 500, typeText(asError.data.error.type, apiKey), serverText(redact(asError.data.error.message, apiKey)), retryAfterMs(retryAfter));
+      if (code !== 200) throw new ApiError(code >= 400 && code < 600 ? code : 500, redactType(asError.data.error.type, apiKey), serverText(redact(asError.data.error.message, apiKey)), retryAfterMs(retryAfter));
     }
     // The key never goes further than this: a server may echo it in any field.
     return redactDeep(parsed, apiKey);
@@ -215,7 +215,7 @@ function apiError(status: number, retryAfter: string | string[] | undefined, tex
     const body = ErrorBodySchema.safeParse(JSON.parse(text));
     if (body.success) {
       if ('error' in body.data) {
-        type = typeText(body.data.error.type, apiKey);
+        type = redactType(body.data.error.type, apiKey);
         message = body.data.error.message;
       } else {
         message = detailText(body.data.detail);
@@ -226,12 +226,6 @@ function apiError(status: number, retryAfter: string | string[] | undefined, tex
   }
   if (!message) message = text.trim() ? text.trim().slice(0, 300) : `${what(opts)} failed`;
   return new ApiError(status, type, serverText(redact(message, apiKey)), retryAfterMs(retryAfter));
-}
-
-/** An error body's `type` as the error's message carries it (`HTTP 400 <type>: ...`): the key redacted, one visible line. */
-function typeText(type: string | undefined, apiKey: string): string | null {
-  const t = redactType(type, apiKey);
-  return t === null ? null : serverText(t);
 }
 
 /** `detail` as a string: a FastAPI-style list of `{loc, msg}` becomes `loc: msg; ...`. */

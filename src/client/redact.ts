@@ -5,6 +5,7 @@
  * here first. The key is matched as it is and percent-encoded (in part or whole), wherever it is,
  * and in base64, base64url and hex (whole-key forms, see encodedForms).
  */
+import { serverText } from '../errors.js';
 
 export const REDACTED = '[redacted]';
 
@@ -64,9 +65,9 @@ export function redact(text: string, apiKey: string): string {
   return text.replace(patterns(apiKey).all, REDACTED);
 }
 
-/** An error body's `type`, the key redacted: it is part of the error's message (`HTTP 400 <type>: ...`). */
+/** An error body's `type` as the error's message carries it (`HTTP 400 <type>: ...`): the key redacted, one visible line. */
 export function redactType(type: string | null | undefined, apiKey: string): string | null {
-  return type === null || type === undefined ? null : redact(type, apiKey);
+  return type === null || type === undefined ? null : serverText(redact(type, apiKey));
 }
 
 /** True when `text` holds the key, plain or percent-encoded, or in base64 or hex. */
