@@ -10,8 +10,10 @@
  *   wait    poll the task until it ends, reading the balance at every poll: it must not move
  *   after   read until two readings `settleMs` apart agree (the charge, or a refund, has settled)
  *
- * The balance may move when the task is sent or after it ended, not both (a refund of part of a
- * task's outputs, which would do that, also makes its price ambiguous).
+ * The balance may drop when the task is sent or after it ended, not both. The one move allowed after a charge at
+ * submission is a rise at the task's end by less than that charge: the refund of the outputs it did not deliver.
+ * The price is then the charge at submission (what the next task of the class is charged, and what the credit cap
+ * of run counts), not the charge less the refund.
  * A failed task teaches nothing (the service refunds it): reported, not recorded. A balance that
  * moved while the task ran is reported as unreliable, never recorded.
  *
@@ -39,7 +41,8 @@ export interface ProbePort {
 }
 
 export type ProbeOutcome =
-  | { kind: 'measured'; credits: number; readings: number[] }
+  /** `refunded`: credits given back at the task's end (outputs it did not deliver), not taken off the price. */
+  | { kind: 'measured'; credits: number; refunded?: number; readings: number[] }
   | { kind: 'failed'; why: string; readings: number[] }
   | { kind: 'unreliable'; why: string; readings: number[] }
   | { kind: 'refused'; why: string; readings: number[] };
@@ -120,21 +123,46 @@ async function probeChecked(p: ProbePort, readingsDuringWait: () => BalanceAnswe
     if (problem !== null) throw new Unusable(`${problem} (read while the task ran)`);
     during.push(a.credits);
   }
-  const moved = during.find((r) => r !== afterSubmit);
   const after = await stable(p, readings, true);
   if (end === 'failed') return { kind: 'failed', why: 'the task failed, and a failed task is refunded: its price is not known from it', readings };
-  if (moved !== undefined) return { kind: 'unreliable', why: `the balance moved while the task ran (${afterSubmit} -> ${moved}): another client is using the key`, readings };
   if (after === null) return { kind: 'unreliable', why: 'the balance kept moving after the task ended', readings };
-  // The charge comes when the task is sent or when it ends (then it may settle): one of the two, not both,
-  // or another client's spending cannot be told from it.
-  const lastRunning = during.length > 0 ? during[during.length - 1]! : afterSubmit;
-  if (before !== afterSubmit && lastRunning !== after) {
-    return { kind: 'unreliable', why: `the balance moved both when the task was sent (${before} -> ${afterSubmit}) and after it ended (${lastRunning} -> ${after}): another client may be using the key`, readings };
+  // The last reading of the wait is taken once the task was seen ended (or while it ended): it may show the end.
+  const running = during.slice(0, -1);
+  const moved = running.find((r) => r !== afterSubmit);
+  if (moved !== undefined) return { kind: 'unreliable', why: `the balance moved while the task ran (${afterSubmit} -> ${moved}): another client is using the key`, readings };
+  if (before !== afterSubmit) return chargedAtSubmit(before, afterSubmit, during.at(-1) ?? afterSubmit, after, readings);
+  // Not charged when sent: charged when it ended (then it may settle).
+  return measured(before - after, before, 0, readings);
+}
+
+/**
+ * Charged when it was sent: the price is that charge. After it the balance may only rise, once the task ended, and
+ * by less than the charge: a refund of the outputs it did not deliver (the service refunds them at the task's end),
+ * which does not lower what a task of the class is charged. A drop after the submission, or a rise while the task
+ * still ran, is another client's (or a refund that is not this task's).
+ */
+function chargedAtSubmit(before: number, afterSubmit: number, ended: number, after: number, readings: number[]): ProbeOutcome {
+  const charge = before - afterSubmit;
+  if (charge < 0) return measured(before - after, before, 0, readings); // the balance rose: refused as a negative charge
+  if (ended < afterSubmit || after < ended) {
+    return { kind: 'unreliable', why: `the balance moved both when the task was sent (${before} -> ${afterSubmit}) and after it ended (${ended} -> ${after}): another client may be using the key`, readings };
   }
-  const credits = Math.round((before - after) * 1e6) / 1e6;
+  const refunded = after - afterSubmit;
+  if (refunded >= charge) {
+    return { kind: 'unreliable', why: `the balance was charged ${round(charge)} credits when the task was sent and rose by ${round(refunded)} after it ended: more than a refund of part of it`, readings };
+  }
+  return measured(charge, before, refunded, readings);
+}
+
+function round(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
+}
+
+function measured(charge: number, before: number, refunded: number, readings: number[]): ProbeOutcome {
+  const credits = round(charge);
   const problem = chargeProblem(credits, before);
   if (problem !== null) return { kind: 'refused', why: problem, readings };
-  return { kind: 'measured', credits, readings };
+  return refunded > 0 ? { kind: 'measured', credits, refunded: round(refunded), readings } : { kind: 'measured', credits, readings };
 }
 
 /** Why a class measured at 0 credits was not recorded: its probe never saw the balance move for any class. */

@@ -70,11 +70,12 @@ export async function probeCommand(manifestPath: string, flags: ProbeFlags): Pro
   let unmeasured = 0;
   const results: ProbeResult[] = [];
   const free = new FreeClasses<{ entry: ProbePlanEntry; result: ProbeResult }>();
-  const keep = async (entry: ProbePlanEntry, credits: number): Promise<void> => {
+  const keep = async (entry: ProbePlanEntry, credits: number, refunded = 0): Promise<void> => {
     measured++;
     recordProbe(book, config.baseUrl, entry, credits, new Date().toISOString());
     const e = book.lookup(config.baseUrl, entry.cls.key)!;
-    await write(process.stderr, `${line(entry)}: ${credits} credits (${observedLabel(e)})${credits === 0 ? '; a price of 0 is never taken as confirmed: its jobs still need --yes' : ''}\n`);
+    const refund = refunded > 0 ? `; ${refunded} refunded at its end for outputs it did not deliver, not taken off the price` : '';
+    await write(process.stderr, `${line(entry)}: ${credits} credits (${observedLabel(e)}${refund})${credits === 0 ? '; a price of 0 is never taken as confirmed: its jobs still need --yes' : ''}\n`);
   };
   try {
     for (const entry of plan.classes) {
@@ -87,14 +88,14 @@ export async function probeCommand(manifestPath: string, flags: ProbeFlags): Pro
       const last = r.readings[r.readings.length - 1];
       const moved = first !== undefined && last !== undefined ? first - last : 0;
       spent += Number.isFinite(moved) ? Math.max(0, moved) : 0;
-      const result: ProbeResult = { class: entry.cls.key, job: entry.job.id, outcome: r.kind, credits: r.kind === 'measured' ? r.credits : null, why: r.kind === 'measured' ? null : r.why, task_id: r.taskId };
+      const result: ProbeResult = { class: entry.cls.key, job: entry.job.id, outcome: r.kind, credits: r.kind === 'measured' ? r.credits : null, refunded: r.kind === 'measured' ? (r.refunded ?? 0) : null, why: r.kind === 'measured' ? null : r.why, task_id: r.taskId };
       results.push(result);
       if (r.kind !== 'measured') {
         unmeasured++;
         await write(process.stderr, `${line(entry)}: not recorded: ${r.why}\n`);
       } else if (free.measured({ entry, result }, r.credits)) {
         await write(process.stderr, `${line(entry)}: the balance did not move for it (0 credits): recorded as free only if it moves for another class of this probe\n`);
-      } else await keep(entry, r.credits);
+      } else await keep(entry, r.credits, r.refunded);
     }
     const { record, refuse } = free.settle();
     for (const f of record) await keep(f.entry, 0);
@@ -120,6 +121,8 @@ interface ProbeResult {
   job: string;
   outcome: string;
   credits: number | null;
+  /** Credits given back at the task's end (outputs not delivered): not taken off `credits`. */
+  refunded: number | null;
   why: string | null;
   task_id: string | null;
 }
