@@ -232,8 +232,9 @@ export class InterruptedError extends GenbatchError {
  * link, or a file): nothing is written through it. Exit 74, naming the path.
  */
 export class UnsafePathError extends GenbatchError {
-  constructor(readonly path: string, readonly what: string) {
-    super('GB_UNSAFE_PATH', `${path} ${what}; genbatch writes only into real folders inside the output folder (remove it or choose another --out)`, EXIT.io);
+  /** `flag`: the option that chose the folder (--out, export's --to). */
+  constructor(readonly path: string, readonly what: string, flag = '--out') {
+    super('GB_UNSAFE_PATH', `${path} ${what}; genbatch writes only into real folders inside the ${flag === '--out' ? 'output' : flag} folder (remove it or choose another ${flag})`, EXIT.io);
   }
 }
 

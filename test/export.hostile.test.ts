@@ -89,6 +89,21 @@ describe('genbatch export: the export record is data from outside', () => {
     expect(Object.keys(ledgerOf(to).files).filter((n) => n.includes('evil') || n.includes('also'))).toEqual([]);
   }, 60_000);
 
+  it('a record file in --to that is a symbolic link is not read or written through: the refusal names --to, not --out', async () => {
+    const { dir, out, m } = await run();
+    const to = join(dir, 'linked-record');
+    mkdirSync(to);
+    const outside = join(dir, 'someone-elses.json');
+    writeFileSync(outside, '{"not":"ours"}');
+    symlinkSync(outside, join(to, '.genbatch-export.json'));
+    const r = await runCli(['export', m, '--out', out, '--to', to], env);
+    expect(r.code).toBe(74);
+    expect(r.stderr).toContain(`${join(to, '.genbatch-export.json')} is a symbolic link`);
+    expect(r.stderr).toContain('choose another --to');
+    expect(r.stderr).not.toContain('--out');
+    expect(readFileSync(outside, 'utf8')).toBe('{"not":"ours"}');
+  }, 60_000);
+
   it('--to that leads into the output folder through a symbolic link is refused like a plain path into it (exit 2, nothing written)', async () => {
     const { dir, out, m } = await run();
     symlinkSync(out, join(dir, 'link'));

@@ -50,7 +50,7 @@ function split(name: string): { dir: string; base: string } {
  * recorded ones, then renamed.
  */
 export async function folderDest(dir: string): Promise<ExportDest> {
-  const root = Root.open(dir, { create: true });
+  const root = Root.open(dir, { create: true, flag: '--to' });
   return {
     where: root.dir,
     at: (name) => root.path(name),

@@ -102,24 +102,28 @@ export class Root {
   /** The root as given, absolute. */
   readonly dir: string;
 
-  private constructor(dir: string, real: string) {
+  private constructor(dir: string, real: string, private readonly flag: string) {
     this.dir = dir;
     this.real = real;
   }
 
-  /** The folder `dir` as a root; made (with its parents) when `create` and missing. The root itself may be reached through links. */
-  static open(dir: string, o: { create?: boolean } = {}): Root {
+  /**
+   * The folder `dir` as a root; made (with its parents) when `create` and missing. The root itself may be reached
+   * through links. `flag`: the option that chose the folder, named in a refusal (default `--out`).
+   */
+  static open(dir: string, o: { create?: boolean; flag?: string } = {}): Root {
     const abs = resolve(dir);
+    const flag = o.flag ?? '--out';
     if (o.create) mkdirSync(abs, { recursive: true });
     const real = realpathSync.native(abs);
-    if (!lstatSync(real).isDirectory()) throw new UnsafePathError(abs, 'is not a folder');
-    return new Root(abs, real);
+    if (!lstatSync(real).isDirectory()) throw new UnsafePathError(abs, 'is not a folder', flag);
+    return new Root(abs, real, flag);
   }
 
   /** The absolute path of `name` under the root (its text checked; nothing on disk looked at). */
   path(name: string): string {
     const why = nameProblem(name);
-    if (why !== null) throw new UnsafePathError(join(this.dir, name.replace(/\0/g, '\\0')), why);
+    if (why !== null) throw new UnsafePathError(join(this.dir, name.replace(/\0/g, '\\0')), why, this.flag);
     return join(this.dir, name);
   }
 
@@ -148,11 +152,11 @@ export class Root {
         if (made) made.made = true;
         st = lstatSync(cur);
       }
-      if (st.isSymbolicLink()) throw new UnsafePathError(cur, 'is a symbolic link');
-      if (!st.isDirectory()) throw new UnsafePathError(cur, 'is not a folder');
+      if (st.isSymbolicLink()) throw new UnsafePathError(cur, 'is a symbolic link', this.flag);
+      if (!st.isDirectory()) throw new UnsafePathError(cur, 'is not a folder', this.flag);
     }
     const real = realpathSync.native(cur);
-    if (!within(this.real, real)) throw new UnsafePathError(cur, `resolves to ${real}, outside ${this.real}`);
+    if (!within(this.real, real)) throw new UnsafePathError(cur, `resolves to ${real}, outside ${this.real}`, this.flag);
     return cur;
   }
 
@@ -195,15 +199,15 @@ export class Root {
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return null;
-      if (code === 'ELOOP') throw new UnsafePathError(path, 'is a symbolic link');
+      if (code === 'ELOOP') throw new UnsafePathError(path, 'is a symbolic link', this.flag);
       // Stryker disable next-line all: FreeBSD's answer to O_NOFOLLOW on a link (Linux answers ELOOP).
-      if (code === 'EMLINK') throw new UnsafePathError(path, 'is a symbolic link');
+      if (code === 'EMLINK') throw new UnsafePathError(path, 'is a symbolic link', this.flag);
       throw err;
     }
     const st = fstatSync(fd);
     if (!st.isFile()) {
       closeSync(fd);
-      throw new UnsafePathError(path, 'is not a regular file');
+      throw new UnsafePathError(path, 'is not a regular file', this.flag);
     }
     return { fd, size: st.size };
   }
@@ -256,14 +260,14 @@ export class Root {
     const { path } = this.parent(name, false);
     const st = lstatOrNull(path);
     if (st === null) return false;
-    if (st.isDirectory()) throw new UnsafePathError(path, 'is a folder');
+    if (st.isDirectory()) throw new UnsafePathError(path, 'is a folder', this.flag);
     unlinkSync(path);
     return true;
   }
 
   /** Removes the empty folder `name` (never a link, never the root); false when it was not there. Throws when it is not empty. */
   removeDir(name: string): boolean {
-    if (name === '') throw new UnsafePathError(this.dir, 'is the root itself');
+    if (name === '') throw new UnsafePathError(this.dir, 'is the root itself', this.flag);
     const dir = this.checkDir(name);
     if (dir === null) return false;
     rmdirSync(dir);
