@@ -15,21 +15,21 @@ const ROOT = resolve(BENCH, '..');
 
 /** Each script's smallest useful size; a script with no entry here fails the smoke (a new script must be added). */
 const SIZES = {
-  'chat.mjs': ['--seconds', '1', '--clients', '4'],
+  'chat.mjs': ['--seconds', '0.3', '--clients', '4'],
   'chat-run.mjs': ['--jobs', '10'],
   'export.mjs': ['--jobs', '10'],
   'floor-job.mjs': ['--jobs', '50', '--repeat', '1'],
   'floors.mjs': ['--requests', '100', '--files', '50'],
   'manifest.mjs': ['200', '--rounds', '1', '--wide', '200'],
-  'pg-claims.mjs': ['--seconds', '1', '--jobs', '300'],
+  'pg-claims.mjs': ['--seconds', '0.3', '--jobs', '300'],
   'pg-store.mjs': ['--jobs', '50'],
   'resume.mjs': ['--jobs', '30', '--rounds', '1'],
   'run.js': ['--jobs', '20', '--big', '300', '--scale', '0.001', '--wait', 'poll'],
   'run.parts.mjs': ['--jobs', '50'],
   's3.mjs': ['--jobs', '2', '--mb', '1', '--big-mb', '2'],
-  'sandbox.mjs': ['--seconds', '1', '--clients', '4', '--tasks', '500'],
+  'sandbox.mjs': ['--seconds', '0.3', '--clients', '4', '--tasks', '500'],
   'view.mjs': ['--jobs', '200'],
-  'workers.mjs': ['--jobs', '20', '--scale', '0.001', '--claims-seconds', '1', '--claims-jobs', '300'],
+  'workers.mjs': ['--jobs', '20', '--scale', '0.001', '--claims-seconds', '0.3', '--claims-jobs', '300', '--workers', '1,2'],
 };
 const HELPERS = new Set(['run.measure.mjs', 'prof-summary.mjs', 'smoke.mjs']);
 // Per script; CI runs the smoke at the lowest CPU priority beside the suite, where a script may wait long for CPU.
