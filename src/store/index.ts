@@ -3,6 +3,7 @@ export { Store, nowIso } from './store.js';
 export type { FileRow, InvocationRow, JobInput, JobPatch, JobRow, RunRow, SummaryRow, SyncResult, TakenJob } from './store.js';
 export { ACTIVE_STATES, FINAL_STATES, JOB_STATES, PARENT_FAILED_STATES, TRANSITIONS, isJobState } from './states.js';
 export type { ChildInput } from './graph.js';
+export type { ChatTotals } from './reads.js';
 export type { JobState } from './states.js';
 export { pidAlive } from '../lib/pid.js';
 export { MARK_STATES } from './marks.js';

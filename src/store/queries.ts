@@ -332,6 +332,11 @@ export class StoreQueries {
     return all;
   }
 
+  /** The run's chat jobs and their token sums, over every job of the run (read with counts(): one scan, kept). */
+  chatTotals(): reads.ChatTotals {
+    return { ...this.totals().chat };
+  }
+
   /** Result files on disk of the run's jobs (progress counts them over the whole run, not one invocation). */
   filesDone(): number {
     const out = this.leftOutIds();

@@ -187,25 +187,54 @@ export function counts(stmt: Prepare, runId: number): Record<JobState, number> {
 /** What estimate() sums: jobs not skipped, and not a for_each job that is done (its children are counted). */
 const ESTIMATED = `state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done')`;
 
-/** One scan for counts() and estimate(): a column per state, the total, and the estimate's two sums. */
+/** ChatTotals' five sums, over every job of the run (json_extract only on the chat jobs' results). */
+const CHAT = `kind = 'chat'`;
+const CHAT_COLUMNS = `COALESCE(SUM(${CHAT}), 0), COALESCE(SUM(CASE WHEN ${CHAT} THEN state = 'done' END), 0), COALESCE(SUM(CASE WHEN ${CHAT} THEN MAX(attempts - 1, 0) END), 0),
+  COALESCE(SUM(CASE WHEN ${CHAT} THEN json_extract(result, '$.usage.input_tokens') END), 0), COALESCE(SUM(CASE WHEN ${CHAT} THEN json_extract(result, '$.usage.output_tokens') END), 0)`;
+
+/** One scan for counts(), estimate() and chatTotals(): a column per state, the total, the estimate's two sums, the chat sums. */
 const COUNTS_AND_ESTIMATE = `SELECT ${JOB_STATES.map((s) => `COALESCE(SUM(state = '${s}'), 0)`).join(', ')}, COUNT(*),
-  COALESCE(SUM(CASE WHEN ${ESTIMATED} THEN estimated_credits END), 0), COALESCE(SUM(CASE WHEN ${ESTIMATED} AND estimated_credits IS NULL THEN 1 ELSE 0 END), 0)
+  COALESCE(SUM(CASE WHEN ${ESTIMATED} THEN estimated_credits END), 0), COALESCE(SUM(CASE WHEN ${ESTIMATED} AND estimated_credits IS NULL THEN 1 ELSE 0 END), 0),
+  ${CHAT_COLUMNS}
   FROM jobs WHERE run_id = ?`;
 
 /**
- * counts() and estimate() in one scan of the run's jobs instead of two. The estimate sums the same rows in the
- * same order (the primary key's) as estimate()'s own query: the same number to the last bit. A state outside
- * JOB_STATES (a file written by something else): the two reads apart, as before, so counts() still shows it.
+ * counts(), estimate() and the chat totals in one scan of the run's jobs instead of three. The estimate sums the same
+ * rows in the same order (the primary key's) as estimate()'s own query: the same number to the last bit. A state outside
+ * JOB_STATES (a file written by something else): the three reads apart, as before, so counts() still shows it.
  */
-export type Totals = { counts: Record<JobState, number>; estimate: { known: number; unknown: number } };
+export type Totals = { counts: Record<JobState, number>; estimate: { known: number; unknown: number }; chat: ChatTotals };
 
 export function countsAndEstimate(stmt: Prepare, raw: Prepare, runId: number): Totals {
   const r = raw(COUNTS_AND_ESTIMATE).get(runId) as number[];
   const n = JOB_STATES.length;
   let sum = 0;
   for (let i = 0; i < n; i++) sum += r[i]!;
-  if (sum !== r[n]) return { counts: counts(stmt, runId), estimate: estimate(stmt, runId) };
-  return { counts: Object.fromEntries(JOB_STATES.map((s, i) => [s, r[i]!])) as Record<JobState, number>, estimate: { known: r[n + 1]!, unknown: r[n + 2]! } };
+  if (sum !== r[n]) return { counts: counts(stmt, runId), estimate: estimate(stmt, runId), chat: chatTotals(raw, runId) };
+  return {
+    counts: Object.fromEntries(JOB_STATES.map((s, i) => [s, r[i]!])) as Record<JobState, number>,
+    estimate: { known: r[n + 1]!, unknown: r[n + 2]! },
+    chat: chatOf(r.slice(n + 3)),
+  };
+}
+
+/** The run's chat jobs: how many, done, calls made again (attempts past the first), and the tokens their results report. */
+export interface ChatTotals {
+  jobs: number;
+  done: number;
+  repeated_calls: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+const CHAT_SUMS = `SELECT ${CHAT_COLUMNS} FROM jobs WHERE run_id = ?`;
+
+export function chatTotals(raw: Prepare, runId: number): ChatTotals {
+  return chatOf(raw(CHAT_SUMS).get(runId) as number[]);
+}
+
+function chatOf(c: number[]): ChatTotals {
+  return { jobs: c[0]!, done: c[1]!, repeated_calls: c[2]!, input_tokens: c[3]!, output_tokens: c[4]! };
 }
 
 /**

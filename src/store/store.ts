@@ -422,6 +422,7 @@ export class Store {
   filesDone(...a: Parameters<Q['filesDone']>): ReturnType<Q['filesDone']> { return this.q.filesDone(...a); }
   fileTotals(...a: Parameters<Q['fileTotals']>): ReturnType<Q['fileTotals']> { return this.q.fileTotals(...a); }
   estimate(...a: Parameters<Q['estimate']>): ReturnType<Q['estimate']> { return this.q.estimate(...a); }
+  chatTotals(...a: Parameters<Q['chatTotals']>): ReturnType<Q['chatTotals']> { return this.q.chatTotals(...a); }
   pendingWithOwnCallback(...a: Parameters<Q['pendingWithOwnCallback']>): ReturnType<Q['pendingWithOwnCallback']> { return this.q.pendingWithOwnCallback(...a); }
   pendingEstimate(...a: Parameters<Q['pendingEstimate']>): ReturnType<Q['pendingEstimate']> { return this.q.pendingEstimate(...a); }
 

@@ -2,7 +2,7 @@ import { join, relative } from 'node:path';
 import type { ChatAnswer, ChatMessage, ChatRequest } from '../../client/chat.js';
 import { ApiError, BadResponseError, GenbatchError } from '../../errors.js';
 import { checkChatJob, isChatProtocol, type ChatProtocol } from '../../models/chat.js';
-import { nowIso, type JobPatch, type JobRow, type JobState, type MoveOptions, type Store } from '../../store/index.js';
+import { nowIso, type ChatTotals, type JobPatch, type JobRow, type JobState, type MoveOptions, type Store } from '../../store/index.js';
 import type { EngineEvent, StopReason } from '../events.js';
 import { outputRoot, writeTextNoReplace } from '../files.js';
 import { isRefusal } from './permanent.js';
@@ -174,13 +174,7 @@ function errorText(err: unknown): string {
 }
 
 /** Chat totals of the run for the report summary, or null when it has no chat jobs. */
-export function chatSummary(store: Store): { jobs: number; done: number; repeated_calls: number; input_tokens: number; output_tokens: number } | null {
-  const r = store.db
-    .prepare(
-      `SELECT COUNT(*) AS jobs, COALESCE(SUM(state = 'done'), 0) AS done, COALESCE(SUM(MAX(attempts - 1, 0)), 0) AS repeated_calls,
-        COALESCE(SUM(json_extract(result, '$.usage.input_tokens')), 0) AS input_tokens, COALESCE(SUM(json_extract(result, '$.usage.output_tokens')), 0) AS output_tokens
-       FROM jobs WHERE run_id = ? AND kind = 'chat'`,
-    )
-    .get(store.run().id) as { jobs: number; done: number; repeated_calls: number; input_tokens: number; output_tokens: number };
+export function chatSummary(store: Store): ChatTotals | null {
+  const r = store.chatTotals();
   return r.jobs > 0 ? r : null;
 }
