@@ -11,7 +11,7 @@
  *   after   read until two readings `settleMs` apart agree (the charge, or a refund, has settled)
  *
  * The balance may drop when the task is sent or after it ended, not both. The one move allowed after a charge at
- * submission is a rise at the task's end by less than that charge: the refund of the outputs it did not deliver.
+ * submission is a rise by less than that charge: the refund of the outputs the task did not deliver, at its end.
  * The price is then the charge at submission (what the next task of the class is charged, and what the credit cap
  * of run counts), not the charge less the refund.
  * A failed task teaches nothing (the service refunds it): reported, not recorded. A balance that
@@ -126,30 +126,30 @@ async function probeChecked(p: ProbePort, readingsDuringWait: () => BalanceAnswe
   const after = await stable(p, readings, true);
   if (end === 'failed') return { kind: 'failed', why: 'the task failed, and a failed task is refunded: its price is not known from it', readings };
   if (after === null) return { kind: 'unreliable', why: 'the balance kept moving after the task ended', readings };
-  // The last reading of the wait is taken once the task was seen ended (or while it ended): it may show the end.
-  const running = during.slice(0, -1);
-  const moved = running.find((r) => r !== afterSubmit);
+  if (before !== afterSubmit) return chargedAtSubmit(before, afterSubmit, during, after, readings);
+  // Not charged when sent: charged when it ended (then it may settle). The last reading of the wait is taken once the
+  // task was seen ended: it may show the charge; any earlier move is another client's.
+  const moved = during.slice(0, -1).find((r) => r !== afterSubmit);
   if (moved !== undefined) return { kind: 'unreliable', why: `the balance moved while the task ran (${afterSubmit} -> ${moved}): another client is using the key`, readings };
-  if (before !== afterSubmit) return chargedAtSubmit(before, afterSubmit, during.at(-1) ?? afterSubmit, after, readings);
-  // Not charged when sent: charged when it ended (then it may settle).
   return measured(before - after, before, 0, readings);
 }
 
 /**
- * Charged when it was sent: the price is that charge. After it the balance may only rise, once the task ended, and
- * by less than the charge: a refund of the outputs it did not deliver (the service refunds them at the task's end),
- * which does not lower what a task of the class is charged. A drop after the submission, or a rise while the task
- * still ran, is another client's (or a refund that is not this task's).
+ * Charged when it was sent: the price is that charge. After it the balance may only rise, by less than the charge in
+ * all: a refund of the outputs the task did not deliver, at its end (which a reading may show before a poll sees the
+ * task ended), does not lower what a task of the class is charged. A drop after the submission is another client's.
  */
-function chargedAtSubmit(before: number, afterSubmit: number, ended: number, after: number, readings: number[]): ProbeOutcome {
+function chargedAtSubmit(before: number, afterSubmit: number, during: readonly number[], after: number, readings: number[]): ProbeOutcome {
   const charge = before - afterSubmit;
   if (charge < 0) return measured(before - after, before, 0, readings); // the balance rose: refused as a negative charge
-  if (ended < afterSubmit || after < ended) {
-    return { kind: 'unreliable', why: `the balance moved both when the task was sent (${before} -> ${afterSubmit}) and after it ended (${ended} -> ${after}): another client may be using the key`, readings };
+  let last = afterSubmit;
+  for (const r of [...during, after]) {
+    if (r < last) return { kind: 'unreliable', why: `the balance moved both when the task was sent (${before} -> ${afterSubmit}) and after (${last} -> ${r}): another client may be using the key`, readings };
+    last = r;
   }
   const refunded = after - afterSubmit;
   if (refunded >= charge) {
-    return { kind: 'unreliable', why: `the balance was charged ${round(charge)} credits when the task was sent and rose by ${round(refunded)} after it ended: more than a refund of part of it`, readings };
+    return { kind: 'unreliable', why: `the balance was charged ${round(charge)} credits when the task was sent and rose by ${round(refunded)} after: more than a refund of part of it`, readings };
   }
   return measured(charge, before, refunded, readings);
 }
