@@ -139,7 +139,7 @@ export async function detailPage(store: Store, output: RunOutput, id: string, ba
       dl('Attempts', String(job.attempts)) +
       (job.submitted_at ? dl('Submitted', timeHtml(job.submitted_at)) : '') +
       (job.finished_at ? dl('Finished', timeHtml(job.finished_at)) : '') +
-      dl('Mark', mark ? `<span class="badge m-${mark.state}">${mark.state}</span>${mark.note ? ` ${escapeHtml(mark.note)}` : ''}` : '<span class="note">none</span>') +
+      dl('Mark', mark ? `<span class="badge m-${escapeHtml(mark.state)}">${escapeHtml(mark.state)}</span>${mark.note ? ` ${escapeHtml(mark.note)}` : ''}` : '<span class="note">none</span>') +
       '</dl>',
     review,
   ];
