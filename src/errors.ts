@@ -70,9 +70,13 @@ export function formatProblem(p: Problem): string {
   return visible(p.path ? `${head} ${p.path}: ${p.message}` : `${head}: ${p.message}`);
 }
 
-/** Control characters (a newline, ESC, ...) and bidi overrides, e.g. in a job id, as \uXXXX: one problem is one line, and a manifest cannot drive the terminal. */
+/**
+ * Control characters (a newline, ESC, a tab, ...) and bidi overrides, e.g. in a job id, as \uXXXX: one problem is one
+ * line, and a manifest cannot drive the terminal. Also for values printed from a state file (status), which may have
+ * been edited by hand.
+ */
 const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
-function visible(line: string): string {
+export function visible(line: string): string {
   return line.replace(INVISIBLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 

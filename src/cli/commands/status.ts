@@ -1,3 +1,4 @@
+import { visible } from '../../errors.js';
 import { JOB_STATES, type SummaryRow } from '../../store/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
 import { formatBytes, formatCredits } from '../../report/index.js';
@@ -25,7 +26,7 @@ function workersText(workers: readonly WorkerCount[]): string {
   if (workers.length === 0) return '  workers: none yet\n';
   const lines = workers.map((w) => {
     const jobs = Object.entries(w.jobs).map(([state, n]) => `${n} ${state}`).join(', ') || 'none';
-    return `    ${w.id}\tholding ${jobs}; ${w.files} file${w.files === 1 ? '' : 's'} (${formatBytes(w.bytes)}); last seen ${w.last_seen ?? '-'}\n`;
+    return `    ${visible(w.id)}\tholding ${jobs}; ${w.files} file${w.files === 1 ? '' : 's'} (${formatBytes(w.bytes)}); last seen ${w.last_seen ?? '-'}\n`;
   });
   return `  workers (${workers.length}):\n${lines.join('')}`;
 }
@@ -63,7 +64,7 @@ export default async function status(manifest: string | undefined, opts: { state
         continue;
       }
       const total = JOB_STATES.reduce((a, s) => a + counts[s], 0);
-      process.stdout.write(`${run.manifest}\n  output: ${run.out_dir}\n  last run: ${run.started_at ?? '-'} to ${run.finished_at ?? '(running or interrupted)'}\n  ${total} jobs:`);
+      process.stdout.write(`${visible(run.manifest)}\n  output: ${visible(run.out_dir)}\n  last run: ${visible(run.started_at ?? '-')} to ${visible(run.finished_at ?? '(running or interrupted)')}\n  ${total} jobs:`);
       process.stdout.write(JOB_STATES.filter((s) => counts[s] > 0).map((s) => ` ${counts[s]} ${s}`).join(',') + '\n');
       if (counts.done > 0 || marks.approved + marks.rejected > 0) {
         const open = Math.max(0, counts.done - marks.approved - marks.rejected);
@@ -74,12 +75,12 @@ export default async function status(manifest: string | undefined, opts: { state
         process.stdout.write(`  credit cap ${formatCredits(cap.credits)} (${cap.name}): ${charged}${cap.stopped ? '; stopped at the cap, jobs left pending (raise the cap to go on)' : ''}\n`);
       }
       if (workers) process.stdout.write(workersText(workers));
-      if (kept.length > 0) process.stdout.write(`  ${kept.length} changed-not-sent (done, spec changed, results kept by --keep-changed; run --redo changed sends them): ${kept.slice(0, 20).join(', ')}${kept.length > 20 ? ', ...' : ''}\n`);
+      if (kept.length > 0) process.stdout.write(`  ${kept.length} changed-not-sent (done, spec changed, results kept by --keep-changed; run --redo changed sends them): ${kept.slice(0, 20).map(visible).join(', ')}${kept.length > 20 ? ', ...' : ''}\n`);
       if (stuck.length > 0) process.stdout.write(`  ${stuck.length} stuck (sent more than 1 h ago, not finished):\n`);
-      for (const j of stuck) process.stdout.write(`  ${j.id}\t${j.state} since ${j.since}\t${j.error ?? 'no error recorded'}\n`);
+      for (const j of stuck) process.stdout.write(`  ${visible(j.id)}\t${visible(j.state)} since ${visible(j.since)}\t${visible(j.error ?? 'no error recorded')}\n`);
       if (jobs !== undefined && jobs.length > 0) process.stdout.write('  id\tstate\tmodel\ttask_id\tattempts\terror\n');
       for (const j of jobs ?? []) {
-        process.stdout.write(`  ${j.id}\t${j.state}\t${j.model}\t${j.task_id ?? '-'}\t${j.attempts}${j.error ? `\t${j.error}` : ''}\n`);
+        process.stdout.write(`  ${visible(j.id)}\t${visible(j.state)}\t${visible(j.model)}\t${visible(j.task_id ?? '-')}\t${j.attempts}${j.error ? `\t${visible(j.error)}` : ''}\n`);
       }
     }
     if (opts.json) process.stdout.write(JSON.stringify(out.length === 1 ? out[0] : out) + '\n');
