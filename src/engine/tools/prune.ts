@@ -71,7 +71,7 @@ export async function prune(o: PruneOptions): Promise<PruneResult> {
         if ((await removeRecorded(root, f.path, f.size, f.sha256, o.dryRun, res)) && !o.dryRun) o.store.dropPrevious(row.id, f.path);
       }
       // A removed job's folder is emptied as a whole below.
-      if (!gone) emptyOut(root, dir, new Set(recorded.get(dir)!.map((f) => f.path)), o.dryRun, res);
+      if (!gone) emptyOut(root, dir, new Set(recorded.get(dir)!.map((f) => f.path)), new Set(), o.dryRun, res);
     }
     if (!gone) {
       // previous-<n>/ folders on disk that the state does not record: left, and said.
@@ -89,7 +89,7 @@ export async function prune(o: PruneOptions): Promise<PruneResult> {
     const own = ownResultRecord(root, `${folder}/${RESULT_FILE}`, row.id);
     if (own !== null) await removeRecorded(root, own.path, own.size, own.sha256, o.dryRun, res);
     const paths = [...current.map((f) => f.path!), ...(own ? [own.path] : []), ...dirs.flatMap((d) => recorded.get(d)!.map((f) => f.path))];
-    emptyOut(root, folder, new Set(paths), o.dryRun, res);
+    emptyOut(root, folder, new Set(paths), new Set(dirs), o.dryRun, res);
   }
   return res;
 }
@@ -127,17 +127,19 @@ async function removeRecorded(root: Root, name: string, size: number | null, sha
 }
 
 /**
- * The folder `dir` after its recorded files went: removed when empty, with its sub-folders that held only recorded
- * files; whatever else is there is reported as foreign. `recorded`: the paths removed (in a dry run, still there).
+ * The folder `dir` after its recorded files went: removed when empty, with its sub-folders that are recorded
+ * generations (`generations`: previous-<n>/ folders the state records) and held only recorded files; whatever else
+ * is there, another folder too (even an empty one: genbatch did not make it), is left and reported as foreign.
+ * `recorded`: the paths removed (in a dry run, still there).
  */
-function emptyOut(root: Root, dir: string, recorded: ReadonlySet<string>, dryRun: boolean, res: PruneResult): boolean {
+function emptyOut(root: Root, dir: string, recorded: ReadonlySet<string>, generations: ReadonlySet<string>, dryRun: boolean, res: PruneResult): boolean {
   const entries = safeList(root, dir, res);
   if (entries === null) return true;
   let empty = true;
   for (const e of entries) {
     const name = `${dir}/${e.name}`;
-    if (e.isDirectory() && !e.isSymbolicLink()) {
-      if (!emptyOut(root, name, recorded, dryRun, res)) empty = false;
+    if (e.isDirectory() && !e.isSymbolicLink() && generations.has(name)) {
+      if (!emptyOut(root, name, recorded, generations, dryRun, res)) empty = false;
     } else if (!(dryRun && recorded.has(name) && res.removed.includes(name))) {
       empty = false;
       if (!recorded.has(name)) res.foreign.push(name);
