@@ -87,11 +87,7 @@ export class Store {
   static openForWrite(path: string, lease: LeaseOptions = {}): Store {
     const abs = resolve(path);
     mkdirSync(dirname(abs), { recursive: true });
-    // Never written through a link (one put in the output folder would take the state outside it), and SQLite makes
-    // the journal beside the link's target, where the WAL's fsync (WalSync) does not look: a job's answer was lost.
-    if (lstatSync(abs, { throwIfNoEntry: false })?.isSymbolicLink()) {
-      throw new GenbatchError('GB_UNSAFE_PATH', `${abs} is a symbolic link; genbatch writes its state only into a real file (remove the link, or name the file itself with --state)`, EXIT.io);
-    }
+    refuseLinkedState(abs);
     const store = new Store(openDatabase(abs), abs);
     store.lease = new Lease(store.db, lease);
     try {
@@ -108,6 +104,14 @@ export class Store {
       throw new StateError(`state file ${abs} is not usable: ${err instanceof Error ? err.message : String(err)}`);
     }
     return store;
+  }
+
+  /**
+   * Before a reader writes (marks: `genbatch mark`, the view): throws (exit 74) when the state's path is a symbolic
+   * link, which run and prune refuse too. A reader may read through one.
+   */
+  refuseLinkedPath(): void {
+    refuseLinkedState(this.path);
   }
 
   /** Open an existing state file to read (status, report). Takes no lease. */
@@ -444,5 +448,15 @@ export class Store {
   /** Throw when the lease was lost (another process took over the file). */
   assertLease(): void {
     if (this.leaseLost) throw new StateError('another process took over the state file; stopping');
+  }
+}
+
+/**
+ * A state file is never written through a link (one put in the output folder would take the state outside it), and
+ * SQLite makes the journal beside the link's target, where the WAL's fsync (WalSync) does not look: a job's answer was lost.
+ */
+function refuseLinkedState(abs: string): void {
+  if (lstatSync(abs, { throwIfNoEntry: false })?.isSymbolicLink()) {
+    throw new GenbatchError('GB_UNSAFE_PATH', `${abs} is a symbolic link; genbatch writes its state only into a real file (remove the link, or name the file itself with --state)`, EXIT.io);
   }
 }

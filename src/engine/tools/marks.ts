@@ -13,6 +13,7 @@ export type MarkAction = 'approve' | 'reject' | 'clear';
  */
 export function markJobs(store: Store, patterns: readonly string[], action: MarkAction, note: string | null, flag = `--${action}`): { ids: string[]; changed: number; state: MarkState | null } {
   const ids = chosenJobs(store, patterns, action, flag);
+  store.refuseLinkedPath();
   const state: MarkState | null = action === 'approve' ? 'approved' : action === 'reject' ? 'rejected' : null;
   const current = store.marks();
   let changed = 0;
