@@ -2,7 +2,7 @@ import { UsageError } from '../../errors.js';
 import { buildReportData, markJobs, parseOnly } from '../../engine/index.js';
 import { writeReports } from '../../report/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
-import { openStateForRead, outputOf } from './state-file.js';
+import { openStateForRead, reportsOut } from './state-file.js';
 
 export interface MarkOptions {
   state?: string;
@@ -36,8 +36,11 @@ export default async function mark(manifest: string | undefined, opts: MarkOptio
     const shown = ids.slice(0, 20).join(', ') + (ids.length > 20 ? `, ... (${ids.length - 20} more)` : '');
     const what = state === null ? `cleared the mark of ${changed} job(s)` : `marked ${changed} job(s) ${state}`;
     process.stdout.write(`${what}: ${shown}\n`);
-    // The reports show the marks: written again now (as `genbatch report` does).
-    if (changed > 0) await writeReports(outputOf(runs[0]!.out_dir), buildReportData(store));
+    // The reports show the marks: written again now, where `genbatch report` with the same options writes them.
+    if (changed > 0) {
+      const { dir, options } = reportsOut(runs[0]!, opts.out);
+      await writeReports(dir, buildReportData(store), options);
+    }
     return 0;
   } finally {
     await saved.close();

@@ -3,7 +3,7 @@ import { invocationText, invocationView } from '../../engine/finish/invocation-v
 import { writeReports } from '../../report/index.js';
 import { UsageError } from '../../errors.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
-import { openStateForRead, outputOf } from './state-file.js';
+import { openStateForRead, reportsOut } from './state-file.js';
 
 /**
  * `genbatch report ... --invocation N|last [--json]`: one invocation's view to stdout (src/engine/finish/invocation-view.ts).
@@ -30,12 +30,12 @@ export default async function report(manifest: string | undefined, opts: { state
     }
     for (const run of runs) {
       store.useRun(run);
-      const dir = outputOf(opts.out ?? run.out_dir);
       // Written elsewhere than the run's output folder (or prefix): report.html links the files from there.
+      const { dir, options } = reportsOut(run, opts.out);
       const data = buildReportData(store);
       const workers = await state.workers(run.id);
       if (workers) data.summary.workers = workers;
-      const paths = await writeReports(dir, data, dir === outputOf(run.out_dir) ? {} : { reportDir: dir });
+      const paths = await writeReports(dir, data, options);
       process.stdout.write(`reports of ${run.manifest}: ${paths.json}, ${paths.csv}, ${paths.md}, ${paths.html}\n`);
     }
     return 0;

@@ -60,6 +60,16 @@ export function outputOf(out: string): string {
   return isS3Url(out) ? s3UrlOf(parseS3Url(out)) : resolve(out);
 }
 
+/**
+ * Where a reader command writes a run's reports: `--out` when given (a folder or prefix other than the run's: report.html
+ * links the results from there), else the run's recorded output. Never the recorded folder when `--out` names another:
+ * an output folder moved with its state.db is read through --out, and its old path is no folder of this run any more.
+ */
+export function reportsOut(run: Pick<RunRow, 'out_dir'>, out: string | undefined): { dir: string; options: { reportDir?: string } } {
+  const dir = outputOf(out ?? run.out_dir);
+  return { dir, options: dir === outputOf(run.out_dir) ? {} : { reportDir: dir } };
+}
+
 /** A run's state opened to read: the store (SQLite), its runs, where it is (as it may be printed), and how to let go of it. */
 export interface StateForRead {
   store: Store;

@@ -4,7 +4,7 @@ import { writeReports } from '../../report/index.js';
 import { UsageError } from '../../errors.js';
 import { startView } from '../../view/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
-import { openStateForRead, outputOf } from './state-file.js';
+import { openStateForRead, reportsOut } from './state-file.js';
 
 export interface ViewCliOptions {
   state?: string;
@@ -51,7 +51,8 @@ export default async function view(manifest: string | undefined, opts: ViewCliOp
     await v.close();
     // The reports show the marks (as after genbatch mark): written again once, when the view stops.
     if (v.marksWritten() > 0) {
-      const paths = await writeReports(outputOf(runs[0]!.out_dir), buildReportData(store));
+      const { dir, options } = reportsOut(runs[0]!, opts.out);
+      const paths = await writeReports(dir, buildReportData(store), options);
       process.stderr.write(`genbatch view: ${v.marksWritten()} mark(s) made; reports written again: ${paths.html.replace(/\.html$/, '.{json,csv,md,html}')}\n`);
     }
     process.stderr.write(`genbatch view stopped (${signal})\n`);
