@@ -1,3 +1,4 @@
+import { closeSync, fstatSync, statSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -81,8 +82,27 @@ function recordedShas(text: string | null): Map<string, string> {
   return out;
 }
 
-/** The output folder on disk, read only through its Root: no symbolic link is followed at any level. */
-export function folderOutput(outDir: string): RunOutput {
+/** SQLite's files beside a database: the file itself, its WAL, shared memory and rollback journal. */
+const STATE_SUFFIXES = ['', '-wal', '-shm', '-journal'];
+
+/** True when the open file `fd` is one of the state files `stateFiles` (or its -wal, -shm, -journal), by its identity on disk. */
+function isStateFile(fd: number, stateFiles: readonly string[]): boolean {
+  const st = fstatSync(fd);
+  for (const file of stateFiles) {
+    for (const suffix of STATE_SUFFIXES) {
+      const other = statSync(`${file}${suffix}`, { throwIfNoEntry: false });
+      if (other !== undefined && other.dev === st.dev && other.ino === st.ino) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * The output folder on disk, read only through its Root: no symbolic link is followed at any level. `stateFiles`:
+ * the state file(s), never served whatever they are called (the run may keep its state in the folder as `--state
+ * out/run.sqlite`); `*.db` names are refused by name as well (pathSegments).
+ */
+export function folderOutput(outDir: string, stateFiles: readonly string[] = []): RunOutput {
   /** The output folder's Root, opened per request (its realpath taken then), or null while the folder does not exist. */
   const opened = (): Root | null => {
     try {
@@ -120,6 +140,10 @@ export function folderOutput(outDir: string): RunOutput {
       const root = opened();
       const file = root === null ? null : servedFile(root, urlPath);
       if (file === null) return false;
+      if (isStateFile(file.fd, stateFiles)) {
+        closeSync(file.fd);
+        return false;
+      }
       await sendFile(res, file, headOnly);
       return true;
     },
@@ -223,7 +247,7 @@ export function bucketOutput(out: ObjectOut): RunOutput {
   };
 }
 
-/** The RunOutput of a run's recorded output (`out_dir`: a folder, or `s3://bucket/prefix`). */
-export async function runOutput(outDir: string): Promise<RunOutput> {
-  return isS3Url(outDir) ? bucketOutput(await openBucket(outDir)) : folderOutput(outDir);
+/** The RunOutput of a run's recorded output (`out_dir`: a folder, or `s3://bucket/prefix`); `stateFiles` never served (folderOutput). */
+export async function runOutput(outDir: string, stateFiles: readonly string[] = []): Promise<RunOutput> {
+  return isS3Url(outDir) ? bucketOutput(await openBucket(outDir)) : folderOutput(outDir, stateFiles);
 }

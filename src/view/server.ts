@@ -96,7 +96,8 @@ export async function startView(o: ViewOptions): Promise<View> {
   const store = o.store;
   // The run's files: its output folder, or its prefix in a bucket (`--out s3://...`).
   const recorded = store.run().out_dir;
-  const output = await runOutput(isS3Url(recorded) ? recorded : resolve(recorded));
+  // Its files, the state file never among them (it may be in the output folder under any name: --state out/run.sqlite).
+  const output = await runOutput(isS3Url(recorded) ? recorded : resolve(recorded), [store.path]);
   const token = o.token ?? newToken();
   const live = new LiveState(store, new PageData('/files/'));
   const host = o.host ?? '127.0.0.1';
