@@ -68,14 +68,28 @@ export class StoreQueries {
     return run;
   }
 
+  /** Output folders recorded by runs, seen at another path (moved since: seeOutputAt). */
+  private readonly movedOut = new Map<string, string>();
+
+  /** Reads of the runs give `to` as the output folder of a run that recorded `from` (a folder moved since the run). */
+  seeOutputAt(from: string, to: string): void {
+    this.movedOut.set(from, to);
+  }
+
+  private seen(run: RunRow): RunRow {
+    const to = this.movedOut.get(run.out_dir);
+    return to === undefined ? run : { ...run, out_dir: to };
+  }
+
   /** Every run in this state file (status/report without a manifest). */
   runs(): RunRow[] {
-    return runTable.runs(this.c.cached);
+    return runTable.runs(this.c.cached).map((r) => this.seen(r));
   }
 
   /** The run of this manifest, without starting a new generation (status, report). */
   findRun(manifest: string): RunRow | undefined {
-    return runTable.findRun(this.c.cached, resolve(manifest));
+    const run = runTable.findRun(this.c.cached, resolve(manifest));
+    return run && this.seen(run);
   }
 
   useRun(run: RunRow): void {
@@ -84,7 +98,7 @@ export class StoreQueries {
   }
 
   run(): RunRow {
-    return runTable.runById(this.c.cached, this.c.runId);
+    return this.seen(runTable.runById(this.c.cached, this.c.runId));
   }
 
   setRunFields(fields: { finished_at?: string | null }): void {

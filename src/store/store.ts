@@ -380,6 +380,7 @@ export class Store {
   openRun(...a: Parameters<Q['openRun']>): ReturnType<Q['openRun']> { return this.q.openRun(...a); }
   runs(...a: Parameters<Q['runs']>): ReturnType<Q['runs']> { return this.q.runs(...a); }
   findRun(...a: Parameters<Q['findRun']>): ReturnType<Q['findRun']> { return this.q.findRun(...a); }
+  seeOutputAt(...a: Parameters<Q['seeOutputAt']>): ReturnType<Q['seeOutputAt']> { return this.q.seeOutputAt(...a); }
   useRun(...a: Parameters<Q['useRun']>): ReturnType<Q['useRun']> { return this.q.useRun(...a); }
   run(...a: Parameters<Q['run']>): ReturnType<Q['run']> { return this.q.run(...a); }
   setRunFields(...a: Parameters<Q['setRunFields']>): ReturnType<Q['setRunFields']> { return this.q.setRunFields(...a); }

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { UsageError } from '../../errors.js';
 import { Store, type RunRow } from '../../store/index.js';
@@ -106,6 +106,22 @@ export function readLocation(manifest: string | undefined, statePath: string | u
 }
 
 /**
+ * The state found as `<--out>/state.db`: a run whose recorded output folder no longer holds this state file (the folder
+ * was moved, or copied, with its state.db) is read as the run of `dir`, where its files are now: the view serves them
+ * from there, export reads them there, the reports are written there. Its old path is no folder of this run any more
+ * (another may be there now). PostgreSQL states map `--out` alike (openPostgresForRead).
+ */
+function seenInMovedFolder(store: Store, runs: RunRow[], dir: string): RunRow[] {
+  const here = statSync(join(dir, 'state.db'));
+  for (const run of runs) {
+    if (isS3Url(run.out_dir) || run.out_dir === dir) continue;
+    const there = statSync(join(run.out_dir, 'state.db'), { throwIfNoEntry: false });
+    if (there === undefined || there.dev !== here.dev || there.ino !== here.ino) store.seeOutputAt(run.out_dir, dir);
+  }
+  return runs.map((r) => store.findRun(r.manifest) ?? r);
+}
+
+/**
  * Open the run's state (see readLocation) and pick its run: the manifest's, else every run it holds. Jobs no
  * longer in the manifest are left out of what the store reads (Store.leaveOutRemoved) unless `includeRemoved`.
  */
@@ -134,6 +150,7 @@ async function openAnyForRead(manifest: string | undefined, statePath: string | 
     store.close();
     throw new UsageError(`the state file ${path} holds no run yet`);
   }
+  if (outDir !== undefined && !isS3Url(outDir) && path === resolve(outDir, 'state.db')) runs = seenInMovedFolder(store, runs, resolve(outDir));
   return { store, runs, shown: path, location, workers: async () => null, refresh: async () => false, saveMarks: async () => undefined, close: async () => store.close() };
 }
 
