@@ -69,18 +69,23 @@ describe('--max-credits after a SIGKILL, with the resumed tasks refunded', () =>
     });
     expect(first).toBe(null);
 
-    // The resumed run's first submit takes 2 s; meanwhile every resumed task ends (failed, refunded).
+    // The resumed run's first submit takes 2 s; meanwhile every resumed task ends (failed, refunded). A run that
+    // counts the resumed tasks as in flight (the fix) holds its first submit until they end instead (a "wait" for
+    // the jobs in flight): the clock is then moved on at that wait, so that they end in moments rather than at the
+    // time scale; the first submit then still comes after their refunds, as it must.
     sb.script('submit', ['slow']);
     let moved = false;
-    // Once the class's price is learned (the window this test is about), the sandbox's clock runs fast, so the jobs
-    // sent after it end in moments rather than at the time scale (the charges were taken at their submits already).
+    // Once the run's own first task is at the service (its submit answered: with the fix the resumed tasks ended before
+    // it was sent; without it, their refunds were taken during the submit), the sandbox's clock runs fast, so that
+    // task and the jobs sent after the class's price is learned end in moments rather than at the time scale (the
+    // charges were taken at their submits already).
     let fast: NodeJS.Timeout | undefined;
     await run([...args, '--max-credits', '400'], env, (l) => {
-      if (!moved && l.includes('"from":"pending","to":"submitting"')) {
+      if (!moved && (l.includes('"from":"pending","to":"submitting"') || (l.includes('"type":"wait"') && l.includes('jobs in flight to end before')))) {
         moved = true;
         setTimeout(() => sb.clock.advance(600), 300);
       }
-      if (!fast && l.includes('"type":"cap-price"')) fast = setInterval(() => sb.clock.advance(600), 100);
+      if (!fast && (l.includes('"from":"submitting","to":"submitted"') || l.includes('"type":"cap-price"'))) fast = setInterval(() => sb.clock.advance(600), 100);
     });
     clearInterval(fast);
     const spent = START - (await balance());
