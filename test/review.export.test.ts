@@ -16,11 +16,17 @@ const KEY = 'sk-review-export-0123456789abcdef';
 const env = { GENBATCH_API_KEY: KEY };
 
 let sb: Sandbox;
+/**
+ * One marked run for the tests that only read it (each exports into a folder of its own, never inside the
+ * output folder); a test that changes the run (a mark, a result file) makes its own.
+ */
+let shared: { dir: string; out: string; m: string };
 const cleanups: Array<() => void> = [];
 
 beforeAll(async () => {
   ensureBuilt();
   sb = await startSandbox({ port: 0, keys: { [KEY]: 1_000_000 }, timeScale: Number(SCALE), seed: 31, policyWords: [] });
+  shared = await markedRun();
 }, 60_000);
 afterAll(async () => {
   await sb?.close();
@@ -59,7 +65,7 @@ const lines = (p: string): Row[] => readFileSync(p, 'utf8').trimEnd().split('\n'
 
 describe('genbatch export', () => {
   it('by default exports every done result not marked rejected, hard-linked, with a metadata.jsonl whose every file_name exists with the recorded sha256', async () => {
-    const { dir, out, m } = await markedRun();
+    const { dir, out, m } = shared;
     const to = join(dir, 'dataset');
     const r = await runCli(['export', m, '--out', out, '--to', to], env);
     expect(r.stderr).toBe('');
@@ -86,7 +92,7 @@ describe('genbatch export', () => {
   }, 60_000);
 
   it('copies (and checks) each file when the export folder is on another filesystem', async (ctx) => {
-    const { out, m } = await markedRun();
+    const { out, m } = shared;
     if (!existsSync('/dev/shm') || statSync('/dev/shm').dev === statSync(out).dev) return ctx.skip();
     const t = mkdtempSync(join('/dev/shm', 'genbatch-export-'));
     cleanups.push(() => rmSync(t, { recursive: true, force: true }));
@@ -97,8 +103,8 @@ describe('genbatch export', () => {
   }, 60_000);
 
   it('never writes through a symbolic link in the export folder: a job folder that is a link is refused, named, exit 1', async () => {
-    const { dir, out, m } = await markedRun();
-    const to = join(dir, 'dataset');
+    const { dir, out, m } = shared;
+    const to = join(dir, 'dataset-with-link');
     const elsewhere = join(dir, 'elsewhere');
     mkdirSync(to);
     mkdirSync(elsewhere);
@@ -111,7 +117,7 @@ describe('genbatch export', () => {
   }, 60_000);
 
   it('--only approved exports the approved results alone; --only done every done one; --format jsonl and csv write export.jsonl and export.csv', async () => {
-    const { dir, out, m } = await markedRun();
+    const { dir, out, m } = shared;
     const approved = join(dir, 'approved');
     expect((await runCli(['export', m, '--out', out, '--to', approved, '--only', 'approved'], env)).code).toBe(0);
     expect(lines(join(approved, 'metadata.jsonl')).map((x) => x.job_id)).toEqual(['x-3']);
