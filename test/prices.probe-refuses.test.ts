@@ -16,7 +16,7 @@ import { tempDir } from './helpers/tmp.js';
  * nothing for a class it cannot learn and says why; a class at 0 is kept only when the balance moved for
  * another class, and then it still needs --yes.
  */
-const SCALE = '0.02';
+const SCALE = '0.005';
 const KEY = 'sk-probe-refuses-0123456789';
 let sb: Sandbox;
 let front: FakeService;
