@@ -145,7 +145,9 @@ describe('a rerun with --sandbox', () => {
   it('sends again the jobs that were in flight in the earlier (stopped) sandbox; all done', async () => {
     const w = work();
     const manifest = imageManifest(join(w.dir, 'sbx.yaml'), 12, 'sbx');
-    const args = ['run', manifest, '--sandbox', '--time-scale', '0.05', '--out', w.out, '--concurrency', '2', '--yes'];
+    // Time scale 0.02 (--sandbox's default): an image takes 0.3 to 1.2 s, so the stop after the third submit still
+    // finds the jobs sent last at the sandbox.
+    const args = ['run', manifest, '--sandbox', '--time-scale', '0.02', '--out', w.out, '--concurrency', '2', '--yes'];
     const first = await new Promise<number | null>((resolve) => {
       const child = spawnCli([...args, '--json']);
       let text = '';
