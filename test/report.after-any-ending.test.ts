@@ -5,6 +5,7 @@ import { ServiceClient } from '../src/client/index.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { ensureBuilt, imageManifest, runCli, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { readJobs } from './helpers/verify.js';
 
 /**
  * The reports are true after any ending (issue #26 item 6): a refusal before sending rewrites them with the
@@ -156,6 +157,9 @@ describe('the charge of a killed invocation', () => {
     expect(lost.charged).toBeNull();
     expect(lost.invocations).toMatchObject([{ n: 1, charged: null, charged_to: null, charged_source: null }]);
 
+    // The resumed invocation's submits answered at once (a scripted ok per job still pending, the submits it sends,
+    // ahead of the slow fault): only the killed invocation needs them slow, for the kill to land mid-run.
+    sb.script('submit', Array<'ok'>(readJobs(w.state).filter((j) => j.state === 'pending').length).fill('ok'));
     const second = await runCli(args, { GENBATCH_API_KEY: key });
     expect([0, 4]).toContain(second.code);
     const b2 = await balanceOf(key);
