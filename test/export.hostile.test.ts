@@ -18,11 +18,17 @@ const KEY = 'sk-export-hostile-0123456789abcdef';
 const env = { GENBATCH_API_KEY: KEY };
 
 let sb: Sandbox;
+/**
+ * One run for the tests that leave its output folder as it is (each writes only beside it, under names of its
+ * own); a test that changes the output folder or its state makes its own.
+ */
+let shared: { dir: string; out: string; m: string; state: string };
 const cleanups: Array<() => void> = [];
 
 beforeAll(async () => {
   ensureBuilt();
   sb = await startSandbox({ port: 0, keys: { [KEY]: 1_000_000 }, timeScale: Number(SCALE), seed: 7, policyWords: [] });
+  shared = await run();
 }, 60_000);
 afterAll(async () => {
   await sb?.close();
@@ -58,7 +64,7 @@ function recordedPath(state: string, job: string): string {
 
 describe('genbatch export: the export record is data from outside', () => {
   it('a forged record entry through a symbolic link, or with ../, removes nothing outside the export folder: named, exit 1', async () => {
-    const { dir, out, m } = await run();
+    const { dir, out, m } = shared;
     const to = join(dir, 'dataset');
     expect((await runCli(['export', m, '--out', out, '--to', to], env)).code).toBe(0);
     // A file of the user's outside the export folder, and a link in the export folder leading to its folder.
@@ -90,7 +96,7 @@ describe('genbatch export: the export record is data from outside', () => {
   }, 60_000);
 
   it('a record file in --to that is a symbolic link is not read or written through: the refusal names --to, not --out', async () => {
-    const { dir, out, m } = await run();
+    const { dir, out, m } = shared;
     const to = join(dir, 'linked-record');
     mkdirSync(to);
     const outside = join(dir, 'someone-elses.json');
@@ -105,7 +111,7 @@ describe('genbatch export: the export record is data from outside', () => {
   }, 60_000);
 
   it('--to that leads into the output folder through a symbolic link is refused like a plain path into it (exit 2, nothing written)', async () => {
-    const { dir, out, m } = await run();
+    const { dir, out, m } = shared;
     symlinkSync(out, join(dir, 'link'));
     const before = readdirSync(out).sort();
     const r = await runCli(['export', m, '--out', out, '--to', join(dir, 'link', 'set')], env);
