@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -8,7 +9,8 @@ import { tempDir } from './helpers/tmp.js';
 /**
  * `genbatch status` over a state file edited by hand: a job id or an error holding control characters (ESC, CR,
  * LF, a tab) is printed as one visible value, as genbatch prints a server's text: it can neither drive the
- * terminal nor forge a line or a column of the table. A finished run against the in-process sandbox, then edited.
+ * terminal nor forge a line or a column of the table. So are the ids `genbatch mark` prints and what report.md
+ * shows (a file read in a terminal too). A finished run against the in-process sandbox, then edited.
  */
 const KEY = 'sk-status-hostile-0123456789abcdef';
 let sb: Sandbox;
@@ -48,5 +50,30 @@ describe('genbatch status over a hand-edited state', () => {
     expect(hostile.split('\t')).toHaveLength(6);
     expect(hostile).toContain('\\u001b[31m');
     expect(hostile).toContain('broken\\u001b[2J\\u000d\\u000asecond line');
+  }, 60_000);
+
+  it('mark prints the ids it marked, and report.md shows ids and errors, without control characters', async () => {
+    const out = join(t.dir, 'out-md');
+    const m = imageManifest(join(t.dir, 'm-md.yaml'), 2);
+    const r = await runCli(['run', m, '--base-url', sb.url, '--time-scale', '0.001', '--out', out], { GENBATCH_API_KEY: KEY });
+    expect(r.code, r.stderr).toBe(0);
+    const marked = 'img-0000\u001b[2J';
+    const db = new Database(join(out, 'state.db'));
+    try {
+      db.prepare(`UPDATE jobs SET id = ?, state = 'failed', last_error = ? WHERE id = 'img-0001'`).run('img-0001\u001b]0;title\u0007', 'broken\u001b[2J');
+      db.prepare(`DELETE FROM files WHERE job_id = 'img-0001'`).run();
+      db.prepare(`UPDATE jobs SET id = ? WHERE id = 'img-0000'`).run(marked);
+      db.prepare(`UPDATE files SET job_id = ? WHERE job_id = 'img-0000'`).run(marked);
+    } finally {
+      db.close();
+    }
+    const mk = await runCli(['mark', '--out', out, '--approve', 'img-*']);
+    expect(mk.code, mk.stderr).toBe(0);
+    expect(mk.stdout).toContain('img-0000\\u001b[2J');
+    expect(mk.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/);
+    const md = readFileSync(join(out, 'report.md'), 'utf8');
+    expect(md).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/);
+    expect(md).toContain('img-0001\\u001b]0;title\\u0007');
+    expect(md).toContain('broken\\u001b[2J');
   }, 60_000);
 });

@@ -1,6 +1,7 @@
 /**
  * Small formatting helpers shared by the report writers and the CLI's final line.
  */
+import { visible } from '../errors.js';
 import type { ReportSummary } from './types.js';
 
 /** Display order of job states; states not listed here follow, alphabetically. */
@@ -151,7 +152,8 @@ export function headOf(text: string, max: number): string {
 
 /** A single line of at most `max` characters: whitespace runs (newlines included) become one space. */
 export function oneLine(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
+  // Control characters left after the spaces (ESC, ...) as \uXXXX: a report.md shown in a terminal cannot drive it.
+  const flat = visible(text.replace(/\s+/g, ' ').trim());
   return flat.length > max ? `${headOf(flat, max - 1)}…` : flat;
 }
 

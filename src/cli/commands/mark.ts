@@ -1,4 +1,4 @@
-import { UsageError } from '../../errors.js';
+import { UsageError, visible } from '../../errors.js';
 import { buildReportData, markJobs, parseOnly } from '../../engine/index.js';
 import { writeReports } from '../../report/index.js';
 import { flushed, ignoreBrokenPipe } from '../progress.js';
@@ -33,7 +33,7 @@ export default async function mark(manifest: string | undefined, opts: MarkOptio
     store.useRun(runs[0]!);
     const { ids, changed, state } = markJobs(store, patterns, action, opts.note ?? null);
     await saved.saveMarks();
-    const shown = ids.slice(0, 20).join(', ') + (ids.length > 20 ? `, ... (${ids.length - 20} more)` : '');
+    const shown = ids.slice(0, 20).map(visible).join(', ') + (ids.length > 20 ? `, ... (${ids.length - 20} more)` : '');
     const what = state === null ? `cleared the mark of ${changed} job(s)` : `marked ${changed} job(s) ${state}`;
     process.stdout.write(`${what}: ${shown}\n`);
     // The reports show the marks: written again now, where `genbatch report` with the same options writes them.
