@@ -9,7 +9,7 @@ import { solidPng } from './helpers/png.js';
 import { CHROMIUM, overflowAt, pageRows, renderedPage } from './helpers/page.js';
 import { tempDir } from './helpers/tmp.js';
 import { toolPresent } from './helpers/tools.js';
-const haveChromium = toolPresent('Chromium', CHROMIUM !== null, 'apt-get install chromium');
+const haveChromium = toolPresent('Chromium', CHROMIUM !== null, 'apt-get install chromium-headless-shell');
 
 /**
  * Every report shows what each job asked, after a real run against the sandbox: report.json has the

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { CHROMIUM } from './chromium.js';
 
 /** A job row of report.html's data (src/report/html-data.ts), by name. */
 export interface PageRow {
@@ -48,8 +49,8 @@ export function pageRows(html: string): { rows: PageRow[]; more: number } {
   return { rows, more: m.more };
 }
 
-/** Debian's Chromium, when installed (browser checks are skipped without it, saying so). */
-export const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p)) ?? null;
+/** Debian's Chromium, when installed (browser checks are skipped without it, saying so): ./chromium.ts. */
+export { CHROMIUM };
 
 /**
  * report.html as Chromium draws it (`--dump-dom`, after its script ran), and every console message
