@@ -4,8 +4,8 @@ import * as media from './media/index.js';
 /**
  * Result files. A Blob describes a file (name, type, how to render it); its
  * bytes are generated on demand from the description (deterministic from the
- * task seed), so memory holds descriptions, not bytes. An LRU keeps recently
- * rendered base files. Uploaded files (bytes given) live here too.
+ * task seed), so memory holds descriptions, not bytes. An LRU of the process keeps recently
+ * rendered base files. Uploaded files (bytes given) live in each FileStore.
  */
 
 export type RenderSpec =
@@ -129,6 +129,37 @@ export function blob(name: string, format: string, spec: RenderSpec): Blob {
 }
 
 const CACHE_BYTES = 48 * 1024 * 1024;
+/** Sizes kept before the map is cleared (a size is found again by one render). */
+const MAX_SIZES = 100_000;
+
+/**
+ * Rendered base files, shared by every sandbox of the process: a base file's bytes depend on its render spec
+ * alone, so sandboxes started one after another (the tests start one per file) need not encode the same
+ * images again; jpeg-js builds its tables on every encode, about 80 ms even for a 128 px image.
+ * `cache`: bytes by baseKey, least recently used first, at most CACHE_BYTES; `sizes`: the byte length of each
+ * base file rendered (kept when its bytes are evicted).
+ */
+const bases = { cache: new Map<string, Buffer>(), cached: 0, sizes: new Map<string, number>() };
+
+function baseBytes(key: string, spec: RenderSpec): Buffer {
+  const hit = bases.cache.get(key);
+  if (hit) {
+    bases.cache.delete(key);
+    bases.cache.set(key, hit);
+    return hit;
+  }
+  const bytes = render(baseSpec(spec));
+  if (bases.sizes.size >= MAX_SIZES) bases.sizes.clear();
+  bases.sizes.set(key, bytes.length);
+  bases.cache.set(key, bytes);
+  bases.cached += bytes.length;
+  for (const [k, v] of bases.cache) {
+    if (bases.cached <= CACHE_BYTES) break;
+    bases.cache.delete(k);
+    bases.cached -= v.length;
+  }
+  return bytes;
+}
 
 /** What a file URL serves: `head`, then `pad` bytes of an MP4 `free` box (its header included) made as they are sent. */
 export interface Served {
@@ -174,11 +205,6 @@ export function* servedChunks(s: Served, limit = s.head.length + s.pad): Generat
 
 export class FileStore {
   private readonly base: () => string;
-  /** Rendered base files by baseKey, least recently used first. */
-  private readonly cache = new Map<string, Buffer>();
-  private cached = 0;
-  /** Byte length of each base file ever rendered (kept when its bytes are evicted). */
-  private readonly sizes = new Map<string, number>();
   private readonly uploads = new Map<string, StoredUpload>();
 
   /** Served size of every MP4 (SandboxOptions.videoBytes), or null. */
@@ -198,7 +224,7 @@ export class FileStore {
   bytes(task: TaskRef, b: Blob): Buffer {
     const key = baseKey(b.render);
     if (key === null) return render(b.render);
-    return stamp(this.baseBytes(key, b.render), b.render, `${task.id}/${b.name}`);
+    return stamp(baseBytes(key, b.render), b.render, `${task.id}/${b.name}`);
   }
 
   /** What the file's URL serves: its bytes, padded to videoBytes for an MP4 when that option is set. */
@@ -219,28 +245,10 @@ export class FileStore {
     if (b.size !== undefined) return b.size + this.padOf(b.render, b.size);
     const key = baseKey(b.render);
     if (key === null) b.size = render(b.render).length;
-    else b.size = (this.sizes.get(key) ?? this.baseBytes(key, b.render).length) + stampBytes(b.render);
+    else b.size = (bases.sizes.get(key) ?? baseBytes(key, b.render).length) + stampBytes(b.render);
     return b.size + this.padOf(b.render, b.size);
   }
 
-  private baseBytes(key: string, spec: RenderSpec): Buffer {
-    const hit = this.cache.get(key);
-    if (hit) {
-      this.cache.delete(key);
-      this.cache.set(key, hit);
-      return hit;
-    }
-    const bytes = render(baseSpec(spec));
-    this.sizes.set(key, bytes.length);
-    this.cache.set(key, bytes);
-    this.cached += bytes.length;
-    for (const [k, v] of this.cache) {
-      if (this.cached <= CACHE_BYTES) break;
-      this.cache.delete(k);
-      this.cached -= v.length;
-    }
-    return bytes;
-  }
 
   /** The contract's File object for a blob, with true size and type. */
   entry(task: TaskRef, b: Blob, fileType: string, extra: Partial<FileEntry> = {}): FileEntry {
