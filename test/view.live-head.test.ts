@@ -19,10 +19,16 @@ let m: string;
 const cleanups: Array<() => void> = [];
 
 type Head = { time: { running: boolean }; credits: string; files: string; invocations: Array<[number, string, string]>; notes: string[] };
+/** The header of the next full answer: a poll soon after the last full one may get none yet (src/view/live.ts paces them), so ask again. */
 const poll = async (): Promise<Head> => {
-  const r = await rawRequest(view.port, '/api/jobs?since=&gen=0', { headers: { 'x-genbatch-token': view.token } });
-  expect(r.status).toBe(200);
-  return (JSON.parse(r.body) as { head: Head }).head;
+  for (let i = 0; ; i++) {
+    const r = await rawRequest(view.port, '/api/jobs?since=&gen=0', { headers: { 'x-genbatch-token': view.token } });
+    expect(r.status).toBe(200);
+    const head = (JSON.parse(r.body) as { head?: Head }).head;
+    if (head !== undefined) return head;
+    expect(i, 'a full answer within 10 s').toBeLessThan(200);
+    await new Promise((res) => setTimeout(res, 50));
+  }
 };
 
 beforeAll(async () => {
