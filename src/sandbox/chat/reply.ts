@@ -91,15 +91,23 @@ export function replyText(seed: number, prompt: Pick<ChatPrompt, 'model' | 'text
 /** Words per stream delta. */
 const WORDS_PER_DELTA = 2;
 
+/**
+ * Most tokens of any reply, whatever the request asks (a real model's output has a limit too). The reply
+ * echoes the last user message and a stream sends an event of about 200 bytes per two words, all at once:
+ * without a limit, a 16 MB message made 4 million events (3.3 GB of memory, 42 s of blocked server).
+ */
+export const MAX_REPLY_TOKENS = 16_384;
+
 export function buildReply(seed: number, prompt: ChatPrompt): ChatReply {
   const full = replyText(seed, prompt);
-  const words = full.match(/\S+\s*/g) ?? [];
+  const cap = Math.min(prompt.maxTokens ?? MAX_REPLY_TOKENS, MAX_REPLY_TOKENS);
   let text = '';
   let used = 0;
   let truncated = false;
-  for (const w of words) {
+  // Word by word (matchAll is lazy): a long echo is never split into one array of all its words.
+  for (const [w] of full.matchAll(/\S+\s*/g)) {
     const t = countTokens(w);
-    if (prompt.maxTokens !== null && used + t > prompt.maxTokens) {
+    if (used + t > cap) {
       truncated = true;
       break;
     }
