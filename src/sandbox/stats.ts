@@ -2,12 +2,25 @@
 export interface RequestLogEntry {
   at: number;
   endpoint: string;
-  /** The request target (path and query), e.g. /api/generate/status/<task id>. */
+  /** The request target (path and query), e.g. /api/generate/status/<task id>; at most 1,024 characters, then `…`. */
   path: string;
 }
 
 /** Requests kept in the log (the latest; older ones are dropped). */
 export const REQUEST_LOG_SIZE = 10_000;
+
+/**
+ * Characters of a path kept in the log (twice the longest routed path parameter). The log holds up to
+ * 20,000 entries: whole paths of up to 16 KiB (the headers' limit), sent by anyone without a key, held 310 MB.
+ */
+export const LOGGED_PATH_CHARS = 1024;
+
+/** A path for the log: at most LOGGED_PATH_CHARS characters, then `…`. */
+function loggedPath(path: string): string {
+  if (path.length <= LOGGED_PATH_CHARS) return path;
+  // A copy: V8 keeps the whole string alive behind a slice of it.
+  return `${Buffer.from(path.slice(0, LOGGED_PATH_CHARS)).toString()}…`;
+}
 
 /** Counters behind GET /__sandbox/stats. Keys are named by keyHash(), never by the key. */
 export class Stats {
@@ -25,7 +38,7 @@ export class Stats {
 
   request(endpoint: string, path: string): void {
     this.requests[endpoint] = (this.requests[endpoint] ?? 0) + 1;
-    this.log.push({ at: performance.timeOrigin + performance.now(), endpoint, path });
+    this.log.push({ at: performance.timeOrigin + performance.now(), endpoint, path: loggedPath(path) });
     if (this.log.length >= 2 * REQUEST_LOG_SIZE) this.log = this.log.slice(-REQUEST_LOG_SIZE);
   }
 
