@@ -34,6 +34,18 @@ function sameToken(given: string | undefined, token: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+/**
+ * A request's target as a URL, or null when it is none (`POST http://[`, which anyone reaching the port can
+ * send): `new URL` throws then, and a throw in the request handler is uncaught, which ended the whole run.
+ */
+function targetOf(target: string | undefined): URL | null {
+  try {
+    return new URL(target ?? '/', 'http://x');
+  } catch {
+    return null;
+  }
+}
+
 export function parseListen(spec: string): { host: string; port: number } {
   const m = /^(.*):(\d{1,5})$/.exec(spec);
   const port = m ? Number(m[2]) : NaN;
@@ -65,7 +77,13 @@ export class CallbackReceiver {
 
   async listen(host: string, port: number): Promise<AddressInfo> {
     const server = createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://x');
+      const url = targetOf(req.url);
+      if (url === null) {
+        this.rejected++;
+        res.writeHead(400).end();
+        req.resume();
+        return;
+      }
       const last = url.pathname.split('/').filter(Boolean).pop();
       if (req.method !== 'POST' || !sameToken(last, this.token)) {
         this.rejected++;
