@@ -42,7 +42,8 @@ export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
   submitting: ['submitted', 'failed', 'uncertain', 'pending', 'done', 'exists'],
   // downloading: finished; failed: task failed or unknown to the service; expired: results gone.
   // pending: the in-process sandbox that held the task is gone (a rerun with --sandbox starts a new one).
-  submitted: ['downloading', 'failed', 'expired', 'pending'],
+  // uncertain: the task a callback made it adopt is unknown to the service or another account's (a forged callback).
+  submitted: ['downloading', 'failed', 'expired', 'pending', 'uncertain'],
   downloading: ['done', 'expired', 'failed', 'pending'],
   // Finished states go back to pending only when the job's spec changed (or it came back into the manifest);
   // done also when a new in-process sandbox runs pending jobs that use its results (Store.remakeAncestors).

@@ -53,7 +53,7 @@ async function finish(s: WorkStore, id: string): Promise<void> {
 const ALLOWED: Record<JobState, JobState[]> = {
   pending: ['submitting', 'skipped', 'failed', 'done'],
   submitting: ['submitted', 'failed', 'uncertain', 'pending', 'done', 'exists'],
-  submitted: ['downloading', 'failed', 'expired', 'pending'],
+  submitted: ['downloading', 'failed', 'expired', 'pending', 'uncertain'],
   downloading: ['done', 'expired', 'failed', 'pending'],
   done: ['pending', 'skipped'],
   failed: ['pending', 'skipped'],

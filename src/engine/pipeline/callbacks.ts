@@ -160,6 +160,13 @@ export class Callbacks {
     const row = await this.c.store.getJob(job);
     const adopted = this.polls.waitOn(job, taskId, model, sentTime(row?.submitted_at ?? null, Date.now()), Date.now());
     adopted.notified = true;
+    adopted.adopted = true;
+  }
+
+  /** The task job `id` adopted is not this account's (its status read said 404 or 403): the callback is ignored, the job uncertain again. */
+  disowned(id: string): void {
+    this.ignore();
+    this.uncertain(id);
   }
 
   private ignore(): void {

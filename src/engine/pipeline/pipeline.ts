@@ -40,7 +40,7 @@ export class Pipeline {
     const ctx = (this.ctx = new Context(store, opts));
     if (opts.cap) opts.cap.wake = ctx.wake;
     this.downloads = new Downloads(ctx, download, () => this.submits.finished());
-    this.polls = new Polls(ctx, service, this.downloads);
+    this.polls = new Polls(ctx, service, this.downloads, (id) => this.callbacks.disowned(id));
     this.callbacks = new Callbacks(ctx, this.polls, (id) => this.submits.inSubmit(id));
     this.submits = new Submits(ctx, service, download, () => this.polls.size, {
       sent: (id, taskId, model, sentAt) => this.polls.waitOn(id, taskId, model, sentAt),

@@ -45,6 +45,8 @@ export interface Waiting {
   notified: boolean;
   /** Time (ms) its status reads spent cut at the request deadline since the last usable answer. */
   cutMs: number;
+  /** Adopted from a completion callback and not yet read: the callback may be a forgery naming any task. */
+  adopted?: boolean;
 }
 
 /**
@@ -78,6 +80,8 @@ export class Polls {
     private readonly c: StageContext,
     private readonly service: ServicePort,
     private readonly downloads: { add(id: string, expiresAt: number | null): void },
+    /** An adopted task the service does not know for this account: its job is uncertain again (Callbacks.disowned). */
+    private readonly disowned: (id: string) => void = () => undefined,
   ) {
     this.reads = new TokenBucket(c.opts.statusRate ?? 10 / c.opts.timeScale);
   }
@@ -263,6 +267,14 @@ export class Polls {
       task = w.endpoint === 'music' ? await this.service.musicDetail(w.taskId, opts.signal) : await this.service.status(w.taskId, opts.signal);
     } catch (err) {
       if (opts.signal.aborted) return;
+      if (err instanceof ApiError && (err.status === 404 || err.status === 403) && w.adopted === true) {
+        // Only a forged callback names a task the service does not know for us: the job's own task (made, charged)
+        // may still call back, so the job stays uncertain instead of failing (a rerun would send it again).
+        this.waiting.delete(id);
+        const why = `a completion callback named task ${w.taskId}, which is not this account's (status: ${err.message}); not adopted`;
+        if (await this.c.move(id, 'submitted', 'uncertain', { task_id: null, last_error: why })) this.disowned(id);
+        return;
+      }
       if (err instanceof ApiError && (err.status === 404 || err.status === 403)) {
         this.waiting.delete(id);
         await this.c.move(id, 'submitted', 'failed', { last_error: `status of task ${w.taskId}: ${err.message}` });
@@ -293,6 +305,7 @@ export class Polls {
       return;
     }
     if (this.waiting.get(id) !== w) return; // settled meanwhile
+    w.adopted = false;
     w.failures = 0;
     w.cutMs = 0;
     if (task.status === 'finished' || task.status === 'failed') await this.settle(id, w, task);
