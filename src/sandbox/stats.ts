@@ -2,7 +2,7 @@
 export interface RequestLogEntry {
   at: number;
   endpoint: string;
-  /** The request target (path and query), e.g. /api/generate/status/<task id>; at most 1,024 characters, then `…`. */
+  /** The request target (path and query), e.g. /api/generate/status/<task id>; a `key=` query value as `***`; at most 1,024 characters, then `…`. */
   path: string;
 }
 
@@ -15,8 +15,9 @@ export const REQUEST_LOG_SIZE = 10_000;
  */
 export const LOGGED_PATH_CHARS = 1024;
 
-/** A path for the log: at most LOGGED_PATH_CHARS characters, then `…`. */
-function loggedPath(path: string): string {
+/** A path for the log: a key in its query (`?key=`, how Gemini clients may send it) as `***`; at most LOGGED_PATH_CHARS characters, then `…`. */
+function loggedPath(target: string): string {
+  const path = target.replace(/([?&]key=)[^&#]*/gi, '$1***');
   if (path.length <= LOGGED_PATH_CHARS) return path;
   // A copy: V8 keeps the whole string alive behind a slice of it.
   return `${Buffer.from(path.slice(0, LOGGED_PATH_CHARS)).toString()}…`;
