@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, relative, resolve, sep } from 'node:path';
 import pLimit from 'p-limit';
+import { nestingWithin } from '../client/limits.js'; // not the barrel: it loads the whole client
 import { sanitizeName } from '../download/names.js'; // not the barrel: it loads the whole downloader, which readers of a state never use
 import { setAtPath } from '../engine/index.js';
 import type { StoredSpec } from '../engine/spec.js';
@@ -300,13 +301,29 @@ async function manifestVars(path: string): Promise<Map<string, Record<string, un
   return out;
 }
 
+/** The input as sent, else the manifest's; none ({}) when neither can be read (a row edited by hand). */
 function inputOf(submitted: string | null, spec: string): Record<string, unknown> {
+  // not sent (a for_each job) or not JSON: the manifest's input
+  const sent = parseObject(submitted);
+  if (sent !== null) return sent;
+  const input = parseObject(spec)?.input;
+  return isObject(input) ? input : {};
+}
+
+/**
+ * The JSON object `text` holds, else null. One nested deeper than MAX_DEPTH is not read: the index writes the input
+ * out again, and JSON.stringify overflows the stack on such a value.
+ */
+function parseObject(text: string | null): Record<string, unknown> | null {
+  if (text === null || !nestingWithin(text)) return null;
   try {
-    const parsed = JSON.parse(submitted ?? '') as unknown;
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+    const v = JSON.parse(text) as unknown;
+    return isObject(v) ? v : null;
   } catch {
-    // not sent (a for_each job) or not JSON: the manifest's input
+    return null;
   }
-  const s = JSON.parse(spec) as { input?: Record<string, unknown> };
-  return s.input ?? {};
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }

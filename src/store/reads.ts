@@ -187,10 +187,15 @@ export function counts(stmt: Prepare, runId: number): Record<JobState, number> {
 /** What estimate() sums: jobs not skipped, and not a for_each job that is done (its children are counted). */
 const ESTIMATED = `state != 'skipped' AND NOT (kind = 'fanout' AND state = 'done')`;
 
-/** ChatTotals' five sums, over every job of the run (json_extract only on the chat jobs' results). */
+/**
+ * ChatTotals' five sums, over every job of the run (json_extract only on the chat jobs' results, and only on those
+ * that are JSON: json_extract throws 'malformed JSON' on any other text, which a row edited by hand or copied from a
+ * PostgreSQL state written by another client may hold, and the whole read failed).
+ */
 const CHAT = `kind = 'chat'`;
+const CHAT_RESULT = `${CHAT} AND json_valid(result)`;
 const CHAT_COLUMNS = `COALESCE(SUM(${CHAT}), 0), COALESCE(SUM(CASE WHEN ${CHAT} THEN state = 'done' END), 0), COALESCE(SUM(CASE WHEN ${CHAT} THEN MAX(attempts - 1, 0) END), 0),
-  COALESCE(SUM(CASE WHEN ${CHAT} THEN json_extract(result, '$.usage.input_tokens') END), 0), COALESCE(SUM(CASE WHEN ${CHAT} THEN json_extract(result, '$.usage.output_tokens') END), 0)`;
+  COALESCE(SUM(CASE WHEN ${CHAT_RESULT} THEN json_extract(result, '$.usage.input_tokens') END), 0), COALESCE(SUM(CASE WHEN ${CHAT_RESULT} THEN json_extract(result, '$.usage.output_tokens') END), 0)`;
 
 /** One scan for counts(), estimate() and chatTotals(): a column per state, the total, the estimate's two sums, the chat sums. */
 const COUNTS_AND_ESTIMATE = `SELECT ${JOB_STATES.map((s) => `COALESCE(SUM(state = '${s}'), 0)`).join(', ')}, COUNT(*),

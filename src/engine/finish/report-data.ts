@@ -3,6 +3,7 @@ import type { ReportData, ReportFile, ReportInvocation, ReportJob } from '../../
 import { promptOf, varsOf } from '../../report/prompt.js';
 import { findModel } from '../../models/index.js';
 import type { InvocationRow, Mark, Store, SummaryRow } from '../../store/index.js';
+import { nestingWithin } from '../../client/limits.js'; // not the barrel: it loads the whole client
 import { hasJobSendColumns } from '../../store/schema.js';
 import { summaryRowsWith } from '../../store/reads.js';
 import type { TaskView } from '../ports.js';
@@ -180,7 +181,11 @@ type FileTuple = [string, string, string | null, string, string | null, string, 
  * Each job's input as sent (submitted_input), else as the manifest gives it (the spec's input), and its send columns
  * (JobExtra), read beside the summary rows in the same order, so the summary rows stay without the large columns.
  */
-const INPUT_COLUMNS = (has: boolean): string[] => [`COALESCE(submitted_input, json_extract(spec, '$.input'))`, ...(has ? ['sent_by', 'expected_credits'] : ['NULL', 'NULL'])];
+const INPUT_COLUMNS = (has: boolean): string[] => [
+  // json_valid first: json_extract throws on a spec that is not JSON (or nests past SQLite's limit), which a row edited by hand may hold.
+  `COALESCE(submitted_input, CASE WHEN json_valid(spec) THEN json_extract(spec, '$.input') END)`,
+  ...(has ? ['sent_by', 'expected_credits'] : ['NULL', 'NULL']),
+];
 /** The inputs of a stretch of jobs (seq in (after, upto]), in the order of its rows. */
 const inputsInStretch = (has: boolean): string => `SELECT id, ${INPUT_COLUMNS(has).join(', ')} FROM jobs INDEXED BY jobs_by_seq WHERE run_id = ? AND seq > ? AND seq <= ? ORDER BY seq`;
 const inputOf = (has: boolean): string => `SELECT ${INPUT_COLUMNS(has).join(', ')} FROM jobs WHERE run_id = ? AND id = ?`;
@@ -255,7 +260,9 @@ function jobExtra(store: Store, id: string): JobExtra {
 }
 
 function parseInput(text: string | null): Record<string, unknown> | null {
-  if (text === null) return null;
+  // An input nested deeper than the service's answers may be (a row edited by hand) is left out: the reports write
+  // the input out again, and JSON.stringify overflows the stack on such a value.
+  if (text === null || !nestingWithin(text)) return null;
   try {
     const v = JSON.parse(text) as unknown;
     return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
