@@ -18,13 +18,19 @@ import { NOW_ISO } from './schema.js';
  * only once every parent is done), guarded by their state.
  */
 
-/** Dependants (needs, inherited) reached from $2 through jobs matching `cond` (alias j), with their depth. */
+/**
+ * Dependants (needs, inherited) reached from $2 through jobs matching `cond` (alias j), with their depth. A manifest
+ * makes no cycle, but job_links rows written by another client may hold one: each lap round it is a new depth, which
+ * UNION keeps, so the walk stops at the run's number of links (no path without a cycle is longer; before, it went on
+ * until the server's temporary files filled its disk, the worker waiting on the move).
+ */
 const walk = (cond: string) => `WITH RECURSIVE d(id, depth) AS (
     SELECT l.job_id, 1 FROM job_links l JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id
      WHERE l.run_id = $1 AND l.parent_id = $2 AND l.kind <> 'child' AND ${cond}
     UNION
     SELECT l.job_id, d.depth + 1 FROM d JOIN job_links l ON l.run_id = $1 AND l.parent_id = d.id AND l.kind <> 'child'
-      JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id WHERE ${cond}),
+      JOIN jobs j ON j.run_id = l.run_id AND j.id = l.job_id
+     WHERE ${cond} AND d.depth < (SELECT count(*) FROM job_links n WHERE n.run_id = $1 AND n.kind <> 'child')),
   first AS (SELECT id, MIN(depth) AS depth FROM d GROUP BY id)`;
 
 export async function afterMove(q: Queryable, runId: number, jobId: string, from: JobState, to: JobState, lastError: string | null | undefined): Promise<SideMove[]> {
