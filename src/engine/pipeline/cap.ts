@@ -102,7 +102,7 @@ export class CreditCap {
         return 'wait';
       }
       const before = this.lastReading;
-      const estimate = row.estimated_credits;
+      const estimate = estimateOf(row);
       const r = await this.o.ledger.reserve(row.id, estimate ?? 0, estimate === null);
       this.totals = r;
       if (!r.ok) return r.reserved > 0 ? 'wait' : 'stop';
@@ -256,12 +256,23 @@ export class CreditCap {
     for (const row of rows) {
       // Stryker disable next-line ConditionalExpression,EqualityOperator: a fast path; an empty map gives undefined too.
       const p = this.prices.size > 0 ? this.prices.get(classOf(row)) : undefined;
-      const c = p ?? row.estimated_credits;
+      const c = p ?? estimateOf(row);
       if (c === null) unknown++;
       else credits += c;
     }
     return { credits: round6(credits), unknown };
   }
+}
+
+/**
+ * A job's estimate as the cap counts it: unknown (null) unless a finite number of credits >= 0. The row may have
+ * been edited by hand or written by another client of a PostgreSQL state: a negative estimate reserved for the
+ * job sent alone added credits to the worker's hold that the run's budget row never gave (each later send then
+ * fitted in the hold, past the cap).
+ */
+function estimateOf(row: JobRow): number | null {
+  const e = row.estimated_credits;
+  return e !== null && Number.isFinite(e) && e >= 0 ? e : null;
 }
 
 /** The price class key of a stored job. */
