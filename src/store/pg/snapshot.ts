@@ -255,16 +255,22 @@ export class Snapshot {
   /**
    * The latest change times less a minute: the rows changed since are copied again next time. The *_at
    * columns are written from now(), the time a worker's transaction started: one committed after this
-   * copy may carry a time a little before the latest one seen here.
+   * copy may carry a time a little before the latest one seen here. A row edited by hand may hold any text: a
+   * time later than the database's clock counts as now (else a change made after it, at an earlier time, was
+   * never copied), and one that is no time at all ('yesterday', which sorts after every ISO time) as none, so the
+   * next copy is whole (new Date(NaN).toISOString() threw, and every reader of the run failed).
    */
   private async latest(c: Client): Promise<Since> {
     const r = await c.query<Since>(
-      `SELECT coalesce((SELECT max(updated_at) FROM jobs WHERE run_id = ANY($1)), '') AS jobs,
-              coalesce((SELECT max(at) FROM marks WHERE run_id = ANY($1)), '') AS marks,
-              coalesce((SELECT max(at) FROM job_errors WHERE run_id = ANY($1)), '') AS errors`,
+      `SELECT coalesce(least((SELECT max(updated_at) FROM jobs WHERE run_id = ANY($1)), ${NOW_ISO}), '') AS jobs,
+              coalesce(least((SELECT max(at) FROM marks WHERE run_id = ANY($1)), ${NOW_ISO}), '') AS marks,
+              coalesce(least((SELECT max(at) FROM job_errors WHERE run_id = ANY($1)), ${NOW_ISO}), '') AS errors`,
       [this.runIds],
     );
-    const back = (at: string) => (at === '' ? '' : new Date(Date.parse(at) - SINCE_MARGIN_MS).toISOString());
+    const back = (at: string) => {
+      const ms = Date.parse(at);
+      return Number.isNaN(ms) ? '' : new Date(ms - SINCE_MARGIN_MS).toISOString();
+    };
     const l = r.rows[0]!;
     return { jobs: back(l.jobs), marks: back(l.marks), errors: back(l.errors) };
   }
