@@ -263,9 +263,12 @@ export function estimate(stmt: Prepare, runId: number): { known: number; unknown
   return { known: r.known, unknown: r.unknown ?? 0 };
 }
 
-/** Pending jobs whose manifest entry names its own callback_url. */
+/**
+ * Pending jobs whose manifest entry names its own callback_url. A spec that is not JSON (a row edited by hand) names
+ * none: json_extract throws on it, and CASE (unlike AND) is sure to ask json_valid first.
+ */
 export function pendingWithOwnCallback(stmt: Prepare, runId: number): number {
-  const r = stmt(`SELECT COUNT(*) AS n FROM jobs WHERE run_id = ? AND state = 'pending' AND json_extract(spec, '$.callback_url') IS NOT NULL`).get(runId) as { n: number };
+  const r = stmt(`SELECT COUNT(*) AS n FROM jobs WHERE run_id = ? AND state = 'pending' AND CASE WHEN json_valid(spec) THEN json_extract(spec, '$.callback_url') END IS NOT NULL`).get(runId) as { n: number };
   return r.n;
 }
 
