@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { oneOf } from './common.js';
+import { oneOf, schemaOf } from './common.js';
 import { IMAGE_SECONDS, imageList, refused, requiredPrompt } from './image-common.js';
 import type { ModelSpec, PriceQuote } from './types.js';
 
@@ -144,7 +144,9 @@ export const alphaImage2: ModelSpec = {
   family: 'alpha-image-2',
   kind: 'image',
   summary: 'Text-to-image, one image per request, priced by quality and billed resolution (2 to 48 credits)',
-  input: inputSchema(false),
+  get input() {
+    return schemaOf(this, () => inputSchema(false));
+  },
   workflows: ['text-to-image'],
   workflow: () => 'text-to-image',
   priceBasis: PRICE_BASIS,
@@ -163,7 +165,9 @@ export const alphaImage2Edit: ModelSpec = {
   family: 'alpha-image-2',
   kind: 'image',
   summary: 'Edit with reference images (image_urls required), one image per request, priced as alpha-image-2',
-  input: inputSchema(true),
+  get input() {
+    return schemaOf(this, () => inputSchema(true));
+  },
   workflows: ['edit'],
   workflow: () => 'edit',
   priceBasis: PRICE_BASIS,

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { fieldIssue, imageRef, intOneOf, oneOf, promptText, ratioString, unsupported } from './common.js';
+import { fieldIssue, imageRef, intOneOf, oneOf, ratioString, promptText, schemaOf, unsupported } from './common.js';
 import type { ModelSpec } from './types.js';
 
 /**
@@ -26,7 +26,8 @@ const firstFrameWorkflow = (input: Record<string, unknown>) =>
 
 // ---- clip-2.3 ---------------------------------------------------------------
 
-const clip23Input = z
+const clip23Input = () =>
+  z
   .strictObject({
     prompt: promptText(),
     duration: intOneOf([6, 10]).default(6).describe('Seconds: 6 or 10; default 6; 1080p supports only 6'),
@@ -46,7 +47,9 @@ export const clip23: ModelSpec = {
   id: 'clip-2.3',
   family: 'clip',
   summary: 'Text- or first-frame image-to-video, 6 or 10 s, 768p or 1080p (1080p: 6 s only)',
-  input: clip23Input,
+  get input() {
+    return schemaOf(this, clip23Input);
+  },
   workflows: FIRST_FRAME_WORKFLOWS,
   workflow: firstFrameWorkflow,
   price: noPrice('clip-2.3'),
@@ -91,7 +94,9 @@ export const clip02: ModelSpec = {
   id: 'clip-02',
   family: 'clip',
   summary: 'Text- or image-to-video, 768P or 512P, 6 or 10 s, optional end frame and prompt optimizer',
-  input: clip02Input([6, 10], ['768P', '512P']),
+  get input() {
+    return schemaOf(this, () => clip02Input([6, 10], ['768P', '512P']));
+  },
   workflows: FIRST_FRAME_WORKFLOWS,
   workflow: firstFrameWorkflow,
   price: noPrice('clip-02'),
@@ -107,7 +112,9 @@ export const clip02Pro: ModelSpec = {
   id: 'clip-02-pro',
   family: 'clip',
   summary: 'Text- or image-to-video at 1080P, 6 s, optional end frame and prompt optimizer',
-  input: clip02Input([6], ['1080P']),
+  get input() {
+    return schemaOf(this, () => clip02Input([6], ['1080P']));
+  },
   workflows: FIRST_FRAME_WORKFLOWS,
   workflow: firstFrameWorkflow,
   price: noPrice('clip-02-pro'),
@@ -126,11 +133,15 @@ export const clipgen2: ModelSpec = {
   id: 'clipgen-2',
   family: 'clip',
   summary: 'Generic video request: prompt, duration, aspect_ratio',
-  input: z.looseObject({
-    prompt: promptText(),
-    duration: z.number({ error: 'must be a number' }).int({ error: 'must be an integer' }).min(1, { error: 'must be at least 1' }).optional().describe('Seconds, a positive integer (allowed values not shown)'),
-    aspect_ratio: ratioString.optional().describe('Such as 16:9 (allowed values not shown)'),
-  }),
+  get input() {
+    return schemaOf(this, () =>
+      z.looseObject({
+        prompt: promptText(),
+        duration: z.number({ error: 'must be a number' }).int({ error: 'must be an integer' }).min(1, { error: 'must be at least 1' }).optional().describe('Seconds, a positive integer (allowed values not shown)'),
+        aspect_ratio: ratioString.optional().describe('Such as 16:9 (allowed values not shown)'),
+      }),
+    );
+  },
   workflows: ['text-to-video'],
   workflow: () => 'text-to-video',
   price: noPrice('clipgen-2'),

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { intRange, oneOf } from './common.js';
+import { intRange, oneOf, schemaOf } from './common.js';
 import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, TEXT_OR_IMAGE, UNPRICED_IMAGE_BASIS, imageCount, imageList, requiredPrompt, textOrImage, unpriced } from './image-common.js';
 import type { ModelSpec } from './types.js';
 
@@ -52,7 +52,9 @@ function spec(id: string, edit: boolean): ModelSpec {
     family: 'dream-4',
     kind: 'image',
     summary: edit ? 'Edit with reference images (required), 1 to 15 images per request' : 'Text-to-image with optional reference images, 1 to 15 images per request',
-    input: inputSchema(edit),
+    get input() {
+      return schemaOf(this, () => inputSchema(edit));
+    },
     workflows: edit ? ['edit'] : TEXT_OR_IMAGE,
     workflow: edit ? () => 'edit' : textOrImage,
     priceBasis: UNPRICED_IMAGE_BASIS,

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { oneOf } from './common.js';
+import { oneOf, schemaOf } from './common.js';
 import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, imageList, requiredPrompt } from './image-common.js';
 import type { ModelSpec } from './types.js';
 
@@ -8,7 +8,8 @@ import type { ModelSpec } from './types.js';
 const SIZES = ['1:1', '4:3', '3:4', '16:9', '9:16', '2:3', '3:2', '21:9'] as const;
 const RESOLUTIONS = ['1K', '1.5K', '2K'] as const;
 
-const textToImageInput = z.strictObject(
+const textToImageInput = () =>
+  z.strictObject(
   {
     prompt: requiredPrompt(5000),
     size: oneOf(SIZES, 'size').default('1:1').describe('Aspect ratio; default 1:1'),
@@ -24,7 +25,9 @@ export const flashTextToImage: ModelSpec = {
   family: 'dream-v5.0-flash',
   kind: 'image',
   summary: 'Text-to-image, one image per request, billed per image at the same rate across resolutions',
-  input: textToImageInput,
+  get input() {
+    return schemaOf(this, textToImageInput);
+  },
   strictRoot: true,
   workflows: ['text-to-image'],
   workflow: () => 'text-to-image',
@@ -43,7 +46,9 @@ export const flashEdit: ModelSpec = {
   family: 'dream-v5.0-flash',
   kind: 'image',
   summary: 'Edit with reference images (input fields not documented by the service)',
-  input: z.looseObject({ prompt: requiredPrompt(5000), image_urls: imageList() }),
+  get input() {
+    return schemaOf(this, () => z.looseObject({ prompt: requiredPrompt(5000), image_urls: imageList() }));
+  },
   workflows: ['edit'],
   workflow: () => 'edit',
   priceBasis: 'unknown: the service gives no price; a user-supplied price is per image',

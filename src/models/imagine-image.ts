@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { oneOf } from './common.js';
+import { oneOf, schemaOf } from './common.js';
 import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, TEXT_OR_IMAGE, UNPRICED_IMAGE_BASIS, imageList, requiredPrompt, textOrImage, unpriced } from './image-common.js';
 import type { ModelSpec } from './types.js';
 
@@ -15,11 +15,15 @@ export const imagineImage: ModelSpec = {
   family: 'imagine-image',
   kind: 'image',
   summary: 'Text-to-image, or image-to-image with exactly one image URL',
-  input: z.strictObject({
-    prompt: requiredPrompt(),
-    size: oneOf(SIZES, 'size').optional().describe(`Aspect ratio, optional: ${SIZES.join(', ')}`),
-    image_urls: imageList({ min: 1, max: 1, formats: ['jpeg', 'png', 'webp'] }).optional().describe('Image-to-image: exactly one JPEG, PNG or WebP URL of at most 10.0 MB'),
-  }),
+  get input() {
+    return schemaOf(this, () =>
+      z.strictObject({
+        prompt: requiredPrompt(),
+        size: oneOf(SIZES, 'size').optional().describe(`Aspect ratio, optional: ${SIZES.join(', ')}`),
+        image_urls: imageList({ min: 1, max: 1, formats: ['jpeg', 'png', 'webp'] }).optional().describe('Image-to-image: exactly one JPEG, PNG or WebP URL of at most 10.0 MB'),
+      }),
+    );
+  },
   workflows: TEXT_OR_IMAGE,
   workflow: textOrImage,
   priceBasis: UNPRICED_IMAGE_BASIS,

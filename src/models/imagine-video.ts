@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { fieldIssue, imageRef, intOneOf, oneOf, promptText } from './common.js';
+import { fieldIssue, imageRef, intOneOf, oneOf, promptText, schemaOf } from './common.js';
 import type { ModelSpec } from './types.js';
 
 /**
@@ -8,7 +8,8 @@ import type { ModelSpec } from './types.js';
  * are not shown, so the schema is open and checks the chosen names when present.
  */
 
-const input = z
+const input = () =>
+  z
   .looseObject({
     prompt: promptText().optional().describe('Required for text-to-video; optional with an image'),
     image_urls: z
@@ -31,7 +32,9 @@ export const imagineVideo: ModelSpec = {
   family: 'imagine-video',
   kind: 'video',
   summary: 'Text- or image-to-video, styles fun/normal/spicy, 1:1, 2:3 or 3:2, 6 or 10 s',
-  input,
+  get input() {
+    return schemaOf(this, input);
+  },
   workflows: ['text-to-video', 'image-to-video'],
   workflow: (i) => (i.image_urls !== undefined ? 'image-to-video' : 'text-to-video'),
   priceBasis: 'unknown: the service gives no price; a user-supplied price is per request',

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { oneOf } from './common.js';
+import { oneOf, schemaOf } from './common.js';
 import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, UNPRICED_IMAGE_BASIS, imageList, refused, requiredPrompt, unpriced } from './image-common.js';
 import type { ModelSpec } from './types.js';
 
@@ -37,7 +37,9 @@ function spec(base: 'kontext-pro' | 'kontext-max', edit: boolean): ModelSpec {
     family: 'kontext',
     kind: 'image',
     summary: edit ? 'Edit of one reference image (the first of image_urls)' : 'Text-to-image, 7 aspect ratios, png or jpg',
-    input: inputSchema(base, edit),
+    get input() {
+      return schemaOf(this, () => inputSchema(base, edit));
+    },
     workflows: [edit ? 'edit' : 'text-to-image'],
     workflow: () => (edit ? 'edit' : 'text-to-image'),
     priceBasis: UNPRICED_IMAGE_BASIS,

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { fieldIssue, imageRef, promptText, ratioString } from './common.js';
+import { fieldIssue, imageRef, ratioString, promptText, schemaOf } from './common.js';
 import type { ModelSpec } from './types.js';
 
 /**
@@ -93,7 +93,9 @@ function motionSpec(tier: Tier): ModelSpec {
     family: 'motion-1.6',
     kind: 'video',
     summary: `Text-to-video, image-to-video${tier === 'pro' ? ' (with optional end frame)' : ''} or elements (1 to 4 images); ${rate} credits per second`,
-    input: motionInput(tier),
+    get input() {
+      return schemaOf(this, () => motionInput(tier));
+    },
     workflows: ['text-to-video', 'image-to-video', 'elements'] satisfies MotionWorkflow[],
     workflow: motionWorkflow,
     priceBasis: `${rate} credits per second x duration (service price)`,

@@ -1,3 +1,4 @@
+import { schemaOf } from './common.js';
 import * as z from 'zod';
 import { IMAGE_SECONDS, SANDBOX_IMAGE_CREDITS, TEXT_OR_IMAGE, UNPRICED_IMAGE_BASIS, imageCount, imageList, refused, requiredPrompt, textOrImage, unpriced } from './image-common.js';
 import type { ModelSpec } from './types.js';
@@ -76,7 +77,9 @@ function spec(entry: Entry): ModelSpec {
     family: 'other-image',
     kind: 'image',
     summary: entry.summary,
-    input: inputSchema(entry),
+    get input() {
+      return schemaOf(this, () => inputSchema(entry));
+    },
     workflows: entry.mode === 'edit' ? ['edit'] : entry.mode === 'text' ? ['text-to-image'] : TEXT_OR_IMAGE,
     workflow: entry.mode === 'edit' ? () => 'edit' : entry.mode === 'text' ? () => 'text-to-image' : textOrImage,
     priceBasis: UNPRICED_IMAGE_BASIS,

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { fieldIssue, httpsImageRef, intRange, oneOf, prompt } from './common.js';
+import { fieldIssue, httpsImageRef, intRange, oneOf, prompt, schemaOf } from './common.js';
 import type { ModelSpec } from './types.js';
 
 /**
@@ -33,7 +33,8 @@ export function video15Duration(input: Record<string, unknown>): number {
   return video15Mode(input) === 'reference-to-video' ? 8 : 6;
 }
 
-const input = z
+const input = () =>
+  z
   .strictObject({
     prompt: prompt(4096),
     duration: intRange(1, 15).optional().describe('Seconds 1 to 15; default 6 (text, image) or 8 (reference)'),
@@ -70,7 +71,9 @@ export const video15: ModelSpec = {
   family: 'video-1.5',
   kind: 'video',
   summary: 'Grok-style video 1.5: text-, image- or reference-to-video, 1 to 15 s, 480p/720p/1080p, priced per second',
-  input,
+  get input() {
+    return schemaOf(this, input);
+  },
   workflows: ['text-to-video', 'image-to-video', 'reference-to-video'] satisfies Video15Mode[],
   workflow: video15Mode,
   priceBasis: `per second by resolution (480p ${RATE['480p']}, 720p ${RATE['720p']}, 1080p ${RATE['1080p']}) x duration (default 6 s, 8 s for reference) + ${IMAGE_CREDITS} per input or reference image (service price)`,

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { fieldIssue, imageRef, intRange, oneOf, promptText, remoteUrl } from './common.js';
+import { fieldIssue, imageRef, intRange, oneOf, remoteUrl, promptText, schemaOf } from './common.js';
 import type { ModelSpec } from './types.js';
 
 /**
@@ -25,7 +25,8 @@ export function videohWorkflow(input: Record<string, unknown>): VideohWorkflow {
   return 'text-to-video';
 }
 
-const input = z
+const input = () =>
+  z
   .strictObject({
     prompt: promptText().optional().describe('Required except for image-to-video'),
     image_urls: z
@@ -82,7 +83,9 @@ export const videoh: ModelSpec = {
   family: 'videoh',
   kind: 'video',
   summary: 'Text-, image-, reference-to-video and video-edit, chosen from the fields present; 720p or 1080p, 3 to 15 s',
-  input,
+  get input() {
+    return schemaOf(this, input);
+  },
   workflows: ['text-to-video', 'image-to-video', 'reference-to-video', 'video-edit'] satisfies VideohWorkflow[],
   workflow: videohWorkflow,
   priceBasis: 'unknown: the service gives no price (billing depends on workflow, resolution and billable duration); a user-supplied price is per request',

@@ -1,12 +1,13 @@
 import * as z from 'zod';
-import { intOneOf, oneOf, promptText } from './common.js';
+import { intOneOf, oneOf, promptText, schemaOf } from './common.js';
 import type { ModelSpec } from './types.js';
 
 /** vidmodel2.5-text-to-video: text-to-video; fields documented, required fields and defaults not shown. */
 
 const ASPECT_RATIOS = ['832*480', '480*832', '1280*720', '720*1280', '1920*1080', '1080*1920'] as const;
 
-const input = z.strictObject({
+const input = () =>
+  z.strictObject({
   prompt: promptText(),
   aspect_ratio: oneOf(ASPECT_RATIOS, 'aspect_ratio').optional().describe('WIDTH*HEIGHT; default not shown (the service chooses)'),
   duration: intOneOf([5, 10]).optional().describe('Seconds: 5 or 10; default not shown'),
@@ -28,7 +29,9 @@ export const vidmodelTextToVideo: ModelSpec = {
   family: 'vidmodel2.5',
   kind: 'video',
   summary: 'Text-to-video, 5 or 10 s, six WIDTH*HEIGHT aspect ratios, optional audio string',
-  input,
+  get input() {
+    return schemaOf(this, input);
+  },
   workflows: ['text-to-video'],
   workflow: () => 'text-to-video',
   priceBasis: 'unknown: the service gives no price; a user-supplied price is per request',

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { charCount } from '../common.js';
+import { charCount, schemaOf } from '../common.js';
 import { DEFAULT_MV, GENERATE_MUSIC_TITLE_MAX, NON_CUSTOM_PROMPT_MAX, TEXT_LIMITS } from './limits.js';
 import {
   emptyWhen,
@@ -31,7 +31,8 @@ export const TRACK_VARIATIONS = 2;
 
 const NON_CUSTOM_EMPTY = ['style', 'title', 'persona_id', 'negative_tags', 'vocal_gender', 'style_weight', 'weirdness_constraint', 'audio_weight'] as const;
 
-const generateInput = musicInput(
+const generateInput = () =>
+  musicInput(
   {
     custom_mode: requiredFlag().describe('true: style and title (and prompt as lyrics unless instrumental); false: prompt only'),
     instrumental: instrumentalField,
@@ -60,7 +61,9 @@ export const generateMusic = musicSpec({
   id: 'generate-music',
   kind: 'music',
   summary: `Music from a description (non-custom) or from lyrics, style and title (custom); ${TRACK_VARIATIONS} variations`,
-  input: generateInput,
+  get input() {
+    return schemaOf(this, generateInput);
+  },
   workflow: CUSTOM_MODE_WORKFLOW,
   count: TRACK_VARIATIONS,
   typicalSeconds: [30, 120],
@@ -74,7 +77,8 @@ export const generateMusic = musicSpec({
 
 const extendOwnFields = ['prompt', 'style', 'title', 'continue_at'] as const;
 
-const extendInput = musicInput(
+const extendInput = () =>
+  musicInput(
   {
     default_param_flag: requiredFlag().describe('true: new prompt, style, title, continue_at; false: the original track parameters'),
     audio_id: requiredText().describe('Track to extend'),
@@ -100,7 +104,9 @@ export const extendMusic = musicSpec({
   id: 'extend-music',
   kind: 'music',
   summary: 'Extend a generated track from continue_at, with new or the original parameters',
-  input: extendInput,
+  get input() {
+    return schemaOf(this, extendInput);
+  },
   workflow: PARAM_FLAG_WORKFLOW,
   count: TRACK_VARIATIONS,
   typicalSeconds: [30, 120],
@@ -114,7 +120,8 @@ export const extendMusic = musicSpec({
 
 const replaceLimits = TEXT_LIMITS[DEFAULT_MV];
 
-const replaceInput = musicInput(
+const replaceInput = () =>
+  musicInput(
   {
     task_id: requiredText().describe('Music task holding the track'),
     audio_id: requiredText().describe('Track to edit'),
@@ -146,7 +153,9 @@ export const replaceSection = musicSpec({
   id: 'replace-section',
   kind: 'music',
   summary: 'Regenerate the part of a track between infill_start_s and infill_end_s',
-  input: replaceInput,
+  get input() {
+    return schemaOf(this, replaceInput);
+  },
   count: 1,
   typicalSeconds: [20, 90],
   sandboxCredits: 6,

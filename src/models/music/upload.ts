@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { oneOf, weight01 } from '../common.js';
+import { oneOf, schemaOf, weight01 } from '../common.js';
 import { DEFAULT_MV, NON_CUSTOM_PROMPT_MAX } from './limits.js';
 import { CUSTOM_MODE_WORKFLOW, PARAM_FLAG_WORKFLOW, TRACK_VARIATIONS } from './generate.js';
 import {
@@ -26,7 +26,8 @@ import {
 
 const UPLOAD_CHOICE = 'upload_url must be a remote http(s) URL; the 8-minute (V4_5ALL: 1-minute) audio limit is checked by the service';
 
-const coverInput = musicInput(
+const coverInput = () =>
+  musicInput(
   {
     upload_url: audioUrlField.describe('Audio to cover (remote URL)'),
     custom_mode: requiredFlag(),
@@ -57,7 +58,9 @@ export const uploadAndCoverAudio = musicSpec({
   id: 'upload-and-cover-audio',
   kind: 'music',
   summary: 'Cover an uploaded track (at most 8 minutes; 1 minute for V4_5ALL) in a new style',
-  input: coverInput,
+  get input() {
+    return schemaOf(this, coverInput);
+  },
   workflow: CUSTOM_MODE_WORKFLOW,
   urlOnlyFields: ['upload_url'],
   count: TRACK_VARIATIONS,
@@ -72,7 +75,8 @@ export const uploadAndCoverAudio = musicSpec({
  */
 const uploadExtendOnlyUrl = ['prompt', 'style', 'title', 'continue_at', 'persona_id', 'negative_tags', 'vocal_gender', 'style_weight', 'weirdness_constraint', 'audio_weight'] as const;
 
-const uploadExtendInput = musicInput(
+const uploadExtendInput = () =>
+  musicInput(
   {
     upload_url: audioUrlField.describe('Audio to extend (remote URL)'),
     default_param_flag: requiredFlag(),
@@ -102,7 +106,9 @@ export const uploadAndExtendAudio = musicSpec({
   id: 'upload-and-extend-audio',
   kind: 'music',
   summary: 'Extend an uploaded track (at most 8 minutes; 1 minute for V4_5ALL)',
-  input: uploadExtendInput,
+  get input() {
+    return schemaOf(this, uploadExtendInput);
+  },
   workflow: PARAM_FLAG_WORKFLOW,
   urlOnlyFields: ['upload_url'],
   count: TRACK_VARIATIONS,
@@ -121,7 +127,8 @@ const weights = {
   audio_weight: weight01.optional(),
 };
 
-const addInstrumentalInput = musicInput(
+const addInstrumentalInput = () =>
+  musicInput(
   {
     upload_url: audioUrlField.describe('Vocal track to accompany (remote URL)'),
     title: requiredText(),
@@ -137,7 +144,9 @@ export const addInstrumental = musicSpec({
   id: 'add-instrumental',
   kind: 'music',
   summary: 'Add an instrumental accompaniment to an uploaded vocal track',
-  input: addInstrumentalInput,
+  get input() {
+    return schemaOf(this, addInstrumentalInput);
+  },
   urlOnlyFields: ['upload_url'],
   count: TRACK_VARIATIONS,
   typicalSeconds: [30, 120],
@@ -145,7 +154,8 @@ export const addInstrumental = musicSpec({
   choices: [UPLOAD_CHOICE, 'tags use the style limit of the model version', `variations per task: ${TRACK_VARIATIONS}`],
 });
 
-const addVocalsInput = musicInput(
+const addVocalsInput = () =>
+  musicInput(
   {
     upload_url: audioUrlField.describe('Instrumental track to sing over (remote URL)'),
     prompt: requiredText().describe('Lyrics or a description'),
@@ -163,7 +173,9 @@ export const addVocals = musicSpec({
   id: 'add-vocals',
   kind: 'music',
   summary: 'Add vocals to an uploaded instrumental track',
-  input: addVocalsInput,
+  get input() {
+    return schemaOf(this, addVocalsInput);
+  },
   urlOnlyFields: ['upload_url'],
   count: TRACK_VARIATIONS,
   typicalSeconds: [30, 120],
@@ -174,7 +186,8 @@ export const addVocals = musicSpec({
 export const SEPARATION_MODELS = ['base', 'enhanced', 'instrumental'] as const;
 export const SEPARATION_OUTPUTS = ['general', 'bass', 'drums', 'other', 'piano', 'guitar', 'vocals'] as const;
 
-const uploadSeparateInput = musicInput(
+const uploadSeparateInput = () =>
+  musicInput(
   {
     audio_url: audioUrlField.describe('Audio to split (remote URL)'),
     title: z.string({ error: 'must be a string' }).optional(),
@@ -188,7 +201,9 @@ export const uploadAndSeparateVocals = musicSpec({
   id: 'upload-and-separate-vocals',
   kind: 'audio',
   summary: 'Split uploaded audio into 7 stems',
-  input: uploadSeparateInput,
+  get input() {
+    return schemaOf(this, uploadSeparateInput);
+  },
   urlOnlyFields: ['audio_url'],
   count: 7,
   typicalSeconds: [30, 120],
