@@ -5,6 +5,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { sandboxTasks } from './helpers/admin.js';
 import { ensureBuilt, imageManifest, spawnCli } from './helpers/cli.js';
 import { tempDir } from './helpers/tmp.js';
+import { until } from './helpers/until.js';
 import { readJobs } from './helpers/verify.js';
 
 /**
@@ -37,15 +38,6 @@ function raw(port: number, text: string): Promise<string> {
     c.on('close', () => resolve(got));
     setTimeout(() => c.destroy(), 2_000);
   });
-}
-
-async function until<T>(what: string, fn: () => Promise<T | null>): Promise<T> {
-  for (let i = 0; i < 600; i++) {
-    const v = await fn();
-    if (v !== null) return v;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 it('a request target that is not a URL is a 400, and the run goes on to finish its job', async () => {

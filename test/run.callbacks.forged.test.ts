@@ -9,6 +9,7 @@ import { sandboxTasks, type ListedTask } from './helpers/admin.js';
 import { ensureBuilt, imageManifest, spawnCli } from './helpers/cli.js';
 import { solidPng } from './helpers/png.js';
 import { tempDir } from './helpers/tmp.js';
+import { until } from './helpers/until.js';
 import { readJobs } from './helpers/verify.js';
 
 /**
@@ -48,15 +49,6 @@ function forged(taskId: string): string {
     code: 200,
     data: { task_id: taskId, status: 'finished', files: [{ file_url: `${evilBase}/evil.png`, file_type: 'image', file_size: EVIL.length }], created_time: '2026-01-01T00:00:00', progress: 100, error_message: null },
   });
-}
-
-async function until<T>(what: string, fn: () => Promise<T | null>): Promise<T> {
-  for (let i = 0; i < 600; i++) {
-    const v = await fn();
-    if (v !== null) return v;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 describe('a forged completion callback with the right token', () => {
